@@ -1,0 +1,83 @@
+"""The one interface between the engine and the toolchains.
+
+The engine hands a stage exactly the spec fields that went into its build key (`StageRequest.config`),
+so a stage cannot depend on anything the key does not cover. A backend knows its toolchain and the
+catalog; it never sees git, the store or the spec file itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from backends.catalog import Target
+
+STAGES: tuple[str, ...] = ("import", "check", "rewrite", "preprocess", "quantize", "compile", "evaluate")
+
+
+@dataclass(frozen=True)
+class StageRequest:
+    """Everything one stage run may read."""
+
+    stage: str
+    target: Target
+    config: Mapping[str, Any]
+    """The spec fields this stage reads, by dotted path (e.g. "quantization.mode"); exactly its key's fields."""
+    inputs: Mapping[str, Path]
+    """Named input files: earlier stages' artifacts ("model", "float_model", "placement") and data folders."""
+    workdir: Path
+    """A fresh scratch folder; artifacts are written here and moved into the store by the engine."""
+    log: Path
+    """The stage's full log; the engine prints its path when the stage fails."""
+
+
+@dataclass
+class StageOutput:
+    """What a stage produced: files, plus JSON facts (placement, measurements) for records and lock files."""
+
+    artifacts: dict[str, Path] = field(default_factory=dict)
+    report: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+    """One line for the user, e.g. "identity: no preprocess section"."""
+
+
+@runtime_checkable
+class StageImpl(Protocol):
+    """One stage's implementation. `version` enters the build key: bump it when the output would change."""
+
+    stage: str
+    version: str
+
+    def fingerprint(self) -> dict[str, str]:
+        """Versions of the tools this implementation uses (e.g. {"onnx": "1.23.2"}); read without importing
+        them (importlib.metadata), because plan computes keys without running anything."""
+        ...
+
+    def run(self, request: StageRequest) -> StageOutput: ...
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A toolchain adapter. Registered by name in backends.registry, constructed lazily."""
+
+    name: str
+
+    def serves(self, target: Target) -> bool: ...
+
+    def fingerprint(self) -> dict[str, str]:
+        """Toolchain versions that go into the keys of the stages this backend implements."""
+        ...
+
+    def options_schema(self) -> dict[str, Any]:
+        """JSON Schema for `compile.options`."""
+        ...
+
+    def missing_toolchain(self) -> str | None:
+        """None when usable; otherwise one line saying what to install."""
+        ...
+
+    def implementation(self, stage: str) -> StageImpl | None:
+        """The stage's implementation for this backend, or None when it implements none."""
+        ...

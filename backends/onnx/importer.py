@@ -1,0 +1,424 @@
+"""The import stage: any ONNX file in, a checked, opset-normalized, statically shaped ONNX model out.
+
+Every later stage (op placement, quantization, NPU compilers) needs static shapes and opset >= 13
+(per-channel DequantizeLinear needs its `axis` attribute), so those are fixed here, once, with onnx
+alone. External data is refused rather than inlined: the build key hashes the model file only, so
+weights living in side files could change without the key noticing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from backends.base import StageOutput, StageRequest
+from backends.errors import TerminalError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import onnx
+
+Logger = Callable[[str], None]
+
+MIN_OPSET = 13
+"""Opsets below this are raised to exactly this (the smallest change that gives per-channel QDQ)."""
+
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+_FOLD_MAX_ELEMENTS = 4096
+"""Shape-computation constants larger than this are not folded when inferring output shapes."""
+_NONDETERMINISTIC_OPS = frozenset(
+    {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
+)
+
+
+def _dist_version(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "missing"
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """The first line of an exception message, bounded: errors reach the user as one line."""
+    text = str(exc).strip().splitlines()
+    line = text[0] if text else type(exc).__name__
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+class _Log:
+    """Appends to the stage log; the engine prints its path when a stage fails."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+
+    def __call__(self, message: str) -> None:
+        with self.path.open("a") as fh:
+            fh.write(message.rstrip("\n") + "\n")
+
+
+class ImportPass:
+    """Stage "import": load, check, raise the opset, fix input shapes, infer the rest."""
+
+    stage = "import"
+    version = "1"
+
+    def fingerprint(self) -> dict[str, str]:
+        return {"onnx": _dist_version("onnx")}
+
+    def run(self, request: StageRequest) -> StageOutput:
+        source = request.inputs.get("model")
+        if source is None:
+            raise TerminalError("import: no model file given")
+        shapes = _spec_shapes(request.config.get("inputs"))
+        log = _Log(request.log)
+        model, report = import_model(Path(source), shapes, log)
+        out = Path(request.workdir) / "model.onnx"
+        data = model.SerializeToString(deterministic=True)
+        out.write_bytes(data)
+        report["size_bytes"] = len(data)
+        log(json.dumps(report, indent=1, sort_keys=True))
+        note = f"opset {report['opset']['before']} -> {report['opset']['after']}, {report['nodes']} nodes"
+        return StageOutput(artifacts={"model": out}, report=report, note=note)
+
+
+def _spec_shapes(raw: Any) -> dict[str, list[int]]:
+    if not isinstance(raw, Mapping) or not raw:
+        raise TerminalError("import: spec.inputs must name every model input with its shape")
+    shapes: dict[str, list[int]] = {}
+    for name, shape in raw.items():
+        if not isinstance(shape, Sequence) or not all(isinstance(d, int) and d > 0 for d in shape):
+            raise TerminalError(f"import: spec.inputs.{name} must be a list of positive integers, got {shape!r}")
+        shapes[str(name)] = [int(d) for d in shape]
+    return shapes
+
+
+def import_model(
+    path: Path, shapes: Mapping[str, Sequence[int]], log: Logger = print
+) -> tuple[onnx.ModelProto, dict[str, Any]]:
+    """The imported model and its report. Every failure is a TerminalError with one line."""
+    model = load_model(path)
+    opset_before, ir_before = default_opset(model), model.ir_version
+    _check(model, full=False, what=f"{path.name} fails onnx.checker")
+    model = raise_opset(model, log)
+    removed = drop_initializer_inputs(model)
+    fix_input_shapes(model, shapes)
+    model.ir_version = max(model.ir_version, _min_ir_version(model))
+    model = infer_shapes(model, log)
+    _check(model, full=True, what="the imported model fails onnx.checker (full check)")
+    report = describe(model)
+    report["opset"] = {"before": opset_before, "after": default_opset(model)}
+    report["ir_version"] = {"before": ir_before, "after": model.ir_version}
+    report["removed_initializer_inputs"] = removed
+    report["external_data"] = "refused"
+    return model, report
+
+
+def load_model(path: Path) -> onnx.ModelProto:
+    """Parses the file; a corrupt or non-ONNX file, or one with external data, is a TerminalError."""
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TerminalError(f"cannot read model {path}: {one_line(exc)}") from exc
+    try:
+        model = onnx.load_model_from_string(data)
+    except (DecodeError, ValueError, RuntimeError) as exc:
+        raise TerminalError(f"{path.name} is not an ONNX model: {one_line(exc)}") from exc
+    if model.ir_version <= 0 or not model.HasField("graph") or not model.graph.output:
+        raise TerminalError(f"{path.name} is not an ONNX model: no IR version or graph outputs")
+    external = sorted(_external_tensors(model))
+    if external:
+        raise TerminalError(
+            f"{path.name} keeps {len(external)} tensors in external data (first: {external[0]}); npuctl needs "
+            "a self-contained model, because only the model file's bytes enter the build key: re-save it "
+            "with onnx.save(model, path, save_as_external_data=False)"
+        )
+    return model
+
+
+def _external_tensors(model: onnx.ModelProto) -> Iterable[str]:
+    import onnx
+
+    for tensor in model.graph.initializer:
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            yield tensor.name
+    for node in model.graph.node:
+        for attr in node.attribute:
+            if attr.HasField("t") and attr.t.data_location == onnx.TensorProto.EXTERNAL:
+                yield f"{node.name or node.op_type}.{attr.name}"
+
+
+def _check(model: onnx.ModelProto, full: bool, what: str) -> None:
+    import onnx
+
+    try:
+        onnx.checker.check_model(model, full_check=full)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError) as exc:
+        raise TerminalError(f"{what}: {one_line(exc)}") from exc
+
+
+def default_opset(model: onnx.ModelProto) -> int | None:
+    for entry in model.opset_import:
+        if entry.domain in _DEFAULT_DOMAINS:
+            return int(entry.version)
+    return None
+
+
+def raise_opset(model: onnx.ModelProto, log: Logger = print) -> onnx.ModelProto:
+    """Converts a default-domain opset below MIN_OPSET to exactly MIN_OPSET with onnx.version_converter."""
+    import onnx.version_converter
+
+    current = default_opset(model)
+    if current is None or current >= MIN_OPSET:
+        return model
+    log(f"raising opset {current} -> {MIN_OPSET}")
+    try:
+        return onnx.version_converter.convert_version(model, MIN_OPSET)
+    except Exception as exc:  # noqa: BLE001 - the converter raises its own C++ error types
+        raise TerminalError(f"cannot convert opset {current} to {MIN_OPSET}: {one_line(exc)}") from exc
+
+
+def drop_initializer_inputs(model: onnx.ModelProto) -> int:
+    """Removes graph inputs that are initializers (IR < 4 style): they are weights, not inputs."""
+    weights = {init.name for init in model.graph.initializer}
+    keep = [inp for inp in model.graph.input if inp.name not in weights]
+    removed = len(model.graph.input) - len(keep)
+    if removed:
+        del model.graph.input[:]
+        model.graph.input.extend(keep)
+    return removed
+
+
+def _min_ir_version(model: onnx.ModelProto) -> int:
+    import onnx.helper
+
+    # IR 4 is the first that lets initializers live outside the graph inputs.
+    return max(4, onnx.helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True))
+
+
+def _is_fixed(dim: Any) -> bool:
+    return bool(dim.HasField("dim_value") and dim.dim_value > 0)
+
+
+def fix_input_shapes(model: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) -> None:
+    """Sets every input to its spec shape. A dim fixed in the model to another value is an error, as
+    are unknown input names, rank mismatches and inputs left dynamic."""
+    inputs = {inp.name: inp for inp in model.graph.input}
+    unknown = sorted(set(shapes) - set(inputs))
+    if unknown:
+        raise TerminalError(
+            f"spec.inputs names {', '.join(unknown)}, not an input of the model "
+            f"(model inputs: {', '.join(inputs) or 'none'})"
+        )
+    for name, inp in inputs.items():
+        if not inp.type.HasField("tensor_type"):
+            raise TerminalError(f"model input {name!r} is not a tensor; npuctl handles tensor inputs only")
+        tensor_type = inp.type.tensor_type
+        if name not in shapes:
+            dims = tensor_type.shape.dim
+            if not tensor_type.HasField("shape") or not all(_is_fixed(d) for d in dims):
+                raise TerminalError(f"model input {name!r} has dynamic dimensions: give its shape in spec.inputs")
+            continue
+        _fix_one(name, tensor_type, list(shapes[name]))
+
+
+def _fix_one(name: str, tensor_type: Any, shape: list[int]) -> None:
+    if tensor_type.HasField("shape"):
+        dims = tensor_type.shape.dim
+        if len(dims) != len(shape):
+            raise TerminalError(
+                f"spec.inputs.{name} has rank {len(shape)} ({shape}), the model input has rank {len(dims)}"
+            )
+        for index, (dim, want) in enumerate(zip(dims, shape)):
+            if _is_fixed(dim) and dim.dim_value != want:
+                raise TerminalError(
+                    f"spec.inputs.{name} dim {index} is {want}, but the model fixes it to {dim.dim_value}"
+                )
+    tensor_type.ClearField("shape")
+    for value in shape:
+        tensor_type.shape.dim.add().dim_value = value
+
+
+def infer_shapes(model: onnx.ModelProto, log: Logger = print) -> onnx.ModelProto:
+    """Strict shape inference from the fixed inputs; output dims that onnx cannot infer by itself
+    (shape subgraphs through Cast/Slice) are completed from a copy with those subgraphs folded."""
+    del model.graph.value_info[:]
+    for out in model.graph.output:
+        if out.type.HasField("tensor_type") and out.type.tensor_type.HasField("shape"):
+            for dim in out.type.tensor_type.shape.dim:
+                dim.Clear()
+    model = _strict_inference(model)
+    missing = [o.name for o in model.graph.output if _static_shape(o) is None]
+    if missing:
+        folded = _fold_shape_computations(model, log)
+        known = {o.name: _static_shape(o) for o in folded.graph.output}
+        for out in model.graph.output:
+            shape = known.get(out.name)
+            if shape is not None and _static_shape(out) is None and out.type.HasField("tensor_type"):
+                out.type.tensor_type.ClearField("shape")
+                for value in shape:
+                    out.type.tensor_type.shape.dim.add().dim_value = value
+        model = _strict_inference(model)
+        still = [o.name for o in model.graph.output if _static_shape(o) is None]
+        if still:
+            log(f"output shapes left data-dependent: {', '.join(still)}")
+    return model
+
+
+def _strict_inference(model: onnx.ModelProto) -> onnx.ModelProto:
+    import onnx.shape_inference
+
+    try:
+        return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+    except Exception as exc:  # noqa: BLE001 - InferenceError and C++ errors alike
+        raise TerminalError(f"shape inference failed with the spec's input shapes: {one_line(exc)}") from exc
+
+
+def _static_shape(value_info: Any) -> list[int] | None:
+    tensor_type = value_info.type.tensor_type
+    if not value_info.type.HasField("tensor_type") or not tensor_type.HasField("shape"):
+        return None
+    dims = list(tensor_type.shape.dim)
+    if not all(_is_fixed(d) for d in dims):
+        return None
+    return [int(d.dim_value) for d in dims]
+
+
+def _fold_shape_computations(model: onnx.ModelProto, log: Logger) -> onnx.ModelProto:
+    """A copy of `model` where Shape nodes of statically shaped tensors and the small constant
+    computations on them are evaluated (onnx.reference), so inference can see the shapes they make."""
+    import onnx
+
+    folded = onnx.ModelProto()
+    folded.CopyFrom(model)
+    for _ in range(16):
+        folded = onnx.shape_inference.infer_shapes(folded, data_prop=True)
+        count = _fold_once(folded, log)
+        if count == 0:
+            break
+        del folded.graph.value_info[:]
+    return onnx.shape_inference.infer_shapes(folded, data_prop=True)
+
+
+def _fold_once(model: onnx.ModelProto, log: Logger) -> int:
+    from onnx import numpy_helper
+
+    infos = {v.name: v for v in [*model.graph.value_info, *model.graph.input]}
+    known: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    keep, count = [], 0
+    for node in model.graph.node:
+        values = _fold_node(model, node, infos, known, log)
+        if values is None:
+            keep.append(node)
+            continue
+        for name, value in zip(node.output, values):
+            known[name] = value
+            model.graph.initializer.append(numpy_helper.from_array(value, name))
+        count += 1
+    if count:
+        del model.graph.node[:]
+        model.graph.node.extend(keep)
+    return count
+
+
+def _fold_node(
+    model: onnx.ModelProto, node: Any, infos: Mapping[str, Any], known: Mapping[str, np.ndarray], log: Logger
+) -> list[np.ndarray] | None:
+    import numpy as np
+
+    if node.domain not in _DEFAULT_DOMAINS or node.op_type in _NONDETERMINISTIC_OPS:
+        return None
+    if node.op_type == "Shape" and node.input[0] in infos:
+        shape = _static_shape(infos[node.input[0]])
+        if shape is None:
+            return None
+        attrs = {a.name: a.i for a in node.attribute}
+        start, end = attrs.get("start", 0), attrs.get("end", len(shape))
+        return [np.array(shape[start:end], dtype=np.int64)]
+    if any(a.type in (5, 10) for a in node.attribute):  # GRAPH / GRAPHS: control flow
+        return None
+    used = [name for name in node.input if name]
+    if not all(name in known for name in used):
+        return None
+    if sum(known[name].size for name in used) > _FOLD_MAX_ELEMENTS:
+        return None
+    values = _evaluate_node(model, node, {name: known[name] for name in used}, log)
+    if values is None or any(v.size > _FOLD_MAX_ELEMENTS for v in values):
+        return None
+    return values
+
+
+def _evaluate_node(
+    model: onnx.ModelProto, node: Any, feeds: dict[str, np.ndarray], log: Logger
+) -> list[np.ndarray] | None:
+    import numpy as np
+    import onnx
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
+
+    inputs = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for k, v in feeds.items()]
+    outputs = [helper.make_value_info(name, onnx.TypeProto()) for name in node.output]
+    graph = helper.make_graph([node], "fold", inputs, outputs)
+    single = helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
+    try:
+        results = ReferenceEvaluator(single).run(None, feeds)
+    except Exception as exc:  # noqa: BLE001 - an op the reference evaluator lacks just stays unfolded
+        log(f"shape folding skipped {node.op_type} {node.name}: {one_line(exc)}")
+        return None
+    return [np.asarray(r) for r in results]
+
+
+def _dtype_name(elem_type: int) -> str:
+    import onnx
+
+    try:
+        return str(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, ValueError, TypeError):
+        return onnx.TensorProto.DataType.Name(elem_type).lower()
+
+
+def _io(values: Iterable[Any]) -> list[dict[str, Any]]:
+    out = []
+    for value in values:
+        tensor_type = value.type.tensor_type
+        dims = [d.dim_value if _is_fixed(d) else None for d in tensor_type.shape.dim]
+        out.append({"name": value.name, "dtype": _dtype_name(tensor_type.elem_type), "shape": dims})
+    return out
+
+
+def _parameter_count(model: onnx.ModelProto) -> int:
+    total = 0
+    for tensor in model.graph.initializer:
+        count = 1
+        for dim in tensor.dims:
+            count *= int(dim)
+        total += count
+    for node in model.graph.node:
+        if node.op_type == "Constant":
+            for attr in node.attribute:
+                if attr.HasField("t"):
+                    count = 1
+                    for dim in attr.t.dims:
+                        count *= int(dim)
+                    total += count
+    return total
+
+
+def describe(model: onnx.ModelProto) -> dict[str, Any]:
+    """Inputs, outputs, node count, op histogram (sorted) and parameter count."""
+    ops = Counter(node.op_type if node.domain in _DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}" for node in model.graph.node)
+    return {
+        "inputs": _io(model.graph.input),
+        "outputs": _io(model.graph.output),
+        "nodes": len(model.graph.node),
+        "ops": dict(sorted(ops.items())),
+        "parameters": _parameter_count(model),
+    }

@@ -1,0 +1,80 @@
+"""Backends by name, constructed lazily; third parties register through the `npuctl.backends` entry point.
+
+Stages a backend does not implement itself fall back to the shared ONNX passes (backends.onnx), which
+every ONNX-based toolchain can start from. compile and evaluate have no shared fallback.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+from importlib.metadata import entry_points
+
+from backends.base import Backend, StageImpl
+from backends.catalog import Target
+from backends.errors import ToolchainMissing, UnsupportedStage
+
+BUILTIN: dict[str, str] = {
+    "onnxruntime": "backends.onnxruntime:OnnxRuntimeBackend",
+    "openvino": "backends.openvino:OpenVinoBackend",
+    "rknn": "backends.rknn:RknnBackend",
+    "qnn": "backends.qnn:QnnBackend",
+    "cann": "backends.cann:CannBackend",
+}
+"""name -> "module:Class"; modules are imported only when the backend is first used."""
+
+
+def _load(name: str, ref: str) -> type:
+    module, _, attr = ref.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+    except (ImportError, AttributeError) as exc:
+        raise UnsupportedStage(f"backend {name!r} could not be loaded from {ref}: {exc}") from exc
+
+
+def known() -> dict[str, str]:
+    names = dict(BUILTIN)
+    for ep in entry_points(group="npuctl.backends"):
+        names.setdefault(ep.name, ep.value)
+    return names
+
+
+@cache
+def backend(name: str) -> Backend:
+    """The backend registered under `name`; UnsupportedStage when no such backend exists."""
+    refs = known()
+    if name not in refs:
+        raise UnsupportedStage(f"no backend named {name!r} (known: {', '.join(sorted(refs))})")
+    instance: Backend = _load(name, refs[name])()
+    return instance
+
+
+def backend_for(target: Target, override: str | None = None) -> Backend:
+    return backend(override or target.backend)
+
+
+def implementation(target: Target, stage: str, override: str | None = None) -> StageImpl:
+    """The implementation of `stage` for `target`.
+
+    Raises UnsupportedStage when neither the backend nor the shared passes implement it, and
+    ToolchainMissing (with the install line) when the backend's toolchain is absent.
+    """
+    from backends.onnx import shared_implementation
+
+    try:
+        chosen: Backend | None = backend_for(target, override)
+    except UnsupportedStage:
+        if stage in ("compile", "evaluate"):
+            raise
+        chosen = None  # no adapter for this target yet: the shared ONNX passes still run
+    impl = chosen.implementation(stage) if chosen is not None else None
+    if impl is not None and chosen is not None:
+        missing = chosen.missing_toolchain()
+        if missing:
+            raise ToolchainMissing(missing)
+        return impl
+    shared = shared_implementation(stage)
+    if shared is None:
+        name = chosen.name if chosen is not None else (override or target.backend)
+        raise UnsupportedStage(f"backend {name!r} implements no {stage} stage for target {target.id!r}")
+    return shared

@@ -1,0 +1,5 @@
+"""`python -m reconciler` is `npuctl`."""
+
+from reconciler.cli import main
+
+main()

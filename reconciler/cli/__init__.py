@@ -1,0 +1,72 @@
+"""The `npuctl` command: a click group whose subcommands live one per module and load lazily.
+
+Lazy loading keeps `npuctl --help` and `npuctl validate` fast: no toolchain, and not even the engine,
+is imported until a command that needs it runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import traceback
+
+import click
+
+COMMANDS: dict[str, str] = {
+    "validate": "Check specs (schema and semantics) without building.",
+    "plan": "Show, per spec and stage, what apply would build, reuse or re-judge.",
+    "apply": "Build what changed, measure, judge SLOs, write lock files.",
+    "status": "Ready / Reconciling / Stalled per spec, with the last verdicts.",
+    "explain": "Why a stage is (not) up to date: its key's inputs, field by field.",
+    "gc": "Remove store objects nothing refers to.",
+    "init": "Write a starter spec for an ONNX model.",
+    "targets": "List the target catalog, or show one target.",
+}
+"""Subcommand name -> one-line help; the implementation is `reconciler.cli.<name>:command`."""
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(COMMANDS) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        if cmd_name not in COMMANDS:
+            return None
+        module = importlib.import_module(f"reconciler.cli.{cmd_name}")
+        command: click.Command = module.command
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS.get(name, "")) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="npuctl")
+def cli() -> None:
+    """npuctl: deploy ONNX models to NPUs from declarative specs, rebuilding only what changed."""
+
+
+def main() -> None:
+    """Console entry point; each command returns its exit code."""
+    try:
+        rc = cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(1 if exc.exit_code == 2 else exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - last resort: one line, the traceback only on request
+        if os.environ.get("NPUCTL_DEBUG"):
+            traceback.print_exc()
+        click.echo(f"npuctl: internal error: {type(exc).__name__}: {exc} (set NPUCTL_DEBUG=1 for details)", err=True)
+        sys.exit(1)
+    sys.exit(rc if isinstance(rc, int) else 0)

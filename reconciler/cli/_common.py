@@ -1,0 +1,112 @@
+"""What the engine commands share: output options, loading specs, opening state, progress."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from reconciler.engine.reporter import Reporter
+from reconciler.engine.results import SpecResult, StageResult
+from reconciler.repo import Layout, find_root
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def output_options(markdown: bool = True) -> Callable[[F], F]:
+    def decorate(func: F) -> F:
+        choices = ["text", "json", "markdown"] if markdown else ["text", "json"]
+        func = click.option(
+            "--format", "fmt", type=click.Choice(choices), default="text", help="Output format."
+        )(func)
+        func = click.option("--json", "as_json", is_flag=True, help="Machine output (same as --format json).")(func)
+        return func
+
+    return decorate
+
+
+def paths_argument(func: F) -> F:
+    return click.argument("paths", nargs=-1, type=click.Path(path_type=Path))(func)
+
+
+def chosen_format(fmt: str, as_json: bool) -> str:
+    return "json" if as_json else fmt
+
+
+@dataclass
+class Loaded:
+    root: Path
+    specs: list[Any]
+    invalid: list[SpecResult]
+
+
+def load(paths: tuple[Path, ...]) -> Loaded:
+    """Every spec under the paths; invalid ones become Stalled results carrying their errors."""
+    from reconciler.spec import load_all
+
+    root = find_root(Path.cwd())
+    targets = list(paths) or [Layout(root).default_specs()]
+    specs, errors = load_all(targets, root)
+    by_file: dict[str, SpecResult] = {}
+    for error in errors:
+        file = str(error.file)
+        entry = by_file.setdefault(file, SpecResult(Path(file).name.split(".")[0], file, "", status="Stalled"))
+        entry.errors.append(str(error))
+    return Loaded(root, specs, list(by_file.values()))
+
+
+def interactive() -> bool:
+    return sys.stderr.isatty() and not os.environ.get("CI")
+
+
+class ProgressReporter(Reporter):
+    """A rich progress bar per spec on a terminal; silent otherwise (CI logs stay clean)."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.console = Console(stderr=True)
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[stage]}"),
+            TimeElapsedColumn(), console=self.console, transient=False,
+        )
+        self.tasks: dict[str, Any] = {}
+
+    def spec_started(self, spec: str, total_stages: int) -> None:
+        self.tasks[spec] = self.progress.add_task(spec, total=total_stages, stage="")
+
+    def stage_started(self, spec: str, variant: str, stage: str) -> None:
+        self.progress.update(self.tasks[spec], stage=f"{stage} [{variant}]")
+
+    def stage_finished(self, spec: str, result: StageResult) -> None:
+        self.progress.advance(self.tasks[spec])
+
+    def spec_finished(self, result: SpecResult) -> None:
+        task = self.tasks.get(result.name)
+        if task is not None:
+            self.progress.update(task, stage=result.status, completed=self.progress.tasks[task].total)
+
+    def waiting(self, what: str, holder: str) -> None:
+        self.console.print(f"waiting for lock on {what}: held by {holder}")
+
+
+class QuietReporter(Reporter):
+    def waiting(self, what: str, holder: str) -> None:
+        click.echo(f"waiting for lock on {what}: held by {holder}", err=True)
+
+
+@contextmanager
+def reporter() -> Iterator[Reporter]:
+    if not interactive():
+        yield QuietReporter()
+        return
+    progress = ProgressReporter()
+    with progress.progress:
+        yield progress

@@ -1,0 +1,105 @@
+"""Rendering results three ways: JSON (a contract: format_version 1), Markdown for PRs, terminal tables."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from reconciler.engine.results import SpecResult, Verdict
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+FORMAT_VERSION = 1
+
+_MARK = {"pass": "✅ pass", "fail": "❌ fail", "met on estimate": "🟡 met on estimate",
+         "fail (estimated)": "❌ fail (estimated)", "unverified": "⚪ unverified"}
+
+
+def to_json(results: list[SpecResult], command: str) -> str:
+    payload: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "command": command,
+        "specs": [r.to_json() for r in results],
+    }
+    return json.dumps(payload, indent=2, sort_keys=True)
+
+
+def _value(v: float | None) -> str:
+    if v is None:
+        return "—"
+    return f"{v:.4g}"
+
+
+def _slo_rows(verdicts: list[Verdict]) -> list[tuple[str, ...]]:
+    return [
+        (v.name, v.variant, f"{v.comparison} {_value(v.threshold)}", _value(v.value), v.verdict, v.evidence or "—")
+        for v in verdicts
+    ]
+
+
+def to_markdown(results: list[SpecResult], command: str) -> str:
+    lines = [f"### npuctl {command}", ""]
+    for r in results:
+        lines.append(f"#### `{r.name}` → `{r.target or '?'}`: **{r.status}**")
+        lines.append("")
+        for error in r.errors:
+            lines.append(f"- ❗ `{error}`")
+        if r.stages:
+            lines += ["| stage | variant | action | reason |", "|---|---|---|---|"]
+            for s in r.stages:
+                lines.append(f"| {s.name} | {s.variant} | {s.action} | {s.reason.replace('|', '/')} |")
+            lines.append("")
+        if r.slo:
+            lines += ["| SLO | variant | threshold | value | verdict | evidence |", "|---|---|---|---|---|---|"]
+            for row in _slo_rows(r.slo):
+                name, variant, threshold, value, verdict, evidence = row
+                lines.append(f"| {name} | {variant} | {threshold} | {value} | {_MARK.get(verdict, verdict)} | {evidence} |")
+            lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def console() -> Console:
+    """A rich console; when output is not a terminal, wide enough that reasons are not folded."""
+    import sys
+
+    from rich.console import Console
+
+    return Console(width=None if sys.stdout.isatty() else 200)
+
+
+def print_text(results: list[SpecResult], command: str, verbose: bool = True) -> None:
+    from rich.table import Table
+
+    out = console()
+    for r in results:
+        out.print(f"[bold]{r.name}[/bold] → {r.target or '?'}: {r.status}")
+        for error in r.errors:
+            out.print(f"  {error}", markup=False, highlight=False)
+        if r.stages and verbose:
+            table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+            for column in ("stage", "variant", "action", "reason"):
+                table.add_column(column, overflow="fold")
+            for s in r.stages:
+                reason = s.reason + (f" (log: {s.log})" if s.log and s.action == "failed" else "")
+                table.add_row(s.name, s.variant, s.action, reason)
+            out.print(table)
+        if r.slo:
+            table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+            for column in ("SLO", "variant", "threshold", "value", "verdict", "evidence"):
+                table.add_column(column)
+            for row in _slo_rows(r.slo):
+                table.add_row(*row)
+            out.print(table)
+        out.print()
+
+
+def emit(results: list[SpecResult], fmt: str, command: str) -> None:
+    if fmt == "json":
+        click.echo(to_json(results, command))
+    elif fmt == "markdown":
+        click.echo(to_markdown(results, command))
+    else:
+        print_text(results, command)

@@ -1,0 +1,60 @@
+"""`npuctl validate [PATH...] [--json]`: schema and semantic checks, no build.
+
+Prints every error as `file:line:col: field.path: message`, one per line on stdout (a summary goes to
+stderr), and exits 0 when every spec is valid, 1 otherwise. Imports nothing heavy: with the ONNX
+summaries cached, it never imports onnx.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from reconciler.repo import find_root
+
+
+@click.command("validate")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (format_version 1).")
+def command(paths: tuple[Path, ...], as_json: bool) -> int:
+    """Check specs (schema and semantics against the real model) without building.
+
+    PATH is a spec file or a directory of specs (default: specs/ at the repository root).
+    """
+    from reconciler.spec import check
+    from reconciler.spec._errors import display_path
+
+    root = find_root(Path.cwd())
+    targets = list(paths) or [root / "specs"]
+    reports = check(targets, root)
+    invalid = [r for r in reports if not r.valid]
+    if as_json:
+        out = {
+            "format_version": 1,
+            "specs": [
+                {
+                    "file": display_path(r.file),
+                    "name": r.name,
+                    "valid": r.valid,
+                    "errors": [e.to_json() for e in r.errors],
+                }
+                for r in reports
+            ],
+        }
+        click.echo(json.dumps(out, indent=2))
+    else:
+        for report in reports:
+            for error in report.errors:
+                click.echo(str(error))
+    if not reports:
+        shown = ", ".join(display_path(Path(t).absolute()) for t in targets)
+        click.echo(f"no deployment specs found in {shown}", err=True)
+        return 1
+    if not as_json:
+        errors = sum(len(r.errors) for r in invalid)
+        summary = f"{len(reports)} spec(s) checked: {len(reports) - len(invalid)} valid"
+        summary += f", {len(invalid)} invalid ({errors} error(s))" if invalid else ""
+        click.echo(summary, err=True)
+    return 1 if invalid else 0

@@ -1,0 +1,131 @@
+"""One spec and shape variant as a chain of stages, resolved as far as possible without running anything.
+
+What is known before running (fields, file digests, the implementation and its fingerprint) is fixed
+here; upstream artifact digests become known as the chain is walked (by plan from records, by apply
+by building).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from backends import registry
+from backends.base import StageImpl
+from backends.catalog import Target, targets
+from backends.errors import BackendError
+from reconciler.engine import keys
+from reconciler.engine.stages import STAGES, Stage
+from reconciler.spec import LoadedSpec, SpecError, SpecErrors, model_file, resolve_path
+from reconciler.state.hashcache import FileHasher
+
+DEFAULT_VARIANT = "default"
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    inputs: dict[str, list[int]]
+
+
+def variants(spec: LoadedSpec) -> list[Variant]:
+    """The default shapes, then one variant per `shape_variants` entry, named by its shapes."""
+    base: dict[str, list[int]] = spec.field("inputs")
+    out = [Variant(DEFAULT_VARIANT, base)]
+    for override in spec.field("shape_variants") or []:
+        merged = {**base, **override}
+        name = ",".join(f"{k}={'x'.join(map(str, v))}" for k, v in sorted(override.items()))
+        out.append(Variant(name, merged))
+    return out
+
+
+@dataclass
+class StageSetup:
+    stage: Stage
+    config: dict[str, Any]
+    files: dict[str, Path]
+    file_digests: dict[str, str | None]
+    active: bool
+    impl: StageImpl | None = None
+    impl_info: dict[str, Any] = field(default_factory=lambda: dict(keys.IMPL_IDENTITY))
+    error: BackendError | None = None
+    """Why the stage cannot run here (no implementation, toolchain missing), found before running."""
+    upstream: dict[str, str] = field(default_factory=dict)
+    """Input name -> artifact digest, filled while walking the chain."""
+
+    def key_inputs(self, target: Target) -> dict[str, Any]:
+        reads_target = "target" in self.stage.reads
+        return keys.key_inputs(
+            self.stage.name,
+            self.impl_info,
+            self.config,
+            self.file_digests,
+            self.upstream,
+            target if reads_target and self.active else None,
+        )
+
+
+_IMPL_CACHE: dict[tuple[str, str, str | None], tuple[StageImpl | None, dict[str, Any], BackendError | None]] = {}
+
+
+def _implementation(
+    target: Target, stage: str, override: str | None
+) -> tuple[StageImpl | None, dict[str, Any], BackendError | None]:
+    cache_key = (target.id, stage, override)
+    if cache_key not in _IMPL_CACHE:
+        try:
+            impl = registry.implementation(target, stage, override)
+        except BackendError as exc:
+            _IMPL_CACHE[cache_key] = (None, {"name": "unavailable", "version": "0", "fingerprint": {}}, exc)
+        else:
+            info = {
+                "name": f"{type(impl).__module__}.{type(impl).__qualname__}",
+                "version": impl.version,
+                "fingerprint": impl.fingerprint(),
+            }
+            _IMPL_CACHE[cache_key] = (impl, info, None)
+    return _IMPL_CACHE[cache_key]
+
+
+def _file_path(spec: LoadedSpec, root: Path, field_path: str) -> Path | None:
+    if field_path == "model":
+        return model_file(spec, root)
+    value = spec.field(field_path)
+    if value is None:
+        return None
+    return resolve_path(spec, value, root, f"spec.{field_path}")
+
+
+def _spec_error(spec: LoadedSpec, field_path: str, message: str) -> SpecErrors:
+    file, line, column = spec.position(field_path)
+    return SpecErrors([SpecError(file, line, column, f"spec.{field_path}", message)])
+
+
+def build_chain(spec: LoadedSpec, variant: Variant, root: Path, hasher: FileHasher) -> list[StageSetup]:
+    """Resolve every stage of one variant. Raises SpecErrors for a missing or escaping input file."""
+    target = targets()[spec.target]
+    override = spec.field("compile.backend")
+    chain = []
+    for stage in STAGES:
+        config = {path: (variant.inputs if path == "inputs" else spec.field(path)) for path in stage.reads}
+        active = stage.active(config)
+        files: dict[str, Path] = {}
+        digests: dict[str, str | None] = {}
+        if active:
+            for name, field_path in stage.files.items():
+                path = _file_path(spec, root, field_path)
+                if path is not None and not os.path.exists(path):
+                    raise _spec_error(spec, field_path, f"{path} does not exist")
+                try:
+                    digests[name] = None if path is None else hasher.digest(path)
+                except OSError as exc:
+                    raise _spec_error(spec, field_path, f"cannot read {exc.filename}: {exc.strerror}") from exc
+                if path is not None:
+                    files[name] = path
+        setup = StageSetup(stage, config, files, digests, active)
+        if active:
+            setup.impl, setup.impl_info, setup.error = _implementation(target, stage.name, override)
+        chain.append(setup)
+    return chain

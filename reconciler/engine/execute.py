@@ -1,0 +1,159 @@
+"""Running one stage: materialize inputs, call the backend, store artifacts, record. Retries transients.
+
+Order matters for crash safety: artifacts are durably in the store before the record naming them is
+committed, so a kill -9 at any point leaves either no record or a complete one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from backends.base import StageRequest
+from backends.catalog import Target
+from backends.errors import BackendError, TerminalError, ToolchainMissing, TransientError
+from reconciler.engine import keys
+from reconciler.engine.chain import StageSetup
+from reconciler.engine.workspace import Workspace
+from reconciler.state.db import Record
+from reconciler.state.hashcache import FileHasher
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    retries: int = 2
+    base_s: float = 1.0
+    cap_s: float = 30.0
+
+    @classmethod
+    def from_env(cls) -> RetryPolicy:
+        return cls(
+            retries=int(os.environ.get("NPUCTL_RETRIES", "2")),
+            base_s=float(os.environ.get("NPUCTL_RETRY_BASE_S", "1.0")),
+        )
+
+    def delay(self, attempt: int) -> float:
+        return float(min(self.cap_s, self.base_s * (2**attempt)))
+
+
+class InputsChanged(BackendError):
+    """An input file changed while the stage ran: its result is discarded, never cached."""
+
+
+def _link(source: Path, dest: Path) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, dest)
+    except OSError:
+        shutil.copyfile(source, dest)
+
+
+def _materialize(ws: Workspace, linked: dict[str, dict[str, Any]], indir: Path) -> dict[str, Path]:
+    """Upstream artifacts appear under their own file names, so tools that sniff extensions work."""
+    out = {}
+    for name, meta in sorted(linked.items()):
+        dest = indir / name / meta["file"]
+        _link(ws.store.path(meta["digest"]), dest)
+        out[name] = dest
+    return out
+
+
+def _json_report(report: dict[str, Any], stage: str) -> dict[str, Any]:
+    try:
+        normalized: dict[str, Any] = json.loads(json.dumps(report, sort_keys=True))
+    except (TypeError, ValueError) as exc:
+        raise TerminalError(f"{stage} produced a report that is not JSON: {exc}") from exc
+    return normalized
+
+
+def _store_artifacts(ws: Workspace, artifacts: dict[str, Path], outdir: Path, stage: str) -> dict[str, Any]:
+    stored = {}
+    for name, path in sorted(artifacts.items()):
+        resolved = path.resolve()
+        if not resolved.is_file() or outdir.resolve() not in resolved.parents:
+            raise TerminalError(f"{stage} returned artifact {name!r} outside its work folder or missing: {path}")
+        size = resolved.stat().st_size
+        stored[name] = {"digest": ws.store.put(resolved), "file": resolved.name, "size": size}
+    return stored
+
+
+def _inputs_unchanged(ws: Workspace, setup: StageSetup) -> bool:
+    fresh = FileHasher(ws.db)
+    return all(fresh.digest(path) == setup.file_digests[name] for name, path in setup.files.items())
+
+
+def run_once(
+    ws: Workspace,
+    setup: StageSetup,
+    target: Target,
+    linked: dict[str, dict[str, Any]],
+    key: str,
+    key_inputs: dict[str, Any],
+    log: Path,
+) -> Record:
+    assert setup.impl is not None
+    stage = setup.stage.name
+    workdir = ws.layout.tmp / f"{os.getpid()}-{key[:16]}"
+    shutil.rmtree(workdir, ignore_errors=True)
+    outdir = workdir / "out"
+    outdir.mkdir(parents=True)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        inputs: dict[str, Path] = {**_materialize(ws, linked, workdir / "in"), **setup.files}
+        cache_dir = ws.layout.state_dir / "cache" / stage
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        inputs["cache_dir"] = cache_dir
+        request = StageRequest(stage, target, dict(setup.config), inputs, outdir, log)
+        output = setup.impl.run(request)
+        if not _inputs_unchanged(ws, setup):
+            raise InputsChanged(f"{stage}: an input file changed while it ran; result discarded")
+        report = _json_report(output.report, stage)
+        artifacts = _store_artifacts(ws, output.artifacts, outdir, stage)
+        digest = keys.output_digest({k: v["digest"] for k, v in artifacts.items()}, report)
+        record = Record(key, stage, key_inputs, artifacts, report, digest, output.note)
+        ws.db.put_record(record)
+        return record
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def run_with_retries(
+    ws: Workspace,
+    setup: StageSetup,
+    target: Target,
+    linked: dict[str, dict[str, Any]],
+    key: str,
+    key_inputs: dict[str, Any],
+    log: Path,
+    policy: RetryPolicy,
+) -> Record:
+    """Transient errors are retried with capped exponential backoff; anything else propagates.
+
+    Exceptions that are not BackendErrors (a bug, a toolchain raising its own type) are translated
+    to TransientError with the traceback in the log: a crash of the toolchain fails the stage, not
+    the reconciler.
+    """
+    attempt = 0
+    while True:
+        try:
+            return run_once(ws, setup, target, linked, key, key_inputs, log)
+        except (TerminalError, ToolchainMissing, InputsChanged):
+            raise
+        except BackendError as exc:
+            error: BackendError = exc
+        except Exception as exc:  # noqa: BLE001 - the adapter boundary: anything a toolchain throws
+            with log.open("a") as fh:
+                fh.write(traceback.format_exc())
+            error = TransientError(f"{setup.stage.name} crashed: {type(exc).__name__}: {exc}")
+        if attempt >= policy.retries:
+            raise error
+        with log.open("a") as fh:
+            fh.write(f"\nattempt {attempt + 1} failed: {error}; retrying\n")
+        time.sleep(policy.delay(attempt))
+        attempt += 1

@@ -1,0 +1,188 @@
+"""JSON Schemas of the machine outputs (plan --json, apply --json, lock files), written to schemas/.
+
+`python -m reconciler.engine.output_schemas` rewrites them; `--check` exits 1 when a checked-in file is
+stale (a test runs it), so the contract and the code cannot drift apart silently.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from reconciler.engine.stages import ORDER, VERIFY
+
+SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
+_BASE = "https://npuctl.dev/schemas/"
+_DIGEST = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+
+VERDICT: dict[str, Any] = {
+    "type": "object",
+    "required": ["name", "variant", "threshold", "comparison", "value", "passed", "evidence", "verdict", "detail"],
+    "properties": {
+        "name": {"type": "string"},
+        "variant": {"type": "string"},
+        "threshold": {"type": "number"},
+        "comparison": {"enum": ["<=", ">="]},
+        "value": {"type": ["number", "null"]},
+        "passed": {
+            "type": ["boolean", "null"],
+            "description": "true only when met on a measurement; null when unverified or met only on an estimate",
+        },
+        "evidence": {"type": ["string", "null"], "pattern": "^(measured:device|measured:host|estimated)( .*)?$"},
+        "verdict": {"enum": ["pass", "fail", "met on estimate", "fail (estimated)", "unverified"]},
+        "detail": {"type": "string"},
+    },
+    "additionalProperties": False,
+}
+MEASUREMENT: dict[str, Any] = {
+    "type": "object",
+    "required": ["value", "evidence"],
+    "properties": {"value": {"type": ["number", "null"]}, "evidence": {"type": "string"}, "detail": {"type": "string"}},
+}
+ARTIFACT: dict[str, Any] = {
+    "type": "object",
+    "required": ["digest", "file", "size"],
+    "properties": {"digest": _DIGEST, "file": {"type": "string"}, "size": {"type": "integer", "minimum": 0}},
+    "additionalProperties": False,
+}
+
+
+def _stage(actions: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["name", "variant", "action", "reason"],
+        "properties": {
+            "name": {"enum": [*ORDER, VERIFY]},
+            "variant": {"type": "string"},
+            "action": {"enum": actions},
+            "key": _DIGEST,
+            "reason": {"type": "string"},
+            "identity": {"type": "boolean"},
+            "log": {"type": "string"},
+            "duration_ms": {"type": "number"},
+        },
+        "additionalProperties": False,
+    }
+
+
+def _results(name: str, actions: list[str], statuses: list[str], description: str) -> dict[str, Any]:
+    spec = {
+        "type": "object",
+        "required": ["name", "target", "stages", "slo", "status"],
+        "properties": {
+            "name": {"type": "string"},
+            "file": {"type": "string"},
+            "target": {"type": "string"},
+            "status": {"enum": statuses},
+            "errors": {"type": "array", "items": {"type": "string"}},
+            "stages": {"type": "array", "items": _stage(actions)},
+            "slo": {"type": "array", "items": VERDICT},
+            "measurements": {
+                "type": "object",
+                "additionalProperties": {"type": "object", "additionalProperties": MEASUREMENT},
+            },
+        },
+        "additionalProperties": False,
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"{_BASE}{name}.schema.json",
+        "title": f"npuctl {name} --json",
+        "description": description,
+        "type": "object",
+        "required": ["format_version", "specs"],
+        "properties": {
+            "format_version": {"const": 1},
+            "command": {"const": name},
+            "specs": {"type": "array", "items": spec},
+        },
+        "additionalProperties": False,
+    }
+
+
+def _lock() -> dict[str, Any]:
+    stage = {
+        "type": "object",
+        "required": ["key", "artifacts", "identity", "impl"],
+        "properties": {
+            "key": _DIGEST,
+            "artifacts": {"type": "object", "additionalProperties": ARTIFACT},
+            "identity": {"type": "boolean"},
+            "impl": {"type": "object"},
+        },
+        "additionalProperties": False,
+    }
+    variant = {
+        "type": "object",
+        "required": ["inputs", "stages", "measurements", "verdicts"],
+        "properties": {
+            "inputs": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "integer"}}},
+            "stages": {"type": "object", "additionalProperties": stage},
+            "measurements": {"type": "object", "additionalProperties": MEASUREMENT},
+            "verdicts": {"type": "array", "items": VERDICT},
+        },
+        "additionalProperties": False,
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"{_BASE}lock.schema.json",
+        "title": "npuctl lock file (specs/NAME.lock.json)",
+        "description": "Written by apply, committed beside the spec. Deterministic: sorted keys, no timestamps.",
+        "type": "object",
+        "required": ["format_version", "spec", "file", "target", "model", "slo", "status", "errors", "variants"],
+        "properties": {
+            "format_version": {"const": 1},
+            "spec": {"type": "string"},
+            "file": {"type": "string"},
+            "target": {"type": "string"},
+            "model": {
+                "type": "object",
+                "required": ["version", "import_key"],
+                "properties": {"version": {"type": ["string", "null"]}, "import_key": {"type": ["string", "null"]}},
+            },
+            "slo": {"type": ["object", "null"]},
+            "status": {"enum": ["Ready", "Stalled", "Failed"]},
+            "errors": {"type": "array", "items": {"type": "string"}},
+            "variants": {"type": "object", "additionalProperties": variant},
+        },
+        "additionalProperties": False,
+    }
+
+
+def schemas() -> dict[str, dict[str, Any]]:
+    return {
+        "apply": _results(
+            "apply", ["built", "cached", "failed", "skipped"], ["Ready", "Stalled", "Failed"],
+            "`npuctl apply --json`. Exit codes: 0 all built and SLOs met, 3 an SLO failed or is unverified, 1 error.",
+        ),
+        "plan": _results(
+            "plan", ["build", "cached", "rejudge", "stalled"], ["Ready", "Reconciling", "Stalled"],
+            "`npuctl plan --json`. Exit codes: 0 nothing to do, 2 changes pending, 1 error.",
+        ),
+        "lock": _lock(),
+    }
+
+
+def render(schema: dict[str, Any]) -> str:
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    stale = []
+    for name, schema in schemas().items():
+        path = SCHEMA_DIR / f"{name}.schema.json"
+        text = render(schema)
+        if "--check" in argv:
+            if not path.exists() or path.read_text() != text:
+                stale.append(str(path))
+        else:
+            path.write_text(text)
+    for path in stale:
+        print(f"{path} is stale: run python -m reconciler.engine.output_schemas", file=sys.stderr)
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,76 @@
+"""What plan and apply report: per stage an action with its reason, per SLO a verdict with evidence."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class StageResult:
+    name: str
+    variant: str
+    action: str
+    """plan: build | cached | rejudge; apply: built | cached | failed | skipped"""
+    key: str | None
+    reason: str
+    identity: bool = False
+    log: str | None = None
+    duration_ms: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass
+class Verdict:
+    name: str
+    """SLO path, e.g. latency_ms.p90"""
+    variant: str
+    threshold: float
+    comparison: str
+    """<= or >="""
+    value: float | None
+    passed: bool | None
+    """True only when met on a measurement; None when unverified or met only on an estimate."""
+    evidence: str | None
+    verdict: str
+    """pass | fail | met on estimate | fail (estimated) | unverified"""
+    detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class SpecResult:
+    name: str
+    file: str
+    target: str
+    stages: list[StageResult] = field(default_factory=list)
+    slo: list[Verdict] = field(default_factory=list)
+    status: str = "Ready"
+    """Ready | Reconciling | Stalled | Failed | Invalid"""
+    errors: list[str] = field(default_factory=list)
+    measurements: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """variant -> measurement name -> {"value", "evidence", "detail"}"""
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.errors) or any(s.action == "failed" for s in self.stages)
+
+    @property
+    def slo_ok(self) -> bool:
+        return all(v.passed is True for v in self.slo)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "file": self.file,
+            "target": self.target,
+            "status": self.status,
+            "errors": self.errors,
+            "stages": [s.to_json() for s in self.stages],
+            "slo": [v.to_json() for v in self.slo],
+            "measurements": self.measurements,
+        }

@@ -1,0 +1,103 @@
+"""The stage graph: what each stage reads. This table is the whole of the engine's domain knowledge.
+
+A stage's build key covers exactly: its `reads` (spec fields), the digests of its `files`, the output
+digests of the upstream artifacts it `uses`, the target's catalog entry when it reads `target`, and
+its implementation's version and toolchain fingerprint. `slo` is read by no stage: verify re-judges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Config = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    reads: tuple[str, ...]
+    """Spec field paths under `spec.` whose JSON values enter the key and the request config."""
+    uses: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
+    """Request input name -> (upstream stage, artifact name); artifact None passes all its artifacts."""
+    files: Mapping[str, str] = field(default_factory=dict)
+    """Request input name -> spec field naming a file or folder whose content digest enters the key."""
+    active: Callable[[Config], bool] = lambda config: True
+    """False means nothing to do: the stage is an identity that passes its `uses` inputs through."""
+    idle_reason: str = ""
+
+
+def _get(config: Config, path: str) -> Any:
+    return config.get(path)
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage(
+        "import",
+        reads=("model.path", "model.package", "inputs"),
+        files={"model": "model"},
+    ),
+    Stage(
+        "check",
+        reads=("target", "quantization.mode", "quantization.weights", "quantization.activations"),
+        uses={"model": ("import", "model")},
+    ),
+    Stage(
+        "rewrite",
+        reads=("rewrite", "target"),
+        uses={"model": ("import", "model"), "placement": ("check", "placement")},
+        active=lambda c: bool((_get(c, "rewrite") or {}).get("replace_unsupported")),
+        idle_reason="identity: rewrite.replace_unsupported is false",
+    ),
+    Stage(
+        "preprocess",
+        reads=("preprocess", "inputs"),
+        uses={"model": ("rewrite", "model")},
+        active=lambda c: _get(c, "preprocess") is not None,
+        idle_reason="identity: no preprocess section",
+    ),
+    Stage(
+        "quantize",
+        reads=("quantization", "target"),
+        uses={"model": ("preprocess", "model"), "float_model": ("preprocess", "model")},
+        files={"calibration_data": "quantization.calibration.data"},
+        active=lambda c: (_get(c, "quantization") or {}).get("mode", "none") != "none",
+        idle_reason="identity: quantization.mode is none",
+    ),
+    Stage(
+        "compile",
+        reads=("target", "compile", "rewrite.fusion", "quantization.mode"),
+        uses={"model": ("quantize", "model")},
+    ),
+    Stage(
+        "evaluate",
+        reads=("target", "evaluate"),
+        uses={
+            "compiled": ("compile", None),
+            "model": ("quantize", "model"),
+            "float_model": ("preprocess", "model"),
+            "placement": ("rewrite", "placement"),
+        },
+        files={"eval_data": "evaluate.data", "labels": "evaluate.labels"},
+    ),
+)
+
+BY_NAME: dict[str, Stage] = {stage.name: stage for stage in STAGES}
+ORDER: tuple[str, ...] = tuple(stage.name for stage in STAGES)
+VERIFY = "verify"
+"""The last step: judges SLOs on recorded measurements; never builds, never measures, has no key."""
+
+
+def readers(field_path: str) -> list[str]:
+    """Stages whose key covers a spec field (itself, a parent or a child of it)."""
+    out = []
+    for stage in STAGES:
+        paths = (*stage.reads, *stage.files.values())
+        if any(_overlaps(field_path, p) for p in paths):
+            out.append(stage.name)
+    return out
+
+
+def _overlaps(a: str, b: str) -> bool:
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")

@@ -1,0 +1,81 @@
+"""Judging SLOs on recorded measurements. Never builds, never measures: thresholds are in no key.
+
+A latency bound with no measurement falls back to the cost-model estimate, and says so: a verdict met
+only on an estimate has passed=None ("met on estimate"), never a plain pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconciler.engine.results import Verdict
+
+Measurements = dict[str, dict[str, Any]]
+
+_AT_MOST = "<="
+_AT_LEAST = ">="
+
+
+def _pick(measurements: Measurements, *names: str) -> dict[str, Any] | None:
+    for name in names:
+        if name in measurements and measurements[name].get("value") is not None:
+            return measurements[name]
+    return None
+
+
+def _verdict(
+    name: str, variant: str, threshold: float, comparison: str, measured: dict[str, Any] | None, value: Any = None
+) -> Verdict:
+    if measured is None:
+        return Verdict(name, variant, threshold, comparison, None, None, None, "unverified", "no measurement")
+    value = measured["value"] if value is None else value
+    evidence = str(measured.get("evidence", ""))
+    met = value <= threshold if comparison == _AT_MOST else value >= threshold
+    estimated = evidence.startswith("estimated")
+    if estimated:
+        return Verdict(
+            name, variant, threshold, comparison, value, None if met else False, evidence,
+            "met on estimate" if met else "fail (estimated)", str(measured.get("detail", "")),
+        )
+    return Verdict(
+        name, variant, threshold, comparison, value, met, evidence, "pass" if met else "fail",
+        str(measured.get("detail", "")),
+    )
+
+
+def _accuracy_drop(measurements: Measurements, relative: bool) -> tuple[dict[str, Any] | None, float | None]:
+    accuracy = _pick(measurements, "accuracy")
+    reference = _pick(measurements, "accuracy.reference")
+    if accuracy is None or reference is None:
+        return None, None
+    drop = float(reference["value"]) - float(accuracy["value"])
+    if relative:
+        drop = drop / float(reference["value"]) if reference["value"] else float("inf")
+    return accuracy, max(drop, 0.0)
+
+
+def judge(slo: dict[str, Any] | None, measurements: Measurements, variant: str) -> list[Verdict]:
+    """One verdict per SLO the spec sets, in a stable order."""
+    if not slo:
+        return []
+    out: list[Verdict] = []
+    for pct, bound in sorted((slo.get("latency_ms") or {}).items()):
+        if bound is not None:
+            measured = _pick(measurements, f"latency_ms.{pct}", "latency_ms.estimate")
+            out.append(_verdict(f"latency_ms.{pct}", variant, bound, _AT_MOST, measured))
+    accuracy = slo.get("accuracy") or {}
+    if accuracy.get("min") is not None:
+        out.append(_verdict("accuracy.min", variant, accuracy["min"], _AT_LEAST, _pick(measurements, "accuracy")))
+    if accuracy.get("max_drop") is not None:
+        measured, drop = _accuracy_drop(measurements, bool(accuracy.get("relative")))
+        out.append(_verdict("accuracy.max_drop", variant, accuracy["max_drop"], _AT_MOST, measured, drop))
+    simple = (
+        ("size_mb", "size_mb", _AT_MOST),
+        ("peak_memory_mb", "peak_memory_mb", _AT_MOST),
+        ("npu_coverage", "npu_coverage", _AT_LEAST),
+        ("max_fallback_partitions", "fallback_partitions", _AT_MOST),
+    )
+    for name, measurement, comparison in simple:
+        if slo.get(name) is not None:
+            out.append(_verdict(name, variant, slo[name], comparison, _pick(measurements, measurement)))
+    return out

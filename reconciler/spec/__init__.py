@@ -1,0 +1,49 @@
+"""Deployment specs: the models, the safe loader with exact error locations, and semantic checks.
+
+Public surface used by the engine and the CLI (implemented in the private modules of this package):
+
+- `SpecError`: one problem, rendered as `file:line:col: field.path: message`; `SpecErrors`: the
+  exception carrying several of them (`.errors`).
+- `LoadedSpec`: a validated spec (after `extends` merging) with its source file(s); `.name`, `.target`,
+  `.field(dotted)` (JSON value of spec.<dotted>), `.position(dotted)` (file, line, column),
+  `.error(dotted, message)` (a SpecError at that field).
+- `discover(paths, root) -> list[Path]`: the spec files under the given files/directories (directories
+  non-recursively; `kind: DeploymentBase` files and lock files excluded).
+- `load(path, root) -> LoadedSpec`: one spec, schema-checked; raises SpecErrors with every problem.
+- `load_all(paths, root) -> tuple[list[LoadedSpec], list[SpecError]]`: every spec, every error; one broken
+  spec never stops the others.
+- `semantic_errors(spec, root) -> list[SpecError]`: checks against the files and the real ONNX graph.
+- `check(paths, root) -> list[SpecReport]`: schema + semantic checks per spec file (what `npuctl validate`
+  runs).
+- `resolve_path(spec, relative, root, field) -> Path`: a spec-relative path, confined to the repository.
+- `model_file(spec, root) -> Path`: the model file (spec-relative or inside an installed package).
+- `model_summary(path, root) -> ModelSummary`: inputs (with dynamic dims), nodes and sha256 of an ONNX
+  file, cached under .npuctl/cache/onnx-summary/; raises ModelError for a file that is not ONNX.
+"""
+
+from reconciler.spec._check import SpecReport, check, load_all
+from reconciler.spec._discover import discover
+from reconciler.spec._errors import SpecError, SpecErrors
+from reconciler.spec._load import LoadedSpec, load
+from reconciler.spec._paths import model_file, resolve_path
+from reconciler.spec._semantic import semantic_errors
+from reconciler.spec._summary import InputInfo, ModelError, ModelSummary
+from reconciler.spec._summary import summary as model_summary
+
+__all__ = [
+    "InputInfo",
+    "LoadedSpec",
+    "ModelError",
+    "ModelSummary",
+    "SpecError",
+    "SpecErrors",
+    "SpecReport",
+    "check",
+    "discover",
+    "load",
+    "load_all",
+    "model_file",
+    "model_summary",
+    "resolve_path",
+    "semantic_errors",
+]

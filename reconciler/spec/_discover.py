@@ -1,0 +1,67 @@
+"""Which files are deployment specs.
+
+A file named explicitly is a spec unless it declares `kind: DeploymentBase` (a partial spec, only
+valid through `extends`) or is a lock file. A directory is scanned non-recursively for *.yaml and
+*.yml files (hidden files skipped), so sub-directories can hold shared bases, models and data; a
+scanned file is a spec when its top-level kind is Deployment, when it has no top-level kind at all
+(a broken spec is reported, never silently skipped), or when it claims `apiVersion: npuctl/...`
+with another kind (reported as an invalid kind). Files declaring any other kind without an npuctl
+apiVersion are foreign YAML and skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from reconciler.spec._errors import SpecError, SpecErrors
+
+_SUFFIXES = (".yaml", ".yml")
+_KIND = re.compile(r"^kind:[ \t]*['\"]?([A-Za-z0-9_-]+)", re.MULTILINE)
+_NPUCTL = re.compile(r"^apiVersion:[ \t]*['\"]?npuctl/", re.MULTILINE)
+_HEAD = 64 * 1024
+
+
+def discover(paths: Sequence[Path], root: Path) -> list[Path]:
+    """The spec files (absolute, sorted, unique) under files and directories; SpecErrors for missing ones."""
+    files, errors = discover_with_errors(paths)
+    if errors:
+        raise SpecErrors(errors)
+    return files
+
+
+def discover_with_errors(paths: Sequence[Path]) -> tuple[list[Path], list[SpecError]]:
+    found: set[Path] = set()
+    errors: list[SpecError] = []
+    for given in paths:
+        path = Path(given).absolute()
+        if path.is_dir():
+            for child in path.iterdir():
+                visible = child.suffix in _SUFFIXES and not child.name.startswith(".")
+                if visible and child.is_file() and _is_spec(child, explicit=False):
+                    found.add(child.resolve())
+        elif path.is_file():
+            if _is_spec(path, explicit=True):
+                found.add(path.resolve())
+        else:
+            errors.append(SpecError(path, 0, 0, "", "no such file or directory"))
+    return sorted(found), errors
+
+
+def _is_spec(path: Path, explicit: bool) -> bool:
+    stem = path.name.rsplit(".", 1)[0]
+    if stem.endswith(".lock"):
+        return False
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(_HEAD).decode("utf-8", errors="replace")
+    except OSError:
+        return True  # unreadable: let the loader report it
+    match = _KIND.search(head)
+    kind = match.group(1) if match else None
+    if kind == "DeploymentBase":
+        return False
+    if explicit or kind in (None, "Deployment"):
+        return True
+    return _NPUCTL.search(head) is not None

@@ -1,0 +1,89 @@
+"""Paths named by a spec: relative to the spec file, confined to the repository (or to a package).
+
+A spec is untrusted input, so every path it names is resolved (symlinks included) and must stay
+inside the repository root; a model shipped in an installed package must stay inside that package's
+folder. The package is located with importlib's finders and never imported: a spec runs no code.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from reconciler.spec._errors import SpecError, SpecErrors
+
+if TYPE_CHECKING:
+    from reconciler.spec._load import LoadedSpec
+
+PATH_FIELDS: tuple[tuple[str, ...], ...] = (
+    ("spec", "model", "path"),
+    ("spec", "quantization", "calibration", "data"),
+    ("spec", "evaluate", "data"),
+    ("spec", "evaluate", "labels"),
+)
+"""Spec fields holding a path relative to the file that wrote them (rebased when inherited)."""
+
+
+def _error(spec: LoadedSpec, field: str, message: str, key: bool = False) -> SpecErrors:
+    dotted = field.removeprefix("spec.")
+    where, line, column = spec.position(dotted, key=key)
+    return SpecErrors([SpecError(where, line, column, f"spec.{dotted}", message)])
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or path.is_relative_to(folder)
+
+
+def resolve_path(spec: LoadedSpec, relative: str, root: Path, field: str) -> Path:
+    """`relative` resolved against the spec's folder, symlinks followed, required to stay inside `root`.
+
+    `field` is the dotted spec field that holds the path (e.g. "quantization.calibration.data");
+    errors name it and point at its position.
+    """
+    if os.path.isabs(relative) or relative.startswith("~"):
+        raise _error(spec, field, f"{relative!r} is absolute: write it relative to the spec file")
+    resolved = (spec.path.parent / relative).resolve()
+    if not _inside(resolved, root.resolve()):
+        raise _error(spec, field, f"{relative!r} resolves to {resolved}, outside the repository {root}")
+    return resolved
+
+
+def package_folder(name: str) -> Path:
+    """The folder of the installed top-level package `name`, found without importing it."""
+    try:
+        found = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        raise LookupError(f"package {name!r} is not installed")
+    locations = list(found.submodule_search_locations or [])
+    if not locations:
+        raise LookupError(f"{name!r} is a module, not a package folder")
+    return Path(locations[0]).resolve()
+
+
+def model_file(spec: LoadedSpec, root: Path) -> Path:
+    """The model file: relative to the spec, or to the folder of the installed package `model.package`.
+
+    Raises SpecErrors naming spec.model.path (or spec.model.package) when the path escapes its folder,
+    the package is not installed, or the file does not exist.
+    """
+    model = spec.deployment.spec.model
+    assert model.path is not None  # the model validator requires it
+    if model.package is None:
+        path = resolve_path(spec, model.path, root, "model.path")
+    else:
+        try:
+            folder = package_folder(model.package)
+        except LookupError as exc:
+            raise _error(spec, "model.package", str(exc)) from None
+        if os.path.isabs(model.path):
+            raise _error(spec, "model.path", f"{model.path!r} is absolute: write it relative to the package")
+        path = (folder / model.path).resolve()
+        if not _inside(path, folder):
+            raise _error(spec, "model.path", f"{model.path!r} resolves outside the package folder {folder}")
+    if not path.is_file():
+        raise _error(spec, "model.path", f"model file not found: {path}")
+    return path

@@ -1,0 +1,153 @@
+"""Semantic checks: what a schema cannot see, checked against the files and the real ONNX graph.
+
+Data paths must stay inside the repository and exist; compile options must match the backend's
+schema; the model file must exist (inside the
+repository or the installed package that ships it), match its sha256 pin, and agree with the spec:
+input names and ranks, every dynamic dimension fixed and every fixed one matching, the preprocess
+input, and every sensitive-layer or rewrite-exclusion rule matching at least one node.
+"""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+from reconciler.spec._errors import SpecError, SpecErrors
+from reconciler.spec._load import LoadedSpec
+from reconciler.spec._options import options_errors
+from reconciler.spec._paths import model_file, resolve_path
+from reconciler.spec._suggest import did_you_mean, suggest
+from reconciler.spec._summary import Dim, ModelError, ModelSummary, summary
+
+_DATA_FIELDS = (
+    ("quantization.calibration.data", "folder"),
+    ("evaluate.data", "folder"),
+    ("evaluate.labels", "file"),
+)
+
+
+def semantic_errors(spec: LoadedSpec, root: Path) -> list[SpecError]:
+    """Every semantic problem of a schema-valid spec (empty when it can be built)."""
+    errors = _data_errors(spec, root) + options_errors(spec)
+    try:
+        path = model_file(spec, root)
+    except SpecErrors as exc:
+        return errors + exc.errors
+    try:
+        graph = summary(path, root)
+    except ModelError as exc:
+        return [*errors, spec.error("model.path", f"{exc} ({path})")]
+    except OSError as exc:
+        return [*errors, spec.error("model.path", f"cannot read the model: {exc.strerror or exc}")]
+    errors += _pin_errors(spec, graph)
+    errors += _input_errors(spec, graph)
+    errors += _preprocess_errors(spec, graph)
+    errors += _rule_errors(spec, graph)
+    return sorted(errors, key=lambda e: (e.file != spec.path, *e.sort_key()))
+
+
+def _data_errors(spec: LoadedSpec, root: Path) -> list[SpecError]:
+    errors: list[SpecError] = []
+    for dotted, kind in _DATA_FIELDS:
+        relative = spec.field(dotted)
+        if relative is None:
+            continue
+        try:
+            path = resolve_path(spec, relative, root, dotted)
+        except SpecErrors as exc:
+            errors += exc.errors
+            continue
+        exists = path.is_dir() if kind == "folder" else path.is_file()
+        if not exists:
+            errors.append(spec.error(dotted, f"{kind} not found: {path}"))
+    return errors
+
+
+def _pin_errors(spec: LoadedSpec, graph: ModelSummary) -> list[SpecError]:
+    pin = spec.deployment.spec.model.sha256
+    if pin is None or pin == graph.sha256:
+        return []
+    return [spec.error("model.sha256", f"pin does not match the model file, whose sha256 is {graph.sha256}")]
+
+
+def _fmt(dims: tuple[Dim, ...] | list[int]) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+def _input_errors(spec: LoadedSpec, graph: ModelSummary) -> list[SpecError]:
+    errors: list[SpecError] = []
+    names = [i.name for i in graph.inputs]
+    shapes = spec.deployment.spec.inputs
+    for name, shape in shapes.items():
+        info = graph.input(name)
+        if info is None:
+            message = f"the model has no input {name!r}{suggest(name, names, 'its inputs')}"
+            errors.append(spec.error(f"inputs.{name}", message, key=True))
+        else:
+            errors += _shape_errors(spec, f"inputs.{name}", name, shape, info.dims)
+    for info in graph.inputs:
+        if info.name not in shapes:
+            dynamic = sum(1 for d in info.dims if not isinstance(d, int))
+            why = f"; {dynamic} of its dimensions are dynamic and need a value" if dynamic else ""
+            message = f"model input {info.name!r} {_fmt(info.dims)} needs a fixed shape here{why}"
+            errors.append(spec.error("inputs", message, key=True))
+    for index, variant in enumerate(spec.deployment.spec.shape_variants):
+        for name, shape in variant.items():
+            found = graph.input(name)
+            if found is not None:
+                errors += _shape_errors(spec, f"shape_variants.{index}.{name}", name, shape, found.dims)
+    return errors
+
+
+def _shape_errors(
+    spec: LoadedSpec, dotted: str, name: str, shape: list[int], dims: tuple[Dim, ...]
+) -> list[SpecError]:
+    if len(shape) != len(dims):
+        message = f"rank {len(shape)}, but model input {name!r} has rank {len(dims)}: {_fmt(dims)}"
+        return [spec.error(dotted, message)]
+    errors = []
+    for axis, (size, dim) in enumerate(zip(shape, dims, strict=True)):
+        if isinstance(dim, int) and size != dim:
+            message = f"{size}, but the model fixes dimension {axis} of {name!r} to {dim} {_fmt(dims)}"
+            errors.append(spec.error(f"{dotted}.{axis}", message))
+    return errors
+
+
+def _preprocess_errors(spec: LoadedSpec, graph: ModelSummary) -> list[SpecError]:
+    pre = spec.deployment.spec.preprocess
+    if pre is None or not graph.inputs:
+        return []
+    names = [i.name for i in graph.inputs]
+    name = pre.input if pre.input is not None else names[0]
+    where = "preprocess.input" if pre.input is not None else "preprocess"
+    info = graph.input(name)
+    if info is None:
+        message = f"the model has no input {name!r}{suggest(name, names, 'its inputs')}"
+        return [spec.error(where, message, key=pre.input is None)]
+    if len(info.dims) != 4:
+        message = f"preprocessing takes an image input of rank 4; {name!r} has rank {len(info.dims)}"
+        return [spec.error(where, message, key=pre.input is None)]
+    return []
+
+
+def _rule_errors(spec: LoadedSpec, graph: ModelSummary) -> list[SpecError]:
+    errors: list[SpecError] = []
+    names = [n for n, _ in graph.nodes if n]
+    unnamed = "; the model's nodes have no names: use op_types or first/last" if not names else ""
+    patterns: list[tuple[str, list[str]]] = [("rewrite.exclude", spec.deployment.spec.rewrite.exclude)]
+    sensitive = spec.deployment.spec.quantization.sensitive_layers
+    if sensitive is not None:
+        patterns.append(("quantization.sensitive_layers.nodes", sensitive.nodes))
+    for dotted, rules in patterns:
+        for index, pattern in enumerate(rules):
+            if not any(fnmatchcase(n, pattern) for n in names):
+                hint = did_you_mean(pattern, names)
+                errors.append(spec.error(f"{dotted}.{index}", f"{pattern!r} matches no node{hint}{unnamed}"))
+    if sensitive is not None:
+        op_types = sorted({op for _, op in graph.nodes})
+        for index, op in enumerate(sensitive.op_types):
+            if op not in op_types:
+                hint = suggest(op, op_types, "its op types", limit=40)
+                message = f"op type {op!r} is not in the model{hint}"
+                errors.append(spec.error(f"quantization.sensitive_layers.op_types.{index}", message))
+    return errors

@@ -1,0 +1,147 @@
+"""A small JSON summary of an ONNX model (inputs, nodes, sha256), cached so validation stays fast.
+
+Importing onnx alone takes about 0.4 s, so the summary is computed once per model file version and
+kept under `<root>/.npuctl/cache/onnx-summary/`, keyed by (absolute path, size, mtime_ns, inode).
+A file modified within the last few seconds is not cached: a rewrite within the filesystem's
+timestamp granularity could keep the same key with new contents.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SUMMARY_VERSION = 1
+RACY_SECONDS = 2.0
+Dim = int | str | None
+"""A fixed size, the name of a dynamic dimension, or None for an unnamed dynamic one."""
+
+
+class ModelError(Exception):
+    """The file is not a readable ONNX model; the message is one line."""
+
+
+@dataclass(frozen=True)
+class InputInfo:
+    name: str
+    dims: tuple[Dim, ...]
+
+
+@dataclass(frozen=True)
+class ModelSummary:
+    sha256: str
+    inputs: tuple[InputInfo, ...]
+    """Graph inputs that are not initializers, in graph order."""
+    nodes: tuple[tuple[str, str], ...]
+    """(name, op_type) of each top-level node; unnamed nodes have name ""."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": SUMMARY_VERSION,
+            "sha256": self.sha256,
+            "inputs": [{"name": i.name, "dims": list(i.dims)} for i in self.inputs],
+            "nodes": [list(n) for n in self.nodes],
+        }
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> ModelSummary:
+        if raw.get("version") != SUMMARY_VERSION:
+            raise ValueError("old summary format")
+        inputs = tuple(InputInfo(str(i["name"]), tuple(i["dims"])) for i in raw["inputs"])
+        nodes = tuple((str(n[0]), str(n[1])) for n in raw["nodes"])
+        return cls(str(raw["sha256"]), inputs, nodes)
+
+    def input(self, name: str) -> InputInfo | None:
+        return next((i for i in self.inputs if i.name == name), None)
+
+
+_memo: dict[tuple[str, int, int, int], ModelSummary] = {}
+"""In-process summaries by file key: 200 specs of one model read its summary once."""
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def summary(path: Path, root: Path) -> ModelSummary:
+    """The summary of the model at `path` (absolute), from memory, the cache, or by reading it."""
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    if key in _memo:
+        return _memo[key]
+    cache = root / ".npuctl" / "cache" / "onnx-summary" / (_key_digest(key) + ".json")
+    found = _read_cache(cache)
+    if found is None:
+        found = summarize(path)
+        if time.time() - stat.st_mtime_ns / 1e9 < RACY_SECONDS:
+            return found
+        _write_atomic(cache, json.dumps(found.to_json(), sort_keys=True))
+    _memo[key] = found
+    return found
+
+
+def _key_digest(key: tuple[str, int, int, int]) -> str:
+    return hashlib.sha256(json.dumps([SUMMARY_VERSION, *key]).encode()).hexdigest()[:32]
+
+
+def _read_cache(cache: Path) -> ModelSummary | None:
+    try:
+        return ModelSummary.from_json(json.loads(cache.read_text()))
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
+
+
+def _write_atomic(target: Path, text: str) -> None:
+    """Write via a temp file and rename; a read-only repository just goes without the cache."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(text)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError:
+        pass
+
+
+def summarize(path: Path) -> ModelSummary:
+    """Read the model with onnx (imported here: it is slow to import) and summarize it."""
+    import onnx
+
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # protobuf raises several unrelated types for a corrupt file
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelError(f"not a readable ONNX model: {detail}") from None
+    graph = model.graph
+    if model.ir_version <= 0 or (not graph.node and not graph.input):
+        raise ModelError("not an ONNX model: it has no graph")
+    initializers = {init.name for init in graph.initializer}
+    inputs = tuple(
+        InputInfo(value.name, _dims(value)) for value in graph.input if value.name not in initializers
+    )
+    nodes = tuple((node.name, node.op_type) for node in graph.node)
+    return ModelSummary(sha256_file(path), inputs, nodes)
+
+
+def _dims(value: Any) -> tuple[Dim, ...]:
+    dims: list[Dim] = []
+    for dim in value.type.tensor_type.shape.dim:
+        if dim.HasField("dim_value") and dim.dim_value > 0:
+            dims.append(int(dim.dim_value))
+        else:
+            dims.append(dim.dim_param or None)
+    return tuple(dims)

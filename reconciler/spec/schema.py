@@ -1,0 +1,63 @@
+"""Generate `schemas/deployment.schema.json` from the spec models (the single source of truth).
+
+    python -m reconciler.spec.schema           # rewrite the checked-in file
+    python -m reconciler.spec.schema --check   # exit 1 when it is stale
+
+The output is deterministic (sorted keys, fixed indentation), so a stale file shows up as a diff.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from reconciler.spec.models import API_VERSION, Deployment
+
+SCHEMA_ID = "urn:npuctl:schema:deployment:v1"
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schemas" / "deployment.schema.json"
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema of a deployment spec file (the YAML, read as JSON)."""
+    body = Deployment.model_json_schema(by_alias=True, mode="validation")
+    body["$schema"] = DRAFT
+    body["$id"] = SCHEMA_ID
+    body["title"] = f"npuctl Deployment ({API_VERSION})"
+    body["description"] = (
+        "A deployment spec: which model goes to which NPU target, how it is prepared, quantized, compiled "
+        "and measured, and the SLOs it must meet. Generated from reconciler/spec/models.py; do not edit."
+    )
+    return body
+
+
+def render() -> str:
+    return json.dumps(schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m reconciler.spec.schema", description="Generate the deployment JSON Schema."
+    )
+    parser.add_argument("--check", action="store_true", help="exit 1 when the checked-in schema is stale")
+    parser.add_argument("--output", type=Path, default=SCHEMA_FILE, help="schema file (default: %(default)s)")
+    args = parser.parse_args(argv)
+    text = render()
+    current = args.output.read_text() if args.output.is_file() else None
+    if args.check:
+        if current != text:
+            print(f"{args.output} is stale: run `python -m reconciler.spec.schema`", file=sys.stderr)
+            return 1
+        return 0
+    if current != text:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text)
+        print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Persistent state under .npuctl/: the content-addressed store, the SQLite database, locks."""

@@ -1,0 +1,231 @@
+"""state.db: stage records, the file-hash cache, heads, terminal failures and the ledger of attempts.
+
+SQLite in WAL mode: readers never block the writer, and a killed process leaves the last committed
+transaction intact. A record is inserted only after its artifacts are durably in the store.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS records (
+    key TEXT PRIMARY KEY,
+    stage TEXT NOT NULL,
+    key_inputs TEXT NOT NULL,
+    artifacts TEXT NOT NULL,
+    report TEXT NOT NULL,
+    output_digest TEXT NOT NULL,
+    note TEXT NOT NULL,
+    created_ns INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS heads (
+    spec TEXT NOT NULL,
+    variant TEXT NOT NULL,
+    stage TEXT NOT NULL,
+    key TEXT NOT NULL,
+    PRIMARY KEY (spec, variant, stage)
+);
+CREATE TABLE IF NOT EXISTS failures (
+    key TEXT PRIMARY KEY,
+    stage TEXT NOT NULL,
+    message TEXT NOT NULL,
+    log TEXT NOT NULL,
+    created_ns INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS file_hashes (
+    path TEXT PRIMARY KEY,
+    inode INTEGER NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    digest TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ledger (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    time_ns INTEGER NOT NULL,
+    spec TEXT NOT NULL,
+    variant TEXT NOT NULL,
+    stage TEXT NOT NULL,
+    key TEXT NOT NULL,
+    action TEXT NOT NULL,
+    message TEXT NOT NULL,
+    log TEXT NOT NULL,
+    duration_ms REAL NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ledger_spec ON ledger (spec, time_ns);
+"""
+
+
+@dataclass(frozen=True)
+class Record:
+    key: str
+    stage: str
+    key_inputs: dict[str, Any]
+    artifacts: dict[str, dict[str, Any]]
+    """name -> {"digest", "file" (the file name the stage gave it), "size"}"""
+    report: dict[str, Any]
+    output_digest: str
+    note: str
+
+
+@dataclass(frozen=True)
+class Failure:
+    key: str
+    stage: str
+    message: str
+    log: str
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+class Database:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.conn = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn.execute("PRAGMA busy_timeout=60000")
+        with self.transaction():
+            for statement in _SCHEMA.strip().split(";"):
+                if statement.strip():
+                    self.conn.execute(statement)
+            self.conn.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+            )
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    # records -------------------------------------------------------------------------------------
+    def record(self, key: str) -> Record | None:
+        row = self.conn.execute(
+            "SELECT key, stage, key_inputs, artifacts, report, output_digest, note FROM records WHERE key = ?",
+            (key,),
+        ).fetchone()
+        if row is None:
+            return None
+        return Record(row[0], row[1], json.loads(row[2]), json.loads(row[3]), json.loads(row[4]), row[5], row[6])
+
+    def put_record(self, record: Record) -> None:
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.key,
+                    record.stage,
+                    _dumps(record.key_inputs),
+                    _dumps(record.artifacts),
+                    _dumps(record.report),
+                    record.output_digest,
+                    record.note,
+                    time.time_ns(),
+                ),
+            )
+            conn.execute("DELETE FROM failures WHERE key = ?", (record.key,))
+
+    def delete_records(self, keys: list[str]) -> None:
+        with self.transaction() as conn:
+            conn.executemany("DELETE FROM records WHERE key = ?", [(k,) for k in keys])
+
+    def all_records(self) -> Iterator[Record]:
+        for row in self.conn.execute(
+            "SELECT key, stage, key_inputs, artifacts, report, output_digest, note FROM records"
+        ):
+            yield Record(row[0], row[1], json.loads(row[2]), json.loads(row[3]), json.loads(row[4]), row[5], row[6])
+
+    # heads: the last key built or reused per spec, variant and stage (for explain and status) -----
+    def head(self, spec: str, variant: str, stage: str) -> str | None:
+        row = self.conn.execute(
+            "SELECT key FROM heads WHERE spec = ? AND variant = ? AND stage = ?", (spec, variant, stage)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_head(self, spec: str, variant: str, stage: str, key: str) -> None:
+        with self.transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO heads VALUES (?, ?, ?, ?)", (spec, variant, stage, key))
+
+    def head_keys(self) -> set[str]:
+        return {str(row[0]) for row in self.conn.execute("SELECT key FROM heads")}
+
+    # terminal failures: not retried until the stage's key changes ---------------------------------
+    def failure(self, key: str) -> Failure | None:
+        row = self.conn.execute("SELECT key, stage, message, log FROM failures WHERE key = ?", (key,)).fetchone()
+        return None if row is None else Failure(*row)
+
+    def put_failure(self, failure: Failure) -> None:
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO failures VALUES (?, ?, ?, ?, ?)",
+                (failure.key, failure.stage, failure.message, failure.log, time.time_ns()),
+            )
+
+    # file-hash cache ------------------------------------------------------------------------------
+    def cached_hash(self, path: str) -> tuple[int, int, int, str] | None:
+        row = self.conn.execute(
+            "SELECT inode, size, mtime_ns, digest FROM file_hashes WHERE path = ?", (path,)
+        ).fetchone()
+        return None if row is None else (int(row[0]), int(row[1]), int(row[2]), str(row[3]))
+
+    def put_hashes(self, rows: list[tuple[str, int, int, int, str]]) -> None:
+        if rows:
+            with self.transaction() as conn:
+                conn.executemany("INSERT OR REPLACE INTO file_hashes VALUES (?, ?, ?, ?, ?)", rows)
+
+    # ledger ---------------------------------------------------------------------------------------
+    def log_attempt(
+        self,
+        spec: str,
+        variant: str,
+        stage: str,
+        key: str,
+        action: str,
+        message: str = "",
+        log: str = "",
+        duration_ms: float = 0.0,
+        data: dict[str, Any] | None = None,
+    ) -> None:
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO ledger (time_ns, spec, variant, stage, key, action, message, log, duration_ms, data)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (time.time_ns(), spec, variant, stage, key, action, message, log, duration_ms, _dumps(data or {})),
+            )
+
+    def ledger(self, spec: str | None = None) -> list[dict[str, Any]]:
+        query = "SELECT time_ns, spec, variant, stage, key, action, message, log, duration_ms, data FROM ledger"
+        args: tuple[Any, ...] = ()
+        if spec is not None:
+            query += " WHERE spec = ?"
+            args = (spec,)
+        rows = self.conn.execute(query + " ORDER BY id", args).fetchall()
+        names = ("time_ns", "spec", "variant", "stage", "key", "action", "message", "log", "duration_ms", "data")
+        out = []
+        for row in rows:
+            entry = dict(zip(names, row, strict=True))
+            entry["data"] = json.loads(entry["data"])
+            out.append(entry)
+        return out

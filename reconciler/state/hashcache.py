@@ -1,0 +1,66 @@
+"""File and folder digests, cached by (inode, size, mtime_ns) so an unchanged 1 GB model is read once.
+
+A file modified within RACY_NS of being hashed is not cached: a second write inside the same
+timestamp tick would leave inode, size and mtime unchanged, and the cache would lie (git's "racy
+clean" problem). Such files are simply hashed again next time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from pathlib import Path
+
+from reconciler.state.db import Database
+from reconciler.state.store import CHUNK
+
+RACY_NS = 100_000_000
+"""Larger than the coarse kernel clock tick that stamps mtimes (4-10 ms), with margin."""
+
+
+class FileHasher:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.bytes_read = 0
+        self._pending: list[tuple[str, int, int, int, str]] = []
+        self._memo: dict[str, str] = {}
+
+    def digest(self, path: Path) -> str:
+        """sha256 of a file, or of a folder's sorted (relative path, file digest) list."""
+        return self.tree(path) if path.is_dir() else self.file(path)
+
+    def file(self, path: Path) -> str:
+        key = str(path.resolve())
+        if key in self._memo:
+            return self._memo[key]
+        st = os.stat(key)
+        cached = self.db.cached_hash(key)
+        if cached is not None and cached[:3] == (st.st_ino, st.st_size, st.st_mtime_ns):
+            digest = cached[3]
+        else:
+            started = time.time_ns()
+            digest = self._hash(key)
+            if started - st.st_mtime_ns > RACY_NS:
+                self._pending.append((key, st.st_ino, st.st_size, st.st_mtime_ns, digest))
+        self._memo[key] = digest
+        return digest
+
+    def tree(self, path: Path) -> str:
+        listing = hashlib.sha256()
+        for child in sorted(p for p in path.rglob("*") if p.is_file()):
+            rel = child.relative_to(path).as_posix()
+            listing.update(f"{rel}\0{self.file(child)}\n".encode())
+        return listing.hexdigest()
+
+    def flush(self) -> None:
+        self.db.put_hashes(self._pending)
+        self._pending = []
+
+    def _hash(self, path: str) -> str:
+        digest = hashlib.sha256()
+        with open(path, "rb") as fh:
+            while chunk := fh.read(CHUNK):
+                digest.update(chunk)
+                self.bytes_read += len(chunk)
+        return digest.hexdigest()

@@ -1,0 +1,60 @@
+"""specs/NAME.lock.json: what was built and measured for a spec, meant to be committed.
+
+Deterministic (sorted keys, no timestamps), so an apply that rebuilt nothing leaves it byte-identical
+and a pull-request diff shows exactly what changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+FORMAT_VERSION = 1
+
+
+def dumps(data: dict[str, Any]) -> str:
+    return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+def read(path: Path) -> dict[str, Any] | None:
+    """The lock file's content; None when absent or unreadable (it is then rewritten on apply)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write(path: Path, data: dict[str, Any]) -> bool:
+    """Atomically replace the lock file; returns False (and writes nothing) when content is unchanged."""
+    text = dumps(data)
+    try:
+        if path.read_text() == text:
+            return False
+    except OSError:
+        pass
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return True
+
+
+def digests(data: dict[str, Any]) -> set[str]:
+    """Every store object a lock file refers to."""
+    out: set[str] = set()
+    for variant in (data.get("variants") or {}).values():
+        for stage in (variant.get("stages") or {}).values():
+            for artifact in (stage.get("artifacts") or {}).values():
+                if isinstance(artifact, dict) and "digest" in artifact:
+                    out.add(artifact["digest"])
+    return out

@@ -1,0 +1,117 @@
+"""`npuctl validate`: every error on its own line, exit 0 valid / 1 invalid, --json, fast start-up."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from reconciler.cli import cli
+from tests.spec.conftest import GOOD, GOOD_CLS, Repo, edit, make_repo
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Repo]:
+    made = make_repo(tmp_path / "repo")
+    monkeypatch.chdir(made.root)
+    yield made
+
+
+def validate(*args: str) -> Result:
+    return CliRunner().invoke(cli, ["validate", *args], standalone_mode=False, catch_exceptions=False)
+
+
+def test_valid_specs_exit_0(repo: Repo) -> None:
+    repo.write("specs/a.yaml", GOOD)
+    repo.write("specs/b.yaml", GOOD_CLS)
+    result = validate()
+    assert result.return_value == 0
+    assert result.stdout == ""
+    assert "2 spec(s) checked: 2 valid" in result.stderr
+
+
+def test_every_error_on_its_own_line_exit_1(repo: Repo) -> None:
+    repo.write("specs/a.yaml", edit(GOOD, {8: "  target: rk3599", 15: "      samples: 0"}))
+    repo.write("specs/b.yaml", edit(GOOD_CLS, {4: "  name: cls-b", 9: "    x: [1, 3, 48]"}))
+    repo.write("specs/c.yaml", edit(GOOD, {4: "  name: fine"}))
+    result = validate()
+    assert result.return_value == 1
+    assert result.stdout.splitlines() == [
+        "specs/a.yaml:8:11: spec.target: unknown target 'rk3599'; "
+        "did you mean 'rk3588', 'rk3576' or 'rk3566'? (`npuctl targets` lists them)",
+        "specs/a.yaml:15:16: spec.quantization.calibration.samples: must be > 0, got the integer 0",
+        "specs/b.yaml:9:8: spec.inputs.x: rank 3, but model input 'x' has rank 4: [?, 3, ?, ?]",
+    ]
+    assert "3 spec(s) checked: 1 valid, 2 invalid (3 error(s))" in result.stderr
+
+
+def test_json_output(repo: Repo) -> None:
+    repo.write("specs/a.yaml", GOOD)
+    repo.write(
+        "specs/b.yaml", "apiVersion: npuctl/v1\nkind: Deployment\nmetadata: {name: b}\nspec: {target: cpu}\n"
+    )
+    result = validate("--json")
+    assert result.return_value == 1
+    out = json.loads(result.stdout)
+    assert out["format_version"] == 1
+    assert [(s["file"], s["name"], s["valid"]) for s in out["specs"]] == [
+        ("specs/a.yaml", "squeeze-cpu", True),
+        ("specs/b.yaml", "b", False),
+    ]
+    assert out["specs"][1]["errors"] == [
+        {"file": "specs/b.yaml", "line": 4, "column": 1, "field": field, "message": "required key is missing"}
+        for field in ("spec.inputs", "spec.model")
+    ]
+
+
+def test_explicit_paths_and_missing_ones(repo: Repo) -> None:
+    repo.write("specs/a.yaml", GOOD)
+    repo.write("specs/b.yaml", "not: [valid\n")
+    assert validate("specs/a.yaml").return_value == 0
+    result = validate("specs/a.yaml", "specs/nothere.yaml")
+    assert result.return_value == 1
+    assert result.stdout.splitlines() == ["specs/nothere.yaml: no such file or directory"]
+
+
+def test_no_specs_is_an_error(repo: Repo) -> None:
+    result = validate()
+    assert result.return_value == 1
+    assert "no deployment specs found in specs" in result.stderr
+
+
+def test_default_path_is_specs_under_the_repository_root(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo.write("specs/a.yaml", GOOD)
+    monkeypatch.chdir(repo.root / "data" / "eval")
+    result = validate()
+    assert result.return_value == 0, result.stdout
+
+
+def test_real_entry_point_exit_codes_and_no_heavy_imports(repo: Repo) -> None:
+    repo.write("specs/a.yaml", GOOD)
+    program = (
+        "import sys\n"
+        "from reconciler.cli import cli\n"
+        "rc = cli.main(['validate'], standalone_mode=False)\n"
+        "heavy = ('onnx', 'onnxruntime', 'numpy', 'reconciler.engine')\n"
+        "print(rc, sorted(m for m in heavy if m in sys.modules))\n"
+    )
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", program], cwd=repo.root, capture_output=True, text=True)
+
+    first = run()  # summarizes the model (imports onnx) and caches the summary
+    assert first.stdout.startswith("0 "), first.stderr
+    second = run()
+    assert second.stdout.strip() == "0 []", second.stderr
+    repo.write("specs/a.yaml", edit(GOOD, {22: "    runs: 0"}))
+    broken = subprocess.run(
+        [sys.executable, "-c", "from reconciler.cli import main; main()", "validate"],
+        cwd=repo.root, capture_output=True, text=True,
+    )  # fmt: skip
+    assert broken.returncode == 1
+    assert broken.stdout == "specs/a.yaml:22:11: spec.evaluate.runs: must be > 0, got the integer 0\n"

@@ -1,0 +1,90 @@
+"""Fixtures shared by the engine and end-to-end tests: real git repositories with the real digits model."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DIGITS = ROOT / "examples" / "digits"
+
+DIGITS_SPEC = """\
+apiVersion: npuctl/v1
+kind: Deployment
+metadata:
+  name: {name}
+  labels: {{team: tests}}
+spec:
+  model: {{path: ../models/digits.onnx, version: v1}}
+  target: cpu
+  inputs: {{image: [1, 1, 8, 8]}}
+  evaluate:
+    data: ../data/eval
+    labels: ../data/eval/labels.txt
+    warmup: 1
+    runs: 5
+  slo:
+    latency_ms: {{p90: 1000}}
+    accuracy: {{min: 0.5}}
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+    done = subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True)
+    return done.stdout
+
+
+@pytest.fixture
+def git_repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / ".gitignore").write_text(".npuctl/\n")
+    (repo / "specs").mkdir()
+    return repo
+
+
+def copy_digits(repo: Path, eval_samples: int = 40, calib_samples: int = 40) -> None:
+    """The real digits model and the first N samples of its real data (small, so tests stay quick)."""
+    (repo / "models").mkdir(exist_ok=True)
+    shutil.copyfile(DIGITS / "model.onnx", repo / "models" / "digits.onnx")
+    for kind, count in (("eval", eval_samples), ("calib", calib_samples)):
+        src = DIGITS / "data" / kind
+        dst = repo / "data" / kind
+        dst.mkdir(parents=True, exist_ok=True)
+        names = sorted(p.name for p in src.glob("*.npy"))[:count]
+        for name in names:
+            shutil.copyfile(src / name, dst / name)
+        if kind == "eval":
+            wanted = set(names)
+            lines = [ln for ln in (src / "labels.txt").read_text().splitlines() if ln.split()[0] in wanted]
+            (dst / "labels.txt").write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture
+def digits_repo(git_repo: Path) -> Path:
+    copy_digits(git_repo)
+    (git_repo / "specs" / "digits.yaml").write_text(DIGITS_SPEC.format(name="digits"))
+    return git_repo
+
+
+def run_npuctl(cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """The real command line, in a fresh interpreter, as a user runs it."""
+    full_env = {**os.environ, "CI": "1", "NPUCTL_RETRY_BASE_S": "0.05", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "reconciler", *args], cwd=cwd, env=full_env, capture_output=True, text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def npuctl() -> Callable[..., subprocess.CompletedProcess[str]]:
+    return run_npuctl

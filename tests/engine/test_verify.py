@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+from reconciler.engine.verify import judge
+
+MEASURED = {
+    "latency_ms.p90": {"value": 12.0, "evidence": "measured:host", "detail": "ort"},
+    "latency_ms.estimate": {"value": 3.0, "evidence": "estimated", "detail": "roofline"},
+    "accuracy": {"value": 0.95, "evidence": "measured:host"},
+    "accuracy.reference": {"value": 0.97, "evidence": "measured:host"},
+    "size_mb": {"value": 4.0, "evidence": "measured:host"},
+    "npu_coverage": {"value": 0.8, "evidence": "estimated"},
+}
+
+
+def _by_name(slo: dict, measurements: dict) -> dict:
+    return {v.name: v for v in judge(slo, measurements, "default")}
+
+
+def test_measured_pass_and_fail() -> None:
+    v = _by_name({"latency_ms": {"p90": 20}, "size_mb": 3}, MEASURED)
+    assert v["latency_ms.p90"].passed is True and v["latency_ms.p90"].verdict == "pass"
+    assert v["size_mb"].passed is False and v["size_mb"].value == 4.0
+
+
+def test_estimate_is_never_a_plain_pass() -> None:
+    v = _by_name({"latency_ms": {"p50": 5}, "npu_coverage": 0.5}, MEASURED)
+    assert v["latency_ms.p50"].passed is None
+    assert v["latency_ms.p50"].verdict == "met on estimate"
+    assert v["latency_ms.p50"].evidence == "estimated"
+    assert v["npu_coverage"].passed is None
+
+
+def test_failing_estimate_fails() -> None:
+    v = _by_name({"latency_ms": {"p50": 1}}, MEASURED)
+    assert v["latency_ms.p50"].passed is False
+    assert v["latency_ms.p50"].verdict == "fail (estimated)"
+
+
+def test_missing_measurement_is_unverified() -> None:
+    v = _by_name({"peak_memory_mb": 100}, MEASURED)
+    assert v["peak_memory_mb"].passed is None and v["peak_memory_mb"].verdict == "unverified"
+
+
+def test_accuracy_drop_absolute_and_relative() -> None:
+    absolute = _by_name({"accuracy": {"max_drop": 0.01}}, MEASURED)["accuracy.max_drop"]
+    assert abs(absolute.value - 0.02) < 1e-9 and absolute.passed is False
+    relative = _by_name({"accuracy": {"max_drop": 0.03, "relative": True}}, MEASURED)["accuracy.max_drop"]
+    assert abs(relative.value - 0.02 / 0.97) < 1e-9 and relative.passed is True
+
+
+def test_no_slo_no_verdicts() -> None:
+    assert judge(None, MEASURED, "default") == []
+    assert judge({"latency_ms": None}, MEASURED, "default") == []

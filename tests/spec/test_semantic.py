@@ -1,0 +1,186 @@
+"""Semantic checks against real files and real ONNX graphs; paths; the model summary cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from reconciler.spec import (
+    ModelError,
+    SpecErrors,
+    _summary,
+    check,
+    load,
+    model_file,
+    model_summary,
+    resolve_path,
+)
+from tests.spec.conftest import GOOD, GOOD_CLS, Repo, edit
+
+CLS_IN_PACKAGE = """\
+apiVersion: npuctl/v1
+kind: Deployment
+metadata: {name: cls-pkg}
+spec:
+  model:
+    package: rapidocr_onnxruntime
+    path: models/ch_ppocr_mobile_v2.0_cls_infer.onnx
+  target: rk3588
+  inputs: {x: [1, 3, 48, 192]}
+  shape_variants: [{x: [1, 3, 48, 320]}, {x: [4, 3, 48, 192]}]
+  preprocess: {input: x, layout: nhwc, dtype: uint8, mean: [127.5, 127.5, 127.5], std: [127.5, 127.5, 127.5]}
+  quantization:
+    mode: fp16
+    sensitive_layers: {op_types: [Softmax, HardSigmoid]}
+"""
+
+
+def test_dynamic_model_with_every_dim_fixed_is_valid(repo: Repo) -> None:
+    (report,) = check([repo.write("specs/a.yaml", GOOD_CLS)], repo.root)
+    assert report.valid, [str(e) for e in report.errors]
+
+
+def test_model_inside_an_installed_package_is_located_without_importing_it(repo: Repo) -> None:
+    imported_before = "rapidocr_onnxruntime" in sys.modules
+    (report,) = check([repo.write("specs/a.yaml", CLS_IN_PACKAGE)], repo.root)
+    assert report.valid, [str(e) for e in report.errors]
+    assert report.spec is not None
+    assert model_file(report.spec, repo.root).name == "ch_ppocr_mobile_v2.0_cls_infer.onnx"
+    if not imported_before:
+        assert "rapidocr_onnxruntime" not in sys.modules
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        ("{package: onnx, path: ../rapidocr_onnxruntime/__init__.py}",
+         "spec.model.path: '../rapidocr_onnxruntime/__init__.py' resolves outside the package folder"),
+        ("{package: onnx, path: /etc/passwd}", "spec.model.path: '/etc/passwd' is absolute"),
+        ("{package: difflib, path: x.onnx}", "spec.model.package: 'difflib' is a module, not a package"),
+        ("{package: onnx, path: nothere.onnx}", "spec.model.path: model file not found"),
+    ],
+)  # fmt: skip
+def test_package_models_stay_in_their_package(repo: Repo, model: str, message: str) -> None:
+    text = edit(GOOD, {6: f"  model: {model}", 7: "  #"})
+    (report,) = check([repo.write("specs/a.yaml", text)], repo.root)
+    assert any(message in str(e) for e in report.errors), [str(e) for e in report.errors]
+
+
+def test_resolve_path_confines_to_the_root(repo: Repo, tmp_path: Path) -> None:
+    spec = load(repo.write("specs/a.yaml", GOOD), repo.root)
+    assert (
+        resolve_path(spec, "../data/calib", repo.root, "quantization.calibration.data")
+        == (repo.root / "data/calib").resolve()
+    )
+    (repo.root / "data" / "inside-link").symlink_to(repo.root / "models")
+    assert (
+        resolve_path(spec, "../data/inside-link", repo.root, "evaluate.data")
+        == (repo.root / "models").resolve()
+    )
+    (repo.root / "data" / "outside-link").symlink_to(tmp_path)
+    with pytest.raises(SpecErrors) as caught:
+        resolve_path(spec, "../data/outside-link", repo.root, "spec.evaluate.data")
+    (error,) = caught.value.errors
+    assert (error.field, error.line, error.column) == ("spec.evaluate.data", 20, 11)
+    assert "outside the repository" in error.message
+
+
+def test_missing_calibration_folder(repo: Repo) -> None:
+    (report,) = check(
+        [repo.write("specs/a.yaml", edit(GOOD, {14: "      data: ../data/nocalib"}))], repo.root
+    )
+    missing = repo.root.resolve() / "data" / "nocalib"
+    assert [str(e) for e in report.errors] == [
+        f"specs/a.yaml:14:13: spec.quantization.calibration.data: folder not found: {missing}"
+    ]
+
+
+def _vector_model(repo: Repo, node_name: str) -> None:
+    """A tiny real model with a rank-2 input v [1, n] and one Relu node."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["v"], ["y"], name=node_name)],
+        "g",
+        [helper.make_tensor_value_info("v", TensorProto.FLOAT, [1, "n"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "n"])],
+    )
+    onnx.save(helper.make_model(graph), repo.root / "models" / "vec.onnx")
+
+
+VECTOR = GOOD_CLS.replace("cls.onnx", "vec.onnx").replace("x: [1, 3, 48, 192]", "v: [1, 16]")
+
+
+def test_unnamed_nodes_hint(repo: Repo) -> None:
+    _vector_model(repo, "")
+    text = VECTOR + "  quantization:\n    sensitive_layers: {nodes: [relu], op_types: [Relu]}\n"
+    (report,) = check([repo.write("specs/a.yaml", text)], repo.root)
+    assert [e.message for e in report.errors] == [
+        "'relu' matches no node; the model's nodes have no names: use op_types or first/last"
+    ]
+
+
+def test_node_globs_match_names(repo: Repo) -> None:
+    _vector_model(repo, "block1/relu")
+    text = VECTOR + "  quantization:\n    sensitive_layers: {nodes: [block1/relu, 'block?/*', 'Block1/*']}\n"
+    (report,) = check([repo.write("specs/a.yaml", text)], repo.root)
+    assert [e.message for e in report.errors] == ["'Block1/*' matches no node; did you mean 'block1/relu'?"]
+
+
+def test_preprocess_needs_an_image_input(repo: Repo) -> None:
+    _vector_model(repo, "relu")
+    text = VECTOR + "  preprocess: {mean: [0.5]}\n"
+    (report,) = check([repo.write("specs/a.yaml", text)], repo.root)
+    assert [str(e) for e in report.errors] == [
+        "specs/a.yaml:10:3: spec.preprocess: preprocessing takes an image input of rank 4; 'v' has rank 2"
+    ]
+
+
+def test_summary_is_cached_and_reused(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = (repo.root / "models" / "cls.onnx").resolve()
+    first = model_summary(model, repo.root)
+    assert [(i.name, i.dims) for i in first.inputs] == [("x", (None, 3, "?", "?"))]
+    assert ("Softmax@0", "Softmax") in first.nodes and ("", "Constant") in first.nodes
+    cached = list((repo.root / ".npuctl" / "cache" / "onnx-summary").glob("*.json"))
+    assert len(cached) == 1 and json.loads(cached[0].read_text())["sha256"] == first.sha256
+    _summary._memo.clear()
+
+    def boom(path: Path) -> _summary.ModelSummary:
+        raise AssertionError("the cache should have answered")
+
+    monkeypatch.setattr(_summary, "summarize", boom)
+    assert model_summary(model, repo.root) == first
+
+
+def test_recently_modified_models_are_not_cached(repo: Repo) -> None:
+    model = (repo.root / "models" / "squeezenet.onnx").resolve()
+    os.utime(model)  # now: within the timestamp-granularity guard
+    model_summary(model, repo.root)
+    assert not (repo.root / ".npuctl" / "cache" / "onnx-summary").exists()
+
+
+def test_a_changed_model_is_summarized_again(repo: Repo) -> None:
+    target = repo.root / "models" / "m.onnx"
+    target.write_bytes((repo.root / "models" / "squeezenet.onnx").read_bytes())
+    os.utime(target, (1_600_000_000, 1_600_000_000))
+    before = model_summary(target.resolve(), repo.root)
+    target.write_bytes((repo.root / "models" / "cls.onnx").read_bytes())
+    os.utime(target, (1_600_000_100, 1_600_000_100))
+    after = model_summary(target.resolve(), repo.root)
+    assert before.inputs[0].name == "data_0" and after.inputs[0].name == "x"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"), [(b"", "it has no graph"), (b"\x08\x07garbage\xff", "not a readable")]
+)
+def test_not_onnx_is_one_clear_line(repo: Repo, content: bytes, message: str) -> None:
+    bad = repo.root / "models" / "bad.onnx"
+    bad.write_bytes(content)
+    with pytest.raises(ModelError) as caught:
+        model_summary(bad.resolve(), repo.root)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
