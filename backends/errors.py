@@ -1,10 +1,10 @@
 """The errors a backend may raise; toolchain exceptions are translated into these at the adapter boundary.
 
-    BackendError
-    ├── TerminalError        the inputs are wrong; retrying cannot help (an op with no fallback, a corrupt model)
-    │   └── UnsupportedStage the spec asks for work no backend implements for this target
-    ├── TransientError       may succeed on retry (runner timeout, dropped connection, toolchain crash)
-    └── ToolchainMissing     the toolchain is not installed; the stage is "not run", never passed
+BackendError
+├── TerminalError        the inputs are wrong; retrying cannot help (an op with no fallback, a corrupt model)
+│   └── UnsupportedStage the spec asks for work no backend implements for this target
+├── TransientError       may succeed on retry (runner timeout, dropped connection, toolchain crash)
+└── ToolchainMissing     the toolchain is not installed; the stage is "not run", never passed
 """
 
 from __future__ import annotations

@@ -27,7 +27,8 @@ BUILTIN: dict[str, str] = {
 def _load(name: str, ref: str) -> type:
     module, _, attr = ref.partition(":")
     try:
-        return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+        loaded: type = getattr(importlib.import_module(module), attr)
+        return loaded
     except (ImportError, AttributeError) as exc:
         raise UnsupportedStage(f"backend {name!r} could not be loaded from {ref}: {exc}") from exc
 

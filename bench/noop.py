@@ -114,7 +114,9 @@ def bench_large_file(tmp: Path) -> None:
         plan_all(ws, specs)
         read = ws.hasher.bytes_read
         ws.close()
-        print(f"plan with a 1 GB model, run {run}: read {read / 2**20:.0f} MiB of it in {time.perf_counter() - start:.3f} s")
+        print(
+            f"plan with a 1 GB model, run {run}: read {read / 2**20:.0f} MiB of it in {time.perf_counter() - start:.3f} s"
+        )
 
 
 def main() -> None:
@@ -126,8 +128,12 @@ def main() -> None:
         repo = tmp / "npuctl-repo"
         prepare(repo, args.specs)
         start = time.perf_counter()
-        done = subprocess.run(_npuctl("apply"), cwd=repo, env={**os.environ, "CI": "1"}, capture_output=True, text=True)
-        print(f"first apply of {args.specs} specs: {time.perf_counter() - start:.1f} s (exit {done.returncode})")
+        done = subprocess.run(
+            _npuctl("apply"), cwd=repo, env={**os.environ, "CI": "1"}, capture_output=True, text=True
+        )
+        print(
+            f"first apply of {args.specs} specs: {time.perf_counter() - start:.1f} s (exit {done.returncode})"
+        )
         if done.returncode not in (0, 3):
             print(done.stdout[-2000:], done.stderr[-2000:])
         plan_s, plan_rc = _time(_npuctl("plan"), repo)
@@ -146,8 +152,10 @@ def main() -> None:
             print(f"dvc repro    (no-op): {repro_s:.3f} s")
             print(f"ratio dvc status / npuctl plan : {status_s / plan_s:.1f}x (goal >= 10x)")
             print(f"ratio dvc repro  / npuctl apply: {repro_s / apply_s:.1f}x (goal >= 10x)")
-        print(f"goal: no-op over {args.specs} specs < 1 s: plan {'met' if plan_s < 1 else 'NOT met'}, "
-              f"apply {'met' if apply_s < 1 else 'NOT met'}")
+        print(
+            f"goal: no-op over {args.specs} specs < 1 s: plan {'met' if plan_s < 1 else 'NOT met'}, "
+            f"apply {'met' if apply_s < 1 else 'NOT met'}"
+        )
         bench_large_file(tmp)
 
 

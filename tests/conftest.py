@@ -36,8 +36,13 @@ spec:
 
 
 def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    }
     done = subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True)
     return done.stdout
 
@@ -76,11 +81,17 @@ def digits_repo(git_repo: Path) -> Path:
     return git_repo
 
 
-def run_npuctl(cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def run_npuctl(
+    cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
     """The real command line, in a fresh interpreter, as a user runs it."""
     full_env = {**os.environ, "CI": "1", "NPUCTL_RETRY_BASE_S": "0.05", **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "reconciler", *args], cwd=cwd, env=full_env, capture_output=True, text=True,
+        [sys.executable, "-m", "reconciler", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
         timeout=timeout,
     )
 

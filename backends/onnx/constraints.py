@@ -53,6 +53,7 @@ class Context:
 _SPATIAL_OPS = frozenset(
     {"Conv", "ConvTranspose", "AveragePool", "MaxPool", "GlobalAveragePool", "GlobalMaxPool", "LpPool", "Resize"}
 )
+_ELEMENTWISE = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Where", "PRelu"})
 _ATTR_DEFAULTS: dict[str, Any] = {
     "auto_pad": "NOTSET",
     "alpha": 1.0,
@@ -280,6 +281,23 @@ def _not_listed(m: re.Match[str], v: NodeView) -> Result:
     return FAILED, "not in the ML Program op list"
 
 
+@rule(
+    r"^(?:per-channel weight quant axis \d|non-constant inputs per-tensor quant only|activation inputs per-tensor "
+    r"quant only|int16 (?:fc )?weights per-tensor only|output no per-channel quant)$"
+)
+def _quant_scheme(m: re.Match[str], v: NodeView) -> Result:
+    if not v.ctx.quantized:
+        return OK, "not quantized"
+    if m.string.startswith("int16") and "16" not in v.ctx.weights:
+        return OK, f"{v.ctx.weights} weights"
+    return None  # granularity is chosen by the quantize stage, after this check
+
+
+@rule(r"^two rank-1 inputs not supported natively \(reshaped\)$")
+def _rank1_matmul(m: re.Match[str], v: NodeView) -> Result:
+    return OK, "handled by reshaping"
+
+
 @rule(r"^opset\s*>=\s*(\d+)$")
 def _opset(m: re.Match[str], v: NodeView) -> Result:
     need = int(m.group(1))
@@ -400,7 +418,7 @@ def _rank_set(text: str, op: str) -> set[int] | None:
     r"^(?:input )?ranks? [\d/ ()a-z-]*only|^rank \d/\d on npu|^rank\s*<=\s*\d$|^ranks \d-\dd$|^\d-\dd(?: inputs)?$"
     r"|^(?:inputs )?up to \dd$|^<=\dd$|^\dd or \dd input$|^rank-\d(?: \(2d pool\))? only$|^\dd only$|^\d-d"
     r"(?: \[n,c,h,w\])?$|^\dd (?:input|pooling only|only)|^only \dd(?:/\dd)? (?:pool|conv|resize) is supported"
-    r"|^\dd conv only|^same rank limits as conv$|^htp linear: rank \d-\d$"
+    r"|^\dd conv only|^same rank limits as conv$|^htp linear: rank \d-\d$|^see \w+ \(rank [\d/]+\)$"
 )
 def _rank(m: re.Match[str], v: NodeView) -> Result:
     text = m.string
@@ -414,12 +432,14 @@ def _rank(m: re.Match[str], v: NodeView) -> Result:
     if allowed is None:
         return None
     ranks = [v.rank(t) for t in v.data_inputs()] or [v.rank()]
-    if "inputs" in text or text.startswith(("up to", "<=")) or v.op in ("Add", "Sub", "Mul", "Div", "Concat"):
-        ranks = [v.rank(t) for t in v.node.input if t and v.rank(t) is not None]
+    if v.op in _ELEMENTWISE and v.node.output:
+        ranks.append(v.facts.rank(v.node.output[0]))
     if not ranks or any(r is None for r in ranks):
         return None
     bad = [r for r in ranks if r not in allowed]
-    return _check(not bad, f"rank {max(r for r in ranks if r is not None)}", f"rank {bad[0]}; allowed {sorted(allowed)}")
+    if bad:
+        return FAILED, f"rank {bad[0]}; allowed {sorted(allowed)}"
+    return OK, f"rank {max(r for r in ranks if r is not None)}"
 
 
 # ---------------------------------------------------------------- axes
@@ -699,7 +719,7 @@ def _pair(values: Any, lo: float, hi: float) -> bool:
     return all(lo <= float(x) <= hi for x in values)
 
 
-@rule(r"^kernel (\d+\s*-\s*\d+|<=\s*\d+)(?: \(depthwise (\d+)-(\d+)\))?$")
+@rule(r"^kernel\s*(\d+\s*-\s*\d+|<=\s*\d+)(?: \(depthwise (\d+)-(\d+)\))?$")
 def _kernel(m: re.Match[str], v: NodeView) -> Result:
     k = v.kernel()
     if k is None:
@@ -710,7 +730,7 @@ def _kernel(m: re.Match[str], v: NodeView) -> Result:
     return _check(_pair(k, lo, hi), f"kernel {k}", f"kernel {k} outside {m.group(1)}")
 
 
-@rule(r"^stride (\d+\s*-\s*\d+|<=\s*\d+)$")
+@rule(r"^stride\s*(\d+\s*-\s*\d+|<=\s*\d+)$")
 def _stride(m: re.Match[str], v: NodeView) -> Result:
     s = list(v.attr("strides") or [])
     lo, hi = _range(m.group(1))
@@ -751,7 +771,7 @@ def _dilated_width(m: re.Match[str], v: NodeView) -> Result:
     return _check(s[-1] < int(m.group(1)), f"width {s[-1]}", f"width {s[-1]} when dilated")
 
 
-@rule(r"^((?:[nchw],)*[nchw])\s*(?:<=\s*(\d+)|in \((\d+),\s*(\d+)\]|in \[(\d+),\s*(\d+)\])(?: \(.*\))?$")
+@rule(r"^(?:pdf lists )?((?:[nchw],)*[nchw])\s*(?:<=\s*(\d+)|in \((\d+),\s*(\d+)\]|in \[(\d+),\s*(\d+)\])(?: \(.*\))?$")
 def _dim_limits(m: re.Match[str], v: NodeView) -> Result:
     s = v.shape()
     if s is None:
@@ -904,12 +924,12 @@ _INPUT_INDEX: dict[str, dict[str, int]] = {
 
 def _names_in(text: str) -> list[str]:
     text = re.sub(r"^(?:inputs?|if provided,|parameter tensors|params?)\s*", "", text)
-    words = re.findall(r"`?([a-z_]+)`?", text)
+    words = re.findall(r"[a-z_]+", text)
     return [w for w in words if w not in ("and", "or", "input", "inputs", "if", "provided", "the")]
 
 
 @rule(
-    r"^(?:if provided, )?(?:inputs? )?((?:`?[a-z_]+`?(?:, |/| and | \(and |\)? ?)?)+?)\)? "
+    r"^(?:if provided, )?(?:inputs? )?([a-z_`,/() ]+?) "
     r"(?:must|should) (?:be|have) (?:constant|known)(?: initializers?| inputs?)?(?: \(.*\))?$"
     r"|^((?:[a-z_]+ )?(?:and [a-z_]+ )?)constant(?: initializer)?(?: unless int32)?(?: \(.*\))?$"
 )

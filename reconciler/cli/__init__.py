@@ -64,9 +64,11 @@ def main() -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
-    except Exception as exc:  # noqa: BLE001 - last resort: one line, the traceback only on request
+    except Exception as exc:
         if os.environ.get("NPUCTL_DEBUG"):
             traceback.print_exc()
-        click.echo(f"npuctl: internal error: {type(exc).__name__}: {exc} (set NPUCTL_DEBUG=1 for details)", err=True)
+        click.echo(
+            f"npuctl: internal error: {type(exc).__name__}: {exc} (set NPUCTL_DEBUG=1 for details)", err=True
+        )
         sys.exit(1)
     sys.exit(rc if isinstance(rc, int) else 0)

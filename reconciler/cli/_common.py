@@ -25,7 +25,9 @@ def output_options(markdown: bool = True) -> Callable[[F], F]:
         func = click.option(
             "--format", "fmt", type=click.Choice(choices), default="text", help="Output format."
         )(func)
-        func = click.option("--json", "as_json", is_flag=True, help="Machine output (same as --format json).")(func)
+        func = click.option(
+            "--json", "as_json", is_flag=True, help="Machine output (same as --format json)."
+        )(func)
         return func
 
     return decorate
@@ -46,19 +48,24 @@ class Loaded:
     invalid: list[SpecResult]
 
 
-def load(paths: tuple[Path, ...]) -> Loaded:
+def load(paths: tuple[Path, ...], semantic: bool = True) -> Loaded:
     """Every spec under the paths; invalid ones become Stalled results carrying their errors."""
-    from reconciler.spec import load_all
+    from reconciler.spec import check
 
     root = find_root(Path.cwd())
     targets = list(paths) or [Layout(root).default_specs()]
-    specs, errors = load_all(targets, root)
-    by_file: dict[str, SpecResult] = {}
-    for error in errors:
-        file = str(error.file)
-        entry = by_file.setdefault(file, SpecResult(Path(file).name.split(".")[0], file, "", status="Stalled"))
-        entry.errors.append(str(error))
-    return Loaded(root, specs, list(by_file.values()))
+    specs, invalid = [], []
+    for report in check(targets, root, semantic=semantic):
+        if report.valid:
+            specs.append(report.spec)
+            continue
+        name = report.name or report.file.name.split(".")[0]
+        result = SpecResult(name, str(report.file), "", status="Stalled")
+        result.errors.extend(str(e) for e in report.errors)
+        if report.spec is not None:
+            result.target = report.spec.target
+        invalid.append(result)
+    return Loaded(root, specs, invalid)
 
 
 def interactive() -> bool:
@@ -74,8 +81,12 @@ class ProgressReporter(Reporter):
 
         self.console = Console(stderr=True)
         self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[stage]}"),
-            TimeElapsedColumn(), console=self.console, transient=False,
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[stage]}"),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=False,
         )
         self.tasks: dict[str, Any] = {}
 

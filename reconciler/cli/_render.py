@@ -14,8 +14,13 @@ if TYPE_CHECKING:
 
 FORMAT_VERSION = 1
 
-_MARK = {"pass": "✅ pass", "fail": "❌ fail", "met on estimate": "🟡 met on estimate",
-         "fail (estimated)": "❌ fail (estimated)", "unverified": "⚪ unverified"}
+_MARK = {
+    "pass": "✅ pass",
+    "fail": "❌ fail",
+    "met on estimate": "🟡 met on estimate",
+    "fail (estimated)": "❌ fail (estimated)",
+    "unverified": "⚪ unverified",
+}
 
 
 def to_json(results: list[SpecResult], command: str) -> str:
@@ -35,7 +40,14 @@ def _value(v: float | None) -> str:
 
 def _slo_rows(verdicts: list[Verdict]) -> list[tuple[str, ...]]:
     return [
-        (v.name, v.variant, f"{v.comparison} {_value(v.threshold)}", _value(v.value), v.verdict, v.evidence or "—")
+        (
+            v.name,
+            v.variant,
+            f"{v.comparison} {_value(v.threshold)}",
+            _value(v.value),
+            v.verdict,
+            v.evidence or "—",
+        )
         for v in verdicts
     ]
 
@@ -53,10 +65,15 @@ def to_markdown(results: list[SpecResult], command: str) -> str:
                 lines.append(f"| {s.name} | {s.variant} | {s.action} | {s.reason.replace('|', '/')} |")
             lines.append("")
         if r.slo:
-            lines += ["| SLO | variant | threshold | value | verdict | evidence |", "|---|---|---|---|---|---|"]
+            lines += [
+                "| SLO | variant | threshold | value | verdict | evidence |",
+                "|---|---|---|---|---|---|",
+            ]
             for row in _slo_rows(r.slo):
                 name, variant, threshold, value, verdict, evidence = row
-                lines.append(f"| {name} | {variant} | {threshold} | {value} | {_MARK.get(verdict, verdict)} | {evidence} |")
+                lines.append(
+                    f"| {name} | {variant} | {threshold} | {value} | {_MARK.get(verdict, verdict)} | {evidence} |"
+                )
             lines.append("")
     return "\n".join(lines) + "\n"
 

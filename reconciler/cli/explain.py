@@ -16,7 +16,9 @@ def _short(value: Any) -> str:
     return text if len(text) <= 48 else text[:45] + "..."
 
 
-@click.command(help="Why a stage is (not) up to date: the key's inputs, field by field against the last build.")
+@click.command(
+    help="Why a stage is (not) up to date: the key's inputs, field by field against the last build."
+)
 @click.argument("spec")
 @click.argument("stage", required=False)
 @click.option("--all", "show_all", is_flag=True, help="Show unchanged inputs too.")
@@ -47,8 +49,13 @@ def command(spec: str, stage: str | None, show_all: bool, fmt: str, as_json: boo
             "spec": matches[0].name,
             "stages": [
                 {
-                    "stage": e.stage, "variant": e.variant, "key": e.key, "last_key": e.last_key,
-                    "up_to_date": e.up_to_date, "identity": e.identity, "note": e.note,
+                    "stage": e.stage,
+                    "variant": e.variant,
+                    "key": e.key,
+                    "last_key": e.last_key,
+                    "up_to_date": e.up_to_date,
+                    "identity": e.identity,
+                    "note": e.note,
                     "inputs": [{"path": p, "now": now, "last": last} for p, now, last in e.rows],
                 }
                 for e in explanations
@@ -63,8 +70,12 @@ def command(spec: str, stage: str | None, show_all: bool, fmt: str, as_json: boo
     console = make_console()
     for e in explanations:
         state = "up to date" if e.up_to_date else "out of date"
-        console.print(f"[bold]{e.stage}[/bold] [{e.variant}]: {state}  key {(e.key or '?')[:12]}  "
-                      f"last {(e.last_key or 'never')[:12]}  {e.note}", markup=True, highlight=False)
+        console.print(
+            f"[bold]{e.stage}[/bold] [{e.variant}]: {state}  key {(e.key or '?')[:12]}  "
+            f"last {(e.last_key or 'never')[:12]}  {e.note}",
+            markup=True,
+            highlight=False,
+        )
         table = Table(box=None, header_style="bold")
         for column in ("", "input", "now", "last build"):
             table.add_column(column, overflow="fold")

@@ -29,7 +29,9 @@ def command(dry_run: bool, fmt: str, as_json: bool) -> int:
         click.echo(json.dumps({"format_version": 1, "dry_run": dry_run, **asdict(report)}, indent=2))
         return 0
     verb = "would remove" if dry_run else "removed"
-    click.echo(f"{verb} {len(report.removed)} objects ({report.freed_bytes / 1e6:.1f} MB), kept {report.kept}")
+    click.echo(
+        f"{verb} {len(report.removed)} objects ({report.freed_bytes / 1e6:.1f} MB), kept {report.kept}"
+    )
     if report.temp_removed:
         click.echo(f"{verb} {len(report.temp_removed)} stale temporary files")
     return 0

@@ -33,4 +33,3 @@ def command(paths: tuple[Path, ...], fmt: str, as_json: bool) -> int:
         ws.close()
     _render.emit(results, _common.chosen_format(fmt, as_json), "plan")
     return exit_code(results)
-

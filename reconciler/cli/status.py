@@ -14,10 +14,14 @@ from reconciler.cli import _common
 def _row(result: Any, lock: dict[str, Any] | None, holder: str | None) -> dict[str, Any]:
     status = result.status
     pending = [s for s in result.stages if s.action != "cached"]
-    why = result.errors[0] if result.errors else (f"{pending[0].name}: {pending[0].reason}" if pending else "")
+    why = (
+        result.errors[0] if result.errors else (f"{pending[0].name}: {pending[0].reason}" if pending else "")
+    )
     if holder is not None and status != "Stalled":
         status, why = "Reconciling", f"apply in progress ({holder})"
-    verdicts = [v for variant in ((lock or {}).get("variants") or {}).values() for v in variant.get("verdicts", [])]
+    verdicts = [
+        v for variant in ((lock or {}).get("variants") or {}).values() for v in variant.get("verdicts", [])
+    ]
     return {
         "name": result.name,
         "target": result.target,

@@ -85,13 +85,21 @@ class _ChainRun:
             self.blocked_by = name
             self.outputs[name] = None
             return self._result(
-                setup, "failed", key, f"stalled: {failure.message} (not retried until its inputs change)",
+                setup,
+                "failed",
+                key,
+                f"stalled: {failure.message} (not retried until its inputs change)",
                 log=failure.log,
             )
         return self._build(setup, linked, key, key_inputs, why)
 
     def _identity(
-        self, setup: StageSetup, linked: dict[str, Any], key: str, key_inputs: dict[str, Any], head_key: str | None
+        self,
+        setup: StageSetup,
+        linked: dict[str, Any],
+        key: str,
+        key_inputs: dict[str, Any],
+        head_key: str | None,
     ) -> StageResult:
         artifacts = identity_outputs(setup, linked)
         record = self.ws.db.record(key)
@@ -123,7 +131,9 @@ class _ChainRun:
                 assert record is not None
                 return self._done(setup, record, "cached", "built by another npuctl process")
             try:
-                record = run_with_retries(self.ws, setup, self.target, linked, key, key_inputs, log, self.policy)
+                record = run_with_retries(
+                    self.ws, setup, self.target, linked, key, key_inputs, log, self.policy
+                )
             except ToolchainMissing as exc:
                 return self._not_run(setup, key, f"not built: toolchain not installed: {exc}")
             except TerminalError as exc:
@@ -156,7 +166,9 @@ class _ChainRun:
         return self._result(setup, "failed", key, message, log=log_text or None)
 
 
-def _variant_lock(run: _ChainRun, verdicts: list[dict[str, Any]], measurements: dict[str, Any]) -> dict[str, Any]:
+def _variant_lock(
+    run: _ChainRun, verdicts: list[dict[str, Any]], measurements: dict[str, Any]
+) -> dict[str, Any]:
     stages = {
         name: {
             "key": record.key,
@@ -174,7 +186,9 @@ def _variant_lock(run: _ChainRun, verdicts: list[dict[str, Any]], measurements: 
     }
 
 
-def _lock_data(spec: LoadedSpec, result: SpecResult, per_variant: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _lock_data(
+    spec: LoadedSpec, result: SpecResult, per_variant: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
     model = per_variant.get("default", {}).get("stages", {}).get("import", {})
     return {
         "format_version": lockfile.FORMAT_VERSION,
@@ -235,7 +249,9 @@ def _status(result: SpecResult, stalled: bool, not_run: bool) -> str:
     return "Ready"
 
 
-def _log_verdicts(ws: Workspace, spec: LoadedSpec, result: SpecResult, previous: dict[str, Any] | None) -> None:
+def _log_verdicts(
+    ws: Workspace, spec: LoadedSpec, result: SpecResult, previous: dict[str, Any] | None
+) -> None:
     """The ledger keeps every distinct set of verdicts, with the keys they were judged on (for audit)."""
     data = {
         "verdicts": [v.to_json() for v in result.slo],
@@ -254,9 +270,8 @@ def apply_all(
     for spec in specs:
         try:
             results.append(apply_spec(ws, spec, reporter, policy))
-        except Exception as exc:  # noqa: BLE001 - one spec's bug must not stop the others
+        except Exception as exc:
             failed = SpecResult(spec.name, str(spec.path), spec.target, status="Failed")
             failed.errors.append(f"{spec.path}: internal error: {type(exc).__name__}: {exc}")
             results.append(failed)
     return results
-

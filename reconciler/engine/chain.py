@@ -67,7 +67,9 @@ class StageSetup:
         )
 
 
-_IMPL_CACHE: dict[tuple[str, str, str | None], tuple[StageImpl | None, dict[str, Any], BackendError | None]] = {}
+_IMPL_CACHE: dict[
+    tuple[str, str, str | None], tuple[StageImpl | None, dict[str, Any], BackendError | None]
+] = {}
 
 
 def _implementation(
@@ -121,7 +123,9 @@ def build_chain(spec: LoadedSpec, variant: Variant, root: Path, hasher: FileHash
                 try:
                     digests[name] = None if path is None else hasher.digest(path)
                 except OSError as exc:
-                    raise _spec_error(spec, field_path, f"cannot read {exc.filename}: {exc.strerror}") from exc
+                    raise _spec_error(
+                        spec, field_path, f"cannot read {exc.filename}: {exc.strerror}"
+                    ) from exc
                 if path is not None:
                     files[name] = path
         setup = StageSetup(stage, config, files, digests, active)

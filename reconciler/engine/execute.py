@@ -77,7 +77,9 @@ def _store_artifacts(ws: Workspace, artifacts: dict[str, Path], outdir: Path, st
     for name, path in sorted(artifacts.items()):
         resolved = path.resolve()
         if not resolved.is_file() or outdir.resolve() not in resolved.parents:
-            raise TerminalError(f"{stage} returned artifact {name!r} outside its work folder or missing: {path}")
+            raise TerminalError(
+                f"{stage} returned artifact {name!r} outside its work folder or missing: {path}"
+            )
         size = resolved.stat().st_size
         stored[name] = {"digest": ws.store.put(resolved), "file": resolved.name, "size": size}
     return stored
@@ -147,7 +149,7 @@ def run_with_retries(
             raise
         except BackendError as exc:
             error: BackendError = exc
-        except Exception as exc:  # noqa: BLE001 - the adapter boundary: anything a toolchain throws
+        except Exception as exc:
             with log.open("a") as fh:
                 fh.write(traceback.format_exc())
             error = TransientError(f"{setup.stage.name} crashed: {type(exc).__name__}: {exc}")

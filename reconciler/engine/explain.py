@@ -60,11 +60,19 @@ def explain(ws: Workspace, spec: LoadedSpec, stage: str | None = None) -> list[S
                     outputs[name] = record.artifacts if ws.usable(record) and record else None
             before = _leaves(last.key_inputs) if last else {}
             current = _leaves(now)
-            rows = [(path, current.get(path), before.get(path)) for path in sorted(set(current) | set(before))]
+            rows = [
+                (path, current.get(path), before.get(path)) for path in sorted(set(current) | set(before))
+            ]
             if stage is None or stage == name:
                 explanation = StageExplanation(
-                    name, variant.name, key, last_key, key is not None and key == last_key and not note,
-                    not setup.active, rows, note or (setup.stage.idle_reason if not setup.active else ""),
+                    name,
+                    variant.name,
+                    key,
+                    last_key,
+                    key is not None and key == last_key and not note,
+                    not setup.active,
+                    rows,
+                    note or (setup.stage.idle_reason if not setup.active else ""),
                 )
                 out.append(explanation)
     return out

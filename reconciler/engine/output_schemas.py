@@ -19,7 +19,17 @@ _DIGEST = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 
 VERDICT: dict[str, Any] = {
     "type": "object",
-    "required": ["name", "variant", "threshold", "comparison", "value", "passed", "evidence", "verdict", "detail"],
+    "required": [
+        "name",
+        "variant",
+        "threshold",
+        "comparison",
+        "value",
+        "passed",
+        "evidence",
+        "verdict",
+        "detail",
+    ],
     "properties": {
         "name": {"type": "string"},
         "variant": {"type": "string"},
@@ -30,7 +40,10 @@ VERDICT: dict[str, Any] = {
             "type": ["boolean", "null"],
             "description": "true only when met on a measurement; null when unverified or met only on an estimate",
         },
-        "evidence": {"type": ["string", "null"], "pattern": "^(measured:device|measured:host|estimated)( .*)?$"},
+        "evidence": {
+            "type": ["string", "null"],
+            "pattern": "^(measured:device|measured:host|estimated)( .*)?$",
+        },
         "verdict": {"enum": ["pass", "fail", "met on estimate", "fail (estimated)", "unverified"]},
         "detail": {"type": "string"},
     },
@@ -39,7 +52,11 @@ VERDICT: dict[str, Any] = {
 MEASUREMENT: dict[str, Any] = {
     "type": "object",
     "required": ["value", "evidence"],
-    "properties": {"value": {"type": ["number", "null"]}, "evidence": {"type": "string"}, "detail": {"type": "string"}},
+    "properties": {
+        "value": {"type": ["number", "null"]},
+        "evidence": {"type": "string"},
+        "detail": {"type": "string"},
+    },
 }
 ARTIFACT: dict[str, Any] = {
     "type": "object",
@@ -118,7 +135,10 @@ def _lock() -> dict[str, Any]:
         "type": "object",
         "required": ["inputs", "stages", "measurements", "verdicts"],
         "properties": {
-            "inputs": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "integer"}}},
+            "inputs": {
+                "type": "object",
+                "additionalProperties": {"type": "array", "items": {"type": "integer"}},
+            },
             "stages": {"type": "object", "additionalProperties": stage},
             "measurements": {"type": "object", "additionalProperties": MEASUREMENT},
             "verdicts": {"type": "array", "items": VERDICT},
@@ -131,7 +151,17 @@ def _lock() -> dict[str, Any]:
         "title": "npuctl lock file (specs/NAME.lock.json)",
         "description": "Written by apply, committed beside the spec. Deterministic: sorted keys, no timestamps.",
         "type": "object",
-        "required": ["format_version", "spec", "file", "target", "model", "slo", "status", "errors", "variants"],
+        "required": [
+            "format_version",
+            "spec",
+            "file",
+            "target",
+            "model",
+            "slo",
+            "status",
+            "errors",
+            "variants",
+        ],
         "properties": {
             "format_version": {"const": 1},
             "spec": {"type": "string"},
@@ -140,7 +170,10 @@ def _lock() -> dict[str, Any]:
             "model": {
                 "type": "object",
                 "required": ["version", "import_key"],
-                "properties": {"version": {"type": ["string", "null"]}, "import_key": {"type": ["string", "null"]}},
+                "properties": {
+                    "version": {"type": ["string", "null"]},
+                    "import_key": {"type": ["string", "null"]},
+                },
             },
             "slo": {"type": ["object", "null"]},
             "status": {"enum": ["Ready", "Stalled", "Failed"]},
@@ -154,11 +187,15 @@ def _lock() -> dict[str, Any]:
 def schemas() -> dict[str, dict[str, Any]]:
     return {
         "apply": _results(
-            "apply", ["built", "cached", "failed", "skipped"], ["Ready", "Stalled", "Failed"],
+            "apply",
+            ["built", "cached", "failed", "skipped"],
+            ["Ready", "Stalled", "Failed"],
             "`npuctl apply --json`. Exit codes: 0 all built and SLOs met, 3 an SLO failed or is unverified, 1 error.",
         ),
         "plan": _results(
-            "plan", ["build", "cached", "rejudge", "stalled"], ["Ready", "Reconciling", "Stalled"],
+            "plan",
+            ["build", "cached", "rejudge", "stalled"],
+            ["Ready", "Reconciling", "Stalled"],
             "`npuctl plan --json`. Exit codes: 0 nothing to do, 2 changes pending, 1 error.",
         ),
         "lock": _lock(),
@@ -179,8 +216,8 @@ def main(argv: list[str]) -> int:
                 stale.append(str(path))
         else:
             path.write_text(text)
-    for path in stale:
-        print(f"{path} is stale: run python -m reconciler.engine.output_schemas", file=sys.stderr)
+    for stale_path in stale:
+        print(f"{stale_path} is stale: run python -m reconciler.engine.output_schemas", file=sys.stderr)
     return 1 if stale else 0
 
 

@@ -52,7 +52,9 @@ def _plan_variant(
             assert first_build is not None
             outputs[name] = None
             why = _pending_reason(ws, spec.name, variant.name, setup, first_build)
-            result.stages.append(StageResult(name, variant.name, "build", None, why, identity=not setup.active))
+            result.stages.append(
+                StageResult(name, variant.name, "build", None, why, identity=not setup.active)
+            )
             continue
         key_inputs = setup.key_inputs(target)
         key = keys.digest(key_inputs)
@@ -77,7 +79,9 @@ def _plan_variant(
         failure = ws.db.failure(key)
         if failure is not None:
             why = f"stalled: {failure.message} (not retried until its inputs change)"
-            result.stages.append(StageResult(name, variant.name, "stalled", key, why, log=failure.log or None))
+            result.stages.append(
+                StageResult(name, variant.name, "stalled", key, why, log=failure.log or None)
+            )
             continue
         head_key = ws.db.head(spec.name, variant.name, name)
         why = reason(ws.db.record(head_key) if head_key else None, key_inputs)
@@ -124,7 +128,9 @@ def plan_spec(ws: Workspace, spec: LoadedSpec) -> SpecResult:
         result.slo.extend(verdicts)
         result.measurements[variant.name] = collect(records)
     actions = {s.action for s in result.stages}
-    result.status = "Stalled" if "stalled" in actions else ("Reconciling" if actions - {"cached"} else "Ready")
+    result.status = (
+        "Stalled" if "stalled" in actions else ("Reconciling" if actions - {"cached"} else "Ready")
+    )
     return result
 
 

@@ -24,7 +24,12 @@ def _pick(measurements: Measurements, *names: str) -> dict[str, Any] | None:
 
 
 def _verdict(
-    name: str, variant: str, threshold: float, comparison: str, measured: dict[str, Any] | None, value: Any = None
+    name: str,
+    variant: str,
+    threshold: float,
+    comparison: str,
+    measured: dict[str, Any] | None,
+    value: Any = None,
 ) -> Verdict:
     if measured is None:
         return Verdict(name, variant, threshold, comparison, None, None, None, "unverified", "no measurement")
@@ -34,11 +39,25 @@ def _verdict(
     estimated = evidence.startswith("estimated")
     if estimated:
         return Verdict(
-            name, variant, threshold, comparison, value, None if met else False, evidence,
-            "met on estimate" if met else "fail (estimated)", str(measured.get("detail", "")),
+            name,
+            variant,
+            threshold,
+            comparison,
+            value,
+            None if met else False,
+            evidence,
+            "met on estimate" if met else "fail (estimated)",
+            str(measured.get("detail", "")),
         )
     return Verdict(
-        name, variant, threshold, comparison, value, met, evidence, "pass" if met else "fail",
+        name,
+        variant,
+        threshold,
+        comparison,
+        value,
+        met,
+        evidence,
+        "pass" if met else "fail",
         str(measured.get("detail", "")),
     )
 
@@ -65,7 +84,9 @@ def judge(slo: dict[str, Any] | None, measurements: Measurements, variant: str) 
             out.append(_verdict(f"latency_ms.{pct}", variant, bound, _AT_MOST, measured))
     accuracy = slo.get("accuracy") or {}
     if accuracy.get("min") is not None:
-        out.append(_verdict("accuracy.min", variant, accuracy["min"], _AT_LEAST, _pick(measurements, "accuracy")))
+        out.append(
+            _verdict("accuracy.min", variant, accuracy["min"], _AT_LEAST, _pick(measurements, "accuracy"))
+        )
     if accuracy.get("max_drop") is not None:
         measured, drop = _accuracy_drop(measurements, bool(accuracy.get("relative")))
         out.append(_verdict("accuracy.max_drop", variant, accuracy["max_drop"], _AT_MOST, measured, drop))

@@ -16,7 +16,9 @@ Artifacts = dict[str, dict[str, Any]]
 """artifact name -> {"digest", "file", "size"}"""
 
 
-def link_upstream(setup: StageSetup, outputs: dict[str, Artifacts | None]) -> dict[str, dict[str, Any]] | None:
+def link_upstream(
+    setup: StageSetup, outputs: dict[str, Artifacts | None]
+) -> dict[str, dict[str, Any]] | None:
     """The upstream artifacts this stage uses, by input name; None while any of them is still unknown.
 
     Also records their digests in `setup.upstream`, which is what the key sees (early cutoff).

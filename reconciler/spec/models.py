@@ -86,11 +86,16 @@ class Preprocess(_Strict):
         default=None, description="Model input that receives the raw frame; default: the first input."
     )
     layout: Literal["nhwc", "nchw"] = Field(default="nhwc", description="Layout the application feeds.")
-    dtype: Literal["uint8", "float32"] = Field(default="uint8", description="Element type the application feeds.")
+    dtype: Literal["uint8", "float32"] = Field(
+        default="uint8", description="Element type the application feeds."
+    )
     color: Color | None = Field(default=None, description="Channel-order conversion; none keeps the order.")
     resize: Resize | None = Field(default=None, description="Resize folded into the model; none: no resize.")
     mean: list[float] | None = Field(
-        default=None, min_length=1, max_length=4, description="Per-channel mean subtracted first (canonical form)."
+        default=None,
+        min_length=1,
+        max_length=4,
+        description="Per-channel mean subtracted first (canonical form).",
     )
     std: list[float] | None = Field(
         default=None, min_length=1, max_length=4, description="Per-channel std divided by after the mean."
@@ -112,7 +117,9 @@ class Preprocess(_Strict):
 
 class Fusion(_Strict):
     conv_bn: bool = Field(default=True, description="Fold BatchNormalization into the preceding Conv.")
-    conv_activation: bool = Field(default=True, description="Fuse Conv with a following Relu/Clip/activation.")
+    conv_activation: bool = Field(
+        default=True, description="Fuse Conv with a following Relu/Clip/activation."
+    )
     matmul_add: bool = Field(default=True, description="Fuse MatMul + Add into Gemm.")
     constant_folding: bool = Field(default=True, description="Fold subgraphs whose inputs are all constant.")
 
@@ -129,11 +136,11 @@ class Rewrite(_Strict):
 
 
 class Calibration(_Strict):
-    data: str = Field(
-        ..., description="Folder of .npy/.npz files or images, relative to the spec file."
-    )
+    data: str = Field(..., description="Folder of .npy/.npz files or images, relative to the spec file.")
     samples: PositiveInt = Field(
-        default=100, le=100_000, description="Exactly this many samples are used; fewer available is an error."
+        default=100,
+        le=100_000,
+        description="Exactly this many samples are used; fewer available is an error.",
     )
     method: Literal["minmax", "entropy", "percentile"] = Field(
         default="minmax", description="How activation ranges are computed from the samples."
@@ -146,7 +153,10 @@ class Calibration(_Strict):
 
 class AutoSensitive(_Strict):
     max_accuracy_drop: float = Field(
-        default=0.005, ge=0, le=1, description="Accuracy budget: keep layers in float until the drop is within it."
+        default=0.005,
+        ge=0,
+        le=1,
+        description="Accuracy budget: keep layers in float until the drop is within it.",
     )
     max_layers: PositiveInt = Field(default=8, le=1000, description="At most this many layers kept in float.")
 
@@ -159,7 +169,8 @@ class SensitiveLayers(_Strict):
         default_factory=list, description="Node names or glob patterns; a rule matching nothing is an error."
     )
     op_types: list[str] = Field(
-        default_factory=list, description="ONNX op types (e.g. Softmax); a type absent from the model is an error."
+        default_factory=list,
+        description="ONNX op types (e.g. Softmax); a type absent from the model is an error.",
     )
     first: NonNegativeInt = Field(default=0, description="Keep the first N compute layers.")
     last: NonNegativeInt = Field(default=0, description="Keep the last N compute layers.")
@@ -185,9 +196,7 @@ class Quantization(_Strict):
     symmetric: bool | None = Field(
         default=None, description="Symmetric activation ranges; default follows the type (signed: symmetric)."
     )
-    keep_io_types: bool = Field(
-        default=True, description="fp16: keep float32 model inputs and outputs."
-    )
+    keep_io_types: bool = Field(default=True, description="fp16: keep float32 model inputs and outputs.")
     calibration: Calibration | None = Field(default=None, description="Required for ptq.")
     sensitive_layers: SensitiveLayers | None = Field(
         default=None, description="Layers kept at higher precision."
@@ -222,7 +231,8 @@ class Evaluate(_Strict):
         default=None, description="Folder of evaluation inputs, relative to the spec; default: random inputs."
     )
     labels: str | None = Field(
-        default=None, description="Labels file; with labels, task accuracy; without, fidelity to the float model."
+        default=None,
+        description="Labels file; with labels, task accuracy; without, fidelity to the float model.",
     )
     metric: Literal["top1", "top5", "fidelity"] = Field(
         default="top1", description="Task metric used with labels; fidelity is used without labels."
@@ -299,7 +309,7 @@ class DeploymentSpec(_Strict):
 class Deployment(_Strict):
     """One deployment: a model, a target and the policies to get it there."""
 
-    apiVersion: Literal["npuctl/v1"] = Field(..., description="Spec format version.")  # noqa: N815
+    apiVersion: Literal["npuctl/v1"] = Field(..., description="Spec format version.")
     kind: Literal["Deployment"] = Field(..., description="Always Deployment.")
     extends: str | None = Field(
         default=None,

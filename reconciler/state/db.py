@@ -128,7 +128,9 @@ class Database:
         ).fetchone()
         if row is None:
             return None
-        return Record(row[0], row[1], json.loads(row[2]), json.loads(row[3]), json.loads(row[4]), row[5], row[6])
+        return Record(
+            row[0], row[1], json.loads(row[2]), json.loads(row[3]), json.loads(row[4]), row[5], row[6]
+        )
 
     def put_record(self, record: Record) -> None:
         with self.transaction() as conn:
@@ -155,7 +157,9 @@ class Database:
         for row in self.conn.execute(
             "SELECT key, stage, key_inputs, artifacts, report, output_digest, note FROM records"
         ):
-            yield Record(row[0], row[1], json.loads(row[2]), json.loads(row[3]), json.loads(row[4]), row[5], row[6])
+            yield Record(
+                row[0], row[1], json.loads(row[2]), json.loads(row[3]), json.loads(row[4]), row[5], row[6]
+            )
 
     # heads: the last key built or reused per spec, variant and stage (for explain and status) -----
     def head(self, spec: str, variant: str, stage: str) -> str | None:
@@ -173,7 +177,9 @@ class Database:
 
     # terminal failures: not retried until the stage's key changes ---------------------------------
     def failure(self, key: str) -> Failure | None:
-        row = self.conn.execute("SELECT key, stage, message, log FROM failures WHERE key = ?", (key,)).fetchone()
+        row = self.conn.execute(
+            "SELECT key, stage, message, log FROM failures WHERE key = ?", (key,)
+        ).fetchone()
         return None if row is None else Failure(*row)
 
     def put_failure(self, failure: Failure) -> None:
@@ -212,17 +218,41 @@ class Database:
             conn.execute(
                 "INSERT INTO ledger (time_ns, spec, variant, stage, key, action, message, log, duration_ms, data)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (time.time_ns(), spec, variant, stage, key, action, message, log, duration_ms, _dumps(data or {})),
+                (
+                    time.time_ns(),
+                    spec,
+                    variant,
+                    stage,
+                    key,
+                    action,
+                    message,
+                    log,
+                    duration_ms,
+                    _dumps(data or {}),
+                ),
             )
 
     def ledger(self, spec: str | None = None) -> list[dict[str, Any]]:
-        query = "SELECT time_ns, spec, variant, stage, key, action, message, log, duration_ms, data FROM ledger"
+        query = (
+            "SELECT time_ns, spec, variant, stage, key, action, message, log, duration_ms, data FROM ledger"
+        )
         args: tuple[Any, ...] = ()
         if spec is not None:
             query += " WHERE spec = ?"
             args = (spec,)
         rows = self.conn.execute(query + " ORDER BY id", args).fetchall()
-        names = ("time_ns", "spec", "variant", "stage", "key", "action", "message", "log", "duration_ms", "data")
+        names = (
+            "time_ns",
+            "spec",
+            "variant",
+            "stage",
+            "key",
+            "action",
+            "message",
+            "log",
+            "duration_ms",
+            "data",
+        )
         out = []
         for row in rows:
             entry = dict(zip(names, row, strict=True))

@@ -40,7 +40,9 @@ def hold(lock_dir: Path, name: str, on_wait: Callable[[str], None] | None = None
             on_wait(_holder(owner_file))
         lock.acquire()
     try:
-        owner_file.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}))
+        owner_file.write_text(
+            json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()})
+        )
         yield
     finally:
         lock.release()

@@ -100,7 +100,9 @@ def test_one_broken_spec_never_stops_the_others(digits_repo: Path, npuctl) -> No
     (digits_repo / "models" / "corrupt.onnx").write_bytes(b"this is not a protobuf")
     broken = DIGITS_SPEC.format(name="broken").replace("digits.onnx", "corrupt.onnx")
     (digits_repo / "specs" / "broken.yaml").write_text(broken)
-    (digits_repo / "specs" / "invalid.yaml").write_text(DIGITS_SPEC.format(name="invalid").replace("runs: 5", "runs: 0"))
+    (digits_repo / "specs" / "invalid.yaml").write_text(
+        DIGITS_SPEC.format(name="invalid").replace("runs: 5", "runs: 0")
+    )
     done = npuctl(digits_repo, "apply", "--json")
     assert done.returncode == 1
     payload = json.loads(done.stdout)

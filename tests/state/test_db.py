@@ -6,8 +6,15 @@ from reconciler.state.db import Database, Failure, Record
 
 
 def _record(key: str) -> Record:
-    return Record(key, "import", {"fields": {"a": 1}}, {"model": {"digest": "d" * 64, "file": "m.onnx", "size": 3}},
-                  {"x": 1}, "o" * 64, "")
+    return Record(
+        key,
+        "import",
+        {"fields": {"a": 1}},
+        {"model": {"digest": "d" * 64, "file": "m.onnx", "size": 3}},
+        {"x": 1},
+        "o" * 64,
+        "",
+    )
 
 
 def test_records_round_trip_and_survive_reopen(tmp_path: Path) -> None:

@@ -22,6 +22,14 @@ def test_unreadable_lock_reads_as_absent(tmp_path: Path) -> None:
 
 
 def test_digests_lists_every_artifact(tmp_path: Path) -> None:
-    data = {"variants": {"default": {"stages": {"import": {"artifacts": {"model": {"digest": "a" * 64}}},
-                                                 "compile": {"artifacts": {"m": {"digest": "b" * 64}}}}}}}
+    data = {
+        "variants": {
+            "default": {
+                "stages": {
+                    "import": {"artifacts": {"model": {"digest": "a" * 64}}},
+                    "compile": {"artifacts": {"m": {"digest": "b" * 64}}},
+                }
+            }
+        }
+    }
     assert lockfile.digests(data) == {"a" * 64, "b" * 64}

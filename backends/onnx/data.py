@@ -1,0 +1,356 @@
+"""The one sample reader: calibration (quantize) and evaluation (evaluate) read data the same way.
+
+A folder holds `.npy` (single-input models), `.npz` (one array per input name) or images (`.png`,
+`.jpg`, `.jpeg`, `.bmp`), read in sorted file-name order. A requested count is honoured exactly: a
+folder with fewer samples is an error, never a silent subset (Olive once calibrated on 30 of 128
+samples without saying so); with more, `seed` picks a subset by hashing file names, which depends on
+nothing but the names, so the same folder gives the same selection on every machine and numpy version.
+
+Images are fed raw: only to a uint8 input whose preprocessing (resize included) is folded into the
+model, at exactly the input's height and width. Anything else is a TerminalError naming the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from backends.errors import TerminalError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import onnx
+
+ARRAY_SUFFIXES = (".npy", ".npz")
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
+SAMPLE_SUFFIXES = ARRAY_SUFFIXES + IMAGE_SUFFIXES
+
+Color = Literal["rgb", "bgr"]
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One model input: name, static shape and numpy dtype name ("float32", "uint8", ...)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One model feed; `name` is the file name (the key of the labels file) or "random-0003"."""
+
+    name: str
+    feed: dict[str, np.ndarray]
+
+
+def model_inputs(model: Path | onnx.ModelProto) -> list[InputSpec]:
+    """The graph inputs (initializers excluded) of an ONNX model with static shapes."""
+    import onnx
+
+    proto = onnx.load(str(model), load_external_data=False) if isinstance(model, Path) else model
+    weights = {init.name for init in proto.graph.initializer}
+    specs = []
+    for value in proto.graph.input:
+        if value.name in weights:
+            continue
+        tensor_type = value.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tensor_type.shape.dim]
+        if None in dims or not tensor_type.HasField("shape"):
+            raise TerminalError(f"model input {value.name!r} has dynamic dimensions {dims}: import fixes them first")
+        dtype = str(onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
+        specs.append(InputSpec(value.name, tuple(int(d) for d in dims if d is not None), dtype))
+    return specs
+
+
+def sample_files(folder: Path) -> list[Path]:
+    """Sample files directly in `folder` (not recursive, hidden files skipped), sorted by file name."""
+    if not folder.is_dir():
+        raise TerminalError(f"data folder {folder} does not exist or is not a folder")
+    found = [
+        p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in SAMPLE_SUFFIXES
+    ]
+    return sorted(found, key=lambda p: p.name)
+
+
+def select_files(folder: Path, count: int | None = None, seed: int = 0, role: str = "data") -> list[Path]:
+    """Exactly `count` sample files (all when None), in sorted file-name order.
+
+    With more files than asked, the subset is the `count` smallest sha256("<seed>:<file name>"):
+    deterministic, and adding one file changes the selection by at most one file.
+    """
+    files = sample_files(folder)
+    if not files:
+        raise TerminalError(f"{role} folder {folder} has no samples ({', '.join(SAMPLE_SUFFIXES)})")
+    if count is None:
+        return files
+    if count <= 0:
+        raise TerminalError(f"{role}: sample count must be > 0, got {count}")
+    if len(files) < count:
+        raise TerminalError(f"{role} folder {folder} has {len(files)} samples, spec asks for {count}")
+    if len(files) == count:
+        return files
+
+    def rank(path: Path) -> str:
+        return hashlib.sha256(f"{seed}:{path.name}".encode()).hexdigest()
+
+    chosen = {p.name for p in sorted(files, key=rank)[:count]}
+    return [p for p in files if p.name in chosen]
+
+
+def iter_samples(
+    folder: Path,
+    inputs: Sequence[InputSpec],
+    count: int | None = None,
+    seed: int = 0,
+    role: str = "data",
+    color: Color = "rgb",
+) -> Iterator[Sample]:
+    """Reads the selected samples lazily (calibration sets can be larger than memory)."""
+    for path in select_files(folder, count, seed, role):
+        yield read_sample(path, inputs, color)
+
+
+def load_samples(
+    folder: Path,
+    inputs: Sequence[InputSpec],
+    count: int | None = None,
+    seed: int = 0,
+    role: str = "data",
+    color: Color = "rgb",
+) -> list[Sample]:
+    """All selected samples in memory."""
+    return list(iter_samples(folder, inputs, count, seed, role, color))
+
+
+def read_sample(path: Path, inputs: Sequence[InputSpec], color: Color = "rgb") -> Sample:
+    """One file as a feed, coerced to the inputs' shapes and dtypes. `color` is the channel order
+    3-channel images are fed in (the order the folded preprocessing expects)."""
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        feed = _read_npy(path, inputs)
+    elif suffix == ".npz":
+        feed = _read_npz(path, inputs)
+    elif suffix in IMAGE_SUFFIXES:
+        feed = _read_image(path, inputs, color)
+    else:
+        raise TerminalError(f"{path.name}: unsupported sample file type (use {', '.join(SAMPLE_SUFFIXES)})")
+    return Sample(path.name, feed)
+
+
+def _load_array_file(path: Path) -> Any:
+    import numpy as np
+
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise TerminalError(f"{path.name}: cannot read ({str(exc).splitlines()[0] if str(exc) else exc!r})") from exc
+
+
+def _read_npy(path: Path, inputs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
+    if len(inputs) != 1:
+        names = ", ".join(i.name for i in inputs)
+        raise TerminalError(f"{path.name}: the model has {len(inputs)} inputs ({names}); use .npz keyed by input name")
+    spec = inputs[0]
+    return {spec.name: coerce(_load_array_file(path), spec, path.name)}
+
+
+def _read_npz(path: Path, inputs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
+    with _load_array_file(path) as archive:
+        keys = set(archive.files)
+        wanted = {i.name for i in inputs}
+        if keys != wanted:
+            missing, extra = sorted(wanted - keys), sorted(keys - wanted)
+            parts = [f"missing {', '.join(missing)}" if missing else "", f"unknown {', '.join(extra)}" if extra else ""]
+            raise TerminalError(
+                f"{path.name}: arrays must be keyed by the model's input names ({'; '.join(p for p in parts if p)})"
+            )
+        return {spec.name: coerce(archive[spec.name], spec, path.name) for spec in inputs}
+
+
+def coerce(array: Any, spec: InputSpec, source: str) -> np.ndarray:
+    """`array` in the input's dtype and shape; a missing leading batch dim of 1 is added.
+
+    Casting is allowed within a kind (float64 -> float32) and between integer types when every
+    value fits; anything lossy is an error rather than a silent wrap-around.
+    """
+    import numpy as np
+
+    arr = np.asarray(array)
+    if tuple(arr.shape) != spec.shape:
+        if arr.ndim + 1 == len(spec.shape) and spec.shape[0] == 1 and tuple(arr.shape) == spec.shape[1:]:
+            arr = arr[np.newaxis]
+        else:
+            raise TerminalError(
+                f"{source}: array for input {spec.name} has shape {list(arr.shape)}, the model takes {list(spec.shape)}"
+            )
+    target = np.dtype(spec.dtype)
+    if arr.dtype != target:
+        if not _castable(arr, target):
+            raise TerminalError(f"{source}: {arr.dtype} data cannot feed input {spec.name} ({target}) without loss")
+        arr = arr.astype(target)
+    return np.ascontiguousarray(arr)
+
+
+def _castable(arr: np.ndarray, target: np.dtype[Any]) -> bool:
+    import numpy as np
+
+    if np.can_cast(arr.dtype, target, casting="same_kind"):
+        return True
+    both_int = np.issubdtype(arr.dtype, np.integer) and np.issubdtype(target, np.integer)
+    if both_int and arr.size:
+        info = np.iinfo(target)
+        return bool(arr.min() >= info.min and arr.max() <= info.max)
+    return both_int
+
+
+def _image_geometry(spec: InputSpec) -> tuple[str, int, int, int] | None:
+    """(layout, height, width, channels) of an input that takes one raw frame, else None."""
+    shape = spec.shape
+    if len(shape) == 4 and shape[0] == 1:
+        if shape[3] in (1, 3):
+            return "nhwc", shape[1], shape[2], shape[3]
+        if shape[1] in (1, 3):
+            return "nchw", shape[2], shape[3], shape[1]
+    if len(shape) == 3 and shape[0] == 1:
+        return "nhw", shape[1], shape[2], 1
+    return None
+
+
+def _read_image(path: Path, inputs: Sequence[InputSpec], color: Color) -> dict[str, np.ndarray]:
+    import numpy as np
+
+    if len(inputs) != 1:
+        raise TerminalError(f"{path.name}: images feed single-input models only; this model has {len(inputs)} inputs")
+    spec = inputs[0]
+    if spec.dtype != "uint8":
+        raise TerminalError(
+            f"{path.name}: images are fed raw (uint8), but model input {spec.name} is {spec.dtype}: fold the "
+            "preprocessing into the model (spec.preprocess) or give .npy/.npz samples"
+        )
+    geometry = _image_geometry(spec)
+    if geometry is None:
+        raise TerminalError(
+            f"{path.name}: model input {spec.name} {list(spec.shape)} does not take one frame "
+            "([1,H,W,C], [1,C,H,W] or [1,H,W] with C 1 or 3)"
+        )
+    layout, height, width, channels = geometry
+    pixels = _decode(path, channels)
+    if pixels.shape[:2] != (height, width):
+        raise TerminalError(
+            f"{path.name} is {pixels.shape[1]}x{pixels.shape[0]}, model input {spec.name} takes {width}x{height} "
+            "frames (the folded preprocessing resizes only from the size it was built for)"
+        )
+    if channels == 3 and color == "bgr":
+        pixels = pixels[..., ::-1]
+    if layout == "nchw":
+        pixels = pixels.transpose(2, 0, 1)
+    elif layout == "nhw":
+        pixels = pixels[..., 0]
+    return {spec.name: np.ascontiguousarray(pixels[np.newaxis])}
+
+
+def _decode(path: Path, channels: int) -> np.ndarray:
+    """HxWxC uint8 pixels (RGB for 3 channels)."""
+    import numpy as np
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            converted = image.convert("RGB" if channels == 3 else "L")
+            pixels = np.asarray(converted, dtype=np.uint8)
+    except (OSError, UnidentifiedImageError, ValueError) as exc:
+        raise TerminalError(f"{path.name}: cannot decode image ({exc})") from exc
+    return pixels if pixels.ndim == 3 else pixels[..., np.newaxis]
+
+
+def random_samples(inputs: Sequence[InputSpec], count: int, seed: int = 0) -> list[Sample]:
+    """`count` feeds of random values from a fixed seed, one generator per sample index, so sample i
+    is the same whatever the count. Floats: standard normal; integers: [0, 100) or the type's range."""
+    return [Sample(f"random-{index:04d}", random_feed(inputs, seed, index)) for index in range(count)]
+
+
+def random_feed(inputs: Sequence[InputSpec], seed: int = 0, index: int = 0) -> dict[str, np.ndarray]:
+    import numpy as np
+
+    rng = np.random.default_rng([seed, index])
+    feed: dict[str, np.ndarray] = {}
+    for spec in inputs:
+        dtype = np.dtype(spec.dtype)
+        if np.issubdtype(dtype, np.floating):
+            feed[spec.name] = rng.standard_normal(spec.shape).astype(dtype)
+        elif dtype == np.bool_:
+            feed[spec.name] = rng.integers(0, 2, spec.shape).astype(np.bool_)
+        elif np.issubdtype(dtype, np.integer):
+            high = min(int(np.iinfo(dtype).max) + 1, 256 if dtype.itemsize == 1 else 100)
+            feed[spec.name] = rng.integers(0, high, spec.shape).astype(dtype)
+        else:
+            raise TerminalError(f"cannot make random data for input {spec.name} of type {spec.dtype}")
+    return feed
+
+
+def read_labels(path: Path) -> dict[str, int]:
+    """`<file name> <int label>` per line; blank lines and lines starting with # are skipped."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TerminalError(f"cannot read labels file {path}: {exc}") from exc
+    labels: dict[str, int] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.rsplit(maxsplit=1)
+        if len(parts) != 2 or not _is_int(parts[1]):
+            raise TerminalError(f"{path.name}:{number}: expected '<file name> <integer label>', got {line!r}")
+        name = parts[0].strip()
+        if name in labels:
+            raise TerminalError(f"{path.name}:{number}: {name} is labelled twice")
+        labels[name] = int(parts[1])
+    if not labels:
+        raise TerminalError(f"labels file {path} has no labels")
+    return labels
+
+
+def _is_int(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
+def labels_for(samples: Sequence[Sample], labels: Mapping[str, int], source: str = "labels file") -> list[int]:
+    """The label of every sample, in order; a sample without a label is an error."""
+    missing = [s.name for s in samples if s.name not in labels]
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise TerminalError(f"{source} has no label for {len(missing)} samples: {shown}")
+    return [labels[s.name] for s in samples]
+
+
+class FeedReader:
+    """ONNX Runtime's CalibrationDataReader protocol (get_next / rewind) over any sample source.
+
+    `source` is called again on rewind, so samples are re-read lazily instead of held in memory.
+    """
+
+    def __init__(self, source: Callable[[], Iterator[Sample]]) -> None:
+        self._source = source
+        self._iter = source()
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        sample = next(self._iter, None)
+        return None if sample is None else sample.feed
+
+    def rewind(self) -> None:
+        self._iter = self._source()
+
+    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+        self.rewind()
+        while (feed := self.get_next()) is not None:
+            yield feed
