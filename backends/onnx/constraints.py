@@ -166,7 +166,8 @@ _PREFIX = re.compile(
 )
 
 
-def split_clauses(text: str) -> list[str]:
+@cache
+def split_clauses(text: str) -> tuple[str, ...]:
     """Top-level clauses: split at ';' and '|' outside brackets, then at sentence ends."""
     text = _mlprogram_part(text)
     parts: list[str] = []
@@ -188,7 +189,7 @@ def split_clauses(text: str) -> list[str]:
             clause = _strip_prefixes(sentence.strip().rstrip("."))
             if clause:
                 out.append(clause)
-    return out
+    return tuple(out)
 
 
 def _mlprogram_part(text: str) -> str:
@@ -296,6 +297,12 @@ def _quant_scheme(m: re.Match[str], v: NodeView) -> Result:
 @rule(r"^two rank-1 inputs not supported natively \(reshaped\)$")
 def _rank1_matmul(m: re.Match[str], v: NodeView) -> Result:
     return OK, "handled by reshaping"
+
+
+@rule(r"^inference mode only$")
+def _inference_mode(m: re.Match[str], v: NodeView) -> Result:
+    training = int(v.attrs.get("training_mode", 0))
+    return _check(training == 0 and len(v.node.output) == 1, "inference mode", "training mode")
 
 
 @rule(r"^opset\s*>=\s*(\d+)$")
@@ -598,7 +605,8 @@ def _mode_set(text: str) -> set[str]:
 
 
 @rule(
-    r"^(?:modes? (?:in \{)?([a-z_|/ ]+?)\}?(?: only)?(?: \(.*\))?|([a-z]+) mode only|modes ([a-z]+ and [a-z]+) only)$"
+    r"^(?:modes? (?:in \{)?([a-z_|/ ]+?)\}?(?: only)?(?: \(.*\))?|(constant|reflect|edge|nearest|linear|cubic) mode only"
+    r"|modes ([a-z]+ and [a-z]+) only)$"
 )
 def _mode(m: re.Match[str], v: NodeView) -> Result:
     allowed = _mode_set(m.group(1) or m.group(2) or m.group(3))

@@ -30,6 +30,11 @@ SAMPLE_SUFFIXES = ARRAY_SUFFIXES + IMAGE_SUFFIXES
 
 Color = Literal["rgb", "bgr"]
 
+COLOR_METADATA = "npuctl.color."
+"""Model metadata_props key prefix: `npuctl.color.<input>` = "rgb" | "bgr" names the channel order a
+folded-preprocessing input expects its frames in (written by the preprocess stage); images are decoded
+to that order. Absent: RGB."""
+
 
 @dataclass(frozen=True)
 class InputSpec:
@@ -38,6 +43,8 @@ class InputSpec:
     name: str
     shape: tuple[int, ...]
     dtype: str
+    color: Color | None = None
+    """Channel order 3-channel images are fed in, from the model's `npuctl.color.<input>` metadata."""
 
 
 @dataclass(frozen=True)
@@ -54,17 +61,38 @@ def model_inputs(model: Path | onnx.ModelProto) -> list[InputSpec]:
 
     proto = onnx.load(str(model), load_external_data=False) if isinstance(model, Path) else model
     weights = {init.name for init in proto.graph.initializer}
+    colors = {
+        p.key[len(COLOR_METADATA) :]: p.value
+        for p in proto.metadata_props
+        if p.key.startswith(COLOR_METADATA)
+    }
     specs = []
     for value in proto.graph.input:
         if value.name in weights:
             continue
         tensor_type = value.type.tensor_type
-        dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tensor_type.shape.dim]
+        dims = [
+            d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
+            for d in tensor_type.shape.dim
+        ]
         if None in dims or not tensor_type.HasField("shape"):
-            raise TerminalError(f"model input {value.name!r} has dynamic dimensions {dims}: import fixes them first")
+            raise TerminalError(
+                f"model input {value.name!r} has dynamic dimensions {dims}: import fixes them first"
+            )
         dtype = str(onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
-        specs.append(InputSpec(value.name, tuple(int(d) for d in dims if d is not None), dtype))
+        shape = tuple(int(d) for d in dims if d is not None)
+        specs.append(InputSpec(value.name, shape, dtype, _color(colors.get(value.name), value.name)))
     return specs
+
+
+def _color(value: str | None, name: str) -> Color | None:
+    if value is None:
+        return None
+    if value == "rgb":
+        return "rgb"
+    if value == "bgr":
+        return "bgr"
+    raise TerminalError(f"model metadata {COLOR_METADATA}{name} is {value!r}, expected rgb or bgr")
 
 
 def sample_files(folder: Path) -> list[Path]:
@@ -72,7 +100,9 @@ def sample_files(folder: Path) -> list[Path]:
     if not folder.is_dir():
         raise TerminalError(f"data folder {folder} does not exist or is not a folder")
     found = [
-        p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in SAMPLE_SUFFIXES
+        p
+        for p in folder.iterdir()
+        if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in SAMPLE_SUFFIXES
     ]
     return sorted(found, key=lambda p: p.name)
 
@@ -108,7 +138,7 @@ def iter_samples(
     count: int | None = None,
     seed: int = 0,
     role: str = "data",
-    color: Color = "rgb",
+    color: Color | None = None,
 ) -> Iterator[Sample]:
     """Reads the selected samples lazily (calibration sets can be larger than memory)."""
     for path in select_files(folder, count, seed, role):
@@ -121,15 +151,16 @@ def load_samples(
     count: int | None = None,
     seed: int = 0,
     role: str = "data",
-    color: Color = "rgb",
+    color: Color | None = None,
 ) -> list[Sample]:
     """All selected samples in memory."""
     return list(iter_samples(folder, inputs, count, seed, role, color))
 
 
-def read_sample(path: Path, inputs: Sequence[InputSpec], color: Color = "rgb") -> Sample:
+def read_sample(path: Path, inputs: Sequence[InputSpec], color: Color | None = None) -> Sample:
     """One file as a feed, coerced to the inputs' shapes and dtypes. `color` is the channel order
-    3-channel images are fed in (the order the folded preprocessing expects)."""
+    3-channel images are fed in (the order the folded preprocessing expects); None: the input's own
+    `color` (model metadata), else RGB."""
     suffix = path.suffix.lower()
     if suffix == ".npy":
         feed = _read_npy(path, inputs)
@@ -148,13 +179,17 @@ def _load_array_file(path: Path) -> Any:
     try:
         return np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
-        raise TerminalError(f"{path.name}: cannot read ({str(exc).splitlines()[0] if str(exc) else exc!r})") from exc
+        raise TerminalError(
+            f"{path.name}: cannot read ({str(exc).splitlines()[0] if str(exc) else exc!r})"
+        ) from exc
 
 
 def _read_npy(path: Path, inputs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
     if len(inputs) != 1:
         names = ", ".join(i.name for i in inputs)
-        raise TerminalError(f"{path.name}: the model has {len(inputs)} inputs ({names}); use .npz keyed by input name")
+        raise TerminalError(
+            f"{path.name}: the model has {len(inputs)} inputs ({names}); use .npz keyed by input name"
+        )
     spec = inputs[0]
     return {spec.name: coerce(_load_array_file(path), spec, path.name)}
 
@@ -165,7 +200,10 @@ def _read_npz(path: Path, inputs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
         wanted = {i.name for i in inputs}
         if keys != wanted:
             missing, extra = sorted(wanted - keys), sorted(keys - wanted)
-            parts = [f"missing {', '.join(missing)}" if missing else "", f"unknown {', '.join(extra)}" if extra else ""]
+            parts = [
+                f"missing {', '.join(missing)}" if missing else "",
+                f"unknown {', '.join(extra)}" if extra else "",
+            ]
             raise TerminalError(
                 f"{path.name}: arrays must be keyed by the model's input names ({'; '.join(p for p in parts if p)})"
             )
@@ -191,7 +229,9 @@ def coerce(array: Any, spec: InputSpec, source: str) -> np.ndarray:
     target = np.dtype(spec.dtype)
     if arr.dtype != target:
         if not _castable(arr, target):
-            raise TerminalError(f"{source}: {arr.dtype} data cannot feed input {spec.name} ({target}) without loss")
+            raise TerminalError(
+                f"{source}: {arr.dtype} data cannot feed input {spec.name} ({target}) without loss"
+            )
         arr = arr.astype(target)
     return np.ascontiguousarray(arr)
 
@@ -221,11 +261,13 @@ def _image_geometry(spec: InputSpec) -> tuple[str, int, int, int] | None:
     return None
 
 
-def _read_image(path: Path, inputs: Sequence[InputSpec], color: Color) -> dict[str, np.ndarray]:
+def _read_image(path: Path, inputs: Sequence[InputSpec], color: Color | None) -> dict[str, np.ndarray]:
     import numpy as np
 
     if len(inputs) != 1:
-        raise TerminalError(f"{path.name}: images feed single-input models only; this model has {len(inputs)} inputs")
+        raise TerminalError(
+            f"{path.name}: images feed single-input models only; this model has {len(inputs)} inputs"
+        )
     spec = inputs[0]
     if spec.dtype != "uint8":
         raise TerminalError(
@@ -245,7 +287,7 @@ def _read_image(path: Path, inputs: Sequence[InputSpec], color: Color) -> dict[s
             f"{path.name} is {pixels.shape[1]}x{pixels.shape[0]}, model input {spec.name} takes {width}x{height} "
             "frames (the folded preprocessing resizes only from the size it was built for)"
         )
-    if channels == 3 and color == "bgr":
+    if channels == 3 and (color or spec.color or "rgb") == "bgr":
         pixels = pixels[..., ::-1]
     if layout == "nchw":
         pixels = pixels.transpose(2, 0, 1)
@@ -324,7 +366,9 @@ def _is_int(text: str) -> bool:
     return True
 
 
-def labels_for(samples: Sequence[Sample], labels: Mapping[str, int], source: str = "labels file") -> list[int]:
+def labels_for(
+    samples: Sequence[Sample], labels: Mapping[str, int], source: str = "labels file"
+) -> list[int]:
     """The label of every sample, in order; a sample without a label is an error."""
     missing = [s.name for s in samples if s.name not in labels]
     if missing:

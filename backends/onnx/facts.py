@@ -147,11 +147,14 @@ def analyse(model: onnx.ModelProto, *, materialize_limit: int = MATERIALIZE_LIMI
         _record_value_info(facts, vi)
 
     evaluated: set[int] = set()
+    stale = True
     for _ in range(8):
         _infer_shapes(facts)
-        if not _fold_pass(facts, evaluated, materialize_limit):
+        stale = _fold_pass(facts, evaluated, materialize_limit)
+        if not stale:
             break
-    _infer_shapes(facts)
+    if stale:
+        _infer_shapes(facts)
     return facts
 
 

@@ -78,14 +78,30 @@ def decide(node: onnx.NodeProto, facts: Facts, table: OpTable, ctx: C.Context, h
     return Decision(NPU, row.supported, source, [], unknown, "")
 
 
-def table_decisions(facts: Facts, target: Target, precision: E.Precision) -> dict[int, Decision]:
-    """Decisions for every runtime node from the target's op table."""
+def table_decisions(
+    facts: Facts, target: Target, precision: E.Precision, cache: dict[bytes, Decision] | None = None
+) -> dict[int, Decision]:
+    """Decisions for every runtime node from the target's op table.
+
+    `cache` (serialized node -> decision) may be shared between graphs whose tensors keep their shapes
+    and constness under the same names, as they do across semantics-preserving rewrites.
+    """
     from backends.catalog import op_table
 
     table = op_table(target.op_table)
     ctx = context_for(precision, facts)
     has_npu = target.npu_cores > 0
-    return {i: decide(facts.nodes[i], facts, table, ctx, has_npu) for i in facts.runtime_nodes()}
+    out: dict[int, Decision] = {}
+    for i in facts.runtime_nodes():
+        node = facts.nodes[i]
+        if cache is None:
+            out[i] = decide(node, facts, table, ctx, has_npu)
+            continue
+        key = node.SerializeToString(deterministic=True)
+        if key not in cache:
+            cache[key] = decide(node, facts, table, ctx, has_npu)
+        out[i] = cache[key]
+    return out
 
 
 def backend_decisions(
@@ -202,6 +218,7 @@ def build_report(
                 "failed": d.failed,
                 "not_evaluated": d.not_evaluated,
                 "source": d.source,
+                "reason": d.reason,
             }
         )
     part_list = _partition_list(facts, devices, part, cost)
@@ -276,7 +293,7 @@ def _fallback_ops(nodes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for n in nodes:
         if n["device"] != CPU:
             continue
-        entry = out.setdefault(n["op_type"], {"count": 0, "reason": (n["failed"] or ["(no NPU)"])[0]})
+        entry = out.setdefault(n["op_type"], {"count": 0, "reason": n["reason"] or "(no reason recorded)"})
         entry["count"] += 1
     return dict(sorted(out.items()))
 

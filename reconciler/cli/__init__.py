@@ -22,6 +22,10 @@ COMMANDS: dict[str, str] = {
     "gc": "Remove store objects nothing refers to.",
     "init": "Write a starter spec for an ONNX model.",
     "targets": "List the target catalog, or show one target.",
+    "watch": "Watch specs and their inputs; re-plan and apply what changed, cancelling stale builds.",
+    "audit": "Which model version met which SLO, from the lock files' git history and the ledger.",
+    "report": "Write a self-contained HTML report for a spec: placement, latency, sensitivity, SLO history.",
+    "toolchain": "Install or list managed toolchain environments.",
 }
 """Subcommand name -> one-line help; the implementation is `reconciler.cli.<name>:command`."""
 

@@ -87,30 +87,39 @@ def console() -> Console:
     return Console(width=None if sys.stdout.isatty() else 200)
 
 
-def print_text(results: list[SpecResult], command: str, verbose: bool = True) -> None:
-    from rich.table import Table
+def _columns(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
+    """Plain aligned columns: cheap enough for hundreds of specs, readable in any CI log."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
 
-    out = console()
+
+def text_lines(results: list[SpecResult]) -> list[str]:
+    """One line per spec that is up to date; its stages and SLOs where something happens or failed."""
+    lines: list[str] = []
     for r in results:
-        out.print(f"[bold]{r.name}[/bold] → {r.target or '?'}: {r.status}")
-        for error in r.errors:
-            out.print(f"  {error}", markup=False, highlight=False)
-        if r.stages and verbose:
-            table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-            for column in ("stage", "variant", "action", "reason"):
-                table.add_column(column, overflow="fold")
+        settled = r.stages and all(s.action == "cached" for s in r.stages) and not r.errors
+        counts = f" ({len(r.stages)} stages cached)" if settled else ""
+        lines.append(f"{r.name} -> {r.target or '?'}: {r.status}{counts}")
+        lines += [f"  {error}" for error in r.errors]
+        if r.stages and not settled:
+            rows = [("stage", "variant", "action", "reason")]
             for s in r.stages:
-                reason = s.reason + (f" (log: {s.log})" if s.log and s.action == "failed" else "")
-                table.add_row(s.name, s.variant, s.action, reason)
-            out.print(table)
-        if r.slo:
-            table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-            for column in ("SLO", "variant", "threshold", "value", "verdict", "evidence"):
-                table.add_column(column)
-            for row in _slo_rows(r.slo):
-                table.add_row(*row)
-            out.print(table)
-        out.print()
+                log = f" (log: {s.log})" if s.log and s.action == "failed" else ""
+                rows.append((s.name, s.variant, s.action, s.reason + log))
+            lines += _columns(rows)
+        failing = [v for v in r.slo if v.passed is not True]
+        if r.slo and (not settled or failing):
+            lines += _columns(
+                [("SLO", "variant", "threshold", "value", "verdict", "evidence"), *_slo_rows(r.slo)]
+            )
+    return lines
+
+
+def print_text(results: list[SpecResult], command: str, verbose: bool = True) -> None:
+    click.echo("\n".join(text_lines(results)))
 
 
 def emit(results: list[SpecResult], fmt: str, command: str) -> None:

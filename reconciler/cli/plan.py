@@ -1,13 +1,22 @@
-"""npuctl plan: exit 0 nothing to do, 2 changes pending, 1 error (Terraform's -detailed-exitcode)."""
+"""npuctl plan: exit 0 nothing to do, 2 changes pending, 1 error (Terraform's -detailed-exitcode).
+
+With `--base REF` (a pull request's target branch) each spec is also compared with the same spec at
+REF, read from git without touching the work tree: the field-level diff, the stages that rebuild, and
+the SLO table base -> now once the lock file is applied. The exit code stays the plan's.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from reconciler.cli import _common, _render
 from reconciler.engine.results import SpecResult
+
+if TYPE_CHECKING:
+    from reconciler.engine.workspace import Workspace
 
 
 def exit_code(results: list[SpecResult]) -> int:
@@ -20,8 +29,16 @@ def exit_code(results: list[SpecResult]) -> int:
 
 @click.command(help="Show, per spec and stage, what apply would build, reuse or re-judge.")
 @_common.paths_argument
+@click.option(
+    "--base",
+    "base_ref",
+    metavar="REF",
+    default=None,
+    help="Also compare every spec with its version at this git revision (e.g. origin/main): "
+    "field diff, stages to rebuild, SLO old/new/delta.",
+)
 @_common.output_options()
-def command(paths: tuple[Path, ...], fmt: str, as_json: bool) -> int:
+def command(paths: tuple[Path, ...], base_ref: str | None, fmt: str, as_json: bool) -> int:
     from reconciler.engine.plan import plan_all
     from reconciler.engine.workspace import Workspace
 
@@ -29,7 +46,37 @@ def command(paths: tuple[Path, ...], fmt: str, as_json: bool) -> int:
     ws = Workspace.open(loaded.root)
     try:
         results = loaded.invalid + plan_all(ws, loaded.specs)
+        if base_ref is not None:
+            return _with_base(ws, paths, base_ref, loaded, results, _common.chosen_format(fmt, as_json))
     finally:
         ws.close()
     _render.emit(results, _common.chosen_format(fmt, as_json), "plan")
     return exit_code(results)
+
+
+def _with_base(
+    ws: Workspace,
+    paths: tuple[Path, ...],
+    ref: str,
+    loaded: _common.Loaded,
+    results: list[SpecResult],
+    fmt: str,
+) -> int:
+    from reconciler.gitops import render
+    from reconciler.gitops.compare import compare
+    from reconciler.gitops.gitref import GitError
+
+    try:
+        comparison = compare(ws, list(paths), ref, loaded.specs, results)
+    except GitError as exc:
+        click.echo(f"npuctl plan --base: {exc}", err=True)
+        return 1
+    code = exit_code(results)
+    if fmt == "json":
+        click.echo(render.to_json(results, comparison))
+    elif fmt == "markdown":
+        click.echo(render.to_markdown(comparison, code), nl=False)
+    else:
+        _render.print_text(results, "plan")
+        render.print_text(comparison)
+    return code

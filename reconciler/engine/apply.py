@@ -19,6 +19,7 @@ from reconciler.engine.execute import InputsChanged, RetryPolicy, run_with_retri
 from reconciler.engine.measurements import collect
 from reconciler.engine.reporter import Reporter
 from reconciler.engine.results import SpecResult, StageResult
+from reconciler.engine.sources import lock_sources
 from reconciler.engine.verify import judge
 from reconciler.engine.walk import Artifacts, identity_outputs, link_upstream, reason
 from reconciler.engine.workspace import Workspace
@@ -212,6 +213,7 @@ def apply_spec(ws: Workspace, spec: LoadedSpec, reporter: Reporter, policy: Retr
     with locks.hold(ws.layout.locks, f"spec-{spec.name}", lambda h: reporter.waiting(spec.name, h)):
         per_variant: dict[str, dict[str, Any]] = {}
         stalled = not_run = False
+        sources: dict[str, Any] = {}
         for variant in variants(spec):
             try:
                 chain = build_chain(spec, variant, ws.layout.root, ws.hasher)
@@ -220,6 +222,7 @@ def apply_spec(ws: Workspace, spec: LoadedSpec, reporter: Reporter, policy: Retr
                 result.status = "Stalled"
                 reporter.spec_finished(result)
                 return result
+            sources = sources or lock_sources(spec, chain)
             run = _ChainRun(ws, spec, variant, reporter, policy)
             run.run(chain)
             result.stages.extend(run.results)
@@ -233,7 +236,7 @@ def apply_spec(ws: Workspace, spec: LoadedSpec, reporter: Reporter, policy: Retr
         result.status = _status(result, stalled, not_run)
         lock_path = Layout.lock_file(spec.path)
         previous = lockfile.read(lock_path)
-        data = _lock_data(spec, result, per_variant)
+        data = {**_lock_data(spec, result, per_variant), "sources": sources}
         if lockfile.write(lock_path, data):
             _log_verdicts(ws, spec, result, previous)
         ws.hasher.flush()

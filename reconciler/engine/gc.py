@@ -32,8 +32,14 @@ def _lock_files(root: Path) -> list[Path]:
     return out
 
 
+JUDGED = ("compile", "evaluate")
+"""What a recorded verdict refers to: the artifact it judged and the measurements it was judged on.
+Intermediates of superseded versions (imports, quantized models) are collectable once no lock file or
+head names them; the verdict itself stays in the ledger and in the lock file's git history."""
+
+
 def referenced(ws: Workspace) -> set[str]:
-    """Digests to keep: lock files, the heads (last build per stage), and records behind logged verdicts."""
+    """Digests to keep: lock files, the heads (last build per stage), and what logged verdicts judged."""
     keep: set[str] = set()
     for path in _lock_files(ws.layout.root):
         data = lockfile.read(path)
@@ -42,7 +48,8 @@ def referenced(ws: Workspace) -> set[str]:
     keys = set(ws.db.head_keys())
     for entry in ws.db.ledger():
         if entry["stage"] == "verify":
-            keys |= {k for k in entry["data"].get("keys", {}).values() if k}
+            judged = entry["data"].get("keys", {})
+            keys |= {k for name, k in judged.items() if k and name.rsplit("/", 1)[-1] in JUDGED}
     for key in keys:
         record = ws.db.record(key)
         if record is not None:

@@ -179,9 +179,33 @@ def _lock() -> dict[str, Any]:
             "status": {"enum": ["Ready", "Stalled", "Failed"]},
             "errors": {"type": "array", "items": {"type": "string"}},
             "variants": {"type": "object", "additionalProperties": variant},
+            "sources": {
+                "type": "object",
+                "description": "What the lock was built from: digest of the merged spec section and of "
+                "each input file (model, calibration_data, eval_data, labels); lets a reader without "
+                "local state tell whether the lock still matches its spec",
+                "properties": {
+                    "spec_digest": _DIGEST,
+                    "files": {"type": "object", "additionalProperties": {"type": ["string", "null"]}},
+                },
+            },
         },
         "additionalProperties": False,
     }
+
+
+def _with_base(schema: dict[str, Any]) -> dict[str, Any]:
+    """`plan --base REF` adds a `base` section: per spec the field diff, stages and SLO deltas against REF."""
+    schema["properties"]["base"] = {
+        "type": "object",
+        "required": ["ref", "commit", "specs"],
+        "properties": {
+            "ref": {"type": "string"},
+            "commit": {"type": "string"},
+            "specs": {"type": "array", "items": {"type": "object", "required": ["name", "change"]}},
+        },
+    }
+    return schema
 
 
 def schemas() -> dict[str, dict[str, Any]]:
@@ -192,11 +216,13 @@ def schemas() -> dict[str, dict[str, Any]]:
             ["Ready", "Stalled", "Failed"],
             "`npuctl apply --json`. Exit codes: 0 all built and SLOs met, 3 an SLO failed or is unverified, 1 error.",
         ),
-        "plan": _results(
-            "plan",
-            ["build", "cached", "rejudge", "stalled"],
-            ["Ready", "Reconciling", "Stalled"],
-            "`npuctl plan --json`. Exit codes: 0 nothing to do, 2 changes pending, 1 error.",
+        "plan": _with_base(
+            _results(
+                "plan",
+                ["build", "cached", "rejudge", "stalled"],
+                ["Ready", "Reconciling", "Stalled"],
+                "`npuctl plan --json`. Exit codes: 0 nothing to do, 2 changes pending, 1 error.",
+            )
         ),
         "lock": _lock(),
     }

@@ -196,6 +196,14 @@ class Database:
         ).fetchone()
         return None if row is None else (int(row[0]), int(row[1]), int(row[2]), str(row[3]))
 
+    def cached_hashes_under(self, prefix: str) -> dict[str, tuple[int, int, int, str]]:
+        """Every cached row whose path starts with `prefix` (a folder path ending in a separator)."""
+        rows = self.conn.execute(
+            "SELECT path, inode, size, mtime_ns, digest FROM file_hashes WHERE path >= ? AND path < ?",
+            (prefix, prefix + "\U0010ffff"),
+        )
+        return {str(r[0]): (int(r[1]), int(r[2]), int(r[3]), str(r[4])) for r in rows}
+
     def put_hashes(self, rows: list[tuple[str, int, int, int, str]]) -> None:
         if rows:
             with self.transaction() as conn:

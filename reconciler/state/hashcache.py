@@ -31,11 +31,15 @@ class FileHasher:
         return self.tree(path) if path.is_dir() else self.file(path)
 
     def file(self, path: Path) -> str:
-        key = str(path.resolve())
+        return self._file(str(path.resolve()), None)
+
+    def _file(self, key: str, cached: tuple[int, int, int, str] | None) -> str:
+        """Digest of the file at the absolute path `key`; `cached` is its cache row when prefetched."""
         if key in self._memo:
             return self._memo[key]
         st = os.stat(key)
-        cached = self.db.cached_hash(key)
+        if cached is None:
+            cached = self.db.cached_hash(key)
         if cached is not None and cached[:3] == (st.st_ino, st.st_size, st.st_mtime_ns):
             digest = cached[3]
         else:
@@ -47,10 +51,17 @@ class FileHasher:
         return digest
 
     def tree(self, path: Path) -> str:
+        """One query for the folder's cached rows, then a stat per file: no file is read if unchanged."""
+        base = str(path.resolve())
+        rows = self.db.cached_hashes_under(base + os.sep)
+        files = []
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames.sort()
+            files += [os.path.join(dirpath, name) for name in filenames]
         listing = hashlib.sha256()
-        for child in sorted(p for p in path.rglob("*") if p.is_file()):
-            rel = child.relative_to(path).as_posix()
-            listing.update(f"{rel}\0{self.file(child)}\n".encode())
+        for full in sorted(files):
+            rel = os.path.relpath(full, base).replace(os.sep, "/")
+            listing.update(f"{rel}\0{self._file(full, rows.get(full))}\n".encode())
         return listing.hexdigest()
 
     def flush(self) -> None:

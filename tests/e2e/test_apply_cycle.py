@@ -96,47 +96,55 @@ def test_evaluate_field_change_rebuilds_only_evaluate(applied: Path, npuctl) -> 
     assert set(actions.values()) == {"cached"}
 
 
+STARVED = "  quantization:\n    mode: ptq\n    calibration: {data: ../data/calib, samples: 100}\n  slo:"
+
+
 def test_one_broken_spec_never_stops_the_others(digits_repo: Path, npuctl) -> None:
     (digits_repo / "models" / "corrupt.onnx").write_bytes(b"this is not a protobuf")
-    broken = DIGITS_SPEC.format(name="broken").replace("digits.onnx", "corrupt.onnx")
-    (digits_repo / "specs" / "broken.yaml").write_text(broken)
-    (digits_repo / "specs" / "invalid.yaml").write_text(
-        DIGITS_SPEC.format(name="invalid").replace("runs: 5", "runs: 0")
-    )
+    corrupt = DIGITS_SPEC.format(name="corrupt").replace("digits.onnx", "corrupt.onnx")
+    (digits_repo / "specs" / "corrupt.yaml").write_text(corrupt)
+    starved = DIGITS_SPEC.format(name="starved").replace("  slo:", STARVED)
+    (digits_repo / "specs" / "starved.yaml").write_text(starved)
+    invalid = DIGITS_SPEC.format(name="invalid").replace("runs: 5", "runs: 0")
+    (digits_repo / "specs" / "invalid.yaml").write_text(invalid)
     done = npuctl(digits_repo, "apply", "--json")
     assert done.returncode == 1
     payload = json.loads(done.stdout)
+    jsonschema.validate(payload, _schema("apply"))
     by_name = {s["name"]: s for s in payload["specs"]}
     assert by_name["digits"]["status"] == "Ready"
-    assert by_name["broken"]["status"] == "Stalled"
-    broken_stages = {s["name"]: s for s in by_name["broken"]["stages"]}
-    assert broken_stages["import"]["action"] == "failed"
-    assert "\n" not in broken_stages["import"]["reason"]
-    assert Path(broken_stages["import"]["log"]).is_file()
-    assert all(broken_stages[s]["action"] == "skipped" for s in ("check", "compile", "evaluate"))
+    [corrupt_error] = by_name["corrupt"]["errors"]
+    assert "corrupt.onnx" in corrupt_error and "spec.model.path" in corrupt_error
+    assert "\n" not in corrupt_error
     assert any("spec.evaluate.runs" in e for e in by_name["invalid"]["errors"])
+    starved_stages = {s["name"]: s for s in by_name["starved"]["stages"]}
+    assert by_name["starved"]["status"] == "Stalled"
+    quantize = starved_stages["quantize"]
+    assert quantize["action"] == "failed"
+    assert "40" in quantize["reason"] and "100" in quantize["reason"] and "\n" not in quantize["reason"]
+    assert Path(quantize["log"]).is_file()
+    assert all(starved_stages[s]["action"] in ("built", "cached") for s in ("import", "check", "preprocess"))
+    assert all(starved_stages[s]["action"] == "skipped" for s in ("compile", "evaluate"))
 
 
 def test_terminal_failure_is_not_retried_until_inputs_change(digits_repo: Path, npuctl) -> None:
-    model = digits_repo / "models" / "digits.onnx"
-    good = model.read_bytes()
-    model.write_bytes(b"corrupt")
+    spec = digits_repo / "specs" / "digits.yaml"
+    spec.write_text(spec.read_text().replace("  slo:", STARVED))
     first = json.loads(npuctl(digits_repo, "apply", "--json").stdout)
     second = json.loads(npuctl(digits_repo, "apply", "--json").stdout)
     for payload in (first, second):
         assert payload["specs"][0]["status"] == "Stalled"
-    reason = next(s["reason"] for s in second["specs"][0]["stages"] if s["name"] == "import")
+    reason = next(s["reason"] for s in second["specs"][0]["stages"] if s["name"] == "quantize")
     assert reason.startswith("stalled:")
-    plan = npuctl(digits_repo, "plan")
-    assert plan.returncode == 1
-    model.write_bytes(good)
+    assert npuctl(digits_repo, "plan").returncode == 1
+    spec.write_text(spec.read_text().replace("samples: 100", "samples: 40"))
     fixed = npuctl(digits_repo, "apply", "--json")
     assert fixed.returncode == 0, fixed.stdout
     from reconciler.state.db import Database
 
     ledger = Database(digits_repo / ".npuctl" / "state.db").ledger("digits")
-    import_attempts = [e["action"] for e in ledger if e["stage"] == "import"]
-    assert import_attempts == ["failed", "built"], "the stalled import was not attempted again"
+    attempts = [e["action"] for e in ledger if e["stage"] == "quantize"]
+    assert attempts == ["failed", "built"], "the stalled quantize was not attempted again"
 
 
 def test_explain_names_the_changed_field(applied: Path, npuctl) -> None:
@@ -173,18 +181,27 @@ def test_markdown_plan_for_pull_requests(applied: Path, npuctl) -> None:
     assert "| latency_ms.p90 |" in done.stdout
 
 
-def test_gc_keeps_what_lock_files_refer_to(applied: Path, npuctl) -> None:
-    spec = applied / "specs" / "digits.yaml"
-    spec.write_text(spec.read_text().replace("  slo:", "  compile: {optimization_level: 1}\n  slo:"))
-    assert npuctl(applied, "apply").returncode == 0
+def test_gc_keeps_lock_files_and_judged_artifacts(applied: Path, npuctl) -> None:
+    import onnx
+
     from reconciler.engine.gc import referenced
     from reconciler.engine.workspace import Workspace
 
+    first_lock = json.loads((applied / "specs" / "digits.lock.json").read_text())
+    first_stages = first_lock["variants"]["default"]["stages"]
+    old_import = first_stages["import"]["artifacts"]["model"]["digest"]
+    old_compiled = {a["digest"] for a in first_stages["compile"]["artifacts"].values()}
+    model_path = applied / "models" / "digits.onnx"
+    model = onnx.load(str(model_path))
+    model.doc_string = "retrained"  # a new model version: new bytes, same graph
+    onnx.save(model, str(model_path))
+    assert npuctl(applied, "apply").returncode == 0
     dry = json.loads(npuctl(applied, "gc", "--dry-run", "--json").stdout)
+    assert old_import in dry["removed"], "the superseded import output is referenced by nothing"
+    assert not old_compiled & set(dry["removed"]), "a recorded verdict judged the old compiled artifact"
     ws = Workspace.open(applied)
     before = set(ws.store.digests())
     ws.close()
-    assert dry["removed"], "the first compiled artifact is no longer referenced"
     done = json.loads(npuctl(applied, "gc", "--json").stdout)
     assert done["removed"] == dry["removed"]
     ws = Workspace.open(applied)

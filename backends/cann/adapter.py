@@ -1,0 +1,236 @@
+"""CANN stages: AIPP-aware preprocess, the recording quantize pass, and the compile that writes the
+ATC bundle."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from backends import bundles, metadata
+from backends.base import StageOutput, StageRequest
+from backends.catalog import Target
+from backends.cann import ADAPTER_VERSION, SDK
+from backends.errors import TerminalError
+from backends.sdk import PREPROCESS_KEY, SENSITIVE_KEY, RecordingQuantize, run_tools, script
+
+AIPP_KEY = "npuctl.cann.aipp"
+
+FUSION_PASSES: dict[str, tuple[tuple[str, str], ...]] = {
+    "conv_bn": (("GraphFusion", "ConvBatchnormFusionPass"), ("GraphFusion", "ConvScaleFusionPass")),
+    "conv_activation": (("UBFusion", "TbeConvDequantVaddReluQuantFusionPass"),),
+    "matmul_add": (("GraphFusion", "MatMulBiasAddFusionPass"),),
+}
+"""rewrite.fusion switch -> ATC fusion patterns (names from the CANN graph/UB fusion reference).
+constant_folding has no switch: ATC always folds constants."""
+
+
+class CannQuantize(RecordingQuantize):
+    pass
+
+
+def aipp_plan(section: Mapping[str, Any], shape: Sequence[int]) -> dict[str, Any]:
+    """AIPP fields for the model input (NCHW, 3 channels) or {"supported": False, "note": why not}."""
+    from backends.onnx import preprocess_forms as forms
+
+    if section.get("resize"):
+        return {"supported": False, "note": "AIPP resize is not generated; the resize stays in the model"}
+    color = section.get("color") or {}
+    if "gray" in (color.get("from"), color.get("to")):
+        return {"supported": False, "note": "gray input is not generated as AIPP; preprocessing stays in the model"}
+    if len(shape) != 4 or shape[1] != 3:
+        return {"supported": False, "note": f"AIPP needs a 3-channel NCHW model input; it has {list(shape)}"}
+    form = forms.canonical(section, 3)
+    result: dict[str, Any] = forms.aipp_form(form, int(shape[2]), int(shape[3]))
+    return result
+
+
+class CannPreprocess:
+    """Stage "preprocess": AIPP when it can express the section (the graph keeps its float NCHW input,
+    and the .om takes the raw uint8 NHWC frame), else the shared fold; the decision is recorded."""
+
+    stage = "preprocess"
+    version = "1"
+
+    def fingerprint(self) -> dict[str, str]:
+        from backends.onnx.preprocess import PreprocessPass
+
+        return PreprocessPass().fingerprint()
+
+    def run(self, request: StageRequest) -> StageOutput:
+        import onnx
+
+        from backends.onnx.data import model_inputs
+
+        section = dict(request.config.get("preprocess") or {})
+        source = request.inputs.get("model")
+        if source is None:
+            raise TerminalError("preprocess: no model input")
+        model = onnx.load(str(source), load_external_data=False)
+        inputs = model_inputs(model)
+        name = section.get("input") or inputs[0].name
+        spec = next((s for s in inputs if s.name == name), None)
+        if spec is None:
+            raise TerminalError(f"preprocess.input {name!r} is not a model input")
+        plan = aipp_plan(section, spec.shape)
+        out = request.workdir / "model.onnx"
+        if plan.get("supported"):
+            plan["input"] = spec.name
+            metadata.put(model, AIPP_KEY, plan)
+            metadata.put(model, PREPROCESS_KEY, section)
+            onnx.save(model, str(out))
+            return StageOutput(artifacts={"model": out}, report={"aipp": plan}, note="preprocess as CANN AIPP")
+        from backends.onnx.preprocess import PreprocessPass
+
+        output = PreprocessPass().run(request)
+        folded = output.artifacts["model"]
+        metadata.annotate(folded, out, {AIPP_KEY: plan, PREPROCESS_KEY: section})
+        output.artifacts["model"] = out
+        output.report["aipp"] = plan
+        return output
+
+
+def precision_mode(mode: str, options: Mapping[str, Any], has_keep: bool) -> str:
+    if options.get("precision_mode"):
+        return str(options["precision_mode"])
+    if mode == "fp16":
+        return "allow_mix_precision" if has_keep else "force_fp16"
+    if mode in ("ptq", "qat"):
+        return "allow_mix_precision"
+    return "must_keep_origin_dtype"
+
+
+def fusion_switch(fusion: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON fusion switch file: every mapped pattern on or off as the spec's switches say."""
+    out: dict[str, dict[str, str]] = {"GraphFusion": {}, "UBFusion": {}}
+    for switch, passes in FUSION_PASSES.items():
+        state = "on" if fusion.get(switch, True) else "off"
+        for kind, name in passes:
+            out[kind][name] = state
+    return {"Switch": {k: dict(sorted(v.items())) for k, v in out.items() if v}}
+
+
+def keep_dtype_lines(kept: Sequence[Mapping[str, Any]]) -> list[str]:
+    """keep_dtype file lines: one original node name per line (op-type rules were already expanded to
+    node names by the quantize pass; ATC warns that names can change through fusion)."""
+    return sorted({str(k["node"]) for k in kept if str(k.get("precision")) in ("fp16", "fp32")})
+
+
+def atc_args(
+    inputs: Sequence[Any],
+    soc: str,
+    precision: str,
+    aipp: bool,
+    keep: bool,
+    options: Mapping[str, Any],
+) -> list[str]:
+    shapes = ";".join(f"{s.name}:{','.join(str(d) for d in s.shape)}" for s in inputs)
+    argv = [
+        "$ASCEND_TOOLKIT_HOME/bin/atc",
+        "--framework=5",
+        "--model=model.onnx",
+        "--output=out/model",
+        "--input_format=NCHW",
+        f"--input_shape={shapes}",
+        f"--soc_version={soc}",
+        f"--precision_mode={precision}",
+        "--fusion_switch_file=fusion_switch.cfg",
+    ]
+    if aipp:
+        argv.append("--insert_op_conf=aipp.cfg")
+    if keep:
+        argv.append("--keep_dtype=keep_dtype.cfg")
+    if options.get("op_select_implmode"):
+        argv.append(f"--op_select_implmode={options['op_select_implmode']}")
+    argv.append("--log=error")
+    return argv
+
+
+def bundle_members(model_path: Path, target: Target, config: Mapping[str, Any]) -> tuple[dict[str, bytes | Path], dict[str, Any]]:
+    import onnx
+
+    from backends.onnx.data import model_inputs
+
+    model = onnx.load(str(model_path), load_external_data=False)
+    inputs = model_inputs(model)
+    compile_cfg: Mapping[str, Any] = config.get("compile") or {}
+    options: Mapping[str, Any] = compile_cfg.get("options") or {}
+    mode = str(config.get("quantization.mode") or "none")
+    aipp = metadata.get(model, AIPP_KEY) or {}
+    sensitive = metadata.get(model, SENSITIVE_KEY) or {}
+    keep = keep_dtype_lines(sensitive.get("kept") or [])
+    precision = precision_mode(mode, options, bool(keep))
+    if keep and precision in ("must_keep_origin_dtype", "force_fp32"):
+        keep = []  # keep_dtype has no effect under must_keep_origin_dtype (everything keeps its dtype)
+    soc = str(options.get("soc_version") or target.extra.get("soc_version") or "")
+    if not soc:
+        raise TerminalError(f"cann: target {target.id} has no soc_version; set compile.options.soc_version")
+    argv = atc_args(inputs, soc, precision, bool(aipp.get("supported")), bool(keep), options)
+    fusion = config.get("rewrite.fusion") or {}
+    manifest = {
+        "format_version": 1,
+        "sdk": "cann",
+        "target": target.id,
+        "quantization_mode": mode,
+        "precision_mode": precision,
+        "inputs": [{"name": s.name, "shape": list(s.shape), "dtype": s.dtype} for s in inputs],
+        "aipp": aipp.get("aipp_op") if aipp.get("supported") else None,
+        "aipp_note": aipp.get("note"),
+        "commands": [argv],
+        "om": "out/model.om",
+        "notes": [
+            "ATC does not calibrate: an int8 .om needs AMCT before ATC; a QDQ model is passed as it is"
+        ]
+        if mode == "ptq"
+        else [],
+    }
+    members: dict[str, bytes | Path] = {
+        "model.onnx": model_path,
+        "build.sh": script([argv], SDK, f"CANN ATC .om for {target.id} ({soc})").encode(),
+        "fusion_switch.cfg": _json(fusion_switch(fusion)),
+        "manifest.json": _json(manifest),
+    }
+    if aipp.get("supported"):
+        members["aipp.cfg"] = str(aipp["config"]).encode()
+    if keep:
+        members["keep_dtype.cfg"] = ("\n".join(keep) + "\n").encode()
+    return members, manifest
+
+
+def _json(data: Any) -> bytes:
+    return (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
+
+
+class CannCompile:
+    stage = "compile"
+    version = ADAPTER_VERSION
+
+    def fingerprint(self) -> dict[str, str]:
+        return {"cann_toolkit": SDK.version(), "adapter": ADAPTER_VERSION}
+
+    def run(self, request: StageRequest) -> StageOutput:
+        source = request.inputs.get("model")
+        if source is None:
+            raise TerminalError("compile: no model input")
+        members, manifest = bundle_members(Path(source), request.target, request.config)
+        bundle = bundles.write(request.workdir / "cann-bundle.tar", members, executable=frozenset({"build.sh"}))
+        artifacts = {"bundle": bundle}
+        missing = SDK.missing()
+        report: dict[str, Any] = {"bundle": bundles.names(bundle), "commands": manifest["commands"], "tool_ran": not missing}
+        request.log.parent.mkdir(parents=True, exist_ok=True)
+        request.log.write_text(bundles.read(bundle, "build.sh").decode())
+        if missing:
+            report["toolchain"] = SDK.not_installed()
+            note = f"bundle only: {SDK.not_installed()}"
+        else:
+            with tempfile.TemporaryDirectory(prefix="npuctl-cann-") as tmp:
+                work = bundles.extract(bundle, Path(tmp))
+                (work / "out").mkdir(exist_ok=True)
+                run_tools(manifest["commands"], SDK, work, request.log)
+                om = request.workdir / "model.om"
+                om.write_bytes((work / manifest["om"]).read_bytes())
+            artifacts["om"] = om
+            note = f"CANN .om for {request.target.id} ({om.stat().st_size} bytes)"
+        return StageOutput(artifacts=artifacts, report=report, note=note)

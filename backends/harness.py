@@ -1,0 +1,166 @@
+"""The one timing harness every runner shares (the Polygraphy pattern: the harness owns timing and
+memory, a runtime only supplies `infer(feed)`), so host and device numbers are taken the same way.
+
+Standard library and numpy only: the ssh/adb runners copy this file next to benchprog.py onto a
+device. Peak memory is the process high-water mark (`ru_maxrss`); on Linux the mark is reset just
+before the session is created (/proc/self/clear_refs), so its increase is what the model cost, not
+whatever the interpreter touched while starting.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+Feed = TypeVar("Feed")
+
+PERCENTILES = (50, 90, 95, 99)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Timed runs in nanoseconds (after `warmup` untimed runs)."""
+
+    samples_ns: list[int]
+    warmup: int
+
+    def samples_ms(self) -> list[float]:
+        return [ns / 1e6 for ns in self.samples_ns]
+
+    def summary_ms(self) -> dict[str, float]:
+        """p50/p90/p95/p99 (numpy, linear interpolation), mean, min, max and stdev, in ms."""
+        import numpy as np
+
+        ms = np.asarray(self.samples_ms(), dtype=np.float64)
+        values = np.percentile(ms, PERCENTILES, method="linear")
+        out = {f"p{p}": float(v) for p, v in zip(PERCENTILES, values, strict=True)}
+        out["mean"] = float(ms.mean())
+        out["min"] = float(ms.min())
+        out["max"] = float(ms.max())
+        out["stdev"] = float(statistics.pstdev(ms.tolist())) if len(ms) > 1 else 0.0
+        return out
+
+
+def time_runs(infer: Callable[[Feed], Any], feed: Feed, warmup: int, runs: int) -> Timing:
+    """`warmup` untimed calls, then `runs` calls each timed with perf_counter_ns. The garbage collector
+    is paused while timing so a collection is not billed to one unlucky run."""
+    if runs <= 0:
+        raise ValueError("runs must be > 0")
+    for _ in range(max(0, warmup)):
+        infer(feed)
+    samples: list[int] = []
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(runs):
+            start = time.perf_counter_ns()
+            infer(feed)
+            samples.append(time.perf_counter_ns() - start)
+    finally:
+        if enabled:
+            gc.enable()
+    return Timing(samples, max(0, warmup))
+
+
+def peak_rss_bytes() -> int:
+    """The process's peak resident set size (getrusage RUSAGE_SELF ru_maxrss), in bytes; 0 where the
+    platform has no getrusage."""
+    try:
+        import resource
+    except ImportError:
+        return 0
+    peak = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    return peak if sys.platform == "darwin" else peak * 1024  # macOS reports bytes, Linux KiB
+
+
+def current_rss_bytes() -> int | None:
+    """Resident set size now (Linux /proc), or None where unknown."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _reset_peak() -> bool:
+    """Resets the kernel's high-water mark to the current RSS (Linux >= 4.0); False where unsupported."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class Memory:
+    peak_rss_bytes: int
+    """Process peak RSS at the end of the benchmark."""
+    baseline_rss_bytes: int
+    """RSS right before the session was created."""
+    peak_reset: bool
+    """True when the peak was reset at the baseline, so `delta_bytes` is exactly the session's cost;
+    False: the delta is a lower bound (an earlier transient peak may hide part of it)."""
+
+    @property
+    def delta_bytes(self) -> int:
+        return max(0, self.peak_rss_bytes - self.baseline_rss_bytes)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "peak_rss_mb": self.peak_rss_bytes / 1e6,
+            "baseline_rss_mb": self.baseline_rss_bytes / 1e6,
+            "delta_mb": self.delta_bytes / 1e6,
+            "peak_reset": self.peak_reset,
+        }
+
+
+class MemoryProbe:
+    """Takes the baseline when constructed; `measure()` reads the peak since then."""
+
+    def __init__(self) -> None:
+        gc.collect()
+        self.reset = _reset_peak()
+        current = current_rss_bytes() if self.reset else None
+        self.baseline = current if current is not None else peak_rss_bytes()
+
+    def measure(self) -> Memory:
+        return Memory(peak_rss_bytes(), self.baseline, self.reset)
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    timing: Timing
+    memory: Memory
+    load_ms: float
+    """Time to create the session (load + optimize + allocate)."""
+
+    def as_dict(self, with_samples: bool = True) -> dict[str, Any]:
+        latency: dict[str, Any] = dict(self.timing.summary_ms())
+        latency["runs"] = len(self.timing.samples_ns)
+        latency["warmup"] = self.timing.warmup
+        if with_samples:
+            latency["samples"] = [round(ms, 6) for ms in self.timing.samples_ms()]
+        return {"latency_ms": latency, "memory": self.memory.as_dict(), "load_ms": self.load_ms}
+
+
+def benchmark(
+    create: Callable[[], Callable[[Feed], Any]], make_feed: Callable[[], Feed], warmup: int, runs: int
+) -> BenchResult:
+    """Creates the session through `create()` (which returns `infer`), builds the timed feed with
+    `make_feed()` (after creation, so it may read the session's inputs), times `infer` on it, and
+    measures memory from a baseline taken before creation."""
+    probe = MemoryProbe()
+    start = time.perf_counter_ns()
+    infer = create()
+    load_ms = (time.perf_counter_ns() - start) / 1e6
+    timing = time_runs(infer, make_feed(), warmup, runs)
+    return BenchResult(timing, probe.measure(), load_ms)

@@ -1,0 +1,524 @@
+"""The preprocess stage: the model takes the app's raw frame (uint8/float32, NHWC/NCHW, BGR/RGB/gray,
+any size when resizing) and does the conversion to what it was trained on itself.
+
+Canonical form (the spec): model input = (x - mean[c]) / std[c], x the raw 0-255 pixel after the color
+conversion and the resize, mean/std in the model's channel order. When every consumer of the input is
+a Conv (group 1, constant weights), the affine and the color conversion are folded into its weights:
+
+    W'[o, r] = sum_c A[c, r] * W[o, c] / std[c]      (A: the channel map raw -> model, e.g. a swap)
+    b'[o]    = b[o] - sum_{c,k} W[o, c, k] * mean[c] / std[c]
+
+The bias form is exact only when the Conv pads nothing: its zero padding is zero in the *normalized*
+space, i.e. `mean` in raw space, so with padding the mean stays a Sub (in raw channel order) and only
+the std and the color map are folded. Cast/Transpose/Resize are real work and stay ops. The result is
+verified against a NumPy implementation of the canonical form followed by the original model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+from backends.base import StageOutput, StageRequest
+from backends.errors import TerminalError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import onnx
+
+TOLERANCE = 1e-4
+_GRAY = (0.299, 0.587, 0.114)
+"""ITU-R BT.601 luma weights, RGB order (what OpenCV's cvtColor uses)."""
+
+
+def _dist(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "missing"
+
+
+@dataclass
+class Plan:
+    """The preprocess section resolved against the model's input."""
+
+    input: str
+    model_shape: tuple[int, int, int, int]
+    layout: str
+    dtype: str
+    color_from: str | None
+    color_to: str | None
+    resize_mode: str | None
+    raw_hw: tuple[int | str, int | str]
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    raw_channels: int = 3
+    channel_map: list[list[float]] = field(default_factory=list)
+    """A[c][r]: model channel c as a weighted sum of raw channels r."""
+
+    @property
+    def raw_shape(self) -> list[int | str]:
+        n, _, h, w = self.model_shape
+        rh, rw = self.raw_hw
+        if self.layout == "nhwc":
+            return [n, rh, rw, self.raw_channels]
+        return [n, self.raw_channels, rh, rw]
+
+
+def plan_for(model: onnx.ModelProto, pre: Mapping[str, Any]) -> Plan:
+    """Validates the spec's preprocess section against the model and resolves it."""
+    inits = {t.name for t in model.graph.initializer}
+    inputs = [v for v in model.graph.input if v.name not in inits]
+    name = pre.get("input") or (inputs[0].name if inputs else "")
+    vi = next((v for v in inputs if v.name == name), None)
+    if vi is None:
+        raise TerminalError(f"spec.preprocess.input: the model has no input {name!r}")
+    dims = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+    if len(dims) != 4 or not all(d > 0 for d in dims) or vi.type.tensor_type.elem_type != 1:
+        raise TerminalError(f"spec.preprocess: input {name!r} must be float32 NCHW with a static shape, got {dims}")
+    n, c, h, w = dims
+    color = pre.get("color") or {}
+    cfrom, cto = color.get("from") or color.get("from_"), color.get("to")
+    raw_c, cmap = _channel_map(cfrom, cto, c)
+    resize = pre.get("resize")
+    raw_hw: tuple[int | str, int | str] = (h, w)
+    mode = None
+    if resize:
+        if (int(resize["height"]), int(resize["width"])) != (h, w):
+            raise TerminalError(
+                f"spec.preprocess.resize: {resize['height']}x{resize['width']} differs from the model input "
+                f"{h}x{w}; resize targets the model's size"
+            )
+        mode = str(resize.get("mode", "linear"))
+        sh, sw = resize.get("source_height"), resize.get("source_width")
+        raw_hw = (int(sh) if sh else "height", int(sw) if sw else "width")
+    mean = _per_channel(pre.get("mean"), c, 0.0, "mean")
+    std = _per_channel(pre.get("std"), c, 1.0, "std")
+    return Plan(name, (n, c, h, w), str(pre.get("layout") or "nhwc"), str(pre.get("dtype") or "uint8"),
+                cfrom, cto, mode, raw_hw, mean, std, raw_c, cmap)  # fmt: skip
+
+
+def _per_channel(values: Sequence[float] | None, c: int, default: float, what: str) -> tuple[float, ...]:
+    if not values:
+        return (default,) * c
+    if len(values) == 1:
+        return (float(values[0]),) * c
+    if len(values) != c:
+        raise TerminalError(f"spec.preprocess.{what}: {len(values)} values for a {c}-channel input")
+    return tuple(float(v) for v in values)
+
+
+def _channel_map(cfrom: str | None, cto: str | None, c: int) -> tuple[int, list[list[float]]]:
+    """(raw channel count, A[c][r]) for the color conversion raw -> model."""
+    identity = [[1.0 if i == j else 0.0 for j in range(c)] for i in range(c)]
+    if cfrom is None or cto is None or cfrom == cto:
+        return c, identity
+    if cfrom == "gray":
+        if c != 3:
+            raise TerminalError(f"spec.preprocess.color: gray -> {cto} needs a 3-channel model input, not {c}")
+        return 1, [[1.0], [1.0], [1.0]]
+    if cto == "gray":
+        if c != 1:
+            raise TerminalError(f"spec.preprocess.color: {cfrom} -> gray needs a 1-channel model input, not {c}")
+        weights = list(_GRAY) if cfrom == "rgb" else list(reversed(_GRAY))
+        return 3, [weights]
+    if c != 3:
+        raise TerminalError(f"spec.preprocess.color: {cfrom} -> {cto} needs a 3-channel model input, not {c}")
+    return 3, [[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]
+
+
+# ---------------------------------------------------------------- NumPy reference
+
+
+def resize_matrix(n_in: int, n_out: int, mode: str) -> np.ndarray:
+    """[n_out, n_in] interpolation weights of ONNX Resize (half_pixel, no antialias, clamped edges)."""
+    import numpy as np
+
+    m = np.zeros((n_out, n_in), np.float64)
+    scale = n_in / n_out
+    for i in range(n_out):
+        x = (i + 0.5) * scale - 0.5
+        if mode == "nearest":
+            j = int(np.ceil(x - 0.5))  # round_prefer_floor
+            m[i, min(max(j, 0), n_in - 1)] = 1.0
+        elif mode == "linear":
+            x = min(max(x, 0.0), n_in - 1)
+            j0 = int(np.floor(x))
+            j1 = min(j0 + 1, n_in - 1)
+            t = x - j0
+            m[i, j0] += 1.0 - t
+            m[i, j1] += t
+        else:  # cubic, a = -0.75 (ONNX default), edge indices clamped
+            j0 = int(np.floor(x))
+            t = x - j0
+            a = -0.75
+            for k in range(-1, 3):
+                d = abs(t - k)
+                w = ((a + 2) * d - (a + 3)) * d * d + 1 if d <= 1 else ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+                m[i, min(max(j0 + k, 0), n_in - 1)] += w
+    return m
+
+
+def reference_input(plan: Plan, raw: np.ndarray) -> np.ndarray:
+    """The canonical form in NumPy: raw frame(s) -> the float32 NCHW tensor the model expects."""
+    import numpy as np
+
+    x = raw.astype(np.float64)
+    if plan.layout == "nhwc":
+        x = x.transpose(0, 3, 1, 2)
+    a = np.asarray(plan.channel_map, np.float64)
+    x = np.einsum("cr,nrhw->nchw", a, x)
+    _, _, h, w = plan.model_shape
+    if plan.resize_mode is not None:
+        mh = resize_matrix(x.shape[2], h, plan.resize_mode)
+        mw = resize_matrix(x.shape[3], w, plan.resize_mode)
+        x = np.matmul(np.matmul(mh, x), mw.T)
+    mean = np.asarray(plan.mean).reshape(1, -1, 1, 1)
+    std = np.asarray(plan.std).reshape(1, -1, 1, 1)
+    return ((x - mean) / std).astype(np.float32)
+
+
+def random_raw(plan: Plan, seed: int = 0, size: tuple[int, int] | None = None) -> np.ndarray:
+    """A seeded raw frame of the plan's shape (dynamic H/W take `size`, default 2x the model's + odd)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    _, _, h, w = plan.model_shape
+    default = (2 * h + 7, 2 * w + 13)
+    dims = [
+        (size or default)[0] if d == "height" else (size or default)[1] if d == "width" else int(d)
+        for d in plan.raw_shape
+    ]
+    if plan.dtype == "uint8":
+        return rng.integers(0, 256, size=dims, dtype=np.uint8)
+    return rng.uniform(0, 255, size=dims).astype(np.float32)
+
+
+# ---------------------------------------------------------------- building the model
+
+
+@dataclass
+class Built:
+    model: onnx.ModelProto
+    folded: dict[str, Any]
+    added_ops: list[str]
+
+
+def build(model: onnx.ModelProto, plan: Plan, fold: bool = True) -> Built:
+    """The model with the raw input `plan.input` (same name) and the conversion prepended or folded."""
+    import onnx
+
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    g = out.graph
+    internal = f"{plan.input}/model_input"
+    consumers = [n for n in g.node if plan.input in n.input]
+    for n in consumers:
+        for k, t in enumerate(n.input):
+            if t == plan.input:
+                n.input[k] = internal
+    convs = _foldable_convs(out, consumers, plan) if fold else []
+    prep = _Prep(plan, plan.input)
+    folded: dict[str, Any] = {"color": False, "std": False, "mean": False, "convs": [c.name for c in convs]}
+    x = prep.cast_and_layout()
+    if convs:
+        mean_exact = all(_zero_pads(c) for c in convs)
+        raw_mean = _raw_mean(plan)
+        fold_color = mean_exact or raw_mean is not None
+        if not fold_color:
+            x = prep.color(x)
+        x = prep.resize(x, plan.raw_channels if fold_color else plan.model_shape[1])
+        a = _numpy_map(plan) if fold_color else None
+        if not mean_exact:
+            m = raw_mean if fold_color else plan.mean
+            assert m is not None
+            x = prep.sub_mean(x, m)
+        for conv in convs:
+            _fold_into_conv(out, conv, plan, a, fold_mean=mean_exact)
+        folded.update(color=fold_color and plan.channel_map != _identity(len(plan.channel_map)), std=True,
+                      mean=mean_exact)  # fmt: skip
+    else:
+        x = prep.color(x)
+        x = prep.resize(x, plan.model_shape[1])
+        x = prep.normalize(x)
+    if x == plan.input:  # everything folded: the consumers read the raw input itself
+        for n in consumers:
+            for k, t in enumerate(n.input):
+                if t == internal:
+                    n.input[k] = plan.input
+    else:
+        prep.finish(x, internal)
+    for node in reversed(prep.nodes):
+        g.node.insert(0, node)
+    g.initializer.extend(prep.inits)
+    vi = next(v for v in g.input if v.name == plan.input)
+    vi.type.tensor_type.elem_type = 2 if plan.dtype == "uint8" else 1
+    del vi.type.tensor_type.shape.dim[:]
+    for d in plan.raw_shape:
+        dim = vi.type.tensor_type.shape.dim.add()
+        if isinstance(d, int):
+            dim.dim_value = d
+        else:
+            dim.dim_param = d
+    del g.value_info[:]
+    return Built(out, folded, [n.op_type for n in prep.nodes])
+
+
+def _identity(n: int) -> list[list[float]]:
+    return [[1.0 if i == j else 0.0 for j in range(n)] for i in range(n)]
+
+
+def _numpy_map(plan: Plan) -> np.ndarray:
+    import numpy as np
+
+    return np.asarray(plan.channel_map, np.float64)
+
+
+def _raw_mean(plan: Plan) -> list[float] | None:
+    """Raw-space means r with A @ r == mean, or None when no exact one exists (gray -> rgb, unequal means)."""
+    import numpy as np
+
+    a = _numpy_map(plan)
+    mean = np.asarray(plan.mean, np.float64)
+    r, *_ = np.linalg.lstsq(a, mean, rcond=None)
+    if a.shape[0] == 1:  # rgb -> gray: the luma weights sum to 1, so subtract the mean from every channel
+        r = np.full(a.shape[1], mean[0])
+    if not np.allclose(a @ r, mean, atol=1e-9):
+        return None
+    return [float(v) for v in r]
+
+
+def _zero_pads(conv: onnx.NodeProto) -> bool:
+    from onnx import helper
+
+    attrs = {a.name: helper.get_attribute_value(a) for a in conv.attribute}
+    auto = attrs.get("auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else str(auto)
+    return auto in ("NOTSET", "VALID") and not any(int(p) for p in attrs.get("pads", []))
+
+
+def _const_tensor(model: onnx.ModelProto, name: str) -> onnx.TensorProto | None:
+    """The initializer named `name`, or the `value` tensor of the Constant node producing it (editable)."""
+    for t in model.graph.initializer:
+        if t.name == name:
+            return t
+    inits = {t.name: t for t in model.graph.initializer}
+    for n in model.graph.node:
+        if n.output and n.output[0] == name and n.op_type == "Constant":
+            return n.attribute[0].t if n.attribute and n.attribute[0].name == "value" else None
+        if n.output and n.output[0] == name and n.op_type == "ConstantOfShape" and n.input[0] in inits:
+            return _materialize(n, inits[n.input[0]])
+    return None
+
+
+def _materialize(node: onnx.NodeProto, shape: onnx.TensorProto) -> onnx.TensorProto:
+    """Turns a ConstantOfShape (with constant shape) into a Constant holding the full tensor, in place,
+    so the node count stays the same; returns the editable tensor."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    fill = numpy_helper.to_array(node.attribute[0].t) if node.attribute else np.zeros(1, np.float32)
+    value = np.full(tuple(int(d) for d in numpy_helper.to_array(shape)), fill.reshape(-1)[0], fill.dtype)
+    tensor = numpy_helper.from_array(value, node.output[0])
+    constant = helper.make_node("Constant", [], [node.output[0]], name=node.name, value=tensor)
+    node.CopyFrom(constant)
+    return node.attribute[0].t
+
+
+def _foldable_convs(model: onnx.ModelProto, consumers: list[onnx.NodeProto], plan: Plan) -> list[onnx.NodeProto]:
+    from onnx import helper
+
+    ok = []
+    for n in consumers:
+        group = next((helper.get_attribute_value(a) for a in n.attribute if a.name == "group"), 1)
+        if n.op_type != "Conv" or n.domain not in ("", "ai.onnx") or n.input[0] != f"{plan.input}/model_input":
+            return []
+        params = [t for t in n.input[1:3] if t]
+        if int(group) != 1 or any(_const_tensor(model, t) is None for t in params):
+            return []
+        if any(sum(1 for m in model.graph.node for u in m.input if u == t) != 1 for t in params):
+            return []  # weights shared with another node cannot be changed for this one only
+        ok.append(n)
+    return ok
+
+
+def _fold_into_conv(model: onnx.ModelProto, conv: onnx.NodeProto, plan: Plan, a: np.ndarray | None,
+                    fold_mean: bool) -> None:  # fmt: skip
+    import numpy as np
+    from onnx import numpy_helper
+
+    w_t = _const_tensor(model, conv.input[1])
+    assert w_t is not None
+    w = numpy_helper.to_array(w_t).astype(np.float64)
+    std = np.asarray(plan.std, np.float64)
+    mean = np.asarray(plan.mean, np.float64)
+    ws = w / std.reshape(1, -1, *([1] * (w.ndim - 2)))
+    bias = np.zeros(w.shape[0])
+    b_t = _const_tensor(model, conv.input[2]) if len(conv.input) > 2 and conv.input[2] else None
+    if b_t is not None:
+        bias = numpy_helper.to_array(b_t).astype(np.float64)
+    if fold_mean:
+        bias = bias - np.einsum("ock,c->o", ws.reshape(w.shape[0], w.shape[1], -1), mean)
+    new_w = np.einsum("oc...,cr->or...", ws, a) if a is not None else ws
+    w_t.CopyFrom(numpy_helper.from_array(new_w.astype(np.float32), w_t.name))
+    if fold_mean:
+        if b_t is not None:
+            b_t.CopyFrom(numpy_helper.from_array(bias.astype(np.float32), b_t.name))
+        else:
+            name = f"{conv.name or conv.output[0]}/preprocess_bias"
+            model.graph.initializer.append(numpy_helper.from_array(bias.astype(np.float32), name))
+            while len(conv.input) < 3:
+                conv.input.append("")
+            conv.input[2] = name
+
+
+class _Prep:
+    """Accumulates the prepended nodes and constants."""
+
+    def __init__(self, plan: Plan, raw: str) -> None:
+        self.plan, self.raw = plan, raw
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+
+    def _name(self, what: str) -> str:
+        return f"{self.plan.input}/preprocess/{what}"
+
+    def _node(self, op: str, inputs: list[str], what: str, **attrs: Any) -> str:
+        from onnx import helper
+
+        out = self._name(what)
+        self.nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
+        return out
+
+    def _const(self, what: str, value: np.ndarray) -> str:
+        from onnx import numpy_helper
+
+        name = self._name(what)
+        self.inits.append(numpy_helper.from_array(value, name))
+        return name
+
+    def cast_and_layout(self) -> str:
+        x = self.raw
+        if self.plan.dtype == "uint8":
+            x = self._node("Cast", [x], "cast", to=1)
+        if self.plan.layout == "nhwc":
+            x = self._node("Transpose", [x], "nchw", perm=[0, 3, 1, 2])
+        return x
+
+    def color(self, x: str) -> str:
+        import numpy as np
+
+        a = _numpy_map(self.plan)
+        if a.shape[0] == a.shape[1] and np.allclose(a, np.eye(a.shape[0])):
+            return x
+        if a.shape[1] == 1:
+            return self._node("Concat", [x] * a.shape[0], "gray_to_color", axis=1)
+        if a.shape[0] == a.shape[1]:
+            order = [int(np.argmax(row)) for row in a]
+            return self._node("Gather", [x, self._const("channel_order", np.asarray(order, np.int64))], "swap", axis=1)
+        weights = a.reshape(a.shape[0], a.shape[1], 1, 1).astype(np.float32)
+        return self._node("Conv", [x, self._const("luma", weights)], "to_gray", kernel_shape=[1, 1])
+
+    def resize(self, x: str, channels: int) -> str:
+        import numpy as np
+
+        if self.plan.resize_mode is None:
+            return x
+        n, _, h, w = self.plan.model_shape
+        sizes = self._const("sizes", np.asarray([n, channels, h, w], np.int64))
+        return self._node("Resize", [x, "", "", sizes], "resize", mode=self.plan.resize_mode)
+
+    def sub_mean(self, x: str, mean: Sequence[float]) -> str:
+        import numpy as np
+
+        value = np.asarray(mean, np.float32).reshape(1, -1, 1, 1)
+        if len(set(mean)) == 1:
+            value = np.asarray(mean[0], np.float32)
+        return self._node("Sub", [x, self._const("mean", value)], "sub_mean")
+
+    def normalize(self, x: str) -> str:
+        import numpy as np
+
+        if any(m != 0.0 for m in self.plan.mean):
+            x = self.sub_mean(x, self.plan.mean)
+        if any(s != 1.0 for s in self.plan.std):
+            std = np.asarray(self.plan.std, np.float32).reshape(1, -1, 1, 1)
+            x = self._node("Div", [x, self._const("std", std)], "div_std")
+        return x
+
+    def finish(self, x: str, internal: str) -> None:
+        """Makes the last prepended node write the tensor the model's consumers now read."""
+        last = self.nodes[-1]
+        assert last.output[0] == x
+        last.output[0] = internal
+
+
+# ---------------------------------------------------------------- verification and the stage
+
+
+def verify(original: onnx.ModelProto, built: onnx.ModelProto, plan: Plan, raw: np.ndarray) -> float:
+    """Max abs difference between the built model on `raw` and NumPy preprocessing + the original model."""
+    import numpy as np
+
+    from backends.onnx.rewrite import random_feeds, run_model
+
+    feeds = random_feeds(original)
+    feeds[plan.input] = reference_input(plan, raw)
+    expected = run_model(original, feeds)
+    feeds[plan.input] = raw
+    got = run_model(built, feeds)
+    return max(float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) for a, b in zip(expected, got))
+
+
+def preprocess_model(model: onnx.ModelProto, pre: Mapping[str, Any], fold: bool = True) -> tuple[Built, Plan, float]:
+    """Folded when possible; verified on a seeded raw frame; falls back to explicit ops if folding drifts."""
+    plan = plan_for(model, pre)
+    raw = random_raw(plan)
+    built = build(model, plan, fold=fold)
+    diff = verify(model, built.model, plan, raw)
+    if diff > TOLERANCE and fold:
+        built = build(model, plan, fold=False)
+        diff = verify(model, built.model, plan, raw)
+    if diff > TOLERANCE:
+        raise TerminalError(f"preprocess: the model with preprocessing differs from the NumPy reference by {diff:g}")
+    return built, plan, diff
+
+
+class PreprocessPass:
+    """Stage "preprocess": config keys `preprocess`, `inputs`; input `model`."""
+
+    stage = "preprocess"
+    version = "1"
+
+    def fingerprint(self) -> dict[str, str]:
+        return {"onnx": _dist("onnx"), "onnxruntime": _dist("onnxruntime"), "numpy": _dist("numpy")}
+
+    def run(self, request: StageRequest) -> StageOutput:
+        import onnx
+
+        from backends.onnx import preprocess_forms as F
+
+        pre = request.config.get("preprocess")
+        if not isinstance(pre, Mapping):
+            raise TerminalError("preprocess: the stage runs only with a preprocess section")
+        model = onnx.load(str(request.inputs["model"]))
+        built, plan, diff = preprocess_model(model, pre)
+        path = request.workdir / "model.onnx"
+        path.write_bytes(built.model.SerializeToString(deterministic=True))
+        _, _, h, w = plan.model_shape
+        raw_h, raw_w = plan.raw_hw
+        forms = F.all_forms(F.canonical(pre, plan.model_shape[1]), raw_h if isinstance(raw_h, int) else h,
+                            raw_w if isinstance(raw_w, int) else w, pre.get("resize"))  # fmt: skip
+        request.log.parent.mkdir(parents=True, exist_ok=True)
+        request.log.write_text(f"added ops: {built.added_ops}\nfolded: {built.folded}\nmax abs diff: {diff:g}\n")
+        report = {
+            "input": {"name": plan.input, "shape": plan.raw_shape, "dtype": plan.dtype, "layout": plan.layout},
+            "folded": built.folded,
+            "added_ops": built.added_ops,
+            "verified_max_abs_diff": float(f"{diff:.3g}"),
+            "forms": forms,
+        }
+        note = f"raw {plan.dtype} {plan.layout} input; {len(built.added_ops)} ops added; folded {built.folded}"
+        return StageOutput(artifacts={"model": path}, report=report, note=note)

@@ -1,0 +1,554 @@
+"""The rewrite stage: replace what the target cannot run with equivalents it can, verified numerically.
+
+For each rewrite in the library (backends.onnx.rewrites), in a fixed order: find its matches, skip
+those touching `rewrite.exclude`, apply them to a copy, place the copy on the target again and keep only
+the matches that lower the number of CPU nodes in the region they replace (fusions: that do not raise
+it; cleanups always). The kept set is verified on seeded random inputs with ONNX Runtime against the
+model before it (max abs diff <= 1e-4); a family that fails is rolled back and reported. Output bytes
+are deterministic: fixed order, fixed seeds, names derived from the matched nodes.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from backends.base import StageOutput, StageRequest
+from backends.errors import TerminalError
+from backends.onnx import placement as P
+from backends.onnx.rewrites import CLEANUP, FUSION, REPLACE, Context, Match, Rewrite, registry
+
+if TYPE_CHECKING:
+    import numpy as np
+    import onnx
+
+    from backends.catalog import Target
+    from backends.onnx.estimate import Precision
+    from backends.onnx.facts import Facts
+
+TOLERANCE = 1e-4
+Logger = Callable[[str], None]
+
+
+def _dist(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "missing"
+
+
+class RewritePass:
+    """Stage "rewrite": config keys `rewrite`, `target`; inputs `model`, `placement`."""
+
+    stage = "rewrite"
+    version = "1"
+
+    def fingerprint(self) -> dict[str, str]:
+        return {"onnx": _dist("onnx"), "onnxruntime": _dist("onnxruntime"), "numpy": _dist("numpy")}
+
+    def run(self, request: StageRequest) -> StageOutput:
+        import onnx
+
+        cfg = _rewrite_config(request.config)
+        placement_in = json.loads(Path(request.inputs["placement"]).read_text())
+        model = onnx.load(str(request.inputs["model"]))
+        lines: list[str] = []
+        result = rewrite_model(
+            model, request.target, placement_in["precision"], cfg, log=lines.append
+        )
+        out_model = request.workdir / "model.onnx"
+        out_model.write_bytes(result.model.SerializeToString(deterministic=True))
+        out_placement = request.workdir / "placement.json"
+        out_placement.write_text(dump_json(result.placement))
+        request.log.parent.mkdir(parents=True, exist_ok=True)
+        request.log.write_text("\n".join(lines) + "\n")
+        report = result.report()
+        report["measurements"] = P.measurements(result.placement)
+        before, after = result.coverage_before, result.coverage_after
+        note = f"{len(result.fired)} rewrites fired; NPU coverage {before:.1%} -> {after:.1%}"
+        return StageOutput(artifacts={"model": out_model, "placement": out_placement}, report=report, note=note)
+
+
+def _rewrite_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    raw = config.get("rewrite")
+    cfg: dict[str, Any] = dict(raw) if isinstance(raw, Mapping) else {}
+    for key, value in config.items():
+        if key.startswith("rewrite."):
+            cfg[key.split(".", 1)[1]] = value
+    return cfg
+
+
+def dump_json(data: Any) -> str:
+    """Deterministic JSON (sorted keys, fixed indentation, trailing newline)."""
+    return json.dumps(data, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+
+
+# ---------------------------------------------------------------- applying matches
+
+
+def apply_matches(model: onnx.ModelProto, matches: Sequence[Match]) -> onnx.ModelProto:
+    """A copy of `model` with `matches` applied, topologically sorted, dead nodes removed."""
+    import onnx
+
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    g = out.graph
+    remove: set[int] = set()
+    renames: dict[str, str] = {}
+    added: list[onnx.NodeProto] = []
+    for m in matches:
+        remove.update(m.nodes)
+        added.extend(m.new_nodes)
+        renames.update(m.renames)
+        g.initializer.extend(m.initializers)
+    kept = [n for i, n in enumerate(g.node) if i not in remove]
+    nodes = kept + added
+    if renames:
+        outputs = {o.name for o in g.output}
+        for n in nodes:
+            for k, name in enumerate(n.input):
+                n.input[k] = _resolve(name, renames)
+        for key, value in renames.items():
+            if key in outputs:
+                _rename_output(nodes, g, key, _resolve(value, renames))
+    del g.node[:]
+    g.node.extend(topo_sort(nodes, {v.name for v in g.input} | {t.name for t in g.initializer}))
+    remove_dead(out)
+    del g.value_info[:]
+    return out
+
+
+def _resolve(name: str, renames: Mapping[str, str]) -> str:
+    seen = 0
+    while name in renames and seen < 100:
+        name = renames[name]
+        seen += 1
+    return name
+
+
+def _rename_output(nodes: list[onnx.NodeProto], g: onnx.GraphProto, output: str, source: str) -> None:
+    """Keeps a graph output's name when the node producing it was removed: add an Identity."""
+    from onnx import helper
+
+    nodes.append(helper.make_node("Identity", [source], [output], name=f"{output}/keep_output"))
+
+
+def topo_sort(nodes: Sequence[onnx.NodeProto], available: set[str]) -> list[onnx.NodeProto]:
+    """Stable topological order: among ready nodes, the one earliest in `nodes` first."""
+    import heapq
+
+    producer: dict[str, int] = {}
+    for i, n in enumerate(nodes):
+        for o in n.output:
+            if o:
+                producer[o] = i
+    waiting: dict[int, int] = {}
+    users: dict[int, list[int]] = {}
+    for i, n in enumerate(nodes):
+        deps = {producer[t] for t in n.input if t and t in producer and t not in available}
+        deps.discard(i)
+        waiting[i] = len(deps)
+        for d in deps:
+            users.setdefault(d, []).append(i)
+    ready = [i for i, c in waiting.items() if c == 0]
+    heapq.heapify(ready)
+    out: list[onnx.NodeProto] = []
+    while ready:
+        i = heapq.heappop(ready)
+        out.append(nodes[i])
+        for u in users.get(i, []):
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                heapq.heappush(ready, u)
+    if len(out) != len(nodes):
+        raise TerminalError("rewrite produced a cycle in the graph (a bug in a rewrite)")
+    return out
+
+
+def remove_dead(model: onnx.ModelProto) -> int:
+    """Removes nodes whose outputs nobody reads and initializers nobody uses; returns nodes removed."""
+    g = model.graph
+    needed = {o.name for o in g.output}
+    keep: list[onnx.NodeProto] = []
+    for n in reversed(list(g.node)):
+        if any(o in needed for o in n.output if o):
+            keep.append(n)
+            needed.update(t for t in n.input if t)
+    removed = len(g.node) - len(keep)
+    if removed:
+        del g.node[:]
+        g.node.extend(reversed(keep))
+    used = needed
+    inits = [t for t in g.initializer if t.name in used]
+    if len(inits) != len(g.initializer):
+        del g.initializer[:]
+        g.initializer.extend(inits)
+    return removed
+
+
+def name_nodes(model: onnx.ModelProto) -> None:
+    """Gives every node its stable identifier as a name, so names survive rewrites that move indexes."""
+    from backends.onnx.facts import node_names
+
+    for node, name in zip(model.graph.node, node_names(model.graph.node)):
+        node.name = name
+
+
+# ---------------------------------------------------------------- numeric verification
+
+
+class Verifier:
+    """Compares a candidate with the model before it on fixed seeded inputs: the graph outputs (max abs
+    diff <= TOLERANCE) and the tensors at the boundary of every replaced region (<= TOLERANCE relative to
+    the tensor's magnitude). Boundary tensors catch a wrong rewrite that later layers hide (a sigmoid
+    saturated by random inputs, for instance)."""
+
+    def __init__(self, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray] | None = None) -> None:
+        self.feeds = dict(feeds) if feeds is not None else random_feeds(model)
+        self.original = model
+        self.reference = run_model(model, self.feeds)
+
+    def check(
+        self, before: onnx.ModelProto, candidate: onnx.ModelProto, boundary: Sequence[str] = ()
+    ) -> tuple[bool, float]:
+        """(within tolerance, max abs diff of the graph outputs)."""
+        import numpy as np
+
+        names = sorted(set(boundary) - {o.name for o in before.graph.output})
+        try:
+            want = run_model(before, self.feeds, names) if names else self.reference
+            got = run_model(candidate, self.feeds, names)
+        except Exception:  # noqa: BLE001 - a rewrite that breaks the model fails verification
+            return False, float("inf")
+        n_out = len(before.graph.output)
+        diff, ok = 0.0, True
+        for k, (a, b) in enumerate(zip(want, got)):
+            if a.shape != b.shape:
+                return False, float("inf")
+            if not a.size or not np.issubdtype(a.dtype, np.floating):
+                ok = ok and bool(np.array_equal(a, b))
+                continue
+            d = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+            if k < n_out:
+                diff = max(diff, d)
+                ok = ok and d <= TOLERANCE
+            else:
+                ok = ok and d <= TOLERANCE * max(1.0, float(np.max(np.abs(a))))
+        return ok, diff
+
+    def total(self, model: onnx.ModelProto) -> float:
+        """Max abs diff of the graph outputs of `model` against the original model."""
+        import numpy as np
+
+        got = run_model(model, self.feeds)
+        return max((float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) for a, b in
+                    zip(self.reference, got) if a.size), default=0.0)  # fmt: skip
+
+
+def random_feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded inputs: floats uniform in [-1, 1), integers zero, booleans false."""
+    import numpy as np
+    from onnx import helper
+
+    rng = np.random.default_rng(seed)
+    inits = {t.name for t in model.graph.initializer}
+    feeds: dict[str, np.ndarray] = {}
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        shape = [d.dim_value if d.dim_value > 0 else 1 for d in tt.shape.dim]
+        dtype = helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        if np.issubdtype(dtype, np.floating):
+            feeds[vi.name] = rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
+        else:
+            feeds[vi.name] = np.zeros(shape, dtype=dtype)
+    return feeds
+
+
+def run_model(
+    model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], extra_outputs: Sequence[str] = ()
+) -> list[np.ndarray]:
+    """Runs `model` with ONNX Runtime (CPU, no graph optimizations); graph outputs, then `extra_outputs`."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    if extra_outputs:
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)
+        copy.graph.output.extend(onnx.ValueInfoProto(name=n) for n in extra_outputs)
+        model = copy
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.intra_op_num_threads = 2
+    options.log_severity_level = 3
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return [np.asarray(x) for x in session.run(None, dict(feeds))]
+
+
+# ---------------------------------------------------------------- the engine
+
+
+@dataclass
+class Fired:
+    name: str
+    family: str
+    kind: str
+    nodes: list[str]
+    count: int
+    max_abs_diff: float
+
+
+@dataclass
+class Result:
+    model: onnx.ModelProto
+    placement: dict[str, Any]
+    coverage_before: float
+    coverage_after: float
+    fired: list[Fired] = field(default_factory=list)
+    rolled_back: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    before: dict[str, Any] = field(default_factory=dict)
+    max_abs_diff: float = 0.0
+    """Graph outputs of the final model against the original, on the verifier's inputs."""
+
+    def report(self) -> dict[str, Any]:
+        cov_b, cov_a = self.before["coverage"], self.placement["coverage"]
+        return {
+            "rewrites": [
+                {"name": f.name, "family": f.family, "kind": f.kind, "count": f.count, "nodes": f.nodes,
+                 "max_abs_diff": f.max_abs_diff}
+                for f in self.fired
+            ],  # fmt: skip
+            "rolled_back": self.rolled_back,
+            "max_abs_diff": self.max_abs_diff,
+            "skipped": self.skipped,
+            "coverage": {
+                "nodes": {"before": cov_b["nodes"]["fraction"], "after": cov_a["nodes"]["fraction"]},
+                "macs": {"before": cov_b["macs"]["fraction"], "after": cov_a["macs"]["fraction"]},
+                "cpu_nodes": {
+                    "before": cov_b["nodes"]["total"] - cov_b["nodes"]["npu"],
+                    "after": cov_a["nodes"]["total"] - cov_a["nodes"]["npu"],
+                },
+            },
+            "estimate_ms": {
+                "before": self.before["estimate"]["latency_ms"],
+                "after": self.placement["estimate"]["latency_ms"],
+            },
+        }
+
+
+@dataclass
+class _State:
+    model: onnx.ModelProto
+    facts: Facts
+    decisions: dict[int, P.Decision]
+
+
+def precision_from_json(raw: Mapping[str, Any]) -> Precision:
+    from backends.onnx.estimate import Precision
+
+    return Precision(
+        mode=raw["mode"], npu_dtype=raw["npu_dtype"], activations=raw["activations"], weights=raw["weights"],
+        activation_bytes=int(raw["activation_bytes"]), weight_bytes=int(raw["weight_bytes"]),
+        peak_tops=float(raw["peak_tops"]), note=raw.get("note", ""),
+    )  # fmt: skip
+
+
+@dataclass
+class _Env:
+    """Everything fixed during one rewrite run."""
+
+    target: Target
+    precision: Precision
+    table: Any
+    fusion: dict[str, bool]
+    exclude: list[str]
+    verifier: Verifier
+    result: Result
+    log: Logger
+    cache: dict[bytes, P.Decision] = field(default_factory=dict)
+
+    def analyse(self, model: onnx.ModelProto) -> _State:
+        from backends.onnx.facts import analyse
+
+        facts = analyse(model)
+        return _State(model, facts, P.table_decisions(facts, self.target, self.precision, self.cache))
+
+
+def rewrite_model(
+    model: onnx.ModelProto,
+    target: Target,
+    precision: Precision | Mapping[str, Any],
+    config: Mapping[str, Any],
+    *,
+    log: Logger = print,
+    rewrites: Sequence[Rewrite] | None = None,
+    feeds: Mapping[str, np.ndarray] | None = None,
+) -> Result:
+    """Rewrites `model` for `target`. `config` is the spec's `rewrite` section (fusion, exclude);
+    `precision` is check's (placement.json "precision") or an estimate.Precision."""
+    import onnx
+
+    from backends.catalog import op_table
+
+    if not isinstance(precision, _precision_type()):
+        precision = precision_from_json(precision)  # type: ignore[arg-type]
+    work = onnx.ModelProto()
+    work.CopyFrom(model)
+    name_nodes(work)
+    exclude = [str(p) for p in config.get("exclude") or []]
+    _check_exclude(work, exclude)
+    table = op_table(target.op_table)
+    source = P.table_source(table)
+    try:
+        verifier = Verifier(work, feeds)
+    except Exception as exc:  # noqa: BLE001 - nothing can be verified on a model ORT cannot run
+        raise TerminalError(f"rewrite: the model does not run on ONNX Runtime, so no rewrite can be "
+                            f"verified: {str(exc).splitlines()[0][:200]}") from exc  # fmt: skip
+    fusion = {k: bool(v) for k, v in dict(config.get("fusion") or {}).items()}
+    env = _Env(target, precision, table, fusion, exclude, verifier, Result(work, {}, 0.0, 0.0), log)
+    state = env.analyse(work)
+    before = P.build_report(state.facts, target, precision, state.decisions, source)
+    result = env.result
+    result.before = before
+    for rw in rewrites if rewrites is not None else registry():
+        if not rw.enabled(fusion):
+            result.skipped.append({"name": rw.name, "reason": f"rewrite.fusion.{rw.switch} is false"})
+            continue
+        state = _run_one(rw, state, env)
+    result.model = state.model
+    result.max_abs_diff = float(f"{verifier.total(state.model):.3g}") if result.fired else 0.0
+    result.placement = P.build_report(state.facts, target, precision, state.decisions, source)
+    result.coverage_before = before["coverage"]["nodes"]["fraction"] or 0.0
+    result.coverage_after = result.placement["coverage"]["nodes"]["fraction"] or 0.0
+    result.skipped.append(
+        {"name": "conv_activation", "reason": "no standard ONNX fused op: left to the target's compiler "
+         "(compile reads rewrite.fusion)"}
+    )  # fmt: skip
+    log(f"coverage {result.coverage_before:.4f} -> {result.coverage_after:.4f}")
+    return result
+
+
+def _precision_type() -> type:
+    from backends.onnx.estimate import Precision
+
+    return Precision
+
+
+def _check_exclude(model: onnx.ModelProto, patterns: Sequence[str]) -> None:
+    names = [n.name for n in model.graph.node]
+    for pattern in patterns:
+        if not any(fnmatch.fnmatchcase(n, pattern) for n in names):
+            raise TerminalError(f"spec.rewrite.exclude: {pattern!r} matches no node of the model")
+
+
+def _excluded(ctx: Context, m: Match, patterns: Sequence[str]) -> bool:
+    names = [ctx.facts.names[i] for i in m.nodes]
+    return any(fnmatch.fnmatchcase(n, p) for n in names for p in patterns)
+
+
+def _non_overlapping(matches: Sequence[Match]) -> list[Match]:
+    taken: set[int] = set()
+    out = []
+    for m in matches:
+        if taken.isdisjoint(m.nodes):
+            taken.update(m.nodes)
+            out.append(m)
+    return out
+
+
+def _cpu_count(state: _State, indexes: Sequence[int]) -> int:
+    return sum(1 for i in indexes if state.decisions.get(i) is not None and state.decisions[i].device == P.CPU)
+
+
+def _new_cpu_count(state: _State, m: Match) -> int:
+    by_name = {n: i for i, n in enumerate(state.facts.names)}
+    count = 0
+    for node in m.new_nodes:
+        i = by_name.get(node.name)
+        if i is not None and i in state.decisions and state.decisions[i].device == P.CPU:
+            count += 1
+    return count
+
+
+def _matches(rw: Rewrite, state: _State, env: _Env) -> list[Match]:
+    devices = {i: d.device for i, d in state.decisions.items()}
+    cctx = P.context_for(env.precision, state.facts)
+    ctx = Context(state.model, state.facts, devices, env.table, cctx, env.fusion)
+    found = _non_overlapping([m for m in rw.find(ctx) if not _excluded(ctx, m, env.exclude)])
+    if rw.kind == REPLACE:  # only a region with a CPU node can gain
+        found = [m for m in found if _cpu_count(state, m.nodes) > 0]
+    return found
+
+
+def _run_one(rw: Rewrite, state: _State, env: _Env) -> _State:
+    """Applies one rewrite where it raises placement; returns the new state (or `state` unchanged)."""
+    matches = _matches(rw, state, env)
+    if not matches:
+        return state
+    base = state
+    if state.facts.opset < rw.min_opset:
+        upgraded = _upgrade(state.model, rw.min_opset, env.log)
+        if upgraded is None:
+            return state
+        base = env.analyse(upgraded)
+        matches = _matches(rw, base, env)
+        if not matches:
+            return state
+    candidate = env.analyse(apply_matches(base.model, matches))
+    if rw.kind != CLEANUP:
+        kept = []
+        for m in matches:
+            old, new = _cpu_count(base, m.nodes), _new_cpu_count(candidate, m)
+            if new < old or (rw.kind == FUSION and new <= old):
+                kept.append(m)
+        if not kept:
+            env.log(f"{rw.name}: {len(matches)} matches, none raises placement on {env.target.id}")
+            return state
+        if len(kept) != len(matches):
+            candidate = env.analyse(apply_matches(base.model, kept))
+        matches = kept
+    boundary = [] if rw.exact else _boundary(base, matches)
+    ok, diff = env.verifier.check(base.model, candidate.model, boundary)
+    anchors = sorted({m.anchor for m in matches})
+    if not ok:
+        env.log(f"{rw.name}: verification failed (max abs diff {diff:g}); rolled back")
+        env.result.rolled_back.append({"name": rw.name, "nodes": anchors, "max_abs_diff": _finite(diff)})
+        return state
+    env.log(f"{rw.name}: fired on {len(matches)} matches, max abs diff {diff:.3g}")
+    env.result.fired.append(Fired(rw.name, rw.family, rw.kind, anchors, len(matches), float(f"{diff:.3g}")))
+    return candidate
+
+
+def _boundary(base: _State, matches: Sequence[Match]) -> list[str]:
+    """Tensors each match rewrites in place: outputs of removed nodes that the new nodes produce again."""
+    out: set[str] = set()
+    for m in matches:
+        old = {o for i in m.nodes for o in base.model.graph.node[i].output if o}
+        out |= old & {o for n in m.new_nodes for o in n.output}
+    return sorted(out)
+
+
+def _upgrade(model: onnx.ModelProto, opset: int, log: Logger) -> onnx.ModelProto | None:
+    """The model converted to `opset` (onnx version converter), or None when conversion fails."""
+    from onnx import version_converter
+
+    try:
+        out = version_converter.convert_version(model, opset)
+    except Exception as exc:  # noqa: BLE001 - a model the converter cannot raise keeps its opset
+        log(f"opset upgrade to {opset} failed: {str(exc).splitlines()[0][:200]}")
+        return None
+    del out.graph.value_info[:]
+    name_nodes(out)
+    return out
+
+
+def _finite(x: float) -> float | None:
+    return None if x != x or x in (float("inf"), float("-inf")) else float(f"{x:.3g}")

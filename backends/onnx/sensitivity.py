@@ -1,0 +1,384 @@
+"""Which layers must stay at higher precision: measured, ranked, then chosen greedily under a budget.
+
+A layer is a compute node (Conv, MatMul, Gemm, ...) with the elementwise epilogue an NPU compiler fuses
+into it (bias/scale, activation, hardswish chains), because that is the unit a compiler keeps in float.
+
+Sensitivity is measured, not guessed: for each layer, the fully quantized model is copied with that
+one layer's quantization removed (its Q/DQ pairs bypassed, its float weights restored) and run on a few
+calibration samples; the gain in accuracy (and output SQNR) over the fully quantized model ranks the
+layer. Local proxies (per-tensor SQNR) were tried on PP-OCRv4 det and ranked the layers that matter
+badly: error that accumulates in the neck does not reach the text map, error in the stem does.
+The greedy search then builds real models (through the same quantizer as the final artifact) with the
+most sensitive layers kept, one more per step, and stops when the accuracy budget holds or
+`max_layers` is reached. Every number it used is in the report.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from backends.errors import TerminalError
+from backends.onnx import accuracy
+from backends.onnx.quant_policy import COMPUTE_OPS
+
+if TYPE_CHECKING:
+    import numpy as np
+    import onnx
+
+    from backends.onnx.data import Sample
+
+EPILOGUE_OPS: frozenset[str] = frozenset(
+    {
+        "Relu",
+        "Clip",
+        "LeakyRelu",
+        "PRelu",
+        "Sigmoid",
+        "HardSigmoid",
+        "HardSwish",
+        "Tanh",
+        "Elu",
+        "Selu",
+        "Softplus",
+        "Gelu",
+        "Erf",
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "BatchNormalization",
+    }
+)
+"""Elementwise ops a compiler fuses into the preceding compute op when all their other inputs are
+constants or come from the same layer (x * clip(x + 3, 0, 6) / 6 is one hardswish)."""
+
+RANK_SAMPLES = 4
+"""Calibration samples each one-layer-removed model runs on while ranking."""
+
+SEARCH_SAMPLES = 16
+"""Calibration samples each greedy step is measured on."""
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    """The compute node's name."""
+    op_type: str
+    nodes: tuple[str, ...]
+    """The compute node and its fused epilogue, in graph order."""
+
+
+def layers(model: onnx.ModelProto) -> list[Layer]:
+    """Every compute node of the graph with its fusable epilogue, in graph order."""
+    nodes = list(model.graph.node)
+    constants = {t.name for t in model.graph.initializer}
+    constants |= {o for n in nodes if n.op_type == "Constant" for o in n.output}
+    consumers: dict[str, list[int]] = {}
+    for i, node in enumerate(nodes):
+        for name in node.input:
+            consumers.setdefault(name, []).append(i)
+    out: list[Layer] = []
+    for i, node in enumerate(nodes):
+        if node.op_type not in COMPUTE_OPS:
+            continue
+        members = [i]
+        produced = set(node.output)
+        frontier = list(node.output)
+        while frontier:
+            tensor = frontier.pop(0)
+            for j in consumers.get(tensor, []):
+                cand = nodes[j]
+                if j in members or cand.op_type not in EPILOGUE_OPS:
+                    continue
+                if all(not t or t in constants or t in produced for t in cand.input):
+                    members.append(j)
+                    produced.update(cand.output)
+                    frontier.extend(cand.output)
+        members.sort()
+        out.append(Layer(node.name, node.op_type, tuple(nodes[j].name for j in members)))
+    return out
+
+
+@dataclass(frozen=True)
+class Score:
+    accuracy: float
+    sqnr_db: float
+
+
+class Scorer:
+    """Scores models against the float reference on fixed samples, with the one accuracy implementation
+    (backends.onnx.accuracy): top-1 agreement for class outputs; for single-channel dense maps (a text or
+    segmentation probability map, [N, 1, H, W]) the IoU of the binarized maps, since an argmax over a
+    spatial axis means nothing there."""
+
+    def __init__(self, reference_model: Path, samples: Sequence[Sample], threads: int = 1) -> None:
+        self.samples = list(samples)
+        self.threads = threads
+        self.reference = accuracy.run_model(reference_model, self.samples, threads)
+        self.metric = _metric_name(self.reference)
+
+    def __call__(self, model: Path) -> Score:
+        outputs = accuracy.run_model(model, self.samples, self.threads)
+        return self.score(outputs)
+
+    def score(self, outputs: accuracy.ModelOutputs) -> Score:
+        fid = accuracy.fidelity(self.reference.values, outputs.values, outputs.names)
+        if self.metric.startswith("map_iou"):
+            value = accuracy.binary_map_iou(
+                [s[0] for s in self.reference.values], [s[0] for s in outputs.values], _threshold(self.reference)
+            )
+            assert value is not None
+            return Score(value, fid.sqnr_db)
+        if self.metric == "cosine":
+            return Score(fid.cosine, fid.sqnr_db)
+        return Score(accuracy.score(outputs, self.reference).accuracy, fid.sqnr_db)
+
+
+def _metric_name(reference: accuracy.ModelOutputs) -> str:
+    first = [s[0] for s in reference.values]
+    if accuracy.binary_map_iou(first, first, _threshold(reference)) is not None:
+        return f"map_iou@{_threshold(reference):g}"
+    if accuracy.fidelity(reference.values, reference.values, reference.names).top1_agreement is None:
+        return "cosine"
+    return "top1_agreement"
+
+
+def _threshold(reference: accuracy.ModelOutputs) -> float:
+    """0.5 for probability maps (values in [0, 1]), 0 for logits."""
+    import numpy as np
+
+    values = [np.asarray(s[0]) for s in reference.values]
+    lo = min(float(v.min()) for v in values)
+    hi = max(float(v.max()) for v in values)
+    return 0.5 if lo >= 0.0 and hi <= 1.0 else 0.0
+
+
+def without_layer(qdq: onnx.ModelProto, nodes: set[str], float_weights: Mapping[str, onnx.TensorProto]) -> bytes:
+    """`qdq` with the given nodes reading float inputs: activation Q/DQ pairs bypassed, weights restored
+    from the float model (or dequantized when the quantizer renamed them). Dead Q/DQ nodes are removed."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.ModelProto()
+    model.CopyFrom(qdq)
+    graph = model.graph
+    producer = {o: n for n in graph.node for o in n.output}
+    inits = {t.name: t for t in graph.initializer}
+    added: dict[str, onnx.TensorProto] = {}
+    for node in graph.node:
+        if node.name not in nodes:
+            continue
+        for k, name in enumerate(node.input):
+            dq = producer.get(name)
+            if dq is None or dq.op_type != "DequantizeLinear":
+                continue
+            source = dq.input[0]
+            q = producer.get(source)
+            if q is not None and q.op_type == "QuantizeLinear":
+                node.input[k] = q.input[0]
+                continue
+            if source not in inits:
+                continue
+            original = source[: -len("_quantized")] if source.endswith("_quantized") else None
+            if original is not None and original in float_weights:
+                fresh = original + "__float"
+                node.input[k] = fresh
+                if fresh not in added:
+                    weight = onnx.TensorProto()
+                    weight.CopyFrom(float_weights[original])
+                    weight.name = fresh
+                    added[fresh] = weight
+                continue
+            node.input[k] = _dequantized(dq, inits, added, numpy_helper)
+    graph.initializer.extend(t for name, t in sorted(added.items()) if name not in inits)
+    _prune(model)
+    return bytes(model.SerializeToString())
+
+
+def _dequantized(dq: onnx.NodeProto, inits: Mapping[str, Any], added: dict[str, Any], numpy_helper: Any) -> str:
+    import numpy as np
+
+    name = dq.output[0] + "_float"
+    if name in added:
+        return name
+    x = numpy_helper.to_array(inits[dq.input[0]]).astype(np.float64)
+    scale = numpy_helper.to_array(inits[dq.input[1]]).astype(np.float64)
+    zp = numpy_helper.to_array(inits[dq.input[2]]).astype(np.float64) if len(dq.input) > 2 and dq.input[2] else 0.0
+    axis = next((a.i for a in dq.attribute if a.name == "axis"), 1)
+    if np.ndim(scale) == 1 and scale.size > 1:
+        shape = [1] * x.ndim
+        shape[axis] = -1
+        scale = scale.reshape(shape)
+        zp = np.reshape(zp, shape) if np.ndim(zp) else zp
+    added[name] = numpy_helper.from_array(((x - zp) * scale).astype(np.float32), name)
+    return name
+
+
+def _prune(model: onnx.ModelProto) -> None:
+    """Removes nodes whose outputs nobody reads, and initializers nobody uses. Iterates to a fixed point:
+    ONNX Runtime's quantizer appends Q/DQ nodes at the end, so node order is not topological."""
+    graph = model.graph
+    nodes = list(graph.node)
+    wanted = {o.name for o in graph.output}
+    live = [False] * len(nodes)
+    changed = True
+    while changed:
+        changed = False
+        for i, node in enumerate(nodes):
+            if not live[i] and any(o in wanted for o in node.output):
+                live[i] = True
+                wanted.update(t for t in node.input if t)
+                changed = True
+    if not all(live):
+        del graph.node[:]
+        graph.node.extend(n for n, keep in zip(nodes, live) if keep)
+    used = [t for t in graph.initializer if t.name in wanted]
+    if len(used) != len(graph.initializer):
+        del graph.initializer[:]
+        graph.initializer.extend(used)
+
+
+@dataclass
+class Ranked:
+    layer: Layer
+    accuracy_gain: float
+    sqnr_gain_db: float
+
+
+def rank(
+    qdq_model: Path,
+    float_model: onnx.ModelProto,
+    candidates: Sequence[Layer],
+    scorer: Scorer,
+    scratch: Path,
+    log: Callable[[str], None] = print,
+) -> tuple[Score, list[Ranked]]:
+    """Every candidate's measured gain when only it is left unquantized, most sensitive first."""
+    import onnx
+
+    qdq = onnx.load(str(qdq_model))
+    base = scorer(qdq_model)
+    weights = {t.name: t for t in float_model.graph.initializer}
+    present = {n.name for n in qdq.graph.node}
+    rows: list[Ranked] = []
+    with tempfile.TemporaryDirectory(dir=scratch, prefix="rank-") as tmp:
+        path = Path(tmp) / "candidate.onnx"
+        for layer in candidates:
+            if not any(n in present for n in layer.nodes):
+                continue
+            path.write_bytes(without_layer(qdq, set(layer.nodes), weights))
+            got = scorer(path)
+            rows.append(Ranked(layer, got.accuracy - base.accuracy, got.sqnr_db - base.sqnr_db))
+            log(f"  sensitivity {layer.name}: accuracy {got.accuracy - base.accuracy:+.4f}, "
+                f"sqnr {got.sqnr_db - base.sqnr_db:+.2f} dB")
+    order = sorted(range(len(rows)), key=lambda i: (-round(rows[i].accuracy_gain, 6), -rows[i].sqnr_gain_db, i))
+    return base, [rows[i] for i in order]
+
+
+@dataclass
+class Step:
+    kept: list[str]
+    candidate: str | None
+    accuracy: float
+    drop: float
+    sqnr_db: float
+    accepted: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "candidate": self.candidate,
+            "kept": list(self.kept),
+            "accuracy": round(self.accuracy, 6),
+            "drop": round(self.drop, 6),
+            "sqnr_db": round(self.sqnr_db, 3),
+            "accepted": self.accepted,
+        }
+
+
+@dataclass
+class Search:
+    chosen: list[Layer] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    budget_met: bool = False
+
+
+def greedy(
+    ranked: Sequence[Ranked],
+    build: Callable[[Sequence[Layer]], Path],
+    scorer: Scorer,
+    base: Score,
+    max_drop: float,
+    max_layers: int,
+    reference_accuracy: float = 1.0,
+    log: Callable[[str], None] = print,
+) -> Search:
+    """Keeps the most sensitive layers one at a time, measuring each step on a real build; a step that
+    does not improve the measured accuracy (or SQNR, on a tie) is undone. Stops when the drop is within
+    `max_drop`, when `max_layers` are kept, or after 2 * max_layers tries."""
+    search = Search()
+    best = base
+    search.steps.append(Step([], None, base.accuracy, reference_accuracy - base.accuracy, base.sqnr_db, True))
+    if reference_accuracy - base.accuracy <= max_drop:
+        search.budget_met = True
+        return search
+    tries = 0
+    for row in ranked:
+        if len(search.chosen) >= max_layers or tries >= 2 * max_layers:
+            break
+        tries += 1
+        trial = [*search.chosen, row.layer]
+        got = scorer(build(trial))
+        better = (got.accuracy, got.sqnr_db) > (best.accuracy, best.sqnr_db)
+        names = [layer.name for layer in trial]
+        drop = reference_accuracy - got.accuracy
+        search.steps.append(Step(names, row.layer.name, got.accuracy, drop, got.sqnr_db, better))
+        log(f"  step {tries}: +{row.layer.name} -> accuracy {got.accuracy:.4f} (drop {drop:.4f}), "
+            f"{'kept' if better else 'undone'}")
+        if not better:
+            continue
+        search.chosen = trial
+        best = got
+        if drop <= max_drop:
+            search.budget_met = True
+            break
+    return search
+
+
+def ranked_table(base: Score, ranked: Sequence[Ranked]) -> list[dict[str, Any]]:
+    return [
+        {
+            "rank": i + 1,
+            "layer": r.layer.name,
+            "op_type": r.layer.op_type,
+            "nodes": len(r.layer.nodes),
+            "accuracy_gain": round(r.accuracy_gain, 6),
+            "sqnr_gain_db": round(r.sqnr_gain_db, 3),
+        }
+        for i, r in enumerate(ranked)
+    ]
+
+
+def format_table(rows: Sequence[Mapping[str, Any]], metric: str, limit: int = 20) -> str:
+    """The ranked table as text, for the log and for tests to print."""
+    lines = [f"{'rank':>4}  {'layer':<40} {'op':<14} {'gain(' + metric + ')':>22} {'sqnr gain dB':>12}"]
+    for row in rows[:limit]:
+        lines.append(
+            f"{row['rank']:>4}  {row['layer'][:40]:<40} {row['op_type']:<14} "
+            f"{row['accuracy_gain']:>+22.4f} {row['sqnr_gain_db']:>+12.2f}"
+        )
+    if len(rows) > limit:
+        lines.append(f"  ... {len(rows) - limit} more")
+    return "\n".join(lines)
+
+
+def check_samples(samples: Sequence[Sample]) -> None:
+    if not samples:
+        raise TerminalError("quantization.sensitive_layers.auto needs calibration samples to measure on")
+
+
+def first_outputs(outputs: accuracy.ModelOutputs) -> list[np.ndarray]:
+    return [s[0] for s in outputs.values]

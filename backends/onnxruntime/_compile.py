@@ -1,0 +1,221 @@
+"""compile for onnxruntime: graph optimization at the spec's level, saved in ORT format, byte-reproducible.
+
+ORT's own ORT-format save is not reproducible (hash-map order in the kernel-type-string resolver, and
+at level 3 the NCHWc transformer's node order and names), so the artifact is made in three steps:
+1. optimize at the spec's level with the fusion switches' optimizers disabled, saved as ONNX;
+2. canonicalize that graph (ORT-made names from content, canonical node order) — _canonical;
+3. convert it to ORT format with optimizations off, then rewrite the flatbuffer canonically — _ortformat.
+The .ort is then loaded and run once against the optimized ONNX it came from (same kernels: must agree).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from backends.base import StageOutput, StageRequest
+from backends.errors import TerminalError
+from backends.onnxruntime import OPTIMIZATION_LEVELS, disabled_optimizers, fingerprint, validate_options
+
+SESSION_FORMAT = 1
+
+
+def _log(path: Path, message: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as fh:
+        fh.write(message.rstrip("\n") + "\n")
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else type(exc).__name__
+
+
+class CompilePass:
+    stage = "compile"
+    version = "1"
+
+    def fingerprint(self) -> dict[str, str]:
+        return fingerprint()
+
+    def run(self, request: StageRequest) -> StageOutput:
+        source = request.inputs.get("model")
+        if source is None:
+            raise TerminalError("compile: no model given")
+        settings = session_settings(request.config)
+        _check_batch(Path(source), int((request.config.get("compile") or {}).get("batch", 1)))
+        workdir = Path(request.workdir)
+        artifact = workdir / "model.ort"
+        _log(request.log, f"compile {source} -> {artifact}: {json.dumps(settings, sort_keys=True)}")
+        details = compile_ort(Path(source), artifact, settings, request.log)
+        session_file = workdir / "session.json"
+        session_file.write_text(json.dumps(settings, indent=1, sort_keys=True) + "\n")
+        report = {
+            "artifact": {"file": artifact.name, "size_bytes": artifact.stat().st_size},
+            "session": settings,
+            **details,
+        }
+        note = f"ORT format, level {settings['graph_optimization_level']}, {details['nodes_after']} nodes"
+        if not details["reproducible"]:
+            note += f"; WARNING: bytes not canonical ({details['canonical_error']})"
+        return StageOutput(artifacts={"ort": artifact, "session": session_file}, report=report, note=note)
+
+
+def session_settings(config: Any) -> dict[str, Any]:
+    """session.json: everything evaluate (or a device app) needs to run the artifact as compiled."""
+    compile_cfg = config.get("compile") or {}
+    options = validate_options(compile_cfg.get("options") or {})
+    level = compile_cfg.get("optimization_level", 3)
+    if level not in OPTIMIZATION_LEVELS:
+        raise TerminalError(f"compile.optimization_level must be 0-3, got {level!r}")
+    cores = compile_cfg.get("cores")
+    return {
+        "format_version": SESSION_FORMAT,
+        "runtime": "onnxruntime",
+        "artifact": "model.ort",
+        "graph_optimization_level": OPTIMIZATION_LEVELS[level],
+        "load_optimization_level": "disable_all",
+        "disabled_optimizers": disabled_optimizers(config.get("rewrite.fusion") or {}),
+        "intra_op_num_threads": int(cores) if cores else 0,
+        "inter_op_num_threads": options["inter_op_num_threads"],
+        "execution_mode": options["execution_mode"],
+        "enable_mem_pattern": options["enable_mem_pattern"],
+        "enable_cpu_mem_arena": options["enable_cpu_mem_arena"],
+        "providers": ["CPUExecutionProvider"],
+        "quantization_mode": config.get("quantization.mode") or "none",
+    }
+
+
+def _check_batch(model: Path, batch: int) -> None:
+    """ORT runs the shapes import fixed; a compile.batch other than 1 must agree with them."""
+    if batch == 1:
+        return
+    from backends.onnx.data import model_inputs
+
+    for spec in model_inputs(model):
+        if not spec.shape or spec.shape[0] != batch:
+            raise TerminalError(
+                f"compile.batch is {batch} but input {spec.name} has shape {list(spec.shape)}: onnxruntime "
+                "runs the shapes in spec.inputs, so set the batch there"
+            )
+
+
+def _ort() -> Any:
+    import onnxruntime
+
+    return onnxruntime
+
+
+def _session_options(level: str, threads: int = 1) -> Any:
+    ort = _ort()
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    names = {"disable_all": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED"}
+    names["all"] = "ORT_ENABLE_ALL"
+    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, names[level])
+    return options
+
+
+def optimize(source: Path, out: Path, level: str, disabled: list[str]) -> None:
+    """ORT's graph optimization at `level`, written as ONNX to `out`."""
+    ort = _ort()
+    options = _session_options(level)
+    options.optimized_model_filepath = str(out)
+    try:
+        ort.InferenceSession(
+            str(source), options, providers=["CPUExecutionProvider"], disabled_optimizers=disabled
+        )
+    except Exception as exc:  # ORT raises its own exception types
+        raise TerminalError(f"onnxruntime cannot optimize {source.name}: {_first_line(exc)}") from exc
+
+
+def to_ort_format(model: Path, out: Path) -> None:
+    """Converts an (already optimized) ONNX model to ORT format without changing its graph."""
+    ort = _ort()
+    options = _session_options("disable_all")
+    options.optimized_model_filepath = str(out)
+    options.add_session_config_entry("session.save_model_format", "ORT")
+    try:
+        ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # ORT raises its own exception types
+        raise TerminalError(
+            f"onnxruntime cannot save {model.name} in ORT format: {_first_line(exc)}"
+        ) from exc
+
+
+def compile_ort(source: Path, artifact: Path, settings: dict[str, Any], log: Path) -> dict[str, Any]:
+    """Writes the canonical .ort for `source`; returns the report details."""
+    import onnx
+
+    from backends.onnxruntime._canonical import canonicalize
+    from backends.onnxruntime._ortformat import UnknownField, canonical_bytes
+
+    source_model = onnx.load(str(source), load_external_data=False)
+    with tempfile.TemporaryDirectory(prefix="npuctl-ort-") as tmp:
+        optimized_path, canonical_path, raw_path = (
+            Path(tmp) / n for n in ("opt.onnx", "canon.onnx", "raw.ort")
+        )
+        optimize(
+            source, optimized_path, settings["graph_optimization_level"], settings["disabled_optimizers"]
+        )
+        optimized = canonicalize(onnx.load(str(optimized_path)), source_model)
+        canonical_path.write_bytes(optimized.SerializeToString(deterministic=True))
+        to_ort_format(canonical_path, raw_path)
+        raw = raw_path.read_bytes()
+        error = ""
+        try:
+            data = canonical_bytes(raw)
+        except (UnknownField, ValueError) as exc:
+            data, error = raw, _first_line(exc)
+            _log(log, f"WARNING: .ort left as ONNX Runtime wrote it, not byte-reproducible: {error}")
+        artifact.write_bytes(data)
+        max_diff = _agrees(canonical_path, artifact)
+    _log(
+        log,
+        f"optimized graph: {len(optimized.graph.node)} nodes; .ort vs optimized ONNX max |diff| {max_diff:g}",
+    )
+    return {
+        "nodes_before": len(source_model.graph.node),
+        "nodes_after": len(optimized.graph.node),
+        "ops_after": _histogram(optimized),
+        "reproducible": not error,
+        "canonical_error": error,
+        "check_max_abs_diff": max_diff,
+    }
+
+
+def _histogram(model: Any) -> dict[str, int]:
+    ops = Counter(
+        n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}" for n in model.graph.node
+    )
+    return dict(sorted(ops.items()))
+
+
+def _agrees(reference: Path, artifact: Path) -> float:
+    """Runs the .ort and the ONNX it was converted from on one random feed; they run the same graph
+    with the same kernels, so any difference means the conversion broke something."""
+    import numpy as np
+
+    from backends.onnx.accuracy import run_model
+    from backends.onnx.data import model_inputs, random_feed
+
+    feed = random_feed(model_inputs(reference), seed=0)
+    expected = run_model(reference, [feed], level="disable_all").values[0]
+    got = run_model(artifact, [feed]).values[0]
+    worst = 0.0
+    for e, g in zip(expected, got, strict=True):
+        if e.shape != g.shape or not np.allclose(e, g, rtol=1e-5, atol=1e-6, equal_nan=True):
+            diff = (
+                float(np.abs(e.astype(np.float64) - g.astype(np.float64)).max()) if e.shape == g.shape else -1
+            )
+            raise TerminalError(
+                f"the .ort artifact disagrees with the optimized graph it was saved from ({diff:g})"
+            )
+        if e.size and np.issubdtype(e.dtype, np.number):
+            worst = max(worst, float(np.nanmax(np.abs(e.astype(np.float64) - g.astype(np.float64)))))
+    return worst

@@ -1,0 +1,248 @@
+"""evaluate for onnxruntime: the compiled .ort measured through a runner, scored against the float model.
+
+Latency and memory come from benchprog (the shared harness) in a separate process, so they are the
+artifact's own numbers; the artifact's outputs on the evaluation samples come back from the same run.
+The float reference runs here, on the host, and the one accuracy implementation scores both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from backends.base import StageOutput, StageRequest
+from backends.errors import TerminalError
+from backends.onnx.accuracy import AccuracyResult, ModelOutputs, run_model, score
+from backends.onnx.data import (
+    InputSpec,
+    Sample,
+    labels_for,
+    load_samples,
+    model_inputs,
+    random_samples,
+    read_labels,
+)
+from backends.onnxruntime import fingerprint
+from backends.runners import Runner, runner_for, write_request
+
+RANDOM_SAMPLES = 8
+"""Samples drawn (seed 0) for fidelity when the spec gives no evaluation data."""
+
+_LATENCY_KEYS = ("p50", "p90", "p95", "p99", "mean")
+
+
+class EvaluatePass:
+    stage = "evaluate"
+    version = "1"
+
+    def fingerprint(self) -> dict[str, str]:
+        return fingerprint()
+
+    def run(self, request: StageRequest) -> StageOutput:
+        cfg = dict(request.config.get("evaluate") or {})
+        runner = runner_for(str(cfg.get("runner", "local")))
+        artifact, settings = _compiled(request)
+        model, reference_model = _models(request)
+        inputs = model_inputs(model)
+        samples, data_source = _samples(request, inputs)
+        labels = _labels(request, samples)
+        with tempfile.TemporaryDirectory(prefix="npuctl-eval-") as tmp:
+            job = Path(tmp)
+            _prepare_job(job, artifact, settings, samples, inputs, cfg)
+            result = runner.run(job, float(cfg.get("timeout_s", 600)), request.log)
+            outputs = _read_outputs(job, result)
+        reference = run_model(reference_model, samples, threads=int(settings.get("intra_op_num_threads", 0)))
+        accuracy = score(outputs, reference, labels, cfg.get("metric", "top1"))
+        report = {
+            "measurements": measurements(result, runner, accuracy, artifact, data_source),
+            "runner": runner.describe(),
+            "runtime": {k: result.get(k) for k in ("runtime", "runtime_version", "providers", "threads")},
+            "device": result.get("device"),
+            "latency_ms": result["latency_ms"],
+            "memory": result["memory"],
+            "load_ms": result.get("load_ms"),
+            "timed_feed": result.get("timed_feed"),
+            "accuracy": accuracy.as_dict(),
+            "data": {"source": data_source, "samples": len(samples)},
+            "artifact": {"file": artifact.name, "size_bytes": artifact.stat().st_size},
+            "session": settings,
+        }
+        lat = result["latency_ms"]
+        note = f"p50 {lat['p50']:.3f} ms, p90 {lat['p90']:.3f} ms, {accuracy.metric} {accuracy.accuracy:.4f}"
+        return StageOutput(report=report, note=note)
+
+
+def _compiled(request: StageRequest) -> tuple[Path, dict[str, Any]]:
+    artifact, session = request.inputs.get("ort"), request.inputs.get("session")
+    if artifact is None or session is None:
+        raise TerminalError("evaluate needs onnxruntime's compile artifacts (ort, session)")
+    try:
+        settings = json.loads(Path(session).read_text())
+    except (OSError, ValueError) as exc:
+        raise TerminalError(f"cannot read {Path(session).name}: {exc}") from exc
+    return Path(artifact), settings
+
+
+def _models(request: StageRequest) -> tuple[Path, Path]:
+    model, reference = request.inputs.get("model"), request.inputs.get("float_model")
+    if model is None or reference is None:
+        raise TerminalError(
+            "evaluate needs the quantized model and the float reference model (model, float_model)"
+        )
+    return Path(model), Path(reference)
+
+
+def _samples(request: StageRequest, inputs: list[InputSpec]) -> tuple[list[Sample], str]:
+    folder = request.inputs.get("eval_data")
+    if folder is None:
+        return random_samples(inputs, RANDOM_SAMPLES, seed=0), "random inputs (seed 0)"
+    return load_samples(Path(folder), inputs, role="evaluation"), f"evaluate.data ({Path(folder).name})"
+
+
+def _labels(request: StageRequest, samples: list[Sample]) -> list[int] | None:
+    path = request.inputs.get("labels")
+    if path is None:
+        return None
+    if request.inputs.get("eval_data") is None:
+        raise TerminalError(
+            "evaluate.labels is set but evaluate.data is not: labels need the samples they label"
+        )
+    return labels_for(samples, read_labels(Path(path)), source=Path(path).name)
+
+
+def _prepare_job(
+    job: Path,
+    artifact: Path,
+    settings: dict[str, Any],
+    samples: list[Sample],
+    inputs: list[InputSpec],
+    cfg: Any,
+) -> None:
+    import numpy as np
+
+    from backends.runners.benchprog import FORMAT_VERSION, sample_key
+
+    try:
+        os.link(artifact, job / "model.ort")
+    except OSError:
+        shutil.copyfile(artifact, job / "model.ort")
+    arrays: dict[str, Any] = {
+        sample_key(i, j): s.feed[spec.name] for i, s in enumerate(samples) for j, spec in enumerate(inputs)
+    }
+    with (job / "samples.npz").open("wb") as fh:
+        np.savez(fh, **arrays)
+    options: dict[str, Any] = {
+        key: settings[key]
+        for key in (
+            "intra_op_num_threads",
+            "inter_op_num_threads",
+            "execution_mode",
+            "enable_mem_pattern",
+            "enable_cpu_mem_arena",
+            "disabled_optimizers",
+            "providers",
+        )
+        if key in settings
+    }
+    options["graph_optimization_level"] = settings.get("load_optimization_level", "disable_all")
+    write_request(
+        job,
+        {
+            "format_version": FORMAT_VERSION,
+            "runtime": "onnxruntime",
+            "model": "model.ort",
+            "options": options,
+            "warmup": int(cfg.get("warmup", 10)),
+            "runs": int(cfg.get("runs", 100)),
+            "seed": 0,
+            "samples": "samples.npz",
+            "sample_inputs": [spec.name for spec in inputs],
+            "outputs": "outputs.npz",
+        },
+    )
+
+
+def _read_outputs(job: Path, result: dict[str, Any]) -> ModelOutputs:
+    import numpy as np
+
+    from backends.runners.benchprog import sample_key
+
+    info = result.get("outputs") or {}
+    names, count = list(info.get("names", [])), int(info.get("samples", 0))
+    try:
+        with np.load(job / str(info.get("file", "outputs.npz")), allow_pickle=False) as archive:
+            values = [
+                [np.asarray(archive[sample_key(i, k)]) for k in range(len(names))] for i in range(count)
+            ]
+    except (OSError, KeyError, ValueError) as exc:
+        raise TerminalError(f"the runner returned no readable outputs: {exc}") from exc
+    return ModelOutputs(names, values)
+
+
+def _runtime_detail(result: dict[str, Any], runner: Runner) -> str:
+    threads = result.get("threads") or 0
+    device = result.get("device") or {}
+    return (
+        f"{result.get('runtime')} {result.get('runtime_version')} {','.join(result.get('providers') or [])}, "
+        f"{threads if threads else 'default'} threads, {device.get('cpu', 'unknown CPU')}, runner {runner.describe()}"
+    )
+
+
+def _accuracy_detail(accuracy: AccuracyResult, data_source: str) -> str:
+    fid = accuracy.fidelity
+    quality = f"cosine {fid.cosine:.6f}, SQNR {fid.sqnr_db:.1f} dB"
+    if accuracy.metric == "fidelity":
+        return (
+            f"top-1 agreement with the float model on {accuracy.samples} samples of {data_source}; {quality}"
+        )
+    return f"{accuracy.metric} against labels on {accuracy.samples} samples of {data_source}; {quality}"
+
+
+def measurements(
+    result: dict[str, Any], runner: Runner, accuracy: AccuracyResult, artifact: Path, data_source: str
+) -> dict[str, dict[str, Any]]:
+    """The report's `measurements`, in the format verify reads."""
+    lat, memory = result["latency_ms"], result["memory"]
+    runtime = _runtime_detail(result, runner)
+    timing = (
+        f"{runtime}; {lat.get('runs')} runs after {lat.get('warmup')} warm-up, {result.get('timed_feed')}"
+    )
+    out: dict[str, dict[str, Any]] = {}
+    for key in _LATENCY_KEYS:
+        out[f"latency_ms.{key}"] = {
+            "value": round(float(lat[key]), 6),
+            "evidence": runner.evidence,
+            "detail": timing,
+        }
+    bound = "" if memory.get("peak_reset") else " (lower bound: the peak could not be reset)"
+    out["peak_memory_mb"] = {
+        "value": round(float(memory["delta_mb"]), 3),
+        "evidence": runner.evidence,
+        "detail": f"peak RSS increase over the pre-session baseline{bound}; process peak "
+        f"{float(memory['peak_rss_mb']):.1f} MB; {runtime}",
+    }
+    out["size_mb"] = {
+        "value": round(artifact.stat().st_size / 1e6, 6),
+        "evidence": "measured:host",
+        "detail": f"{artifact.name} bytes (MB = 1e6 bytes)",
+    }
+    out["accuracy"] = {
+        "value": accuracy.accuracy,
+        "evidence": runner.evidence,
+        "detail": f"{_accuracy_detail(accuracy, data_source)}; {runtime}",
+    }
+    reference = (
+        "fidelity reference: the float model agrees with itself (1.0 by definition)"
+        if accuracy.metric == "fidelity"
+        else f"{accuracy.metric} of the float model under onnxruntime on this host"
+    )
+    out["accuracy.reference"] = {
+        "value": accuracy.reference,
+        "evidence": "measured:host",
+        "detail": reference,
+    }
+    return out

@@ -1,0 +1,113 @@
+"""OpenVINO compile: the prepared ONNX read by OpenVINO, compiled with explicit properties, saved as IR.
+
+INFERENCE_PRECISION_HINT is always set: on a CPU with AMX the plugin's default is bf16, so a "float"
+run would silently be bf16. Weights are saved uncompressed (`compress_to_fp16=False`) unless the spec
+asks for fp16. The compile is done for real (core.compile_model) on the device evaluate will use, so a
+model the plugin cannot compile fails here, not at measurement time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from backends.base import StageOutput, StageRequest
+from backends.errors import TerminalError
+from backends.openvino import fingerprint
+
+VERSION = "1"
+
+
+def device(options: Mapping[str, Any], available: list[str]) -> str:
+    """NPU when present (the target's device), else CPU; compile.options.device forces one."""
+    forced = options.get("device")
+    if forced:
+        if forced not in available:
+            raise TerminalError(f"openvino: compile.options.device {forced} is not available here ({', '.join(available)})")
+        return str(forced)
+    return "NPU" if "NPU" in available else "CPU"
+
+
+def properties(compile_cfg: Mapping[str, Any], mode: str) -> dict[str, str]:
+    """The compile properties the spec sets, as strings (what ov.Core.compile_model accepts)."""
+    options: Mapping[str, Any] = compile_cfg.get("options") or {}
+    hint = str(options.get("performance_hint", "LATENCY"))
+    precision = str(options.get("inference_precision") or ("f16" if mode == "fp16" else "f32"))
+    props = {"PERFORMANCE_HINT": hint, "INFERENCE_PRECISION_HINT": precision}
+    cores = compile_cfg.get("cores")
+    if cores:
+        props["INFERENCE_NUM_THREADS"] = str(int(cores))
+    streams = options.get("num_streams") or (1 if hint == "LATENCY" else None)
+    if streams:
+        props["NUM_STREAMS"] = str(int(streams))
+    if options.get("execution_mode"):
+        props["EXECUTION_MODE_HINT"] = str(options["execution_mode"])
+    return dict(sorted(props.items()))
+
+
+def _effective(compiled: Any, keys: list[str]) -> dict[str, str]:
+    out = {}
+    for key in keys:
+        try:
+            value = compiled.get_property(key)
+            name = getattr(value, "get_type_name", None)
+            out[key] = str(name()) if callable(name) else str(value)
+        except Exception:  # noqa: BLE001 - a plugin without this property
+            continue
+    return out
+
+
+class OpenVinoCompile:
+    stage = "compile"
+    version = VERSION
+
+    def fingerprint(self) -> dict[str, str]:
+        return fingerprint()
+
+    def run(self, request: StageRequest) -> StageOutput:
+        import openvino as ov
+
+        source = request.inputs.get("model")
+        if source is None:
+            raise TerminalError("compile: no model input")
+        compile_cfg: Mapping[str, Any] = request.config.get("compile") or {}
+        mode = str(request.config.get("quantization.mode") or "none")
+        core = ov.Core()
+        dev = device(compile_cfg.get("options") or {}, list(core.available_devices))
+        props = properties(compile_cfg, mode)
+        try:
+            model = core.read_model(str(source))
+            compiled = core.compile_model(model, dev, props)
+        except Exception as exc:  # noqa: BLE001 - OpenVINO raises its own exception types
+            raise TerminalError(f"openvino cannot compile {Path(source).name} for {dev}: {str(exc).splitlines()[0][:300]}") from exc
+        effective = _effective(compiled, [*props, "NUM_STREAMS", "INFERENCE_NUM_THREADS"])
+        xml = request.workdir / "model.xml"
+        compress = mode == "fp16"
+        ov.save_model(model, str(xml), compress_to_fp16=compress)
+        settings = {
+            "format_version": 1,
+            "device": dev,
+            "target_device": str(request.target.extra.get("openvino_device", "NPU")),
+            "properties": props,
+            "compress_to_fp16": compress,
+            "openvino": ov.get_version(),
+        }
+        cfg_path = request.workdir / "compile.json"
+        cfg_path.write_text(json.dumps(settings, indent=1, sort_keys=True) + "\n")
+        request.log.parent.mkdir(parents=True, exist_ok=True)
+        request.log.write_text(json.dumps({"settings": settings, "effective": effective}, indent=1, sort_keys=True) + "\n")
+        report = {
+            "device": dev,
+            "properties": props,
+            "effective_properties": effective,
+            "compress_to_fp16": compress,
+            "fusion": "rewrite.fusion is applied by the shared rewrite pass; OpenVINO fuses at compile time",
+        }
+        note = f"OpenVINO IR for {dev}, {props['INFERENCE_PRECISION_HINT']}, {props['PERFORMANCE_HINT']}"
+        return StageOutput(
+            artifacts={"openvino_xml": xml, "openvino_bin": xml.with_suffix(".bin"), "openvino_config": cfg_path},
+            report=report,
+            note=note,
+        )

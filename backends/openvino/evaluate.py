@@ -1,0 +1,124 @@
+"""OpenVINO evaluate: the saved IR measured through a runner (benchprog's "openvino" runtime), scored
+against the float ONNX by the one accuracy implementation.
+
+Where it ran is part of the evidence: on an Intel NPU (present locally, or on a device reached through
+ssh/adb) the numbers are `measured:device`; without one they come from OpenVINO's CPU plugin and are
+`measured:host`, with the detail saying the target NPU was not present.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from backends.base import StageOutput, StageRequest
+from backends.errors import TerminalError
+from backends.openvino import fingerprint
+
+VERSION = "1"
+
+
+def _settings(request: StageRequest) -> tuple[Path, Path, dict[str, Any]]:
+    xml, binary, cfg = (request.inputs.get(k) for k in ("openvino_xml", "openvino_bin", "openvino_config"))
+    if xml is None or binary is None or cfg is None:
+        raise TerminalError("evaluate needs openvino's compile artifacts (openvino_xml, openvino_bin, openvino_config)")
+    return Path(xml), Path(binary), json.loads(Path(cfg).read_text())
+
+
+def prepare_job(job: Path, xml: Path, binary: Path, settings: dict[str, Any], samples: list[Any], inputs: list[Any], cfg: dict[str, Any]) -> None:
+    import numpy as np
+
+    from backends.runners import write_request
+    from backends.runners.benchprog import FORMAT_VERSION, sample_key
+
+    shutil.copyfile(xml, job / "model.xml")
+    shutil.copyfile(binary, job / "model.bin")
+    arrays = {sample_key(i, j): s.feed[spec.name] for i, s in enumerate(samples) for j, spec in enumerate(inputs)}
+    with (job / "samples.npz").open("wb") as fh:
+        np.savez(fh, **arrays)
+    write_request(
+        job,
+        {
+            "format_version": FORMAT_VERSION,
+            "runtime": "openvino",
+            "model": "model.xml",
+            "options": {"device": settings["device"], "properties": settings["properties"]},
+            "warmup": int(cfg.get("warmup", 10)),
+            "runs": int(cfg.get("runs", 100)),
+            "seed": 0,
+            "samples": "samples.npz",
+            "sample_inputs": [spec.name for spec in inputs],
+            "outputs": "outputs.npz",
+        },
+    )
+
+
+def evidence_for(runner: Any, device: str, target_device: str, precision: str) -> tuple[str, str]:
+    """(evidence, what ran) for the measurements: the target's NPU is device evidence wherever it is."""
+    if runner.evidence == "measured:device":
+        return "measured:device", f"OpenVINO {device} plugin, {precision}, on {runner.describe()}"
+    if device == target_device:
+        return "measured:device", f"OpenVINO {device} plugin, {precision}, on this host"
+    return "measured:host", f"OpenVINO {device} plugin, {precision}; target {target_device} not present"
+
+
+class OpenVinoEvaluate:
+    stage = "evaluate"
+    version = VERSION
+
+    def fingerprint(self) -> dict[str, str]:
+        return fingerprint()
+
+    def run(self, request: StageRequest) -> StageOutput:
+        from backends.onnx.accuracy import run_model, score
+        from backends.onnx.data import model_inputs
+        from backends.onnxruntime._evaluate import _labels, _read_outputs, _samples, measurements
+        from backends.runners import runner_for
+
+        cfg = dict(request.config.get("evaluate") or {})
+        runner = runner_for(str(cfg.get("runner", "local")))
+        xml, binary, settings = _settings(request)
+        model, reference_model = request.inputs.get("model"), request.inputs.get("float_model")
+        if model is None or reference_model is None:
+            raise TerminalError("evaluate needs the model and the float reference (model, float_model)")
+        inputs = model_inputs(Path(model))
+        samples, data_source = _samples(request, inputs)
+        labels = _labels(request, samples)
+        with tempfile.TemporaryDirectory(prefix="npuctl-ov-eval-") as tmp:
+            job = Path(tmp)
+            prepare_job(job, xml, binary, settings, samples, inputs, cfg)
+            result = runner.run(job, float(cfg.get("timeout_s", 600)), request.log)
+            outputs = _read_outputs(job, result)
+        reference = run_model(Path(reference_model), samples)
+        accuracy = score(outputs, reference, labels, cfg.get("metric", "top1"))
+        precision = settings["properties"].get("INFERENCE_PRECISION_HINT", "?")
+        evidence, ran = evidence_for(runner, settings["device"], settings.get("target_device", "NPU"), precision)
+        found = measurements(result, runner, accuracy, xml, data_source)
+        for key, value in found.items():
+            if value["evidence"] == runner.evidence and key != "accuracy.reference":
+                value["evidence"] = evidence
+                value["detail"] = f"{ran}; " + value["detail"]
+        found["size_mb"] = {
+            "value": round((xml.stat().st_size + binary.stat().st_size) / 1e6, 6),
+            "evidence": "measured:host",
+            "detail": "OpenVINO IR bytes (model.xml + model.bin)",
+        }
+        report = {
+            "measurements": found,
+            "runner": runner.describe(),
+            "device": settings["device"],
+            "ran_on": ran,
+            "properties": settings["properties"],
+            "runtime": {k: result.get(k) for k in ("runtime", "runtime_version", "providers", "threads")},
+            "host": result.get("device"),
+            "latency_ms": {k: v for k, v in result["latency_ms"].items() if k != "samples"},
+            "memory": result["memory"],
+            "accuracy": accuracy.as_dict(),
+            "data": {"source": data_source, "samples": len(samples)},
+        }
+        lat = result["latency_ms"]
+        note = f"{ran}: p50 {lat['p50']:.3f} ms, p90 {lat['p90']:.3f} ms, {accuracy.metric} {accuracy.accuracy:.4f}"
+        return StageOutput(report=report, note=note)

@@ -1,0 +1,127 @@
+"""OpenVINO's quantize stage: NNCF post-training quantization for mode ptq; other modes go to the
+shared ONNX pass.
+
+NNCF quantizes the ONNX model itself (its ONNX backend) and returns a QDQ ONNX model, so the quantize
+artifact stays an ONNX file every later stage and the float-reference comparison can read, and the
+compile stage reads it like any other. Sensitive layers become `nncf.IgnoredScope(names, patterns,
+types, validate=True)`: glob patterns are translated to NNCF's regular expressions, and a rule that
+matches nothing fails before calibration (the spec's contract and NNCF's `validate`). Calibration
+samples come from the shared sample reader (backends.onnx.data), exactly `calibration.samples` of them.
+The preset follows the activation type: symmetric int8 activations are NNCF's PERFORMANCE preset,
+asymmetric uint8 its MIXED preset. `sensitive_layers.keep: int16` and `auto` have no NNCF equivalent
+here and are refused with a clear message.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from backends.base import StageOutput, StageRequest
+from backends.errors import TerminalError
+from backends.openvino import fingerprint
+
+VERSION = "1"
+
+
+def ignored_scope_args(model: Any, rules: Any) -> dict[str, list[str]]:
+    """names / patterns / types for nncf.IgnoredScope from the spec's sensitive-layer rules."""
+    from backends.onnx.quant_policy import compute_nodes
+
+    names: list[str] = []
+    patterns: list[str] = []
+    node_names = {n.name for n in model.graph.node}
+    for rule in rules.nodes:
+        if rule in node_names:
+            names.append(rule)
+        else:
+            patterns.append(fnmatch.translate(rule).removesuffix(r"\Z").removeprefix("(?s:").removesuffix(")") + "$")
+    compute = compute_nodes(model)
+    if rules.first:
+        names.extend(compute[: rules.first])
+    if rules.last:
+        names.extend(compute[-rules.last :])
+    return {"names": sorted(set(names)), "patterns": patterns, "types": list(rules.op_types)}
+
+
+class NncfQuantize:
+    stage = "quantize"
+    version = VERSION
+
+    def fingerprint(self) -> dict[str, str]:
+        from backends.onnx.quantize import QuantizePass
+
+        return {**fingerprint(), **{f"shared.{k}": v for k, v in QuantizePass().fingerprint().items()}}
+
+    def run(self, request: StageRequest) -> StageOutput:
+        section: Mapping[str, Any] = request.config.get("quantization") or {}
+        if section.get("mode") != "ptq":
+            from backends.onnx.quantize import QuantizePass
+
+            output = QuantizePass().run(request)
+            output.report["quantizer"] = "onnxruntime (shared pass)"
+            return output
+        return self._nncf(request, section)
+
+    def _nncf(self, request: StageRequest, section: Mapping[str, Any]) -> StageOutput:
+        import nncf
+        import onnx
+
+        from backends.onnx import data, quant_policy
+
+        policy = quant_policy.resolve(request.config, request.target)
+        if policy.weights != "int8" or policy.activations not in ("int8", "uint8"):
+            raise TerminalError(
+                f"openvino/nncf quantizes int8 weights with int8/uint8 activations; spec asks "
+                f"weights {policy.weights}, activations {policy.activations}"
+            )
+        source, folder = request.inputs.get("model"), request.inputs.get("calibration_data")
+        if source is None or folder is None:
+            raise TerminalError("quantize: mode ptq needs the model and quantization.calibration.data")
+        model = onnx.load(str(source), load_external_data=False)
+        rules = policy.sensitive
+        if rules is not None and (rules.keep == "int16" or rules.auto is not None):
+            raise TerminalError(
+                "openvino/nncf: sensitive_layers.keep int16 and sensitive_layers.auto are not supported "
+                "(use keep fp16/fp32 with nodes, op_types, first or last)"
+            )
+        scope_args = ignored_scope_args(model, rules) if rules is not None and rules.explicit else None
+        inputs = data.model_inputs(model)
+        samples = data.load_samples(Path(folder), inputs, policy.samples, policy.seed, "calibration")
+        dataset = nncf.Dataset([s.feed for s in samples])
+        preset = nncf.QuantizationPreset.PERFORMANCE if policy.activation_symmetric else nncf.QuantizationPreset.MIXED
+        kwargs: dict[str, Any] = {
+            "subset_size": len(samples),
+            "preset": preset,
+            "target_device": nncf.TargetDevice.NPU,
+        }
+        if scope_args is not None:
+            kwargs["ignored_scope"] = nncf.IgnoredScope(**scope_args, validate=True)
+        if not policy.per_channel:
+            from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, QuantizationParameters
+
+            kwargs["advanced_parameters"] = AdvancedQuantizationParameters(
+                weights_quantization_params=QuantizationParameters(per_channel=False)
+            )
+        try:
+            quantized = nncf.quantize(model, dataset, **kwargs)
+        except nncf.ValidationError as exc:
+            raise TerminalError(f"quantization.sensitive_layers: {str(exc).splitlines()[0]}") from exc
+        out = request.workdir / "model.onnx"
+        onnx.save(quantized, str(out))
+        qdq = sum(1 for n in quantized.graph.node if n.op_type == "QuantizeLinear")
+        report = {
+            "quantizer": f"nncf {fingerprint()['nncf']} (ONNX backend)",
+            "policy": policy.describe(),
+            "preset": preset.value,
+            "ignored_scope": scope_args,
+            "samples": len(samples),
+            "quantize_nodes": qdq,
+        }
+        request.log.parent.mkdir(parents=True, exist_ok=True)
+        request.log.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+        note = f"nncf int8 ({preset.value}), {qdq} QuantizeLinear, {len(samples)} calibration samples"
+        return StageOutput(artifacts={"model": out}, report=report, note=note)

@@ -1,0 +1,101 @@
+"""Qualcomm Hexagon (HTP) backend through the QNN SDK: a bundle adapter (see backends.sdk).
+
+The QNN SDK cannot be installed here. compile writes what the SDK takes (toolchains.md §5):
+`build.sh` with the `qnn-onnx-converter`, `qnn-model-lib-generator` and `qnn-context-binary-generator`
+command lines, a `--quantization_overrides` JSON (AIMET encodings format) for the sensitive layers,
+the HTP backend extension config (`htp_backend_extensions.json` -> `htp_config.json`: VTCM,
+optimisation level, performance profile, SoC/arch), and the input layout/dtype/encoding flags from the
+preprocess section. With the SDK (`QNN_SDK_ROOT` or the tools on PATH) it runs them and the context
+binary becomes an artifact too.
+
+preprocess and quantize are the shared ONNX passes plus a record in the model's metadata
+(backends.metadata) of what compile needs and cannot read from its own config: the preprocess
+section and the layers kept at higher precision.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from backends.base import StageImpl
+from backends.catalog import Target
+from backends.sdk import BundleEvaluate, Sdk
+
+NAME = "qnn"
+ADAPTER_VERSION = "1"
+SDK = Sdk(
+    name="qnn",
+    env_var="QNN_SDK_ROOT",
+    tools=("qnn-onnx-converter", "qnn-model-lib-generator", "qnn-context-binary-generator"),
+    bin_dirs=("bin/x86_64-linux-clang",),
+    install_hint="install the Qualcomm QNN / QAIRT SDK and set QNN_SDK_ROOT",
+)
+PERF_PROFILES = (
+    "burst",
+    "sustained_high_performance",
+    "high_performance",
+    "balanced",
+    "default",
+    "power_saver",
+    "low_power_saver",
+    "high_power_saver",
+    "extreme_power_saver",
+    "low_balanced",
+)
+
+OPTIONS_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "qnn compile.options",
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "vtcm_mb": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 64,
+            "default": 0,
+            "description": "HTP graph vtcm_mb (0: the maximum the SoC has).",
+        },
+        "perf_profile": {"enum": list(PERF_PROFILES), "default": "burst", "description": "HTP core perf_profile."},
+        "fp16_relaxed_precision": {
+            "type": "boolean",
+            "default": True,
+            "description": "HTP graph fp16_relaxed_precision (float ops run in fp16).",
+        },
+        "hvx_threads": {"type": "integer", "minimum": 1, "maximum": 8, "description": "HTP graph hvx_threads."},
+        "soc_model": {"type": "string", "description": "Override the catalog's soc_model (e.g. SM8650)."},
+        "dsp_arch": {"type": "string", "pattern": "^v[0-9]+$", "description": "Override the HTP arch (v73, v75)."},
+    },
+}
+
+
+class QnnBackend:
+    name = NAME
+
+    def serves(self, target: Target) -> bool:
+        return target.backend == NAME
+
+    def fingerprint(self) -> dict[str, str]:
+        return {"qnn_sdk": SDK.version(), "adapter": ADAPTER_VERSION}
+
+    def options_schema(self) -> dict[str, Any]:
+        return OPTIONS_SCHEMA
+
+    def missing_toolchain(self) -> str | None:
+        return None  # the bundle is written without the SDK; evaluate reports the SDK as missing
+
+    def implementation(self, stage: str) -> StageImpl | None:
+        from backends.qnn import adapter
+
+        impl: StageImpl
+        if stage == "preprocess":
+            impl = adapter.QnnPreprocess()
+        elif stage == "quantize":
+            impl = adapter.QnnQuantize()
+        elif stage == "compile":
+            impl = adapter.QnnCompile()
+        elif stage == "evaluate":
+            impl = BundleEvaluate(SDK, "context")
+        else:
+            return None
+        return impl

@@ -1,0 +1,77 @@
+"""Rockchip RKNPU2 backend (rk3588, rk3576, rk3566, rk3562, rv1106) through rknn-toolkit2.
+
+The toolkit pins numpy<=1.26.4 and onnx<=1.18, so it runs in a managed venv
+(`npuctl toolchain install rknn`, backends.toolchains) and is driven as a subprocess (worker.py, JSON
+request/result files). Stages it implements itself:
+
+- preprocess: RKNN's own form (the NPU applies mean/std to the raw uint8 frame; see preprocess.py);
+- quantize: the RKNN quantization plan and the calibration samples in RKNN's layout, as a bundle;
+- compile: the one real build (config, load_onnx, build or hybrid quantization, export_rknn) and a
+  sidecar JSON with the core mask and input contract for on-device runs;
+- evaluate: accuracy on the RKNN simulator vs the float ONNX (evidence "measured:host simulator").
+import/check/rewrite come from the shared ONNX passes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from backends import toolchains
+from backends.base import StageImpl
+from backends.catalog import Target
+
+NAME = "rknn"
+
+
+class RknnBackend:
+    name = NAME
+
+    def serves(self, target: Target) -> bool:
+        return target.backend == NAME
+
+    def fingerprint(self) -> dict[str, str]:
+        from backends.rknn.driver import worker_digest
+
+        return {**toolchains.fingerprint(toolchains.RKNN), "worker": worker_digest()}
+
+    def options_schema(self) -> dict[str, Any]:
+        from backends.rknn.build import PLATFORMS
+
+        return {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "rknn compile.options",
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "target_platform": {
+                    "enum": list(PLATFORMS),
+                    "description": "Override the catalog's platform (rknn.config target_platform).",
+                },
+                "single_core_mode": {"type": "boolean", "description": "RK3588/RK3576: smaller single-core model."},
+                "compress_weight": {"type": "boolean", "description": "Compress weights (smaller .rknn)."},
+                "model_pruning": {"type": "boolean", "description": "Prune the model to reduce its size."},
+                "remove_reshape": {"type": "boolean", "description": "Remove Reshape at inputs/outputs."},
+                "enable_flash_attention": {"type": "boolean", "description": "Flash attention for transformers."},
+            },
+        }
+
+    def missing_toolchain(self) -> str | None:
+        if toolchains.python(toolchains.RKNN) is None:
+            return f"rknn-toolkit2 {toolchains.RKNN.version} not installed: run `npuctl toolchain install rknn`"
+        return None
+
+    def implementation(self, stage: str) -> StageImpl | None:
+        if stage == "preprocess":
+            from backends.rknn.preprocess import RknnPreprocess
+
+            return RknnPreprocess()
+        if stage in ("quantize", "compile", "evaluate"):
+            from backends.rknn import stages
+
+            impl: StageImpl = {
+                "quantize": stages.RknnQuantize,
+                "compile": stages.RknnCompile,
+                "evaluate": stages.RknnEvaluate,
+            }[stage]()
+            return impl
+        return None

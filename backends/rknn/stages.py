@@ -1,0 +1,352 @@
+"""The RKNN stages: quantize (plan + calibration bundle), compile (the real build), evaluate (simulator).
+
+See build.py for why quantize and compile split RKNN's one build the way they do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from backends import bundles, toolchains
+from backends.base import StageOutput, StageRequest
+from backends.errors import TerminalError, UnsupportedStage
+from backends.rknn import build as B
+from backends.rknn import driver
+
+QUANTIZE_VERSION = "1"
+COMPILE_VERSION = "3"
+EVALUATE_VERSION = "4"
+
+_DTYPES = {
+    ("int8", "int8"): "w8a8",
+    ("int8", "uint8"): "w8a8",
+    ("int8", "int16"): "w8a16",
+    ("int8", "uint16"): "w8a16",
+    ("int16", "int16"): "w16a16i",
+}
+_ALGORITHMS = {"minmax": "normal", "entropy": "kl_divergence"}
+
+
+def _fingerprint() -> dict[str, str]:
+    return {**toolchains.fingerprint(toolchains.RKNN), "worker": driver.worker_digest()}
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# ---------------------------------------------------------------- quantize
+
+
+def quant_plan(config: Mapping[str, Any], target: Any, model: Any) -> tuple[dict[str, Any], list[str]]:
+    """The RKNN quantization settings for the spec's section, and notes on every mapping made."""
+    from backends.onnx import quant_policy
+
+    policy = quant_policy.resolve(config, target)
+    notes: list[str] = []
+    if policy.mode in ("fp16", "qat"):
+        why = "fp16: RKNN's float build is float16" if policy.mode == "fp16" else "qat: QDQ model built as is"
+        return {"quantize": False, "mode": policy.mode}, [why]
+    key = (policy.weights, policy.activations)
+    if key not in _DTYPES:
+        raise TerminalError(
+            f"rknn: weights {policy.weights} with activations {policy.activations} has no RKNN quantized_dtype "
+            "(w8a8, w8a16, w16a16i)"
+        )
+    if policy.activations == "uint8":
+        notes.append("activations uint8: RKNN's w8a8 uses asymmetric int8 activations (the same 256 levels)")
+    algorithm = _ALGORITHMS.get(policy.method)
+    if algorithm is None:
+        raise TerminalError(
+            f"rknn: calibration.method {policy.method} has no RKNN equivalent (minmax -> normal, entropy -> kl_divergence)"
+        )
+    plan: dict[str, Any] = {
+        "quantize": True,
+        "mode": policy.mode,
+        "quantized_dtype": _DTYPES[key],
+        "quantized_algorithm": algorithm,
+        "quantized_method": "channel" if policy.per_channel else "layer",
+        "samples": policy.samples,
+        "seed": policy.seed,
+    }
+    rules = policy.sensitive
+    if rules is not None and rules.explicit:
+        kept = quant_policy.match_rules(model, rules)
+        plan["hybrid"] = {"custom_hybrid": _hybrid_pairs(model, kept), "dtype": _keep_dtype(rules.keep, notes)}
+        plan["sensitive_nodes"] = sorted(kept)
+    if rules is not None and rules.auto is not None:
+        plan["auto_hybrid"] = True
+        notes.append("sensitive_layers.auto: RKNN auto_hybrid (layers under cosine 0.98 move to float16)")
+    return plan, notes
+
+
+def _keep_dtype(keep: str, notes: list[str]) -> str:
+    if keep == "int16":
+        return "int16"
+    if keep == "fp32":
+        notes.append("sensitive_layers.keep fp32: RKNN's float layers are float16")
+    return "float16"
+
+
+def _hybrid_pairs(model: Any, kept: Mapping[str, str]) -> list[list[str]]:
+    """RKNN custom_hybrid [input tensor, output tensor] per kept node (first activation in, first out)."""
+    weights = {t.name for t in model.graph.initializer}
+    pairs = []
+    for node in model.graph.node:
+        if node.name not in kept:
+            continue
+        activations = [t for t in node.input if t and t not in weights]
+        if not activations or not node.output:
+            raise TerminalError(f"rknn: sensitive node {node.name} has no activation input to anchor hybrid quantization")
+        pairs.append([activations[0], node.output[0]])
+    return pairs
+
+
+def calibration_files(
+    folder: Path, onnx_path: Path, meta: Mapping[str, Any] | None, count: int, seed: int, out: Path
+) -> list[str]:
+    """Converts `count` calibration samples to raw NCHW .npy files under `out`; returns dataset.txt lines."""
+    import numpy as np
+
+    from backends.onnx import data
+
+    specs = B.raw_inputs(data.model_inputs(onnx_path), meta)
+    out.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for i, sample in enumerate(data.iter_samples(folder, specs, count, seed, "calibration", B.color_of(meta))):  # type: ignore[arg-type]
+        names = []
+        for j, spec in enumerate(specs):
+            name = f"calib/{i:05d}_{j}.npy"
+            with (out.parent / name).open("wb") as fh:
+                np.save(fh, B.to_model_layout(sample.feed[spec.name], spec.name, meta))
+            names.append(name)
+        lines.append(" ".join(names))
+    return lines
+
+
+class RknnQuantize:
+    """Stage "quantize": resolves RKNN's quantization and writes model + plan + calibration as a bundle.
+    It runs in this process (onnx, numpy); the toolkit version is in its key because the plan is
+    written in that toolkit's vocabulary (quantized_dtype, quantized_algorithm)."""
+
+    stage = "quantize"
+    version = QUANTIZE_VERSION
+
+    def fingerprint(self) -> dict[str, str]:
+        from backends.onnx.importer import _dist_version
+
+        return {
+            "onnx": _dist_version("onnx"),
+            "numpy": _dist_version("numpy"),
+            "rknn-toolkit2": toolchains.fingerprint(toolchains.RKNN)["rknn-toolkit2"],
+        }
+
+    def run(self, request: StageRequest) -> StageOutput:
+        import onnx
+
+        source = request.inputs.get("model")
+        if source is None:
+            raise TerminalError("quantize: no model input")
+        model = onnx.load(str(source), load_external_data=False)
+        plan, notes = quant_plan(request.config, request.target, model)
+        members: dict[str, bytes | Path] = {B.MODEL_FILE: Path(source)}
+        if plan["quantize"]:
+            folder = request.inputs.get("calibration_data")
+            if folder is None:
+                raise TerminalError("quantize: mode ptq needs quantization.calibration.data")
+            meta = B.read_meta(model)
+            stage_dir = request.workdir / "bundle"
+            lines = calibration_files(Path(folder), Path(source), meta, plan["samples"], plan["seed"], stage_dir / "calib")
+            for path in sorted((stage_dir / "calib").glob("*.npy")):
+                members[f"calib/{path.name}"] = path
+            members[B.DATASET_FILE] = ("\n".join(lines) + "\n").encode()
+        members[B.QUANT_FILE] = (json.dumps(plan, indent=1, sort_keys=True) + "\n").encode()
+        out = bundles.write(request.workdir / "model.rknnq.tar", members)
+        request.log.parent.mkdir(parents=True, exist_ok=True)
+        request.log.write_text(json.dumps({"plan": plan, "notes": notes}, indent=1, sort_keys=True) + "\n")
+        note = (
+            f"rknn {plan.get('quantized_dtype', 'float16')} plan; the build runs in compile"
+            + (f" ({len(plan.get('sensitive_nodes', []))} layers hybrid)" if plan.get("hybrid") else "")
+        )
+        return StageOutput(artifacts={"model": out}, report={"rknn_quantization": plan, "notes": notes}, note=note)
+
+
+# ---------------------------------------------------------------- compile
+
+
+def sidecar(prep: B.Prepared, target: Any, compile_cfg: Mapping[str, Any], req: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
+    """model.rknn.json: what an on-device run needs (core mask, input contract) and how it was built."""
+    meta = prep.meta or {}
+    return {
+        "format_version": 1,
+        "target": target.id,
+        "target_platform": req["config"]["target_platform"],
+        "core_mask": B.core_mask(target, compile_cfg.get("cores")),
+        "input": {
+            "name": meta.get("input"),
+            "layout": meta.get("layout", "nchw"),
+            "dtype": meta.get("dtype", "float32"),
+            "mean_values": meta.get("mean_values"),
+            "std_values": meta.get("std_values"),
+        }
+        if meta
+        else None,
+        "quantized": bool(req["quantize"]),
+        "quantized_dtype": req["config"].get("quantized_dtype"),
+        "hybrid_layers": result.get("hybrid_layers", []),
+        "rknn_sha256": result["rknn"]["sha256"],
+        "toolkit": result.get("sdk"),
+        "build_request": dict(req),
+    }
+
+
+class RknnCompile:
+    """Stage "compile": the real rknn-toolkit2 build in the managed venv; exports the .rknn."""
+
+    stage = "compile"
+    version = COMPILE_VERSION
+
+    def fingerprint(self) -> dict[str, str]:
+        return _fingerprint()
+
+    def run(self, request: StageRequest) -> StageOutput:
+        source = request.inputs.get("model")
+        if source is None:
+            raise TerminalError("compile: no model input")
+        compile_cfg: Mapping[str, Any] = request.config.get("compile") or {}
+        B.core_mask(request.target, compile_cfg.get("cores"))  # fail before building on an impossible mask
+        with driver.job_folder() as job:
+            prep = B.prepare(Path(source), job)
+            req = B.build_request(prep, request.target, compile_cfg)
+            result = driver.run(req, prep.folder, request.log)
+            rknn_path = request.workdir / "model.rknn"
+            shutil.copyfile(prep.folder / req["output"], rknn_path)
+        meta = sidecar(prep, request.target, compile_cfg, req, result)
+        meta_path = request.workdir / "model.rknn.json"
+        meta_path.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+        report = {
+            "rknn": result["rknn"],
+            "target_platform": req["config"]["target_platform"],
+            "core_mask": meta["core_mask"],
+            "quantized_dtype": meta["quantized_dtype"] or "float16",
+            "hybrid_layers": meta["hybrid_layers"],
+            "toolkit": result.get("sdk"),
+            "fusion": "rewrite.fusion is applied by the shared rewrite pass; RKNN fuses by optimization_level",
+        }
+        note = f"{req['config']['target_platform']} .rknn ({meta['quantized_dtype'] or 'float16'}), {result['rknn']['size']} bytes"
+        return StageOutput(artifacts={"rknn": rknn_path, "rknn_meta": meta_path}, report=report, note=note)
+
+
+# ---------------------------------------------------------------- evaluate
+
+
+class RknnEvaluate:
+    """Stage "evaluate": accuracy on the RKNN simulator against the float ONNX (evidence
+    "measured:host simulator"), a per-layer accuracy summary, and the artifact size. The simulator
+    gives no timing (eval_perf needs a board), so latency stays the placement estimate."""
+
+    stage = "evaluate"
+    version = EVALUATE_VERSION
+
+    def fingerprint(self) -> dict[str, str]:
+        return _fingerprint()
+
+    def run(self, request: StageRequest) -> StageOutput:
+        evaluate: Mapping[str, Any] = request.config.get("evaluate") or {}
+        runner = str(evaluate.get("runner", "local"))
+        if runner != "local":
+            raise UnsupportedStage(
+                f"rknn: evaluate.runner {runner}: on-device RKNN runs need rknn-toolkit-lite2 on the board "
+                "(not supported yet); use runner local for simulator accuracy"
+            )
+        rknn_meta = json.loads(Path(request.inputs["rknn_meta"]).read_text())
+        with driver.job_folder() as job:
+            return self._run(request, rknn_meta, job, evaluate)
+
+    def _run(self, request: StageRequest, rknn_meta: dict[str, Any], job: Path, evaluate: Mapping[str, Any]) -> StageOutput:
+        import numpy as np
+
+        from backends.onnx import accuracy, data
+
+        prep = B.prepare(Path(request.inputs["model"]), job)
+        req = dict(rknn_meta["build_request"])
+        specs = data.model_inputs(prep.onnx)
+        raw = B.raw_inputs(specs, prep.meta)
+        folder = request.inputs.get("eval_data")
+        if folder is None:
+            raise TerminalError("rknn evaluate needs evaluate.data (the simulator measures accuracy, not latency)")
+        samples = data.load_samples(Path(folder), raw, None, 0, "evaluation", B.color_of(prep.meta))  # type: ignore[arg-type]
+        sim = job.parent / "sim"  # outside the build folder: its contents change the toolkit's bytes
+        sim.mkdir()
+        arrays = {}
+        for i, sample in enumerate(samples):
+            for j, spec in enumerate(raw):
+                arrays[f"s{i:06d}_{j}"] = B.to_model_layout(sample.feed[spec.name], spec.name, prep.meta)
+        with (sim / "samples.npz").open("wb") as fh:
+            np.savez(fh, **arrays)
+        np.save(sim / "analysis_0.npy", arrays["s000000_0"])
+        after: dict[str, Any] = {
+            "simulate": {
+                "samples": str(sim / "samples.npz"),
+                "count": len(samples),
+                "inputs": len(raw),
+                "outputs": str(sim / "outputs.npz"),
+            }
+        }
+        if len(raw) == 1:
+            after["analysis"] = {
+                "inputs": [str(sim / "analysis_0.npy")],
+                "dir": str(job.parent / "snapshot"),
+                "summary": str(sim / "analysis.json"),
+            }
+        result = driver.run(req, prep.folder, request.log, after)
+        reference = accuracy.run_model(
+            Path(request.inputs["float_model"]),
+            [{spec.name: B.normalized(s.feed[spec.name], spec.name, prep.meta) for spec in raw} for s in samples],
+        )
+        outputs = accuracy.ModelOutputs(reference.names)
+        with np.load(sim / "outputs.npz") as archive:
+            for i in range(len(samples)):
+                outputs.values.append([archive[f"s{i:06d}_{k}"].reshape(reference.values[i][k].shape) for k in range(len(reference.names))])
+        labels_file = request.inputs.get("labels")
+        labels = None
+        if labels_file is not None:
+            labels = data.labels_for(samples, data.read_labels(Path(labels_file)), Path(labels_file).name)
+        scored = accuracy.score(outputs, reference, labels, evaluate.get("metric", "top1"))
+        analysis = None
+        if result.get("analysis"):
+            analysis = json.loads((sim / "analysis.json").read_text())
+        rknn_path = Path(request.inputs["rknn"])
+        verified = result["rknn"]["sha256"] == _sha256(rknn_path)
+        detail = (
+            f"rknn-toolkit2 {result.get('sdk')} simulator ({rknn_meta['target_platform']}), {scored.samples} samples, "
+            f"{scored.metric} vs float ONNX; cosine {scored.fidelity.cosine:.5f}"
+            + ("" if verified else "; simulated build differs in bytes from the compiled artifact")
+        )
+        measurements = {
+            "accuracy": {"value": scored.accuracy, "evidence": "measured:host simulator", "detail": detail},
+            "accuracy.reference": {
+                "value": scored.reference,
+                "evidence": "measured:host",
+                "detail": "float ONNX on ONNX Runtime CPU, same samples",
+            },
+            "size_mb": {
+                "value": round(rknn_path.stat().st_size / 1e6, 6),
+                "evidence": "measured:host",
+                "detail": ".rknn file bytes",
+            },
+        }
+        report = {
+            "measurements": measurements,
+            "accuracy": scored.as_dict(),
+            "simulator": {"artifact_reproduced": verified, "sdk": result.get("sdk")},
+            "accuracy_analysis": analysis,
+            "runner": "local (rknn-toolkit2 simulator)",
+        }
+        note = f"simulator {scored.metric} {scored.accuracy:.4f} (float {scored.reference:.4f})"
+        return StageOutput(report=report, note=note)

@@ -1,0 +1,379 @@
+"""The benchmark program every runner executes: `python -m backends.runners.benchprog REQUEST.json`.
+
+Standalone by design: it imports only the standard library, numpy, the runtime named in the request
+and the shared harness (`backends.harness`, or `harness.py` copied beside this file), because the ssh
+and adb runners copy these two files to a device and run them there. It prints exactly one JSON
+object on stdout and exits 0; on a failure it can explain, it prints {"ok": false, ...} and exits 2.
+Anything else (a crash, a kill) is the runner's to interpret.
+
+Request (paths relative to the request file's folder):
+    {"format_version": 1, "runtime": "onnxruntime", "model": "model.ort",
+     "options": {"intra_op_num_threads": 2, "inter_op_num_threads": 1, "execution_mode": "sequential",
+                 "graph_optimization_level": "disable_all", "enable_mem_pattern": true,
+                 "enable_cpu_mem_arena": true, "disabled_optimizers": [],
+                 "providers": ["CPUExecutionProvider"]},
+     "warmup": 10, "runs": 100, "seed": 0,
+     "samples": "samples.npz" | null, "sample_inputs": ["x"], "outputs": "outputs.npz" | null}
+`samples.npz` holds key "s{i:06d}_{j}" = sample i's array for sample_inputs[j]. Timing uses sample 0,
+or a random feed from `seed` when there are no samples. With `outputs`, every sample is run once more
+after timing and its outputs are written as "s{i:06d}_{k}" for the k-th output name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import platform
+import sys
+import traceback
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+FORMAT_VERSION = 1
+EXIT_FAILED = 2
+
+
+class BenchError(Exception):
+    """A failure benchprog can explain; `kind` is "terminal" (bad request or model) or "transient"."""
+
+    def __init__(self, message: str, kind: str = "terminal") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def _harness() -> ModuleType:
+    try:
+        return importlib.import_module("backends.harness")
+    except ImportError:  # copied standalone to a device, next to harness.py
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        return importlib.import_module("harness")
+
+
+def sample_key(sample: int, position: int) -> str:
+    return f"s{sample:06d}_{position}"
+
+
+_ORT_DTYPES = {
+    "tensor(float)": "float32",
+    "tensor(float16)": "float16",
+    "tensor(double)": "float64",
+    "tensor(uint8)": "uint8",
+    "tensor(int8)": "int8",
+    "tensor(uint16)": "uint16",
+    "tensor(int16)": "int16",
+    "tensor(int32)": "int32",
+    "tensor(int64)": "int64",
+    "tensor(uint32)": "uint32",
+    "tensor(uint64)": "uint64",
+    "tensor(bool)": "bool",
+}
+
+_ORT_LEVELS = {
+    "disable_all": "ORT_DISABLE_ALL",
+    "basic": "ORT_ENABLE_BASIC",
+    "extended": "ORT_ENABLE_EXTENDED",
+}
+_ORT_LEVELS["all"] = "ORT_ENABLE_ALL"
+
+
+class OrtSession:
+    """ONNX Runtime behind the small interface benchprog needs; another runtime (OpenVINO) adds a
+    class with the same methods and an entry in RUNTIMES."""
+
+    name = "onnxruntime"
+
+    @staticmethod
+    def preload() -> None:
+        """Imports the runtime before the memory baseline, so the library is not billed to the model."""
+        import onnxruntime  # noqa: F401
+
+    def __init__(self, model: Path, options: dict[str, Any]) -> None:
+        import onnxruntime as ort
+
+        self._ort = ort
+        so = ort.SessionOptions()
+        so.log_severity_level = 3
+        so.intra_op_num_threads = int(options.get("intra_op_num_threads", 0))
+        so.inter_op_num_threads = int(options.get("inter_op_num_threads", 0))
+        level = options.get("graph_optimization_level", "all")
+        if level not in _ORT_LEVELS:
+            raise BenchError(f"unknown graph_optimization_level {level!r}")
+        so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _ORT_LEVELS[level])
+        mode = options.get("execution_mode", "sequential")
+        so.execution_mode = (
+            ort.ExecutionMode.ORT_PARALLEL if mode == "parallel" else ort.ExecutionMode.ORT_SEQUENTIAL
+        )
+        so.enable_mem_pattern = bool(options.get("enable_mem_pattern", True))
+        so.enable_cpu_mem_arena = bool(options.get("enable_cpu_mem_arena", True))
+        providers = list(options.get("providers", ["CPUExecutionProvider"]))
+        disabled = list(options.get("disabled_optimizers", []))
+        try:
+            self._sess = ort.InferenceSession(
+                str(model), so, providers=providers, disabled_optimizers=disabled
+            )
+        except Exception as exc:  # ORT raises its own exception types
+            raise BenchError(f"onnxruntime cannot load {model.name}: {_first_line(exc)}") from exc
+        self.threads = so.intra_op_num_threads
+        self.output_names = [o.name for o in self._sess.get_outputs()]
+
+    @property
+    def version(self) -> str:
+        return str(self._ort.__version__)
+
+    @property
+    def providers(self) -> list[str]:
+        return list(self._sess.get_providers())
+
+    def inputs(self) -> list[dict[str, Any]]:
+        out = []
+        for i in self._sess.get_inputs():
+            out.append({"name": i.name, "shape": list(i.shape), "dtype": _ORT_DTYPES.get(i.type, i.type)})
+        return out
+
+    def infer(self, feed: dict[str, Any]) -> list[Any]:
+        return list(self._sess.run(None, feed))
+
+
+class OvSession:
+    """OpenVINO (added by the openvino backend): reads an IR (model.xml + model.bin beside it) and
+    compiles it for options["device"] with options["properties"] (PERFORMANCE_HINT, threads, streams,
+    INFERENCE_PRECISION_HINT: always explicit, so an AMX CPU does not silently run bf16)."""
+
+    name = "openvino"
+
+    @staticmethod
+    def preload() -> None:
+        import openvino  # noqa: F401
+
+    def __init__(self, model: Path, options: dict[str, Any]) -> None:
+        import openvino as ov
+
+        self._ov = ov
+        device = str(options.get("device", "CPU"))
+        properties = {str(k): str(v) for k, v in dict(options.get("properties", {})).items()}
+        try:
+            core = ov.Core()
+            self._compiled = core.compile_model(core.read_model(str(model)), device, properties)
+        except Exception as exc:  # OpenVINO raises its own exception types
+            raise BenchError(
+                f"openvino cannot compile {model.name} for {device}: {_first_line(exc)}"
+            ) from exc
+        self._request = self._compiled.create_infer_request()
+        self.device = device
+        self.threads = int(self._property("INFERENCE_NUM_THREADS", 0))
+        self.output_names = [o.get_any_name() for o in self._compiled.outputs]
+        self.effective = {
+            key: _ov_text(self._property(key, ""))
+            for key in (
+                "PERFORMANCE_HINT",
+                "NUM_STREAMS",
+                "INFERENCE_NUM_THREADS",
+                "INFERENCE_PRECISION_HINT",
+            )
+        }
+
+    def _property(self, key: str, default: Any) -> Any:
+        try:
+            return self._compiled.get_property(key)
+        except Exception:  # a plugin without this property
+            return default
+
+    @property
+    def version(self) -> str:
+        return str(self._ov.get_version())
+
+    @property
+    def providers(self) -> list[str]:
+        return [f"openvino:{self.device}"] + [f"{k}={v}" for k, v in sorted(self.effective.items())]
+
+    def inputs(self) -> list[dict[str, Any]]:
+        out = []
+        for port in self._compiled.inputs:
+            dtype = port.get_element_type().to_dtype().name
+            out.append({"name": port.get_any_name(), "shape": list(port.get_shape()), "dtype": dtype})
+        return out
+
+    def infer(self, feed: dict[str, Any]) -> list[Any]:
+        result = self._request.infer(feed)
+        return [result[port] for port in self._compiled.outputs]
+
+
+def _ov_text(value: Any) -> str:
+    """An OpenVINO property value as text ("f32", not "<Type: 'float32'>")."""
+    name = getattr(value, "get_type_name", None)
+    return str(name()) if callable(name) else str(value)
+
+
+RUNTIMES: dict[str, Any] = {"onnxruntime": OrtSession, "openvino": OvSession}
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else type(exc).__name__
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.lower().startswith(("model name", "hardware", "processor\t: a")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def device_info() -> dict[str, Any]:
+    import os
+
+    import numpy
+
+    return {
+        "cpu": cpu_model(),
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+        "system": platform.system(),
+        "release": platform.release(),
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+    }
+
+
+def random_feed(inputs: list[dict[str, Any]], seed: int) -> dict[str, Any]:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    feed = {}
+    for spec in inputs:
+        shape = spec["shape"]
+        if not all(isinstance(d, int) and d > 0 for d in shape):
+            raise BenchError(f"input {spec['name']} has dynamic shape {shape}: give samples or fix the shape")
+        dtype = np.dtype(spec["dtype"])
+        if np.issubdtype(dtype, np.floating):
+            feed[spec["name"]] = rng.standard_normal(shape).astype(dtype)
+        else:
+            feed[spec["name"]] = rng.integers(0, 2 if dtype == np.bool_ else 100, shape).astype(dtype)
+    return feed
+
+
+def load_samples(path: Path, names: list[str]) -> list[dict[str, Any]]:
+    import numpy as np
+
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            keys = set(archive.files)
+            samples: list[dict[str, Any]] = []
+            while sample_key(len(samples), 0) in keys:
+                i = len(samples)
+                samples.append({name: archive[sample_key(i, j)] for j, name in enumerate(names)})
+    except (OSError, ValueError, KeyError) as exc:
+        raise BenchError(f"cannot read samples {path.name}: {_first_line(exc)}") from exc
+    if not samples:
+        raise BenchError(f"samples file {path.name} holds no samples")
+    return samples
+
+
+def write_outputs(path: Path, session: OrtSession, samples: list[dict[str, Any]]) -> dict[str, Any]:
+    import numpy as np
+
+    arrays: dict[str, Any] = {}
+    for i, feed in enumerate(samples):
+        for k, value in enumerate(session.infer(feed)):
+            arrays[sample_key(i, k)] = np.asarray(value)
+    with path.open("wb") as fh:
+        np.savez(fh, **arrays)
+    return {"file": path.name, "names": session.output_names, "samples": len(samples)}
+
+
+def _resolve(base: Path, value: Any, what: str) -> Path:
+    if not isinstance(value, str) or not value:
+        raise BenchError(f"request field {what!r} must be a file name")
+    path = Path(value)
+    return path if path.is_absolute() else base / path
+
+
+def run(request_path: Path) -> dict[str, Any]:
+    try:
+        request = json.loads(request_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise BenchError(f"cannot read request {request_path}: {_first_line(exc)}") from exc
+    if request.get("format_version") != FORMAT_VERSION:
+        raise BenchError(
+            f"request format_version {request.get('format_version')!r}, expected {FORMAT_VERSION}"
+        )
+    runtime = RUNTIMES.get(str(request.get("runtime")))
+    if runtime is None:
+        raise BenchError(
+            f"runtime {request.get('runtime')!r} is not supported here (known: {', '.join(RUNTIMES)})"
+        )
+    base = request_path.resolve().parent
+    model = _resolve(base, request.get("model"), "model")
+    warmup, runs = int(request.get("warmup", 10)), int(request.get("runs", 100))
+    samples: list[dict[str, Any]] = []
+    if request.get("samples"):
+        samples = load_samples(
+            _resolve(base, request["samples"], "samples"), list(request.get("sample_inputs", []))
+        )
+    harness = _harness()
+    runtime.preload()
+    holder: dict[str, OrtSession] = {}
+
+    def create() -> Any:
+        holder["session"] = runtime(model, dict(request.get("options", {})))
+        return holder["session"].infer
+
+    seed = int(request.get("seed", 0))
+
+    def make_feed() -> dict[str, Any]:
+        return samples[0] if samples else random_feed(holder["session"].inputs(), seed)
+
+    result = harness.benchmark(create, make_feed, warmup, runs)
+    session = holder["session"]
+    response: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "ok": True,
+        "runtime": session.name,
+        "runtime_version": session.version,
+        "providers": session.providers,
+        "threads": session.threads,
+        "device": device_info(),
+        "inputs": session.inputs(),
+        "timed_feed": "sample 0" if samples else f"random, seed {seed}",
+        **result.as_dict(),
+        "outputs": None,
+    }
+    if request.get("outputs"):
+        if not samples:
+            raise BenchError("outputs requested without samples")
+        response["outputs"] = write_outputs(_resolve(base, request["outputs"], "outputs"), session, samples)
+    return response
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m backends.runners.benchprog REQUEST.json", file=sys.stderr)
+        return EXIT_FAILED
+    try:
+        response = run(Path(args[0]))
+    except BenchError as exc:
+        print(
+            json.dumps({"format_version": FORMAT_VERSION, "ok": False, "error": str(exc), "kind": exc.kind})
+        )
+        return EXIT_FAILED
+    except MemoryError:
+        traceback.print_exc()
+        print(
+            json.dumps(
+                {"format_version": FORMAT_VERSION, "ok": False, "error": "out of memory", "kind": "transient"}
+            )
+        )
+        return EXIT_FAILED
+    sys.stdout.write(json.dumps(response, sort_keys=True) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

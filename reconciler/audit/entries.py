@@ -1,0 +1,133 @@
+"""One observed state of a spec's results: what was built from which model, and how each SLO fared."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass
+class AuditEntry:
+    source: str
+    """commit | working tree | ledger"""
+    label: str
+    """Short commit sha, "working tree", or "local apply"."""
+    time: datetime
+    """Commit time (committer), lock file modification time, or apply time; timezone-aware."""
+    spec: str
+    target: str
+    lock_file: str
+    """Repository-relative path of the lock file."""
+    status: str
+    model_version: str | None
+    model_digest: str | None
+    """The import stage's output model digest (the normalized model every later stage builds on)."""
+    model_file_digest: str | None
+    """sha256 of the ONNX file itself, when the lock records it (`sources.files.model`)."""
+    import_key: str | None
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
+    measurements: dict[str, dict[str, Any]] = field(default_factory=dict)
+    toolchains: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """stage -> {"name", "version", "fingerprint"} of the implementation that built it."""
+    commit: str | None = None
+    author: str = ""
+    subject: str = ""
+    applied_at: list[str] = field(default_factory=list)
+    """Times of local applies (ledger) that produced exactly these results."""
+
+    @property
+    def state(self) -> str:
+        """pass (every SLO met on a measurement) | fail (an SLO failed or the build failed) | unverified."""
+        if self.status in ("Failed", "Stalled") or any(v.get("passed") is False for v in self.verdicts):
+            return "fail"
+        if self.verdicts and all(v.get("passed") is True for v in self.verdicts):
+            return "pass"
+        return "unverified" if self.verdicts else ("pass" if self.status == "Ready" else "unverified")
+
+    @property
+    def model(self) -> str:
+        """`version@digest12`, the human name of a model version."""
+        digest = (self.model_file_digest or self.model_digest or "")[:12]
+        return f"{self.model_version or '?'}@{digest or '?'}"
+
+    def verdict_key(self) -> tuple[Any, ...]:
+        """What makes two entries the same result (for matching ledger applies to commits)."""
+        return (
+            self.spec,
+            self.import_key,
+            tuple(
+                sorted(
+                    (v.get("variant"), v.get("name"), v.get("value"), v.get("verdict")) for v in self.verdicts
+                )
+            ),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "label": self.label,
+            "commit": self.commit,
+            "time": self.time.isoformat(),
+            "author": self.author,
+            "subject": self.subject,
+            "spec": self.spec,
+            "target": self.target,
+            "lock_file": self.lock_file,
+            "status": self.status,
+            "state": self.state,
+            "model": {
+                "version": self.model_version,
+                "digest": self.model_digest,
+                "file_digest": self.model_file_digest,
+                "import_key": self.import_key,
+            },
+            "verdicts": self.verdicts,
+            "measurements": self.measurements,
+            "toolchains": self.toolchains,
+            "applied_at": self.applied_at,
+        }
+
+
+def toolchains(stages: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Implementation identity per non-identity stage of a lock variant (or of records)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, stage in stages.items():
+        impl = stage.get("impl") or {}
+        if stage.get("identity") or impl.get("name") == "identity":
+            continue
+        out[name] = {
+            "name": impl.get("name"),
+            "version": impl.get("version"),
+            "fingerprint": impl.get("fingerprint") or {},
+        }
+    return out
+
+
+def from_lock(
+    lock: dict[str, Any], source: str, label: str, time: datetime, lock_file: str, commit: str | None = None
+) -> AuditEntry:
+    """An entry from a lock file's content."""
+    variants = lock.get("variants") or {}
+    default: dict[str, Any] = variants.get("default") or next(iter(variants.values()), {})
+    stages = default.get("stages") or {}
+    model_artifact = ((stages.get("import") or {}).get("artifacts") or {}).get("model") or {}
+    verdicts = [v for name in sorted(variants) for v in (variants[name].get("verdicts") or [])]
+    model = lock.get("model") or {}
+    return AuditEntry(
+        source=source,
+        label=label,
+        time=time,
+        spec=str(lock.get("spec", "?")),
+        target=str(lock.get("target", "?")),
+        lock_file=lock_file,
+        status=str(lock.get("status", "?")),
+        model_version=model.get("version"),
+        model_digest=model_artifact.get("digest"),
+        model_file_digest=((lock.get("sources") or {}).get("files") or {}).get("model"),
+        import_key=model.get("import_key"),
+        verdicts=verdicts,
+        measurements={name: v.get("measurements") or {} for name, v in sorted(variants.items())},
+        toolchains=toolchains(stages),
+        commit=commit,
+    )

@@ -1,0 +1,217 @@
+"""`plan --base REF`: each spec of the work tree against the same spec at REF.
+
+Specs are matched by `metadata.name` (state, ledger and lock files are per name). For each: whether it
+was added, removed, modified or unchanged; the field-level diff; which stages the current plan rebuilds;
+and, once the work tree's lock file has been applied, the SLO table base -> now.
+
+"Applied" is decided from local state when there is some (the plan re-judges nothing), else from the
+lock file's `sources` (digest of the merged spec and of every input file): CI runs on a fresh checkout
+with no store, and must still tell a committed, up-to-date lock file from a stale one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reconciler.engine.chain import build_chain, variants
+from reconciler.engine.results import SpecResult, StageResult
+from reconciler.engine.sources import file_digests, spec_digest
+from reconciler.engine.stages import VERIFY
+from reconciler.engine.workspace import Workspace
+from reconciler.gitops import gitref, slo, specdiff
+from reconciler.repo import Layout
+from reconciler.spec import LoadedSpec, SpecErrors, check
+from reconciler.state import lockfile
+
+PENDING = ("build", "rejudge", "stalled")
+
+
+@dataclass
+class SpecComparison:
+    name: str
+    change: str
+    """added | removed | modified | unchanged"""
+    file: str
+    """The spec file, relative to the repository (the base one for a removed spec)."""
+    target: str | None = None
+    base_target: str | None = None
+    fields: list[specdiff.FieldChange] = field(default_factory=list)
+    files: list[specdiff.FieldChange] = field(default_factory=list)
+    stages: list[StageResult] = field(default_factory=list)
+    """The current plan's stages that are not cached."""
+    cached_stages: int = 0
+    applied: bool = False
+    """The work tree's lock file matches the spec and its inputs, so `slo` compares real results."""
+    has_lock: bool = False
+    slo: list[slo.SloRow] = field(default_factory=list)
+    slo_base: tuple[int, int] = (0, 0)
+    slo_now: tuple[int, int] = (0, 0)
+    errors: list[str] = field(default_factory=list)
+    base_errors: list[str] = field(default_factory=list)
+
+    @property
+    def rebuilds(self) -> list[str]:
+        """Stage names to rebuild (any variant), in chain order."""
+        seen: list[str] = []
+        for stage in self.stages:
+            if stage.action in ("build", "stalled") and stage.name not in seen:
+                seen.append(stage.name)
+        return seen
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "change": self.change,
+            "file": self.file,
+            "target": self.target,
+            "base_target": self.base_target,
+            "fields": [c.to_json() for c in self.fields],
+            "files": [c.to_json() for c in self.files],
+            "rebuild": self.rebuilds,
+            "stages": [s.to_json() for s in self.stages],
+            "applied": self.applied,
+            "has_lock": self.has_lock,
+            "slo": [row.to_json() for row in self.slo],
+            "slo_summary": {
+                "base": {"passed": self.slo_base[0], "total": self.slo_base[1]},
+                "now": {"passed": self.slo_now[0], "total": self.slo_now[1]},
+            },
+            "errors": self.errors,
+            "base_errors": self.base_errors,
+        }
+
+
+@dataclass
+class Comparison:
+    ref: str
+    commit: str
+    specs: list[SpecComparison]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ref": self.ref, "commit": self.commit, "specs": [s.to_json() for s in self.specs]}
+
+
+@dataclass
+class _Side:
+    spec: LoadedSpec | None
+    file: Path
+    errors: list[str]
+    target: str | None = None
+
+
+def _base_side(snap: gitref.Snapshot, relative_paths: list[Path]) -> dict[str, _Side]:
+    existing = [snap.path(p) for p in relative_paths if snap.path(p).exists()]
+    out: dict[str, _Side] = {}
+    for report in check(existing, snap.root, semantic=False) if existing else []:
+        name = report.name or report.file.name.split(".")[0]
+        errors = [snap.display(str(e)) for e in report.errors]
+        spec = report.spec if report.valid else None
+        target = report.spec.target if report.spec is not None else None
+        out.setdefault(name, _Side(spec, report.file, errors, target))
+    return out
+
+
+def _current_side(specs: list[LoadedSpec], results: list[SpecResult]) -> dict[str, _Side]:
+    out = {spec.name: _Side(spec, spec.path, [], spec.target) for spec in specs}
+    for result in results:
+        if result.name not in out:
+            out[result.name] = _Side(None, Path(result.file), list(result.errors), result.target or None)
+    return out
+
+
+def _current_files(ws: Workspace, spec: LoadedSpec) -> dict[str, str | None] | None:
+    try:
+        return file_digests(build_chain(spec, variants(spec)[0], ws.layout.root, ws.hasher))
+    except SpecErrors:
+        return None
+
+
+def is_applied(
+    spec: LoadedSpec,
+    lock: dict[str, Any] | None,
+    result: SpecResult | None,
+    files: dict[str, str | None] | None,
+) -> bool:
+    """Whether `lock` holds the results of this very spec and input files."""
+    if lock is None:
+        return False
+    verify = [s for s in (result.stages if result else []) if s.name == VERIFY]
+    if verify and all(s.action == "cached" for s in verify):
+        return True
+    sources = lock.get("sources") or {}
+    if not sources or files is None:
+        return False
+    return bool(sources.get("spec_digest") == spec_digest(spec) and sources.get("files") == files)
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _compare_one(
+    name: str,
+    base: _Side | None,
+    now: _Side | None,
+    result: SpecResult | None,
+    ws: Workspace,
+    snap: gitref.Snapshot,
+) -> SpecComparison:
+    root = ws.layout.root
+    file = _relative(now.file, root) if now else _relative(base.file, snap.root) if base else name
+    out = SpecComparison(name, "unchanged", file)
+    out.target = now.target if now else None
+    out.base_target = base.target if base else None
+    out.errors = list(now.errors) if now else []
+    out.base_errors = list(base.errors) if base else []
+    base_lock = lockfile.read(Layout.lock_file(base.file)) if base else None
+    lock = lockfile.read(Layout.lock_file(now.file)) if now else None
+    out.has_lock = lock is not None
+    files = _current_files(ws, now.spec) if now and now.spec else None
+    if now and now.spec:
+        out.applied = is_applied(now.spec, lock, result, files)
+    if result is not None:
+        out.stages = [s for s in result.stages if s.action in PENDING]
+        out.cached_stages = sum(1 for s in result.stages if s.action == "cached")
+    base_spec = base.spec if base else None
+    now_spec = now.spec if now else None
+    if base_spec is not None or now_spec is not None:
+        out.fields = specdiff.diff(base_spec, now_spec) if base_spec and now_spec else []
+    out.files = specdiff.file_changes((base_lock or {}).get("sources", {}).get("files"), files)
+    out.slo = slo.table(base_lock, lock if out.applied else None)
+    out.slo_base = slo.summary(base_lock)
+    out.slo_now = slo.summary(lock if out.applied else None)
+    if base is None:
+        out.change = "added"
+    elif now is None:
+        out.change = "removed"
+    elif out.fields or out.files or base_lock != lock or (base_spec is None) != (now_spec is None):
+        out.change = "modified"
+    return out
+
+
+def compare(
+    ws: Workspace,
+    paths: list[Path],
+    ref: str,
+    specs: list[LoadedSpec],
+    results: list[SpecResult],
+) -> Comparison:
+    """Every spec under `paths` (work tree) against REF. Raises gitref.GitError for a bad repo or ref."""
+    root = ws.layout.root
+    relative = [gitref.repo_relative(p, root) for p in (paths or [Layout(root).default_specs()])]
+    repo = gitref.open_repo(root)
+    try:
+        with gitref.snapshot(repo, ref) as snap:
+            base = _base_side(snap, relative)
+            now = _current_side(specs, results)
+            by_name = {r.name: r for r in results}
+            order = [*now, *(n for n in base if n not in now)]
+            compared = [_compare_one(n, base.get(n), now.get(n), by_name.get(n), ws, snap) for n in order]
+            return Comparison(ref, snap.commit, compared)
+    finally:
+        repo.close()

@@ -1,0 +1,206 @@
+"""`plan --base REF` three ways: a pull-request comment (Markdown), a terminal section, JSON.
+
+The Markdown keeps the summary table always visible and folds what can be long (field diffs, stage
+lists) into <details> blocks, so a comment on a PR touching many specs stays readable.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from reconciler.engine.results import SpecResult
+from reconciler.gitops.compare import Comparison, SpecComparison
+from reconciler.gitops.slo import SloRow
+
+FOLD_AFTER = 8
+"""Tables with more rows than this are folded into a <details> block."""
+MARK = {
+    "pass": "✅ pass",
+    "fail": "❌ fail",
+    "met on estimate": "🟡 met on estimate",
+    "fail (estimated)": "❌ fail (estimated)",
+    "unverified": "⚪ unverified",
+}
+CHANGE = {"added": "🆕 added", "removed": "🗑️ removed", "modified": "✏️ modified", "unchanged": "unchanged"}
+
+
+def number(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4g}"
+
+
+def value_text(value: Any, limit: int = 60) -> str:
+    text = "—" if value is None else value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def delta_text(row: SloRow) -> str:
+    if row.delta is None:
+        return "—"
+    if row.delta == 0:
+        return "0"
+    text = f"{row.delta:+.4g}"
+    if row.relative is not None:
+        text += f" ({row.relative:+.1%})"
+    arrow = {True: " ▲ better", False: " ▼ worse"}.get(row.better) if row.better is not None else ""
+    return text + (arrow or "")
+
+
+def verdict_text(row: SloRow, applied: bool) -> str:
+    if not applied:
+        return "⏳ pending apply"
+    if row.new_verdict is None:
+        return "dropped"
+    old = row.old_verdict
+    new = MARK.get(row.new_verdict, row.new_verdict)
+    return new if old in (None, row.new_verdict) else f"{new} (was {old})"
+
+
+def threshold_text(row: SloRow) -> str:
+    bound = row.threshold if row.threshold is not None else row.old_threshold
+    text = f"{row.comparison} {number(bound)}"
+    if row.old_threshold is not None and row.threshold is not None and row.old_threshold != row.threshold:
+        text += f" (was {number(row.old_threshold)})"
+    return text
+
+
+def slo_cell(spec: SpecComparison) -> str:
+    (bp, bt), (np_, nt) = spec.slo_base, spec.slo_now
+    base = f"{bp}/{bt}" if bt else "—"
+    if spec.change == "removed":
+        return f"{base} → removed"
+    if not spec.applied:
+        return f"{base} → ⏳ pending apply"
+    mark = "✅" if nt and np_ == nt else "❌" if nt else ""
+    return f"{base} → {np_}/{nt} {mark}".rstrip()
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _fold(summary: str, lines: list[str], rows: int) -> list[str]:
+    if rows <= FOLD_AFTER:
+        return [*lines, ""]
+    return ["<details>", f"<summary>{summary}</summary>", "", *lines, "", "</details>", ""]
+
+
+def _fields_md(spec: SpecComparison) -> list[str]:
+    changes = [*spec.fields, *spec.files]
+    if not changes:
+        return []
+    lines = ["| field | base | now | read by |", "|---|---|---|---|"]
+    for c in changes:
+        stages = ", ".join(c.stages) if c.stages else "no stage (nothing rebuilds)"
+        old, new = _escape(value_text(c.old)), _escape(value_text(c.new))
+        lines.append(f"| `{c.path}` | `{old}` | `{new}` | {stages} |")
+    return ["**Changed fields**", "", *_fold(f"{len(changes)} changed fields", lines, len(changes))]
+
+
+def _stages_md(spec: SpecComparison) -> list[str]:
+    if not spec.stages:
+        return ["**Plan**: nothing to rebuild.", ""] if spec.change != "removed" else []
+    lines = ["| stage | variant | action | reason |", "|---|---|---|---|"]
+    for s in spec.stages:
+        lines.append(f"| {s.name} | {s.variant} | **{s.action}** | {_escape(s.reason)} |")
+    head = f"**Plan**: {len(spec.stages)} to run, {spec.cached_stages} cached"
+    return [head, "", *_fold(f"{len(spec.stages)} stages", lines, len(spec.stages))]
+
+
+def _slo_md(spec: SpecComparison) -> list[str]:
+    if not spec.slo:
+        return []
+    note = (
+        ""
+        if spec.applied or spec.change == "removed"
+        else (
+            " — the work tree's lock file is not up to date with the spec: run `npuctl apply` and commit it"
+        )
+    )
+    lines = [f"**SLOs** (base → now){note}", ""]
+    lines += [
+        "| SLO | variant | threshold | base | now | delta | verdict | evidence |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in spec.slo:
+        now = number(row.new) if spec.applied else "⏳"
+        lines.append(
+            f"| {row.name} | {row.variant} | {threshold_text(row)} | {number(row.old)} | {now} | "
+            f"{delta_text(row) if spec.applied else '—'} | {verdict_text(row, spec.applied)} | {row.evidence or '—'} |"
+        )
+    return [*lines, ""]
+
+
+def _spec_md(spec: SpecComparison) -> list[str]:
+    target = spec.target or spec.base_target or "?"
+    lines = [f"#### `{spec.name}` → `{target}`: {CHANGE.get(spec.change, spec.change)}", ""]
+    lines += [f"- ❗ `{e}`" for e in spec.errors]
+    lines += [f"- at base: `{e}`" for e in spec.base_errors]
+    if spec.errors or spec.base_errors:
+        lines.append("")
+    if spec.base_target and spec.target and spec.base_target != spec.target:
+        lines += [f"Target changed: `{spec.base_target}` → `{spec.target}`.", ""]
+    return lines + _fields_md(spec) + _stages_md(spec) + _slo_md(spec)
+
+
+def to_markdown(comparison: Comparison, exit_code: int) -> str:
+    counts: dict[str, int] = {}
+    for spec in comparison.specs:
+        counts[spec.change] = counts.get(spec.change, 0) + 1
+    summary = ", ".join(f"{n} {change}" for change, n in sorted(counts.items()))
+    outcome = {0: "nothing to do", 2: "changes pending", 1: "errors"}.get(exit_code, str(exit_code))
+    lines = [
+        f"### npuctl plan against `{comparison.ref}` (`{comparison.commit[:10]}`)",
+        "",
+        f"**{len(comparison.specs)} specs**: {summary or 'none'} · plan: {outcome} (exit {exit_code})",
+        "",
+        "| spec | target | change | stages to rebuild | SLOs met (base → now) |",
+        "|---|---|---|---|---|",
+    ]
+    for spec in comparison.specs:
+        rebuild = ", ".join(spec.rebuilds) or ("—" if spec.change == "removed" else "none")
+        target = spec.target or spec.base_target or "?"
+        lines.append(
+            f"| `{spec.name}` | `{target}` | {CHANGE.get(spec.change, spec.change)} | {rebuild} | {slo_cell(spec)} |"
+        )
+    lines.append("")
+    for spec in comparison.specs:
+        if spec.change != "unchanged" or spec.stages or spec.errors:
+            lines += _spec_md(spec)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def to_json(results: list[SpecResult], comparison: Comparison) -> str:
+    from reconciler.cli._render import to_json as plan_json
+
+    payload = json.loads(plan_json(results, "plan"))
+    payload["base"] = comparison.to_json()
+    return json.dumps(payload, indent=2, sort_keys=True)
+
+
+def print_text(comparison: Comparison) -> None:
+    from reconciler.cli._render import console
+
+    out = console()
+    out.print(f"[bold]against {comparison.ref}[/bold] ({comparison.commit[:10]})", highlight=False)
+    for spec in comparison.specs:
+        target = spec.target or spec.base_target or "?"
+        out.print(f"  [bold]{spec.name}[/bold] → {target}: {spec.change}", highlight=False)
+        for e in spec.base_errors:
+            out.print(f"    at base: {e}", markup=False, highlight=False)
+        for c in [*spec.fields, *spec.files]:
+            stages = ", ".join(c.stages) or "no stage"
+            line = f"    {c.path}: {value_text(c.old)} -> {value_text(c.new)}  ({stages})"
+            out.print(line, markup=False, highlight=False)
+        if spec.rebuilds:
+            out.print(f"    rebuilds: {', '.join(spec.rebuilds)}", markup=False, highlight=False)
+        if spec.slo and not spec.applied and spec.change != "removed":
+            out.print(
+                "    SLOs: pending apply (the lock file is not up to date)", markup=False, highlight=False
+            )
+        for row in spec.slo if spec.applied else []:
+            line = (
+                f"    {row.name} [{row.variant}] {threshold_text(row)}: {number(row.old)} -> {number(row.new)}"
+                f" ({delta_text(row)}) {row.new_verdict or 'dropped'}"
+            )
+            out.print(line, markup=False, highlight=False)

@@ -1,0 +1,132 @@
+"""The one accuracy implementation, on hand-made arrays with known answers, and on two real sessions."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from backends.errors import TerminalError
+from backends.onnx.accuracy import (
+    SQNR_CAP_DB,
+    ModelOutputs,
+    compare_models,
+    fidelity,
+    run_model,
+    score,
+    sqnr_db,
+    task_accuracy,
+    top1_agreement,
+)
+from backends.onnx.data import Sample
+
+
+def test_top1_and_top5() -> None:
+    scores = [
+        np.array([[0.1, 0.7, 0.2]]),  # top1 = 1
+        np.array([[0.5, 0.2, 0.3]]).reshape(1, 3, 1, 1),  # top1 = 0, squeezenet-like shape
+        np.array([0.2, 0.2, 0.6]),  # top1 = 2
+        np.array([[0.4, 0.4, 0.2]]),  # tie: the lower index wins
+    ]
+    assert task_accuracy(scores, [1, 0, 2, 0]) == 1.0
+    assert task_accuracy(scores, [1, 1, 2, 1], "top1") == 0.5
+    wide = [np.arange(10.0)[::-1].copy(), np.arange(10.0)]  # top-5: {0..4} and {5..9}
+    assert task_accuracy(wide, [4, 4], "top5") == 0.5
+    assert task_accuracy(wide, [5, 9], "top5") == 0.5
+    assert task_accuracy(wide, [0, 9], "top5") == 1.0
+
+
+def test_task_accuracy_rejects_what_it_cannot_score() -> None:
+    with pytest.raises(TerminalError, match="one score vector per sample"):
+        task_accuracy([np.zeros((1, 4, 3))], [0])
+    with pytest.raises(TerminalError, match="2 outputs but 1 labels"):
+        task_accuracy([np.zeros(3), np.zeros(3)], [0])
+    with pytest.raises(TerminalError, match="top1 or top5"):
+        task_accuracy([np.zeros(3)], [0], "top3")  # type: ignore[arg-type]
+
+
+def test_sqnr_known_values() -> None:
+    ref = [np.ones(100)]
+    assert sqnr_db(ref, [np.ones(100) * 1.1]) == pytest.approx(20.0)  # signal 100, noise 1
+    assert sqnr_db(ref, [np.ones(100) * 1.01]) == pytest.approx(40.0)
+    assert sqnr_db(ref, ref) == SQNR_CAP_DB
+    assert sqnr_db([np.zeros(3)], [np.ones(3)]) == -SQNR_CAP_DB
+    assert sqnr_db(ref, [np.full(100, np.nan)]) == -SQNR_CAP_DB
+
+
+def test_top1_agreement_over_positions() -> None:
+    ref = [np.array([[[0.9, 0.1], [0.2, 0.8], [0.6, 0.4], [0.3, 0.7]]])]  # [1, 4 positions, 2 classes]
+    out = [np.array([[[0.8, 0.2], [0.3, 0.7], [0.4, 0.6], [0.1, 0.9]]])]
+    assert top1_agreement(ref, out) == 0.75
+    assert top1_agreement([np.ones((1, 1))], [np.ones((1, 1))]) is None
+
+
+def test_fidelity_per_output_and_aggregate() -> None:
+    rng = np.random.default_rng(0)
+    logits = [rng.standard_normal((1, 10)) for _ in range(4)]
+    feature = [rng.standard_normal((1, 8, 1, 1)) for _ in range(4)]
+    reference = [[lg, ft] for lg, ft in zip(logits, feature, strict=True)]
+    noisy = [[lg + 0.01, -ft] for lg, ft in zip(logits, feature, strict=True)]
+    fid = fidelity(reference, noisy, ["logits", "feature"])
+    by_name = {o.name: o for o in fid.outputs}
+    assert by_name["logits"].top1_agreement == 1.0
+    assert by_name["logits"].cosine > 0.999
+    assert by_name["feature"].cosine == pytest.approx(-1.0)
+    assert by_name["feature"].top1_agreement is not None and by_name["feature"].top1_agreement < 1.0
+    assert fid.cosine == pytest.approx((by_name["logits"].cosine + by_name["feature"].cosine) / 2)
+    assert fid.sqnr_db == min(o.sqnr_db for o in fid.outputs)
+    assert fid.samples == 4
+    identical = fidelity(reference, reference)
+    assert (identical.top1_agreement, identical.cosine, identical.sqnr_db) == (1.0, 1.0, SQNR_CAP_DB)
+    assert math.isfinite(fidelity(reference, [[np.zeros((1, 10)), np.zeros((1, 8, 1, 1))]] * 4).cosine)
+
+
+def test_fidelity_shape_mismatch_is_an_error() -> None:
+    with pytest.raises(TerminalError, match="shape"):
+        fidelity([[np.zeros((1, 3))]], [[np.zeros((1, 4))]])
+    with pytest.raises(TerminalError, match="reference samples"):
+        fidelity([[np.zeros(3)]], [[np.zeros(3)], [np.zeros(3)]])
+
+
+def test_score_picks_task_accuracy_with_labels_and_fidelity_without() -> None:
+    ref = ModelOutputs(["p"], [[np.array([[0.1, 0.9]])], [np.array([[0.8, 0.2]])]])
+    out = ModelOutputs(["p"], [[np.array([[0.6, 0.4]])], [np.array([[0.7, 0.3]])]])
+    labelled = score(out, ref, labels=[1, 0], metric="top1")
+    assert (labelled.metric, labelled.accuracy, labelled.reference) == ("top1", 0.5, 1.0)
+    assert labelled.drop == 0.5
+    unlabelled = score(out, ref)
+    assert (unlabelled.metric, unlabelled.accuracy, unlabelled.reference) == ("fidelity", 0.5, 1.0)
+    assert score(out, ref, labels=[1, 0], metric="fidelity").metric == "fidelity"
+    assert set(unlabelled.as_dict()) == {"metric", "accuracy", "reference", "drop", "samples", "fidelity"}
+
+
+def _linear_model(path: Path, scale: float) -> Path:
+    weights = np.linspace(-1.0, 1.0, 40, dtype=np.float32).reshape(8, 5) * scale
+    weights[:, 0] += np.linspace(0, 0.2, 8, dtype=np.float32) * (scale < 0)
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "linear",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 8])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 5])],
+        [onnx.numpy_helper.from_array(weights, "w")],
+    )
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)]), path)
+    return path
+
+
+def test_compare_models_runs_two_sessions(tmp_path: Path) -> None:
+    reference = _linear_model(tmp_path / "ref.onnx", 1.0)
+    same = _linear_model(tmp_path / "same.onnx", 1.0)
+    flipped = _linear_model(tmp_path / "flipped.onnx", -1.0)
+    rng = np.random.default_rng(0)
+    samples = [Sample(f"s{i}", {"x": rng.standard_normal((1, 8)).astype(np.float32)}) for i in range(16)]
+    good = compare_models(same, reference, samples)
+    assert good.result.accuracy == 1.0 and good.result.fidelity.sqnr_db == SQNR_CAP_DB
+    bad = compare_models(flipped, reference, samples, reference=good.reference)
+    assert bad.result.accuracy < 0.5
+    assert bad.result.fidelity.cosine < 0
+    assert bad.reference is good.reference
+    assert len(run_model(reference, [s.feed for s in samples]).values) == 16

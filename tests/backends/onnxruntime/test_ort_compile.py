@@ -1,0 +1,151 @@
+"""compile on a real model: .ort artifacts that load, match the ONNX, honour the fusion switches, and are
+byte-reproducible (ONNX Runtime's own ORT-format save is not)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from ort_helpers import compile_model
+
+from backends.errors import TerminalError
+from backends.onnxruntime._ortformat import canonical_bytes
+
+
+def _run(path: Path, feed: dict[str, np.ndarray], level: str = "ORT_DISABLE_ALL") -> list[np.ndarray]:
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.intra_op_num_threads = 1
+    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return [np.asarray(v) for v in session.run(None, feed)]
+
+
+@pytest.mark.parametrize("level", [0, 1, 2, 3])
+def test_ort_artifact_loads_and_matches_the_onnx(tmp_path: Path, cls_onnx: Path, level: int) -> None:
+    out = compile_model(cls_onnx, tmp_path / "w", level=level, cores=2)
+    artifact = out.artifacts["ort"]
+    assert artifact.suffix == ".ort" and artifact.read_bytes()[4:8] == b"ORTM"
+    settings = json.loads(out.artifacts["session"].read_text())
+    assert settings["intra_op_num_threads"] == 2
+    assert settings["graph_optimization_level"] == ["disable_all", "basic", "extended", "all"][level]
+    assert settings["load_optimization_level"] == "disable_all"
+    feed = {"x": np.random.default_rng(level).standard_normal((1, 3, 48, 192)).astype(np.float32)}
+    expected = _run(cls_onnx, feed)
+    got = _run(artifact, feed)
+    np.testing.assert_allclose(got[0], expected[0], atol=1e-4, rtol=0)
+    assert out.report["reproducible"] is True
+    assert out.report["artifact"]["size_bytes"] == artifact.stat().st_size
+    assert out.report["nodes_after"] == sum(out.report["ops_after"].values())
+    if level >= 2:
+        assert out.report["nodes_after"] < out.report["nodes_before"]
+
+
+@pytest.mark.parametrize("level", [0, 3])
+def test_bytes_are_reproducible_within_a_process(tmp_path: Path, cls_onnx: Path, level: int) -> None:
+    first = compile_model(cls_onnx, tmp_path / "a", level=level).artifacts
+    second = compile_model(cls_onnx, tmp_path / "b", level=level).artifacts
+    assert first["ort"].read_bytes() == second["ort"].read_bytes()
+    assert first["session"].read_bytes() == second["session"].read_bytes()
+
+
+def test_bytes_are_reproducible_across_processes(tmp_path: Path, cls_onnx: Path) -> None:
+    """Level 3: the NCHWc transformer orders and names its nodes differently in every process."""
+    here = Path(__file__).parent
+    code = (
+        f"import sys; sys.path.insert(0, {str(here)!r}); from pathlib import Path; from ort_helpers import compile_model; "
+        f"out = compile_model(Path({str(cls_onnx)!r}), Path(sys.argv[1]), level=3); print(out.artifacts['ort'])"
+    )
+    paths = []
+    for name in ("p1", "p2"):
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path / name)],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=300,
+        )
+        paths.append(Path(done.stdout.strip().splitlines()[-1]))
+    local = compile_model(cls_onnx, tmp_path / "here", level=3).artifacts["ort"]
+    assert paths[0].read_bytes() == paths[1].read_bytes() == local.read_bytes()
+
+
+def test_canonical_bytes_are_idempotent(tmp_path: Path, cls_onnx: Path) -> None:
+    data = compile_model(cls_onnx, tmp_path / "w", level=2).artifacts["ort"].read_bytes()
+    assert canonical_bytes(data) == data
+
+
+@pytest.mark.parametrize(
+    ("level", "switch", "gone", "kept"),
+    [
+        (2, "conv_bn", set(), {"BatchNormalization"}),
+        (2, "conv_activation", {"com.microsoft.FusedConv"}, {"HardSigmoid", "Relu"}),
+        (
+            3,
+            "conv_activation",
+            {"com.microsoft.FusedConv", "com.microsoft.nchwc.Conv"},
+            {"HardSigmoid", "Relu"},
+        ),
+        (2, "matmul_add", {"Gemm"}, {"MatMul"}),
+        (2, "constant_folding", set(), {"Shape"}),
+    ],
+)
+def test_fusion_switch_changes_the_optimized_graph(
+    tmp_path: Path, cls_onnx: Path, level: int, switch: str, gone: set[str], kept: set[str]
+) -> None:
+    on = compile_model(cls_onnx, tmp_path / "on", level=level)
+    off = compile_model(cls_onnx, tmp_path / "off", level=level, fusion={switch: False})
+    ops_on, ops_off = set(on.report["ops_after"]), set(off.report["ops_after"])
+    assert kept <= ops_off and not kept & ops_on, f"{switch}=false should keep {kept} unfused"
+    assert gone <= ops_on and not gone & ops_off
+    assert off.report["session"]["disabled_optimizers"]
+    assert on.artifacts["ort"].read_bytes() != off.artifacts["ort"].read_bytes()
+    feed = {"x": np.random.default_rng(0).standard_normal((1, 3, 48, 192)).astype(np.float32)}
+    np.testing.assert_allclose(
+        _run(off.artifacts["ort"], feed)[0], _run(on.artifacts["ort"], feed)[0], atol=1e-4
+    )
+
+
+def test_quantized_qdq_model_compiles_reproducibly(tmp_path: Path, cls_onnx: Path) -> None:
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+
+    from backends.onnx.accuracy import fidelity, run_model
+    from backends.onnx.data import FeedReader, model_inputs, random_samples
+
+    inputs = model_inputs(cls_onnx)
+    qdq = tmp_path / "qdq.onnx"
+    reader = FeedReader(lambda: iter(random_samples(inputs, 4, seed=0)))
+    quantize_static(
+        str(cls_onnx),
+        str(qdq),
+        reader,
+        quant_format=QuantFormat.QDQ,
+        activation_type=QuantType.QUInt8,
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+    )
+    first = compile_model(qdq, tmp_path / "a", level=2)
+    second = compile_model(qdq, tmp_path / "b", level=2)
+    assert first.artifacts["ort"].read_bytes() == second.artifacts["ort"].read_bytes()
+    assert "QLinearConv" in first.report["ops_after"]
+    samples = random_samples(inputs, 3, seed=9)
+    got = run_model(first.artifacts["ort"], samples)
+    assert fidelity(run_model(qdq, samples).values, got.values).cosine > 0.999
+
+
+def test_invalid_option_and_batch_are_terminal(tmp_path: Path, cls_onnx: Path) -> None:
+    with pytest.raises(TerminalError, match=r"compile\.options\.turbo: not an onnxruntime option"):
+        compile_model(cls_onnx, tmp_path / "a", options={"turbo": True})
+    with pytest.raises(TerminalError, match=r"compile\.batch is 4 but input x has shape"):
+        compile_model(cls_onnx, tmp_path / "b", batch=4)
+
+
+def test_log_is_written(tmp_path: Path, cls_onnx: Path) -> None:
+    compile_model(cls_onnx, tmp_path / "w", level=3)
+    log = (tmp_path / "w" / "compile.log").read_text()
+    assert "optimized graph" in log and "max |diff| 0" in log

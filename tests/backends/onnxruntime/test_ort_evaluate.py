@@ -1,0 +1,124 @@
+"""evaluate on a real model through the local runner: percentiles, memory, size, accuracy and fidelity."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from ort_helpers import compile_model
+
+from backends.base import StageOutput, StageRequest
+from backends.catalog import target
+from backends.errors import TerminalError
+from backends.onnx.accuracy import run_model
+from backends.onnxruntime._evaluate import RANDOM_SAMPLES, EvaluatePass
+
+KEYS = {
+    "latency_ms.p50",
+    "latency_ms.p90",
+    "latency_ms.p95",
+    "latency_ms.p99",
+    "latency_ms.mean",
+    "peak_memory_mb",
+    "size_mb",
+    "accuracy",
+    "accuracy.reference",
+}
+
+
+def _evaluate(
+    tmp_path: Path, compiled: StageOutput, model: Path, float_model: Path, name: str = "eval", **extra: Any
+) -> StageOutput:
+    files = {k: extra.pop(k) for k in ("eval_data", "labels") if k in extra}
+    cfg = {"runner": "local", "warmup": 2, "runs": 20, "timeout_s": 120, "metric": "top1", **extra}
+    workdir = tmp_path / name
+    workdir.mkdir()
+    inputs = {**compiled.artifacts, "model": model, "float_model": float_model, **files}
+    request = StageRequest(
+        "evaluate",
+        target("cpu"),
+        {"target": "cpu", "evaluate": cfg},
+        inputs,
+        workdir,
+        tmp_path / f"{name}.log",
+    )
+    return EvaluatePass().run(request)
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory: pytest.TempPathFactory, cls_onnx: Path) -> StageOutput:
+    return compile_model(cls_onnx, tmp_path_factory.mktemp("compiled"), level=3, cores=1)
+
+
+def test_latency_memory_size_and_fidelity(tmp_path: Path, compiled: StageOutput, cls_onnx: Path) -> None:
+    out = _evaluate(tmp_path, compiled, cls_onnx, cls_onnx)
+    m = out.report["measurements"]
+    assert set(m) == KEYS
+    values = [m[f"latency_ms.{k}"]["value"] for k in ("p50", "p90", "p95", "p99")]
+    assert 0 < values[0] <= values[1] <= values[2] <= values[3]
+    assert m["latency_ms.mean"]["value"] > 0
+    assert m["peak_memory_mb"]["value"] > 0
+    assert m["size_mb"]["value"] == pytest.approx(compiled.artifacts["ort"].stat().st_size / 1e6)
+    assert (m["accuracy"]["value"], m["accuracy.reference"]["value"]) == (1.0, 1.0)
+    assert all(entry["evidence"] == "measured:host" for entry in m.values())
+    detail = m["latency_ms.p90"]["detail"]
+    assert "onnxruntime 1.32" in detail and "CPUExecutionProvider" in detail and "1 threads" in detail
+    assert "runner local" in detail and "20 runs after 2 warm-up" in detail
+    assert out.report["device"]["cpu"] in detail
+    assert len(out.report["latency_ms"]["samples"]) == 20
+    fid = out.report["accuracy"]["fidelity"]
+    assert fid["cosine"] == pytest.approx(1.0) and fid["samples"] == RANDOM_SAMPLES
+    assert out.report["accuracy"]["metric"] == "fidelity"
+    assert out.artifacts == {}
+
+
+def test_task_accuracy_against_labels(tmp_path: Path, compiled: StageOutput, cls_onnx: Path) -> None:
+    data = tmp_path / "eval"
+    data.mkdir()
+    rng = np.random.default_rng(3)
+    for i in range(6):
+        np.save(data / f"{i:02d}.npy", rng.standard_normal((3, 48, 192)).astype(np.float32))
+    feeds = [{"x": np.load(data / f"{i:02d}.npy")[None]} for i in range(6)]
+    predicted = [int(np.argmax(v[0])) for v in run_model(cls_onnx, feeds).values]
+    labels = tmp_path / "labels.txt"
+    labels.write_text("".join(f"{i:02d}.npy {p}\n" for i, p in enumerate(predicted)))
+    right = _evaluate(tmp_path, compiled, cls_onnx, cls_onnx, "right", eval_data=data, labels=labels)
+    acc = right.report["accuracy"]
+    assert (acc["metric"], acc["accuracy"], acc["reference"], acc["samples"]) == ("top1", 1.0, 1.0, 6)
+    assert "top1 against labels on 6 samples" in right.report["measurements"]["accuracy"]["detail"]
+    labels.write_text("".join(f"{i:02d}.npy {1 - p}\n" for i, p in enumerate(predicted)))
+    wrong = _evaluate(tmp_path, compiled, cls_onnx, cls_onnx, "wrong", eval_data=data, labels=labels)
+    assert wrong.report["measurements"]["accuracy"]["value"] == 0.0
+
+
+def test_fidelity_catches_an_artifact_that_differs(
+    tmp_path: Path, compiled: StageOutput, cls_onnx: Path
+) -> None:
+    model = onnx.load(str(cls_onnx))
+    matmul = next(n for n in model.graph.node if n.op_type == "MatMul")
+    constant = next(n for n in model.graph.node if n.op_type == "Constant" and n.output[0] == matmul.input[1])
+    weight = constant.attribute[0].t
+    weight.CopyFrom(onnx.numpy_helper.from_array(-onnx.numpy_helper.to_array(weight), weight.name))
+    flipped = tmp_path / "flipped.onnx"
+    flipped.write_bytes(model.SerializeToString(deterministic=True))
+    other = compile_model(flipped, tmp_path / "c", level=3, cores=1)
+    out = _evaluate(tmp_path, other, flipped, cls_onnx)
+    assert out.report["measurements"]["accuracy"]["value"] < 1.0
+    assert out.report["accuracy"]["fidelity"]["sqnr_db"] < 40
+
+
+def test_remote_runner_is_not_available_yet(tmp_path: Path, compiled: StageOutput, cls_onnx: Path) -> None:
+    with pytest.raises(
+        TerminalError, match=r"runner ssh://pi@board needs backend support \(not available yet\)"
+    ):
+        _evaluate(tmp_path, compiled, cls_onnx, cls_onnx, runner="ssh://pi@board")
+
+
+def test_labels_without_data_is_an_error(tmp_path: Path, compiled: StageOutput, cls_onnx: Path) -> None:
+    labels = tmp_path / "labels.txt"
+    labels.write_text("a.npy 0\n")
+    with pytest.raises(TerminalError, match="labels need the samples"):
+        _evaluate(tmp_path, compiled, cls_onnx, cls_onnx, labels=labels)

@@ -1,0 +1,67 @@
+"""The shared timing harness: warm-up and timed calls, percentiles, and peak memory."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from backends import harness
+
+
+def test_warmup_then_timed_runs() -> None:
+    calls: list[int] = []
+    timing = harness.time_runs(lambda feed: calls.append(feed), 7, warmup=3, runs=11)
+    assert calls == [7] * 14
+    assert len(timing.samples_ns) == 11 and timing.warmup == 3
+    assert all(ns > 0 for ns in timing.samples_ns)
+
+
+def test_summary_uses_numpy_linear_percentiles() -> None:
+    timing = harness.Timing([1_000_000 * v for v in (5, 1, 4, 2, 3, 10, 7, 6, 9, 8)], warmup=0)
+    summary = timing.summary_ms()
+    ms = np.arange(1, 11, dtype=float)
+    for p in (50, 90, 95, 99):
+        assert summary[f"p{p}"] == pytest.approx(float(np.percentile(ms, p, method="linear")))
+    assert summary["p50"] == pytest.approx(5.5)
+    assert summary["mean"] == pytest.approx(5.5)
+    assert (summary["min"], summary["max"]) == (1.0, 10.0)
+    assert summary["p50"] <= summary["p90"] <= summary["p95"] <= summary["p99"] <= summary["max"]
+
+
+def test_runs_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="runs"):
+        harness.time_runs(lambda feed: None, None, warmup=0, runs=0)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="peak reset needs /proc")
+def test_memory_probe_sees_an_allocation_after_the_baseline() -> None:
+    probe = harness.MemoryProbe()
+    block = np.ones(64 * 1024 * 1024 // 8)  # 64 MiB, touched
+    memory = probe.measure()
+    assert block.sum() > 0
+    assert memory.peak_reset
+    assert memory.delta_bytes >= 48 * 1024 * 1024
+    assert memory.peak_rss_bytes >= memory.baseline_rss_bytes > 0
+    assert memory.as_dict()["delta_mb"] == pytest.approx(memory.delta_bytes / 1e6)
+
+
+def test_benchmark_creates_then_builds_the_feed_then_times() -> None:
+    order: list[str] = []
+
+    def create():  # type: ignore[no-untyped-def]
+        order.append("create")
+        return lambda feed: order.append(f"infer {feed}")
+
+    def make_feed() -> str:
+        order.append("feed")
+        return "f"
+
+    result = harness.benchmark(create, make_feed, warmup=1, runs=2)
+    assert order == ["create", "feed", "infer f", "infer f", "infer f"]
+    assert result.load_ms >= 0
+    data = result.as_dict()
+    assert data["latency_ms"]["runs"] == 2 and len(data["latency_ms"]["samples"]) == 2
+    assert "samples" not in result.as_dict(with_samples=False)["latency_ms"]
+    assert data["memory"]["peak_rss_mb"] > 0
