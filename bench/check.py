@@ -40,7 +40,9 @@ def main() -> None:
     models = Path(spec.submodule_search_locations[0]) / "models"
     path = max(models.glob("*.onnx"), key=lambda p: p.stat().st_size)
     model, _ = import_model(path, {"x": [1, 3, 48, 320]}, log=lambda _: None)
-    print(f"model: {path.name} ({path.stat().st_size / 1e6:.1f} MB), {len(model.graph.node)} nodes after import")
+    print(
+        f"model: {path.name} ({path.stat().st_size / 1e6:.1f} MB), {len(model.graph.node)} nodes after import"
+    )
     quant = {"mode": "ptq", "weights": "int8"}
     for tid in args.targets:
         tgt = target(tid)

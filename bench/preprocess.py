@@ -25,18 +25,22 @@ def _session(model: object) -> object:
     options = ort.SessionOptions()
     options.intra_op_num_threads = 2
     options.log_severity_level = 3
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # two sessions alternate
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])  # type: ignore[attr-defined]
 
 
-def _median_ms(session: object, feeds: dict[str, object], runs: int) -> float:
+def _side_by_side(a: object, b: object, feeds: dict[str, object], runs: int) -> tuple[float, float]:
+    """Median ms of two sessions, alternating run by run so machine noise hits both alike."""
     for _ in range(10):
-        session.run(None, feeds)  # type: ignore[attr-defined]
-    samples = []
+        a.run(None, feeds)  # type: ignore[attr-defined]
+        b.run(None, feeds)  # type: ignore[attr-defined]
+    ta, tb = [], []
     for _ in range(runs):
-        t = time.perf_counter()
-        session.run(None, feeds)  # type: ignore[attr-defined]
-        samples.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(samples)
+        for session, samples in ((a, ta), (b, tb)):
+            t = time.perf_counter()
+            session.run(None, feeds)  # type: ignore[attr-defined]
+            samples.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(ta), statistics.median(tb)
 
 
 def main() -> None:
@@ -58,10 +62,26 @@ def main() -> None:
     cases = [
         ("PP-OCRv4 rec", rapid / "ch_PP-OCRv4_rec_infer.onnx", "x", [1, 3, 48, 320], "uint8", "nhwc"),
         ("PP-OCRv4 det", rapid / "ch_PP-OCRv4_det_infer.onnx", "x", [1, 3, 320, 320], "uint8", "nhwc"),
-        ("PP-OCR cls", rapid / "ch_ppocr_mobile_v2.0_cls_infer.onnx", "x", [1, 3, 48, 192], "float32", "nchw"),
-        ("squeezenet (light)", light / "light_squeezenet.onnx", "data_0", [1, 3, 224, 224], "float32", "nchw"),
+        (
+            "PP-OCR cls",
+            rapid / "ch_ppocr_mobile_v2.0_cls_infer.onnx",
+            "x",
+            [1, 3, 48, 192],
+            "float32",
+            "nchw",
+        ),
+        (
+            "squeezenet (light)",
+            light / "light_squeezenet.onnx",
+            "data_0",
+            [1, 3, 224, 224],
+            "float32",
+            "nchw",
+        ),
     ]
-    print(f"{'model':20s} {'input':14s} {'folded ms':>10s} {'unfolded ms':>12s} {'ratio':>6s}  nodes (orig/folded/unfolded)")
+    print(
+        f"{'model':20s} {'input':14s} {'folded ms':>10s} {'unfolded ms':>12s} {'ratio':>6s}  nodes (orig/folded/unfolded)"
+    )
     for label, path, name, shape, dtype, layout in cases:
         model, _ = import_model(path, {name: shape}, log=lambda _: None)
         pre = {"layout": layout, "dtype": dtype, "color": {"from": "bgr", "to": "rgb"},
@@ -70,13 +90,7 @@ def main() -> None:
         unfolded, _, _ = PP.preprocess_model(model, pre, fold=False)
         raw = PP.random_raw(plan, seed=1)
         feeds = {plan.input: raw}
-        # interleave the two forms so machine noise hits both alike
-        f_ms, u_ms = [], []
-        sf, su = _session(folded.model), _session(unfolded.model)
-        for _ in range(3):
-            f_ms.append(_median_ms(sf, feeds, args.runs // 3))
-            u_ms.append(_median_ms(su, feeds, args.runs // 3))
-        f, u = statistics.median(f_ms), statistics.median(u_ms)
+        f, u = _side_by_side(_session(folded.model), _session(unfolded.model), feeds, args.runs)
         counts = f"{len(model.graph.node)}/{len(folded.model.graph.node)}/{len(unfolded.model.graph.node)}"
         print(f"{label:20s} {dtype + ' ' + layout:14s} {f:10.3f} {u:12.3f} {f / u:6.2f}  {counts}  "
               f"folded ops added: {folded.added_ops}")  # fmt: skip

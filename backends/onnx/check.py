@@ -56,7 +56,7 @@ class CheckPass:
 
         try:
             model = onnx.load(str(request.inputs["model"]))
-        except Exception as exc:  # noqa: BLE001 - a corrupt input is the user's to fix
+        except Exception as exc:
             raise TerminalError(f"check: cannot read the model: {str(exc).splitlines()[0][:200]}") from exc
         report = P.compute(model, request.target, quantization_config(request.config))
         path = request.workdir / "placement.json"
@@ -86,7 +86,10 @@ def summarize(report: Mapping[str, Any]) -> dict[str, Any]:
             "npu": sum(1 for p in report["partitions"] if p["device"] == "NPU"),
             "cpu": sum(1 for p in report["partitions"] if p["device"] == "CPU"),
         },
-        "crossings": {"count": len(report["crossings"]), "bytes": sum(c["bytes"] for c in report["crossings"])},
+        "crossings": {
+            "count": len(report["crossings"]),
+            "bytes": sum(c["bytes"] for c in report["crossings"]),
+        },
         "fallback_ops": report["fallback_ops"],
         "unverified_nodes": report["unverified_nodes"],
         "estimate": {k: v for k, v in report["estimate"].items() if k != "partitions"},
@@ -120,7 +123,9 @@ def summary_lines(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def render_table(report: Mapping[str, Any], *, only_fallback: bool = False, limit: int | None = None) -> Table:
+def render_table(
+    report: Mapping[str, Any], *, only_fallback: bool = False, limit: int | None = None
+) -> Table:
     """The placement report as a rich Table: one row per node (or per fallback node), with the reason."""
     from rich.table import Table
 
@@ -138,5 +143,7 @@ def render_table(report: Mapping[str, Any], *, only_fallback: bool = False, limi
         if not why and n.get("reason"):
             why = n["reason"]
         style = "red" if n["device"] != "NPU" else None
-        table.add_row(n["name"], n["op_type"], n["device"], str(n["partition"]), f"{n['macs']:,}", why, style=style)
+        table.add_row(
+            n["name"], n["op_type"], n["device"], str(n["partition"]), f"{n['macs']:,}", why, style=style
+        )
     return table

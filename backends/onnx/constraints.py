@@ -51,7 +51,16 @@ class Context:
 
 
 _SPATIAL_OPS = frozenset(
-    {"Conv", "ConvTranspose", "AveragePool", "MaxPool", "GlobalAveragePool", "GlobalMaxPool", "LpPool", "Resize"}
+    {
+        "Conv",
+        "ConvTranspose",
+        "AveragePool",
+        "MaxPool",
+        "GlobalAveragePool",
+        "GlobalMaxPool",
+        "LpPool",
+        "Resize",
+    }
 )
 _ELEMENTWISE = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Where", "PRelu"})
 _ATTR_DEFAULTS: dict[str, Any] = {
@@ -171,7 +180,8 @@ def split_clauses(text: str) -> tuple[str, ...]:
     """Top-level clauses: split at ';' and '|' outside brackets, then at sentence ends."""
     text = _mlprogram_part(text)
     parts: list[str] = []
-    depth, cur = 0, []
+    depth = 0
+    cur: list[str] = []
     for ch in text:
         if ch in "([{":
             depth += 1
@@ -376,7 +386,16 @@ def _cond_bool(m: re.Match[str], v: NodeView) -> Result:
 @rule(r"^t\d?: ([a-z0-9, ]+)$")
 def _type_list(m: re.Match[str], v: NodeView) -> Result:
     names = {t.strip() for t in m.group(1).split(",")}
-    onnx_names = {1: "float", 10: "float16", 11: "double", 6: "int32", 7: "int64", 9: "bool", 2: "uint8", 3: "int8"}
+    onnx_names = {
+        1: "float",
+        10: "float16",
+        11: "double",
+        6: "int32",
+        7: "int64",
+        9: "bool",
+        2: "uint8",
+        3: "int8",
+    }
     have = onnx_names.get(v.facts.dtypes.get(v.x, 0))
     if have is not None and have in names:
         return OK, f"{have} kernel"
@@ -400,10 +419,10 @@ def _rank_set(text: str, op: str) -> set[int] | None:
         return {int(x) for x in m.group(1).split("/")}
     m = re.search(r"rank\s*<=\s*(\d)", t)
     if m:
-        return set(range(0, int(m.group(1)) + 1))
+        return set(range(int(m.group(1)) + 1))
     m = re.search(r"(?:up to|<=)\s*(\d)d\b", t)
     if m:
-        return set(range(0, int(m.group(1)) + 1))
+        return set(range(int(m.group(1)) + 1))
     m = re.search(r"\b(\d)-(\d)d\b", t)
     if m:
         return set(range(int(m.group(1)), int(m.group(2)) + 1))
@@ -429,9 +448,8 @@ def _rank_set(text: str, op: str) -> set[int] | None:
 )
 def _rank(m: re.Match[str], v: NodeView) -> Result:
     text = m.string
-    if text.startswith("htp linear"):
-        if v.attr("mode") != "linear":
-            return OK, "not linear mode"
+    if text.startswith("htp linear") and v.attr("mode") != "linear":
+        return OK, "not linear mode"
     if text.startswith("same rank limits as conv"):
         allowed: set[int] | None = {3, 4, 5}
     else:
@@ -506,7 +524,9 @@ def _axes_lists(m: re.Match[str], v: NodeView) -> Result:
             return None
         axes = tuple(sorted(int(a) + rank if int(a) < 0 else int(a) for a in list(raw)))
     ok = axes in allowed and rank == 4
-    return _check(ok, f"axes {list(axes)} of 4-D", f"axes {list(axes)} of rank {rank}; allowed {m.group(1)} on 4-D")
+    return _check(
+        ok, f"axes {list(axes)} of 4-D", f"axes {list(axes)} of rank {rank}; allowed {m.group(1)} on 4-D"
+    )
 
 
 @rule(r"^axes (\d)-(\d)$")
@@ -529,7 +549,9 @@ def _axes_le_rank(m: re.Match[str], v: NodeView) -> Result:
     return OK, "valid axes"
 
 
-@rule(r"empty-axes noop not supported|empty axes with noop_with_empty_axes not supported|noop_with_empty_axes=1 unsupported")
+@rule(
+    r"empty-axes noop not supported|empty axes with noop_with_empty_axes not supported|noop_with_empty_axes=1 unsupported"
+)
 def _noop_axes(m: re.Match[str], v: NodeView) -> Result:
     noop = int(v.attr("noop_with_empty_axes") or 0)
     axes = v.attrs.get("axes")
@@ -613,7 +635,9 @@ def _mode(m: re.Match[str], v: NodeView) -> Result:
     mode = str(v.attr("mode"))
     if v.op == "GridSample" and mode == "bilinear":
         mode = "linear"
-    return _check(mode in allowed or (mode == "linear" and "bilinear" in allowed), f"mode {mode}", f"mode {mode}")
+    return _check(
+        mode in allowed or (mode == "linear" and "bilinear" in allowed), f"mode {mode}", f"mode {mode}"
+    )
 
 
 @rule(r"^coord(?:inate)?(?: modes?)? ([a-z_|/]+)$")
@@ -694,7 +718,9 @@ def _spatial_only(m: re.Match[str], v: NodeView) -> Result:
 def _cubic_scales(m: re.Match[str], v: NodeView) -> Result:
     if v.attr("mode") != "cubic":
         return OK, "not cubic"
-    return _check(all(v.facts.is_const(t) for t in v.node.input[1:] if t), "constant scales", "dynamic scales")
+    return _check(
+        all(v.facts.is_const(t) for t in v.node.input[1:] if t), "constant scales", "dynamic scales"
+    )
 
 
 @rule(r"only integer h/w upscale (\d)-(\d)x")
@@ -779,7 +805,9 @@ def _dilated_width(m: re.Match[str], v: NodeView) -> Result:
     return _check(s[-1] < int(m.group(1)), f"width {s[-1]}", f"width {s[-1]} when dilated")
 
 
-@rule(r"^(?:pdf lists )?((?:[nchw],)*[nchw])\s*(?:<=\s*(\d+)|in \((\d+),\s*(\d+)\]|in \[(\d+),\s*(\d+)\])(?: \(.*\))?$")
+@rule(
+    r"^(?:pdf lists )?((?:[nchw],)*[nchw])\s*(?:<=\s*(\d+)|in \((\d+),\s*(\d+)\]|in \[(\d+),\s*(\d+)\])(?: \(.*\))?$"
+)
 def _dim_limits(m: re.Match[str], v: NodeView) -> Result:
     s = v.shape()
     if s is None:
@@ -889,7 +917,9 @@ def _broadcast(m: re.Match[str], v: NodeView) -> Result:
     return None  # broadcast limits are stated by reference ("as Expand") only
 
 
-@rule(r"^only \[b,c,1,w\]/\[b,1,1,w\]/\[b,c,h,1\]/\[b,1,h,1\]/\[b,c,1,1\]->\[b,c,h,w\] with h,w\s*<=\s*(\d+)$")
+@rule(
+    r"^only \[b,c,1,w\]/\[b,1,1,w\]/\[b,c,h,1\]/\[b,1,h,1\]/\[b,c,1,1\]->\[b,c,h,w\] with h,w\s*<=\s*(\d+)$"
+)
 def _expand_forms(m: re.Match[str], v: NodeView) -> Result:
     a, b = v.shape(), v.out_shape()
     if a is None or b is None:
@@ -898,7 +928,9 @@ def _expand_forms(m: re.Match[str], v: NodeView) -> Result:
         return FAILED, f"{list(a)} -> {list(b)} is not 4-D"
     forms = [(1, 0, 1, 1), (1, 0, 0, 1), (1, 1, 1, 0), (1, 0, 1, 0), (1, 1, 0, 0)]
     keep = tuple(int(a[i] == b[i]) for i in range(4))
-    ok = keep[0] == 1 and any(all(f == 0 or k == 1 for f, k in zip(form, keep)) for form in forms)
+    ok = keep[0] == 1 and any(
+        all(f == 0 or k == 1 for f, k in zip(form, keep, strict=False)) for form in forms
+    )
     ok = ok and b[2] <= int(m.group(1)) and b[3] <= int(m.group(1))
     return _check(ok, f"{list(a)} -> {list(b)}", f"{list(a)} -> {list(b)}")
 
@@ -947,7 +979,7 @@ def _const_inputs(m: re.Match[str], v: NodeView) -> Result:
         return _check(v.out_shape() is not None, "static shape", "shape unknown")
     names = _names_in(text)
     index = _INPUT_INDEX.get(v.op, {})
-    if text.startswith("parameter tensors") or not names and m.string.startswith("parameter"):
+    if text.startswith("parameter tensors") or (not names and m.string.startswith("parameter")):
         idx = [i for i in range(1, len(v.node.input))]
     else:
         idx = []

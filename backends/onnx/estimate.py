@@ -144,13 +144,13 @@ def _macs(node: onnx.NodeProto, facts: Facts) -> int:
     if op == "Einsum":
         return _einsum_macs(node, facts)
     if op in ("LSTM", "GRU", "RNN"):
-        x = facts.static_shape(node.input[0])
+        seq = facts.static_shape(node.input[0])
         hidden = int(_attr(node, "hidden_size", 0))
-        if x is None or not hidden:
+        if seq is None or not hidden:
             return 0
         gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
         directions = 2 if _attr(node, "direction", b"forward") == b"bidirectional" else 1
-        return directions * x[0] * x[1] * gates * hidden * (x[2] + hidden)
+        return directions * seq[0] * seq[1] * gates * hidden * (seq[2] + hidden)
     return 0
 
 
@@ -159,11 +159,11 @@ def _einsum_macs(node: onnx.NodeProto, facts: Facts) -> int:
     eq = eq.decode() if isinstance(eq, bytes) else str(eq)
     lhs = eq.replace(" ", "").split("->")[0].split(",")
     sizes: dict[str, int] = {}
-    for term, name in zip(lhs, node.input):
+    for term, name in zip(lhs, node.input, strict=False):
         shape = facts.static_shape(name)
         if shape is None or "..." in term or len(term) != len(shape):
             return 0
-        sizes.update(zip(term, shape))
+        sizes.update(zip(term, shape, strict=False))
     return _prod(sizes.values())
 
 
@@ -185,7 +185,9 @@ def partition_ms(work: PartitionWork, target: Target, precision: Precision) -> t
     if work.device == "NPU":
         flops = 2 * work.macs + work.ops
         compute = flops / (precision.peak_tops * 1e12) if precision.peak_tops > 0 else float("inf")
-        nbytes = work.weight_elems * precision.weight_bytes + work.activation_elems * precision.activation_bytes
+        nbytes = (
+            work.weight_elems * precision.weight_bytes + work.activation_elems * precision.activation_bytes
+        )
     else:
         flops = 2 * work.macs + work.ops
         compute = flops / (target.cpu_gflops * 1e9)

@@ -25,7 +25,21 @@ _NONDETERMINISTIC = frozenset(
     {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"}
 )
 
-DTYPE_BYTES: dict[int, int] = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8, 16: 2}
+DTYPE_BYTES: dict[int, int] = {
+    1: 4,
+    2: 1,
+    3: 1,
+    4: 2,
+    5: 2,
+    6: 4,
+    7: 8,
+    9: 1,
+    10: 2,
+    11: 8,
+    12: 4,
+    13: 8,
+    16: 2,
+}
 """ONNX TensorProto element type -> bytes per element."""
 
 
@@ -202,7 +216,7 @@ def _fold_pass(facts: Facts, evaluated: set[int], limit: int) -> bool:
         outputs = _evaluate(node, facts, limit)
         if outputs is None:
             continue
-        for name, value in zip(node.output, outputs):
+        for name, value in zip(node.output, outputs, strict=False):
             if name and value is not None and value.size <= limit:
                 facts.values[name] = value
                 facts.shapes[name] = tuple(int(d) for d in value.shape)
@@ -261,12 +275,12 @@ def _predicted_size(node: onnx.NodeProto, inputs: list[Any]) -> int:
 def _reference_run(node: onnx.NodeProto, inputs: list[Any], opset: int) -> list[np.ndarray | None] | None:
     from onnx.reference import ReferenceEvaluator
 
-    feeds = {name: value for name, value in zip(node.input, inputs) if name}
+    feeds = {name: value for name, value in zip(node.input, inputs, strict=False) if name}
     try:
         opsets = {"": opset} if opset else None
         evaluator = ReferenceEvaluator(node, opsets=opsets)
         outputs = evaluator.run(None, feeds)
-    except Exception:  # noqa: BLE001 - an op the reference cannot run stays constant but unevaluated
+    except Exception:
         return None
     return list(outputs)
 
@@ -301,7 +315,7 @@ def _infer_shapes(facts: Facts) -> None:
     del copy.graph.value_info[:]
     try:
         inferred = onnx.shape_inference.infer_shapes(copy, data_prop=True)
-    except Exception:  # noqa: BLE001 - a graph shape inference rejects keeps the shapes known so far
+    except Exception:
         return
     for vi in list(inferred.graph.value_info) + list(inferred.graph.output) + list(inferred.graph.input):
         _record_value_info(facts, vi)

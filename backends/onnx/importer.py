@@ -163,7 +163,7 @@ def _check(model: onnx.ModelProto, full: bool, what: str) -> None:
 
     try:
         onnx.checker.check_model(model, full_check=full)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError) as exc:
+    except Exception as exc:  # ValidationError, InferenceError and C++ errors: all the model's fault
         raise TerminalError(f"{what}: {one_line(exc)}") from exc
 
 

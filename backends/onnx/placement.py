@@ -79,11 +79,11 @@ def decide(node: onnx.NodeProto, facts: Facts, table: OpTable, ctx: C.Context, h
 
 
 def table_decisions(
-    facts: Facts, target: Target, precision: E.Precision, cache: dict[bytes, Decision] | None = None
+    facts: Facts, target: Target, precision: E.Precision, cache: dict[tuple[Any, ...], Decision] | None = None
 ) -> dict[int, Decision]:
     """Decisions for every runtime node from the target's op table.
 
-    `cache` (serialized node -> decision) may be shared between graphs whose tensors keep their shapes
+    `cache` (node identity -> decision) may be shared between graphs whose tensors keep their shapes
     and constness under the same names, as they do across semantics-preserving rewrites.
     """
     from backends.catalog import op_table
@@ -97,11 +97,19 @@ def table_decisions(
         if cache is None:
             out[i] = decide(node, facts, table, ctx, has_npu)
             continue
-        key = node.SerializeToString(deterministic=True)
+        key = _node_key(node)
         if key not in cache:
             cache[key] = decide(node, facts, table, ctx, has_npu)
         out[i] = cache[key]
     return out
+
+
+def _node_key(node: onnx.NodeProto) -> tuple[Any, ...]:
+    """What a decision depends on besides tensor facts: name, op, wiring and scalar attributes."""
+    attrs = tuple(
+        (a.name, a.type, a.i, a.f, a.s, tuple(a.ints), tuple(a.floats), tuple(a.strings)) for a in node.attribute
+    )
+    return (node.name, node.domain, node.op_type, tuple(node.input), tuple(node.output), attrs)
 
 
 def backend_decisions(
@@ -210,7 +218,9 @@ def build_report(
         nodes.append(
             {
                 "name": facts.names[i],
-                "op_type": node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}",
+                "op_type": node.op_type
+                if node.domain in ("", "ai.onnx")
+                else f"{node.domain}:{node.op_type}",
                 "device": d.device,
                 "partition": part[i],
                 "support": d.support,
@@ -224,7 +234,8 @@ def build_report(
     part_list = _partition_list(facts, devices, part, cost)
     cross = crossings(facts, devices, part, precision.activation_bytes) if target.npu_cores > 0 else []
     works = [
-        E.PartitionWork(p["device"], p["macs"], p["ops"], p["weight_elems"], p["activation_elems"]) for p in part_list
+        E.PartitionWork(p["device"], p["macs"], p["ops"], p["weight_elems"], p["activation_elems"])
+        for p in part_list
     ]
     est = E.estimate(works, [c["bytes"] for c in cross], target, precision)
     for p in part_list:

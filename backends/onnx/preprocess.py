@@ -60,7 +60,7 @@ class Plan:
 
     @property
     def raw_shape(self) -> list[int | str]:
-        n, _, h, w = self.model_shape
+        n, _, _h, _w = self.model_shape
         rh, rw = self.raw_hw
         if self.layout == "nhwc":
             return [n, rh, rw, self.raw_channels]
@@ -77,7 +77,9 @@ def plan_for(model: onnx.ModelProto, pre: Mapping[str, Any]) -> Plan:
         raise TerminalError(f"spec.preprocess.input: the model has no input {name!r}")
     dims = [d.dim_value for d in vi.type.tensor_type.shape.dim]
     if len(dims) != 4 or not all(d > 0 for d in dims) or vi.type.tensor_type.elem_type != 1:
-        raise TerminalError(f"spec.preprocess: input {name!r} must be float32 NCHW with a static shape, got {dims}")
+        raise TerminalError(
+            f"spec.preprocess: input {name!r} must be float32 NCHW with a static shape, got {dims}"
+        )
     n, c, h, w = dims
     color = pre.get("color") or {}
     cfrom, cto = color.get("from") or color.get("from_"), color.get("to")
@@ -117,11 +119,15 @@ def _channel_map(cfrom: str | None, cto: str | None, c: int) -> tuple[int, list[
         return c, identity
     if cfrom == "gray":
         if c != 3:
-            raise TerminalError(f"spec.preprocess.color: gray -> {cto} needs a 3-channel model input, not {c}")
+            raise TerminalError(
+                f"spec.preprocess.color: gray -> {cto} needs a 3-channel model input, not {c}"
+            )
         return 1, [[1.0], [1.0], [1.0]]
     if cto == "gray":
         if c != 1:
-            raise TerminalError(f"spec.preprocess.color: {cfrom} -> gray needs a 1-channel model input, not {c}")
+            raise TerminalError(
+                f"spec.preprocess.color: {cfrom} -> gray needs a 1-channel model input, not {c}"
+            )
         weights = list(_GRAY) if cfrom == "rgb" else list(reversed(_GRAY))
         return 3, [weights]
     if c != 3:
@@ -156,7 +162,11 @@ def resize_matrix(n_in: int, n_out: int, mode: str) -> np.ndarray:
             a = -0.75
             for k in range(-1, 3):
                 d = abs(t - k)
-                w = ((a + 2) * d - (a + 3)) * d * d + 1 if d <= 1 else ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+                w = (
+                    ((a + 2) * d - (a + 3)) * d * d + 1
+                    if d <= 1
+                    else ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+                )
                 m[i, min(max(j0 + k, 0), n_in - 1)] += w
     return m
 
@@ -327,13 +337,19 @@ def _materialize(node: onnx.NodeProto, shape: onnx.TensorProto) -> onnx.TensorPr
     return node.attribute[0].t
 
 
-def _foldable_convs(model: onnx.ModelProto, consumers: list[onnx.NodeProto], plan: Plan) -> list[onnx.NodeProto]:
+def _foldable_convs(
+    model: onnx.ModelProto, consumers: list[onnx.NodeProto], plan: Plan
+) -> list[onnx.NodeProto]:
     from onnx import helper
 
     ok = []
     for n in consumers:
         group = next((helper.get_attribute_value(a) for a in n.attribute if a.name == "group"), 1)
-        if n.op_type != "Conv" or n.domain not in ("", "ai.onnx") or n.input[0] != f"{plan.input}/model_input":
+        if (
+            n.op_type != "Conv"
+            or n.domain not in ("", "ai.onnx")
+            or n.input[0] != f"{plan.input}/model_input"
+        ):
             return []
         params = [t for t in n.input[1:3] if t]
         if int(group) != 1 or any(_const_tensor(model, t) is None for t in params):
@@ -417,7 +433,9 @@ class _Prep:
             return self._node("Concat", [x] * a.shape[0], "gray_to_color", axis=1)
         if a.shape[0] == a.shape[1]:
             order = [int(np.argmax(row)) for row in a]
-            return self._node("Gather", [x, self._const("channel_order", np.asarray(order, np.int64))], "swap", axis=1)
+            return self._node(
+                "Gather", [x, self._const("channel_order", np.asarray(order, np.int64))], "swap", axis=1
+            )
         weights = a.reshape(a.shape[0], a.shape[1], 1, 1).astype(np.float32)
         return self._node("Conv", [x, self._const("luma", weights)], "to_gray", kernel_shape=[1, 1])
 
@@ -469,10 +487,15 @@ def verify(original: onnx.ModelProto, built: onnx.ModelProto, plan: Plan, raw: n
     expected = run_model(original, feeds)
     feeds[plan.input] = raw
     got = run_model(built, feeds)
-    return max(float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) for a, b in zip(expected, got))
+    return max(
+        float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+        for a, b in zip(expected, got, strict=False)
+    )
 
 
-def preprocess_model(model: onnx.ModelProto, pre: Mapping[str, Any], fold: bool = True) -> tuple[Built, Plan, float]:
+def preprocess_model(
+    model: onnx.ModelProto, pre: Mapping[str, Any], fold: bool = True
+) -> tuple[Built, Plan, float]:
     """Folded when possible; verified on a seeded raw frame; falls back to explicit ops if folding drifts."""
     plan = plan_for(model, pre)
     raw = random_raw(plan)
@@ -482,7 +505,9 @@ def preprocess_model(model: onnx.ModelProto, pre: Mapping[str, Any], fold: bool 
         built = build(model, plan, fold=False)
         diff = verify(model, built.model, plan, raw)
     if diff > TOLERANCE:
-        raise TerminalError(f"preprocess: the model with preprocessing differs from the NumPy reference by {diff:g}")
+        raise TerminalError(
+            f"preprocess: the model with preprocessing differs from the NumPy reference by {diff:g}"
+        )
     return built, plan, diff
 
 
@@ -512,13 +537,22 @@ class PreprocessPass:
         forms = F.all_forms(F.canonical(pre, plan.model_shape[1]), raw_h if isinstance(raw_h, int) else h,
                             raw_w if isinstance(raw_w, int) else w, pre.get("resize"))  # fmt: skip
         request.log.parent.mkdir(parents=True, exist_ok=True)
-        request.log.write_text(f"added ops: {built.added_ops}\nfolded: {built.folded}\nmax abs diff: {diff:g}\n")
+        request.log.write_text(
+            f"added ops: {built.added_ops}\nfolded: {built.folded}\nmax abs diff: {diff:g}\n"
+        )
         report = {
-            "input": {"name": plan.input, "shape": plan.raw_shape, "dtype": plan.dtype, "layout": plan.layout},
+            "input": {
+                "name": plan.input,
+                "shape": plan.raw_shape,
+                "dtype": plan.dtype,
+                "layout": plan.layout,
+            },
             "folded": built.folded,
             "added_ops": built.added_ops,
             "verified_max_abs_diff": float(f"{diff:.3g}"),
             "forms": forms,
         }
-        note = f"raw {plan.dtype} {plan.layout} input; {len(built.added_ops)} ops added; folded {built.folded}"
+        note = (
+            f"raw {plan.dtype} {plan.layout} input; {len(built.added_ops)} ops added; folded {built.folded}"
+        )
         return StageOutput(artifacts={"model": path}, report=report, note=note)

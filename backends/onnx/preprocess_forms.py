@@ -169,7 +169,7 @@ def coreml_form(form: Canonical) -> dict[str, Any]:
         return {"supported": False, "note": "Core ML's ImageType has one scalar scale; per-channel std "
                 "stays folded in the model"}  # fmt: skip
     scale = 1.0 / form.std[0]
-    bias = [-m / s for m, s in zip(form.mean, form.std)]
+    bias = [-m / s for m, s in zip(form.mean, form.std, strict=False)]
     layout = (form.color_to or "rgb").upper()
     return {"supported": True, "scale": scale, "bias": bias, "color_layout": layout}
 
@@ -228,7 +228,9 @@ def openvino_build(model: Any, args: Mapping[str, Any]) -> Any:
     ppp = PrePostProcessor(model)
     t = args["tensor"]
     ppp.input().tensor().set_element_type(ov.Type.u8 if t["element_type"] == "u8" else ov.Type.f32)
-    ppp.input().tensor().set_layout(ov.Layout(t["layout"])).set_color_format(getattr(ColorFormat, t["color_format"]))
+    ppp.input().tensor().set_layout(ov.Layout(t["layout"])).set_color_format(
+        getattr(ColorFormat, t["color_format"])
+    )
     p = args["preprocess"]
     steps = ppp.input().preprocess()
     steps.convert_element_type(ov.Type.f32)
@@ -240,7 +242,9 @@ def openvino_build(model: Any, args: Mapping[str, Any]) -> Any:
     return ppp.build()
 
 
-def all_forms(form: Canonical, height: int, width: int, resize: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def all_forms(
+    form: Canonical, height: int, width: int, resize: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """Every vendor form of one canonical preprocessing, for the stage report and the compile adapters."""
     return {
         "rknn": rknn_form(form),

@@ -42,7 +42,9 @@ class VariantResult:
     """Anything else worth shipping per variant (e.g. measured latency); copied as is."""
 
     @classmethod
-    def from_file(cls, inputs: Mapping[str, Sequence[int]], path: Path, name: str | None = None) -> VariantResult:
+    def from_file(
+        cls, inputs: Mapping[str, Sequence[int]], path: Path, name: str | None = None
+    ) -> VariantResult:
         """A result for an artifact on disk (digest and size read from the file)."""
         digest = hashlib.sha256()
         with path.open("rb") as fh:

@@ -47,6 +47,21 @@ def properties(compile_cfg: Mapping[str, Any], mode: str) -> dict[str, str]:
     return dict(sorted(props.items()))
 
 
+def canonical_names(model: Any) -> int:
+    """Renames OpenVINO's auto-generated op names (`<Type>_<counter>`, from a process-wide counter, so
+    they depend on what the process read before) to names from the op's position: the same ONNX then
+    gives the same IR bytes in any process. Returns how many ops were renamed."""
+    import re
+
+    renamed = 0
+    for index, op in enumerate(model.get_ordered_ops()):
+        kind = op.get_type_name()
+        if re.fullmatch(rf"{re.escape(kind)}_\d+", op.get_friendly_name()):
+            op.set_friendly_name(f"{kind}_n{index}")
+            renamed += 1
+    return renamed
+
+
 def _effective(compiled: Any, keys: list[str]) -> dict[str, str]:
     out = {}
     for key in keys:
@@ -79,6 +94,7 @@ class OpenVinoCompile:
         props = properties(compile_cfg, mode)
         try:
             model = core.read_model(str(source))
+            canonical_names(model)
             compiled = core.compile_model(model, dev, props)
         except Exception as exc:  # noqa: BLE001 - OpenVINO raises its own exception types
             raise TerminalError(f"openvino cannot compile {Path(source).name} for {dev}: {str(exc).splitlines()[0][:300]}") from exc

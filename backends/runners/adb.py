@@ -76,10 +76,16 @@ class AdbRunner:
 
     # ------------------------------------------------------------ running
 
-    def _call(self, argv: list[str], timeout_s: float, what: str, log: Path | None) -> subprocess.CompletedProcess[str]:
+    def _call(
+        self, argv: list[str], timeout_s: float, what: str, log: Path | None
+    ) -> subprocess.CompletedProcess[str]:
         if shutil.which(argv[0]) is None and not Path(argv[0]).is_file():
-            raise TerminalError(f"adb not installed: install Android platform-tools (adb) to use {self.describe()}")
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+            raise TerminalError(
+                f"adb not installed: install Android platform-tools (adb) to use {self.describe()}"
+            )
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
         try:
             stdout, stderr = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -111,7 +117,9 @@ class AdbRunner:
             outputs = request.get("outputs")
             if outputs:
                 name = Path(str(outputs)).name
-                self._call(self.pull_command(f"{remote}/{name}", job_dir / name), SETUP_TIMEOUT_S, "pull", log)
+                self._call(
+                    self.pull_command(f"{remote}/{name}", job_dir / name), SETUP_TIMEOUT_S, "pull", log
+                )
             return result
         finally:
             try:

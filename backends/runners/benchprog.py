@@ -17,6 +17,17 @@ Request (paths relative to the request file's folder):
 `samples.npz` holds key "s{i:06d}_{j}" = sample i's array for sample_inputs[j]. Timing uses sample 0,
 or a random feed from `seed` when there are no samples. With `outputs`, every sample is run once more
 after timing and its outputs are written as "s{i:06d}_{k}" for the k-th output name.
+
+Response (one JSON line on stdout):
+    {"format_version": 1, "ok": true, "runtime": "onnxruntime", "runtime_version": "1.32.0",
+     "providers": ["CPUExecutionProvider"], "threads": 2,
+     "device": {"cpu", "cpus", "machine", "system", "release", "python", "numpy"},
+     "inputs": [{"name", "shape", "dtype"}], "timed_feed": "sample 0" | "random, seed 0",
+     "latency_ms": {"p50", "p90", "p95", "p99", "mean", "min", "max", "stdev", "runs", "warmup",
+                    "samples": [ms, ...]},
+     "memory": {"peak_rss_mb", "baseline_rss_mb", "delta_mb", "peak_reset"}, "load_ms": 12.3,
+     "outputs": {"file": "outputs.npz", "names": [...], "samples": 3} | null}
+Failure: {"format_version": 1, "ok": false, "error": "one line", "kind": "terminal" | "transient"}, exit 2.
 """
 
 from __future__ import annotations
@@ -328,7 +339,12 @@ def run(request_path: Path) -> dict[str, Any]:
     def make_feed() -> dict[str, Any]:
         return samples[0] if samples else random_feed(holder["session"].inputs(), seed)
 
-    result = harness.benchmark(create, make_feed, warmup, runs)
+    try:
+        result = harness.benchmark(create, make_feed, warmup, runs)
+    except BenchError:
+        raise
+    except Exception as exc:  # the runtime rejected the feed: deterministic, not worth a retry
+        raise BenchError(f"inference failed: {_first_line(exc)}") from exc
     session = holder["session"]
     response: dict[str, Any] = {
         "format_version": FORMAT_VERSION,

@@ -80,18 +80,44 @@ class SshRunner:
         return ["ssh", "-p", str(self.port), *self._common(), f"{self.user}@{self.host}", remote]
 
     def scp_to(self, files: Sequence[Path], remote_dir: str) -> list[str]:
-        return ["scp", "-q", "-P", str(self.port), *self._common(), *map(str, files), f"{self.user}@{self.host}:{remote_dir}/"]
+        return [
+            "scp",
+            "-q",
+            "-P",
+            str(self.port),
+            *self._common(),
+            *map(str, files),
+            f"{self.user}@{self.host}:{remote_dir}/",
+        ]
 
     def scp_from(self, remote_file: str, local: Path) -> list[str]:
-        return ["scp", "-q", "-P", str(self.port), *self._common(), f"{self.user}@{self.host}:{remote_file}", str(local)]
+        return [
+            "scp",
+            "-q",
+            "-P",
+            str(self.port),
+            *self._common(),
+            f"{self.user}@{self.host}:{remote_file}",
+            str(local),
+        ]
 
-    def bench_command(self, remote_dir: str) -> str:
-        return f"cd {shlex.quote(remote_dir)} && exec {shlex.quote(self.python)} benchprog.py {REQUEST_FILE}"
+    def bench_command(self, remote_dir: str, timeout_s: float | None = None) -> str:
+        """The remote shell command; with a timeout the device bounds the run itself too (`timeout`, where
+        the device has it), so a run orphaned by a dropped connection does not go on for ever."""
+        run = f"{shlex.quote(self.python)} benchprog.py {REQUEST_FILE}"
+        if timeout_s is not None:
+            limit = int(timeout_s) + 5
+            run = f"if command -v timeout >/dev/null 2>&1; then exec timeout -s KILL {limit} {run}; else exec {run}; fi"
+        return f"cd {shlex.quote(remote_dir)} && {run}"
 
     # ------------------------------------------------------------ running
 
-    def _call(self, argv: list[str], timeout_s: float, what: str, log: Path | None) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    def _call(
+        self, argv: list[str], timeout_s: float, what: str, log: Path | None
+    ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
         try:
             stdout, stderr = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -104,13 +130,17 @@ class SshRunner:
         _append(log, stderr)
         done = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
         if proc.returncode == CONNECTION_FAILED:
-            raise TransientError(f"ssh connection to {self.describe()} failed or dropped during {what}: {_tail(stderr)}")
+            raise TransientError(
+                f"ssh connection to {self.describe()} failed or dropped during {what}: {_tail(stderr)}"
+            )
         return done
 
     def _checked(self, argv: list[str], timeout_s: float, what: str, log: Path | None) -> str:
         done = self._call(argv, timeout_s, what, log)
         if done.returncode != 0:
-            raise TransientError(f"{what} on {self.describe()} failed (exit {done.returncode}): {_tail(done.stderr)}")
+            raise TransientError(
+                f"{what} on {self.describe()} failed (exit {done.returncode}): {_tail(done.stderr)}"
+            )
         return done.stdout
 
     def run(self, job_dir: Path, timeout_s: float, log: Path | None = None) -> dict[str, Any]:
@@ -122,13 +152,19 @@ class SshRunner:
             raise TransientError(f"unexpected remote folder {remote_dir!r} on {self.describe()}")
         try:
             files = sorted(p for p in job_dir.iterdir() if p.is_file()) + bench_files()
-            self._checked(self.scp_to(files, remote_dir), max(SETUP_TIMEOUT_S, timeout_s), "copy to device", log)
-            done = self._call(self.ssh_command(self.bench_command(remote_dir)), timeout_s, "benchprog", log)
+            self._checked(
+                self.scp_to(files, remote_dir), max(SETUP_TIMEOUT_S, timeout_s), "copy to device", log
+            )
+            done = self._call(
+                self.ssh_command(self.bench_command(remote_dir, timeout_s)), timeout_s, "benchprog", log
+            )
             result = parse_result(done.stdout, done.stderr, done.returncode, self.describe())
             outputs = request.get("outputs")
             if outputs:
                 name = Path(str(outputs)).name
-                self._checked(self.scp_from(f"{remote_dir}/{name}", job_dir / name), SETUP_TIMEOUT_S, "copy back", log)
+                self._checked(
+                    self.scp_from(f"{remote_dir}/{name}", job_dir / name), SETUP_TIMEOUT_S, "copy back", log
+                )
             return result
         finally:
             self._cleanup(remote_dir, log)

@@ -7,6 +7,7 @@ by building).
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,13 +92,18 @@ def _implementation(
     return _IMPL_CACHE[cache_key]
 
 
-def _file_path(spec: LoadedSpec, root: Path, field_path: str) -> Path | None:
-    if field_path == "model":
-        return model_file(spec, root)
+def _file_path(spec: LoadedSpec, root: Path, field_path: str, paths: dict[str, Path]) -> Path | None:
+    """The file a spec field names, confined to the repository; memoized, many specs share data."""
     value = spec.field(field_path)
     if value is None:
         return None
-    return resolve_path(spec, value, root, f"spec.{field_path}")
+    memo = f"{spec.path.parent}\0{root}\0{field_path}\0{json.dumps(value, sort_keys=True)}"
+    if memo not in paths:
+        if field_path == "model":
+            paths[memo] = model_file(spec, root)
+        else:
+            paths[memo] = resolve_path(spec, value, root, f"spec.{field_path}")
+    return paths[memo]
 
 
 def _spec_error(spec: LoadedSpec, field_path: str, message: str) -> SpecErrors:
@@ -117,7 +123,7 @@ def build_chain(spec: LoadedSpec, variant: Variant, root: Path, hasher: FileHash
         digests: dict[str, str | None] = {}
         if active:
             for name, field_path in stage.files.items():
-                path = _file_path(spec, root, field_path)
+                path = _file_path(spec, root, field_path, hasher.resolved)
                 if path is not None and not os.path.exists(path):
                     raise _spec_error(spec, field_path, f"{path} does not exist")
                 try:

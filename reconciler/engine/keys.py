@@ -23,12 +23,17 @@ def digest(value: Any) -> str:
     return hashlib.sha256(canonical(value).encode()).hexdigest()
 
 
+_FACTS: dict[str, dict[str, Any]] = {}
+
+
 def target_facts(target: Target) -> dict[str, Any]:
     """The catalog entry as it enters a key: figures, op-table id and version (not free text)."""
-    facts = asdict(target)
-    for free_text in ("description", "extra"):
-        facts.pop(free_text, None)
-    return facts
+    if target.id not in _FACTS:
+        facts = asdict(target)
+        for free_text in ("description", "extra"):
+            facts.pop(free_text, None)
+        _FACTS[target.id] = facts
+    return _FACTS[target.id]
 
 
 def key_inputs(

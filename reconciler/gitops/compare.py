@@ -40,8 +40,9 @@ class SpecComparison:
     fields: list[specdiff.FieldChange] = field(default_factory=list)
     files: list[specdiff.FieldChange] = field(default_factory=list)
     stages: list[StageResult] = field(default_factory=list)
-    """The current plan's stages that are not cached."""
+    """The current plan's stages with work to do (not cached, not an idle identity)."""
     cached_stages: int = 0
+    identity_stages: int = 0
     applied: bool = False
     """The work tree's lock file matches the spec and its inputs, so `slo` compares real results."""
     has_lock: bool = False
@@ -175,8 +176,9 @@ def _compare_one(
     if now and now.spec:
         out.applied = is_applied(now.spec, lock, result, files)
     if result is not None:
-        out.stages = [s for s in result.stages if s.action in PENDING]
-        out.cached_stages = sum(1 for s in result.stages if s.action == "cached")
+        out.stages = [s for s in result.stages if s.action in PENDING and not s.identity]
+        out.cached_stages = sum(1 for s in result.stages if s.action == "cached" and not s.identity)
+        out.identity_stages = sum(1 for s in result.stages if s.identity)
     base_spec = base.spec if base else None
     now_spec = now.spec if now else None
     if base_spec is not None or now_spec is not None:

@@ -75,6 +75,10 @@ def slo_cell(spec: SpecComparison) -> str:
     return f"{base} → {np_}/{nt} {mark}".rstrip()
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def _escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -103,7 +107,8 @@ def _stages_md(spec: SpecComparison) -> list[str]:
     lines = ["| stage | variant | action | reason |", "|---|---|---|---|"]
     for s in spec.stages:
         lines.append(f"| {s.name} | {s.variant} | **{s.action}** | {_escape(s.reason)} |")
-    head = f"**Plan**: {len(spec.stages)} to run, {spec.cached_stages} cached"
+    idle = f", {spec.identity_stages} idle" if spec.identity_stages else ""
+    head = f"**Plan**: {len(spec.stages)} to run, {spec.cached_stages} cached{idle}"
     return [head, "", *_fold(f"{len(spec.stages)} stages", lines, len(spec.stages))]
 
 
@@ -152,7 +157,7 @@ def to_markdown(comparison: Comparison, exit_code: int) -> str:
     lines = [
         f"### npuctl plan against `{comparison.ref}` (`{comparison.commit[:10]}`)",
         "",
-        f"**{len(comparison.specs)} specs**: {summary or 'none'} · plan: {outcome} (exit {exit_code})",
+        f"**{_plural(len(comparison.specs), 'spec')}**: {summary or 'none'} · plan: {outcome} (exit {exit_code})",
         "",
         "| spec | target | change | stages to rebuild | SLOs met (base → now) |",
         "|---|---|---|---|---|",

@@ -79,6 +79,14 @@ class Resize(_Strict):
     height: PositiveInt = Field(..., description="Height the model expects.")
     width: PositiveInt = Field(..., description="Width the model expects.")
     mode: Literal["linear", "nearest", "cubic"] = Field(default="linear", description="Interpolation.")
+    source_height: PositiveInt | None = Field(
+        default=None,
+        description="Height of the frames the application feeds; none leaves the raw input's height dynamic "
+        "(NPU compilers need it fixed).",
+    )
+    source_width: PositiveInt | None = Field(
+        default=None, description="Width of the frames the application feeds; none leaves it dynamic."
+    )
 
 
 class Preprocess(_Strict):

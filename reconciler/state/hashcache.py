@@ -25,6 +25,8 @@ class FileHasher:
         self.bytes_read = 0
         self._pending: list[tuple[str, int, int, int, str]] = []
         self._memo: dict[str, str] = {}
+        self.resolved: dict[str, Path] = {}
+        """Spec paths already resolved and confined during this run (many specs share data folders)."""
 
     def digest(self, path: Path) -> str:
         """sha256 of a file, or of a folder's sorted (relative path, file digest) list."""
@@ -53,6 +55,8 @@ class FileHasher:
     def tree(self, path: Path) -> str:
         """One query for the folder's cached rows, then a stat per file: no file is read if unchanged."""
         base = str(path.resolve())
+        if base + os.sep in self._memo:
+            return self._memo[base + os.sep]
         rows = self.db.cached_hashes_under(base + os.sep)
         files = []
         for dirpath, dirnames, filenames in os.walk(base):
@@ -62,7 +66,8 @@ class FileHasher:
         for full in sorted(files):
             rel = os.path.relpath(full, base).replace(os.sep, "/")
             listing.update(f"{rel}\0{self._file(full, rows.get(full))}\n".encode())
-        return listing.hexdigest()
+        self._memo[base + os.sep] = listing.hexdigest()
+        return self._memo[base + os.sep]
 
     def flush(self) -> None:
         self.db.put_hashes(self._pending)

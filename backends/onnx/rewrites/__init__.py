@@ -74,7 +74,9 @@ class Context:
         match.initializers.append(numpy_helper.from_array(value, name))
         return name
 
-    def node(self, match: Match, op: str, inputs: list[str], outputs: list[str] | None = None, **attrs: Any) -> str:
+    def node(
+        self, match: Match, op: str, inputs: list[str], outputs: list[str] | None = None, **attrs: Any
+    ) -> str:
         """Adds a node to `match`; returns its (first) output name (a fresh one unless given)."""
         from onnx import helper
 
@@ -193,7 +195,19 @@ def registry() -> list[Rewrite]:
         softmax,
     )
 
-    modules = (fold, fusion, clip, activations, arith, softmax, matmul, pooling, resize_pad, layout, normalization)
+    modules = (
+        fold,
+        fusion,
+        clip,
+        activations,
+        arith,
+        softmax,
+        matmul,
+        pooling,
+        resize_pad,
+        layout,
+        normalization,
+    )
     out: list[Rewrite] = []
     for module in modules:
         out.extend(module.REWRITES)

@@ -63,7 +63,11 @@ class HardSwishRecompose(Rewrite):
         if clip is None or ctx.nodes[clip].op_type != "Clip" or _clip_bounds(ctx, clip) != (0.0, 6.0):
             return None
         mul = ctx.only_consumer(ctx.nodes[clip].output[0])
-        if mul is None or ctx.nodes[mul].op_type != "Mul" or ctx.other_input(mul, ctx.nodes[clip].output[0]) != x:
+        if (
+            mul is None
+            or ctx.nodes[mul].op_type != "Mul"
+            or ctx.other_input(mul, ctx.nodes[clip].output[0]) != x
+        ):
             return None
         div = ctx.only_consumer(ctx.nodes[mul].output[0])
         if div is None or not _scaled_by(ctx, div, 1.0 / 6.0):
@@ -120,12 +124,18 @@ class GeluRecompose(Rewrite):
 
     def _match(self, ctx: Context, erf: int) -> Match | None:
         pre = ctx.producer(ctx.nodes[erf].input[0])
-        if pre is None or not _scaled_by(ctx, pre, 1 / math.sqrt(2)) or ctx.only_consumer(ctx.nodes[pre].output[0]) != erf:
+        if (
+            pre is None
+            or not _scaled_by(ctx, pre, 1 / math.sqrt(2))
+            or ctx.only_consumer(ctx.nodes[pre].output[0]) != erf
+        ):
             return None
         x = next(t for t in ctx.nodes[pre].input if not ctx.facts.is_const(t))
         add = ctx.only_consumer(ctx.nodes[erf].output[0])
-        if add is None or ctx.nodes[add].op_type != "Add" or not _close(
-            ctx.scalar(ctx.other_input(add, ctx.nodes[erf].output[0]) or ""), 1.0
+        if (
+            add is None
+            or ctx.nodes[add].op_type != "Add"
+            or not _close(ctx.scalar(ctx.other_input(add, ctx.nodes[erf].output[0]) or ""), 1.0)
         ):
             return None
         a = ctx.nodes[add].output[0]
@@ -167,11 +177,15 @@ class GeluDecompose(Rewrite):
             m = Match(self.name, ctx.facts.names[i], [i])
             if ctx.attr(i, "approximate", "none") == "tanh":
                 cube = ctx.node(m, "Mul", [x, ctx.node(m, "Mul", [x, x])])
-                inner = ctx.node(m, "Add", [x, ctx.node(m, "Mul", [cube, ctx.const(m, "c", float_array(0.044715))])])
+                inner = ctx.node(
+                    m, "Add", [x, ctx.node(m, "Mul", [cube, ctx.const(m, "c", float_array(0.044715))])]
+                )
                 scaled = ctx.node(m, "Mul", [inner, ctx.const(m, "s", float_array(math.sqrt(2 / math.pi)))])
                 t = ctx.node(m, "Tanh", [scaled])
             else:
-                t = ctx.node(m, "Erf", [ctx.node(m, "Mul", [x, ctx.const(m, "r", float_array(1 / math.sqrt(2)))])])
+                t = ctx.node(
+                    m, "Erf", [ctx.node(m, "Mul", [x, ctx.const(m, "r", float_array(1 / math.sqrt(2)))])]
+                )
             one = ctx.node(m, "Add", [t, ctx.const(m, "one", float_array(1.0))])
             half = ctx.node(m, "Mul", [x, ctx.const(m, "half", float_array(0.5))])
             ctx.node(m, "Mul", [half, one], [y])

@@ -48,7 +48,9 @@ class DivBySqrt(Rewrite):
             if s is None or ctx.nodes[s].op_type != "Sqrt" or ctx.only_consumer(node.input[1]) != i:
                 continue
             m = Match(self.name, ctx.facts.names[i], [s, i])
-            exp = ctx.const(m, f"{ctx.facts.names[s]}/minus_half", float_array(-0.5, _np_dtype(ctx, node.input[1])))
+            exp = ctx.const(
+                m, f"{ctx.facts.names[s]}/minus_half", float_array(-0.5, _np_dtype(ctx, node.input[1]))
+            )
             r = ctx.node(m, "Pow", [ctx.nodes[s].input[0], exp])
             ctx.node(m, "Mul", [node.input[0], r], [node.output[0]])
             out.append(m)

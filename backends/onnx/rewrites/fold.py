@@ -45,10 +45,14 @@ class RemoveIdentity(Rewrite):
         out = []
         for i in ctx.runtime(("Identity", "Dropout")):
             node = ctx.nodes[i]
-            if node.op_type == "Dropout" and (len(node.output) > 1 and node.output[1] and ctx.consumers(node.output[1])):
+            if node.op_type == "Dropout" and (
+                len(node.output) > 1 and node.output[1] and ctx.consumers(node.output[1])
+            ):
                 continue
             src, dst = node.input[0], node.output[0]
-            if dst in ctx.facts.graph_outputs or src in ctx.facts.graph_inputs and dst in ctx.facts.graph_outputs:
+            if dst in ctx.facts.graph_outputs or (
+                src in ctx.facts.graph_inputs and dst in ctx.facts.graph_outputs
+            ):
                 continue
             out.append(Match(self.name, ctx.facts.names[i], [i], renames={dst: src}))
         return out
@@ -79,7 +83,12 @@ class CollapseReshape(Rewrite):
                 out.append(Match(self.name, ctx.facts.names[i], [i], renames={node.output[0]: node.input[0]}))
                 continue
             p = ctx.producer(node.input[0])
-            if p is None or p in used or ctx.nodes[p].op_type not in _RESHAPES or ctx.only_consumer(node.input[0]) != i:
+            if (
+                p is None
+                or p in used
+                or ctx.nodes[p].op_type not in _RESHAPES
+                or ctx.only_consumer(node.input[0]) != i
+            ):
                 continue
             m = Match(self.name, ctx.facts.names[i], [p, i])
             shape = ctx.const(m, f"{node.name}/shape", int64_array(target))

@@ -29,7 +29,7 @@ class ElementwiseTo4D(Rewrite):
                 continue
             m = Match(self.name, ctx.facts.names[i], [i])
             ins = []
-            for t, s in zip(node.input, shapes):
+            for t, s in zip(node.input, shapes, strict=False):
                 assert s is not None
                 lifted = [1] * (4 - len(s)) + list(s)
                 value = ctx.facts.value(t)

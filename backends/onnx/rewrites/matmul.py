@@ -44,20 +44,20 @@ class EinsumToMatMul(Rewrite):
         a, b = terms
         if any(len(set(t)) != len(t) for t in (a, b, res)) or len(a) != len(sa) or len(b) != len(sb):
             return None
-        size = {**dict(zip(a, sa)), **dict(zip(b, sb))}
+        size = {**dict(zip(a, sa, strict=False)), **dict(zip(b, sb, strict=False))}
         batch = [c for c in res if c in a and c in b]
         ms = [c for c in res if c in a and c not in b]
         ns = [c for c in res if c in b and c not in a]
         ks = [c for c in a if c in b and c not in res]
         if set(a) != set(batch + ms + ks) or set(b) != set(batch + ns + ks):
             return None
-        if any(dict(zip(a, sa))[c] != dict(zip(b, sb))[c] for c in batch + ks):
+        if any(dict(zip(a, sa, strict=False))[c] != dict(zip(b, sb, strict=False))[c] for c in batch + ks):
             return None
         m = Match(self.name, ctx.facts.names[i], [i])
         bshape = [size[c] for c in batch]
         mm, nn, kk = _prod([size[c] for c in ms]), _prod([size[c] for c in ns]), _prod([size[c] for c in ks])
-        left = self._arrange(ctx, m, node.input[0], a, batch + ms + ks, bshape + [mm, kk])
-        right = self._arrange(ctx, m, node.input[1], b, batch + ks + ns, bshape + [kk, nn])
+        left = self._arrange(ctx, m, node.input[0], a, batch + ms + ks, [*bshape, mm, kk])
+        right = self._arrange(ctx, m, node.input[1], b, batch + ks + ns, [*bshape, kk, nn])
         y = ctx.node(m, "MatMul", [left, right])
         full = batch + ms + ns
         y = ctx.node(m, "Reshape", [y, ctx.const(m, "shape", int64_array([size[c] for c in full]))])
@@ -91,7 +91,9 @@ class MatMulTo4D(Rewrite):
                 continue
             batch = _prod(sa[:-2])
             m = Match(self.name, ctx.facts.names[i], [i])
-            a = ctx.node(m, "Reshape", [node.input[0], ctx.const(m, "a3d", int64_array([1, batch, *sa[-2:]]))])
+            a = ctx.node(
+                m, "Reshape", [node.input[0], ctx.const(m, "a3d", int64_array([1, batch, *sa[-2:]]))]
+            )
             b = node.input[1]
             if len(sb) != 2:
                 b = ctx.node(m, "Reshape", [b, ctx.const(m, "b3d", int64_array([1, batch, *sb[-2:]]))])
@@ -113,7 +115,14 @@ class MatMulToConv(Rewrite):
             node = ctx.nodes[i]
             w = ctx.facts.value(node.input[1])
             xs, y = ctx.facts.static_shape(node.input[0]), ctx.facts.static_shape(node.output[0])
-            if w is None or w.ndim != 2 or xs is None or y is None or len(xs) < 2 or ctx.facts.is_const(node.input[0]):
+            if (
+                w is None
+                or w.ndim != 2
+                or xs is None
+                or y is None
+                or len(xs) < 2
+                or ctx.facts.is_const(node.input[0])
+            ):
                 continue
             k, n = w.shape
             nodes, out_name, bias = [i], node.output[0], None
@@ -152,7 +161,11 @@ class GemmToConv(Rewrite):
             w = (b if int(ctx.attr(i, "transB", 0)) else b.T) * alpha
             n, k = w.shape
             c = ctx.facts.value(node.input[2]) if len(node.input) > 2 and node.input[2] else None
-            if len(node.input) > 2 and node.input[2] and (c is None or c.size not in (1, n) or c.ndim > 1 and c.shape[0] != 1):
+            if (
+                len(node.input) > 2
+                and node.input[2]
+                and (c is None or c.size not in (1, n) or (c.ndim > 1 and c.shape[0] != 1))
+            ):
                 continue
             m = Match(self.name, ctx.facts.names[i], [i])
             r = ctx.node(m, "Reshape", [node.input[0], ctx.const(m, "nchw", int64_array([xs[0], k, 1, 1]))])
@@ -160,7 +173,9 @@ class GemmToConv(Rewrite):
             if c is not None:
                 import numpy as np
 
-                ins.append(ctx.const(m, "bias", (np.broadcast_to(c.reshape(-1), (n,)) * beta).astype(b.dtype)))
+                ins.append(
+                    ctx.const(m, "bias", (np.broadcast_to(c.reshape(-1), (n,)) * beta).astype(b.dtype))
+                )
             conv = ctx.node(m, "Conv", ins, kernel_shape=[1, 1])
             ctx.node(m, "Reshape", [conv, ctx.const(m, "shape", int64_array(y))], [node.output[0]])
             out.append(m)
@@ -179,7 +194,14 @@ class ConvToGemm(Rewrite):
             node = ctx.nodes[i]
             xs, y = ctx.facts.static_shape(node.input[0]), ctx.facts.static_shape(node.output[0])
             w = ctx.facts.value(node.input[1])
-            if xs is None or y is None or w is None or len(xs) != 4 or xs[2:] != (1, 1) or w.shape[2:] != (1, 1):
+            if (
+                xs is None
+                or y is None
+                or w is None
+                or len(xs) != 4
+                or xs[2:] != (1, 1)
+                or w.shape[2:] != (1, 1)
+            ):
                 continue
             if int(ctx.attr(i, "group", 1)) != 1 or any(int(p) for p in ctx.attr(i, "pads", [0])):
                 continue
@@ -210,7 +232,14 @@ class MatMulAddToGemm(Rewrite):
             node = ctx.nodes[i]
             xs, b = ctx.facts.static_shape(node.input[0]), ctx.facts.value(node.input[1])
             add = ctx.only_consumer(node.output[0])
-            if xs is None or len(xs) != 2 or b is None or b.ndim != 2 or add is None or ctx.nodes[add].op_type != "Add":
+            if (
+                xs is None
+                or len(xs) != 2
+                or b is None
+                or b.ndim != 2
+                or add is None
+                or ctx.nodes[add].op_type != "Add"
+            ):
                 continue
             c = ctx.facts.value(ctx.other_input(add, node.output[0]) or "")
             if c is None or c.size != b.shape[1]:

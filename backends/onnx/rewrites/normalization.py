@@ -53,7 +53,7 @@ class LayerNormRecompose(Rewrite):
                 out.append(m)
         return out
 
-    def _match(self, ctx: Context, mean: int) -> Match | None:  # noqa: C901 - one pattern, step by step
+    def _match(self, ctx: Context, mean: int) -> Match | None:
         if not _is_last_axis_mean(ctx, mean):
             return None
         x = ctx.nodes[mean].input[0]

@@ -99,7 +99,7 @@ class GlobalPoolCascade(Rewrite):
             fw += [1] * (stages - len(fw))
             m = Match(self.name, ctx.facts.names[i], [i])
             x = node.input[0]
-            for k, (kh, kw) in enumerate(zip(fh, fw)):
+            for k, (kh, kw) in enumerate(zip(fh, fw, strict=False)):
                 last = k == stages - 1
                 x = ctx.node(m, "AveragePool", [x], [node.output[0]] if last else None,
                              kernel_shape=[kh, kw], strides=[kh, kw])  # fmt: skip

@@ -8,7 +8,12 @@ before a Conv is the Conv's own padding.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from backends.onnx.rewrites import Context, Match, Rewrite
+
+if TYPE_CHECKING:
+    import onnx
 
 _FORMS = {
     ("asymmetric", "floor"): ("half_pixel", "round_prefer_floor"),
@@ -21,7 +26,7 @@ def _integer_upscale(ctx: Context, i: int) -> bool:
     a, b = ctx.facts.static_shape(node.input[0]), ctx.facts.static_shape(node.output[0])
     if a is None or b is None or len(a) != len(b):
         return False
-    return all(y % x == 0 and y >= x for x, y in zip(a, b))
+    return all(y % x == 0 and y >= x for x, y in zip(a, b, strict=False))
 
 
 class ResizeNearestMode(Rewrite):
@@ -38,7 +43,11 @@ class ResizeNearestMode(Rewrite):
                 str(ctx.attr(i, "coordinate_transformation_mode", "half_pixel")),
                 str(ctx.attr(i, "nearest_mode", "round_prefer_floor")),
             )
-            if ctx.attr(i, "mode", "nearest") != "nearest" or key not in _FORMS or not _integer_upscale(ctx, i):
+            if (
+                ctx.attr(i, "mode", "nearest") != "nearest"
+                or key not in _FORMS
+                or not _integer_upscale(ctx, i)
+            ):
                 continue
             coord, nearest = _FORMS[key]
             attrs = {a.name: _value(a) for a in node.attribute}
@@ -65,7 +74,13 @@ class PadIntoConv(Rewrite):
             value = ctx.scalar(node.input[2]) if len(node.input) > 2 and node.input[2] else 0.0
             rank = ctx.facts.rank(node.input[0])
             conv = ctx.only_consumer(node.output[0])
-            if pads is None or value != 0.0 or rank is None or conv is None or ctx.nodes[conv].op_type != "Conv":
+            if (
+                pads is None
+                or value != 0.0
+                or rank is None
+                or conv is None
+                or ctx.nodes[conv].op_type != "Conv"
+            ):
                 continue
             if len(node.input) > 3 and node.input[3]:
                 continue
@@ -77,19 +92,23 @@ class PadIntoConv(Rewrite):
                 continue
             spatial = rank - 2
             old = list(ctx.attr(conv, "pads", [0] * 2 * spatial))
-            new = [old[k] + begin[2 + k] for k in range(spatial)] + [old[spatial + k] + end[2 + k] for k in range(spatial)]
+            new = [old[k] + begin[2 + k] for k in range(spatial)] + [
+                old[spatial + k] + end[2 + k] for k in range(spatial)
+            ]
             attrs = {a.name: _value(a) for a in ctx.nodes[conv].attribute}
             attrs["pads"] = new
             m = Match(self.name, ctx.facts.names[i], [i, conv])
-            ctx.node(m, "Conv", [node.input[0], *ctx.nodes[conv].input[1:]], list(ctx.nodes[conv].output), **attrs)
+            ctx.node(
+                m, "Conv", [node.input[0], *ctx.nodes[conv].input[1:]], list(ctx.nodes[conv].output), **attrs
+            )
             out.append(m)
         return out
 
 
-def _value(attr: object) -> object:
+def _value(attr: onnx.AttributeProto) -> object:
     from onnx import helper
 
-    value = helper.get_attribute_value(attr)  # type: ignore[arg-type]
+    value = helper.get_attribute_value(attr)
     return value.decode() if isinstance(value, bytes) else value
 
 

@@ -15,7 +15,9 @@ INT8 = C.Context(npu_dtype="int8", activations="uint8", weights="int8", quantize
 FP32 = C.Context(npu_dtype="fp32", activations="float32", weights="float32", quantized=False, opset=13)
 
 
-def _model(nodes: list[onnx.NodeProto], inputs: dict[str, list[int]], inits: dict[str, np.ndarray]) -> onnx.ModelProto:
+def _model(
+    nodes: list[onnx.NodeProto], inputs: dict[str, list[int]], inits: dict[str, np.ndarray]
+) -> onnx.ModelProto:
     graph = helper.make_graph(
         nodes,
         "g",
@@ -26,7 +28,9 @@ def _model(nodes: list[onnx.NodeProto], inputs: dict[str, list[int]], inits: dic
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
-def _verdicts(text: str, model: onnx.ModelProto, ctx: C.Context = INT8, op: str | None = None) -> list[C.Verdict]:
+def _verdicts(
+    text: str, model: onnx.ModelProto, ctx: C.Context = INT8, op: str | None = None
+) -> list[C.Verdict]:
     facts = analyse(model)
     node = next(n for n in model.graph.node if op is None or n.op_type == op)
     return C.evaluate(OpSupport(node.op_type, "partial", text), node, facts, ctx)
@@ -38,19 +42,24 @@ def _status(text: str, model: onnx.ModelProto, ctx: C.Context = INT8) -> list[st
 
 def _add(rank: int) -> onnx.ModelProto:
     shape = [1, 4, 8, 8][-rank:]
-    return _model([helper.make_node("Add", ["x", "b"], ["y"])], {"x": shape}, {"b": np.ones(shape[-1:], np.float32)})
+    return _model(
+        [helper.make_node("Add", ["x", "b"], ["y"])], {"x": shape}, {"b": np.ones(shape[-1:], np.float32)}
+    )
 
 
 def test_split_keeps_bracketed_semicolons_and_strips_prefixes() -> None:
     text = "[mapped via TFLite; derived] 2D pooling only | AVERAGE_POOL_2D: 32-bit feature-maps are not supported."
-    assert C.split_clauses(text) == ("2D pooling only", "AVERAGE_POOL_2D: 32-bit feature-maps are not supported")
+    assert C.split_clauses(text) == (
+        "2D pooling only",
+        "AVERAGE_POOL_2D: 32-bit feature-maps are not supported",
+    )
     assert C.split_clauses("doc: fp16 supported since 1.18.0; code(derived): input rank 3/4/5 only") == (
         "fp16 supported since 1.18.0",
         "input rank 3/4/5 only",
     )
-    assert C.split_clauses("MLProgram: Input B must be constant.; NeuralNetwork: Input B should be constant.") == (
-        "Input B must be constant",
-    )
+    assert C.split_clauses(
+        "MLProgram: Input B must be constant.; NeuralNetwork: Input B should be constant."
+    ) == ("Input B must be constant",)
 
 
 def test_rknn_add_requires_4d_and_a_supported_dtype() -> None:
@@ -63,8 +72,12 @@ def test_rknn_add_requires_4d_and_a_supported_dtype() -> None:
 
 
 def test_pooling_limits_kernel_and_spatial_rank() -> None:
-    pool = _model([helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[8, 8])], {"x": [1, 3, 16, 16]}, {})
-    verdicts = {v.clause: v for v in _verdicts(op_table("rockchip-rknpu2").ops["AveragePool"].constraints, pool)}
+    pool = _model(
+        [helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[8, 8])], {"x": [1, 3, 16, 16]}, {}
+    )
+    verdicts = {
+        v.clause: v for v in _verdicts(op_table("rockchip-rknpu2").ops["AveragePool"].constraints, pool)
+    }
     assert verdicts["kernel<=7"].status == "failed"
     assert verdicts["2-D"].status == "ok"  # 2-D pooling means a 4-D tensor
     assert verdicts["stride<=8"].status == "ok"
@@ -81,7 +94,9 @@ def test_softmax_axis_and_global_pool_window() -> None:
 
 def test_constant_values_are_checked() -> None:
     def pow_model(e: float) -> onnx.ModelProto:
-        return _model([helper.make_node("Pow", ["x", "e"], ["y"])], {"x": [1, 4]}, {"e": np.array(e, np.float32)})
+        return _model(
+            [helper.make_node("Pow", ["x", "e"], ["y"])], {"x": [1, 4]}, {"e": np.array(e, np.float32)}
+        )
 
     assert _status("exponent only 0, 1, 2, 3, 0.5, -0.5", pow_model(-0.5)) == ["ok"]
     assert _status("exponent only 0, 1, 2, 3, 0.5, -0.5", pow_model(4.0)) == ["failed"]

@@ -45,7 +45,9 @@ def test_mostly_fallback_estimates_far_slower_than_fully_placed() -> None:
                         device_map_source="synthetic")  # fmt: skip
     # most nodes on the CPU, every fifth on the NPU: many crossings and the CPU's throughput
     mostly_cpu = {n: ("NPU" if k % 5 == 0 else "CPU") for k, n in enumerate(names)}
-    fallback = P.compute(model, tgt, {"mode": "ptq"}, facts=facts, device_map=mostly_cpu, device_map_source="synthetic")
+    fallback = P.compute(
+        model, tgt, {"mode": "ptq"}, facts=facts, device_map=mostly_cpu, device_map_source="synthetic"
+    )
     fast, slow = all_npu["estimate"]["latency_ms"], fallback["estimate"]["latency_ms"]
     print(f"\nrec on rk3588: fully placed {fast} ms, 80% fallback {slow} ms ({slow / fast:.0f}x)")
     assert slow > 5 * fast

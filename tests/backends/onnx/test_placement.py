@@ -46,7 +46,9 @@ def test_report_is_deterministic_and_names_failed_constraints() -> None:
     divs = [n for n in a["nodes"] if n["op_type"] == "Div" and n["device"] == "CPU"]
     assert divs and any("fp16 only" in f for f in divs[0]["failed"])
     assert a["source"] == f"op-table rockchip-rknpu2@{target('rk3588').op_table_version}"
-    print(f"\nrec on rk3588 (ptq): {a['coverage']['nodes']['npu']}/{a['coverage']['nodes']['total']} nodes on the NPU")
+    print(
+        f"\nrec on rk3588 (ptq): {a['coverage']['nodes']['npu']}/{a['coverage']['nodes']['total']} nodes on the NPU"
+    )
 
 
 def _chain() -> onnx.ModelProto:
@@ -67,7 +69,9 @@ def _chain() -> onnx.ModelProto:
 def test_backend_map_wins_and_partitions_stay_acyclic() -> None:
     model = _chain()
     devices = {"a": "NPU", "b": "CPU", "c": "NPU", "d": "NPU"}
-    report = P.compute(model, target("rk3588"), {"mode": "ptq"}, device_map=devices, device_map_source="test-report")
+    report = P.compute(
+        model, target("rk3588"), {"mode": "ptq"}, device_map=devices, device_map_source="test-report"
+    )
     assert report["source"] == "test-report"
     assert [n["device"] for n in report["nodes"]] == ["NPU", "CPU", "NPU", "NPU"]
     # a and c are both NPU and connected, but merging them would make a cycle through b: 3 partitions
@@ -91,7 +95,9 @@ def test_constant_subgraphs_are_not_placed() -> None:
     placed = {n["name"] for n in report["nodes"]}
     assert placed.isdisjoint(report["constant_nodes"])
     assert not any(n["op_type"] in ("Constant", "Shape") for n in report["nodes"])
-    assert all(facts.static_shape(o) is not None for i in facts.runtime_nodes() for o in facts.nodes[i].output)
+    assert all(
+        facts.static_shape(o) is not None for i in facts.runtime_nodes() for o in facts.nodes[i].output
+    )
 
 
 def test_unknown_support_is_not_guessed() -> None:

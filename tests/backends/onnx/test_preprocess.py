@@ -52,7 +52,9 @@ def test_cls_float_nchw_real_photo(fold: bool) -> None:
 def test_folded_form_adds_no_runtime_op_when_exact() -> None:
     """squeezenet's first Conv pads nothing: swap, mean and std all fold; the node count is unchanged."""
     original = imported("light_squeezenet")
-    raw = np.ascontiguousarray(resize_hwc(photo("chelsea"), 224, 224).astype(np.float32).transpose(2, 0, 1)[None])
+    raw = np.ascontiguousarray(
+        resize_hwc(photo("chelsea"), 224, 224).astype(np.float32).transpose(2, 0, 1)[None]
+    )
     pre = {"layout": "nchw", "dtype": "float32", "color": {"from": "bgr", "to": "rgb"},
            "mean": [123.7, 116.3, 103.5], "std": [58.4, 57.1, 57.4]}  # fmt: skip
     built = _compare("light_squeezenet", pre, raw)
@@ -66,7 +68,9 @@ def test_folded_form_adds_no_runtime_op_when_exact() -> None:
 def test_gray_conversions() -> None:
     gray = photo("camera")[None, :48, :192, :1] if photo("camera").ndim == 3 else None
     assert gray is not None
-    _compare("cls", {"layout": "nhwc", "dtype": "uint8", "color": {"from": "gray", "to": "rgb"}, **PPOCR}, gray)
+    _compare(
+        "cls", {"layout": "nhwc", "dtype": "uint8", "color": {"from": "gray", "to": "rgb"}, **PPOCR}, gray
+    )
     _compare("cls", {"layout": "nhwc", "dtype": "uint8", "color": {"from": "gray", "to": "rgb"},
                      "mean": [120, 127, 130], "std": [60, 70, 80]}, gray)  # fmt: skip
 

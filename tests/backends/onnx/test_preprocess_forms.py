@@ -10,7 +10,11 @@ from backends.onnx import preprocess_forms as F
 
 CASES = [
     {"mean": [127.5, 127.5, 127.5], "std": [127.5, 127.5, 127.5], "color": {"from": "bgr", "to": "rgb"}},
-    {"mean": [123.675, 116.28, 103.53], "std": [58.395, 57.12, 57.375], "color": {"from": "bgr", "to": "rgb"}},
+    {
+        "mean": [123.675, 116.28, 103.53],
+        "std": [58.395, 57.12, 57.375],
+        "color": {"from": "bgr", "to": "rgb"},
+    },
     {"mean": [0.0, 10.5, 255.0], "std": [1.0, 2.0, 4.0], "color": {"from": "rgb", "to": "rgb"}},
     {"mean": [104.0, 117.0, 123.0], "std": [1.0, 1.0, 1.0], "color": {"from": "rgb", "to": "bgr"}},
 ]

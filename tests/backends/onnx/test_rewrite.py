@@ -24,13 +24,19 @@ QUANT = {"mode": "ptq", "weights": "int8"}
 
 def _rewrite(name: str, tid: str, config: dict[str, object] | None = None, **kw: object):  # type: ignore[no-untyped-def]
     tgt = target(tid)
-    return rewrite_model(imported(name), tgt, E.precision_for(tgt, QUANT), config or {}, log=lambda _: None, **kw)
+    return rewrite_model(
+        imported(name), tgt, E.precision_for(tgt, QUANT), config or {}, log=lambda _: None, **kw
+    )
 
 
 def _real_inputs() -> list[np.ndarray]:
     """Real text: scikit-image's text sample and a crop of a photo, as PP-OCR rec feeds them."""
     text = photo("text")
-    return [ppocr_input(text, 48, 320), ppocr_input(text[40:120, 0:400], 48, 320), ppocr_input(photo("coffee"), 48, 320)]
+    return [
+        ppocr_input(text, 48, 320),
+        ppocr_input(text[40:120, 0:400], 48, 320),
+        ppocr_input(photo("coffee"), 48, 320),
+    ]
 
 
 @pytest.mark.parametrize("tid", ["qualcomm-htp-v75", "rk3588"])

@@ -14,7 +14,10 @@ def test_manifest_maps_shapes_to_artifacts(tmp_path: Path) -> None:
     a, b = tmp_path / "rec_640.rknn", tmp_path / "rec_320.rknn"
     a.write_bytes(b"wide")
     b.write_bytes(b"narrow")
-    results = [VariantResult.from_file({"x": [1, 3, 48, 640]}, a), VariantResult.from_file({"x": [1, 3, 48, 320]}, b)]
+    results = [
+        VariantResult.from_file({"x": [1, 3, 48, 640]}, a),
+        VariantResult.from_file({"x": [1, 3, 48, 320]}, b),
+    ]
     manifest = build_manifest("ppocr-rec", "rk3588", results)
     assert [v["key"] for v in manifest["variants"]] == ["x=1x3x48x320", "x=1x3x48x640"]
     assert manifest["variants"][0]["artifact"]["size"] == 6

@@ -111,6 +111,7 @@ def test_fusion_switch_changes_the_optimized_graph(
     )
 
 
+@pytest.mark.slow
 def test_quantized_qdq_model_compiles_reproducibly(tmp_path: Path, cls_onnx: Path) -> None:
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 

@@ -15,6 +15,7 @@ from backends.catalog import target
 from backends.errors import TerminalError
 from backends.onnx.accuracy import run_model
 from backends.onnxruntime._evaluate import RANDOM_SAMPLES, EvaluatePass
+from backends.runners.local import LocalRunner
 
 KEYS = {
     "latency_ms.p50",
@@ -110,11 +111,32 @@ def test_fidelity_catches_an_artifact_that_differs(
     assert out.report["accuracy"]["fidelity"]["sqnr_db"] < 40
 
 
-def test_remote_runner_is_not_available_yet(tmp_path: Path, compiled: StageOutput, cls_onnx: Path) -> None:
-    with pytest.raises(
-        TerminalError, match=r"runner ssh://pi@board needs backend support \(not available yet\)"
-    ):
-        _evaluate(tmp_path, compiled, cls_onnx, cls_onnx, runner="ssh://pi@board")
+class _DeviceRunner(LocalRunner):
+    """Runs locally but reports as a device runner would: evidence follows the runner."""
+
+    evidence = "measured:device"
+
+    def describe(self) -> str:
+        return "adb://fake"
+
+
+def test_evidence_follows_the_runner(
+    tmp_path: Path, compiled: StageOutput, cls_onnx: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import backends.onnxruntime._evaluate as evaluate
+
+    seen: list[str] = []
+
+    def fake_runner_for(spec: str) -> LocalRunner:
+        seen.append(spec)
+        return _DeviceRunner()
+
+    monkeypatch.setattr(evaluate, "runner_for", fake_runner_for)
+    m = _evaluate(tmp_path, compiled, cls_onnx, cls_onnx, runner="adb://fake").report["measurements"]
+    assert seen == ["adb://fake"]
+    assert m["latency_ms.p50"]["evidence"] == m["accuracy"]["evidence"] == "measured:device"
+    assert "runner adb://fake" in m["latency_ms.p50"]["detail"]
+    assert m["accuracy.reference"]["evidence"] == "measured:host"
 
 
 def test_labels_without_data_is_an_error(tmp_path: Path, compiled: StageOutput, cls_onnx: Path) -> None:

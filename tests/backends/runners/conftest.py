@@ -4,9 +4,11 @@ sshd on 127.0.0.1 (free port, generated host key, one authorized key), started p
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -65,6 +67,40 @@ class Sshd:
             return [c.pid for c in psutil.Process(self.process.pid).children()]
         except psutil.NoSuchProcess:
             return []
+
+    def kill_session_when_benchmarking(self, done: threading.Event, killed: list[int]) -> None:
+        """Kills the session serving benchprog (a child of this sshd, which the test started), once, and
+        the orphaned benchmark under it (also started by the test)."""
+        import psutil
+
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not done.is_set():
+            for pid in self.sessions():
+                try:
+                    tree = psutil.Process(pid).children(recursive=True)
+                except psutil.NoSuchProcess:
+                    continue
+                bench = [p for p in tree if "benchprog.py" in _cmdline(p)]
+                if bench:
+                    time.sleep(0.5)
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                    for proc in bench:
+                        try:
+                            proc.kill()
+                        except psutil.NoSuchProcess:
+                            pass
+                    return
+            time.sleep(0.05)
+
+
+def _cmdline(proc: object) -> str:
+    import psutil
+
+    try:
+        return " ".join(proc.cmdline())  # type: ignore[attr-defined]
+    except psutil.Error:
+        return ""
 
 
 def _free_port() -> int:

@@ -124,7 +124,7 @@ def test_runner_for_selects_by_scheme() -> None:
     assert isinstance(ssh, SshRunner) and ssh.evidence == "measured:device" and ssh.port == 22
     adb = runner_for("adb://1234")
     assert isinstance(adb, AdbRunner) and adb.serial == "1234"
-    with pytest.raises(TerminalError, match="unknown evaluate.runner"):
+    with pytest.raises(TerminalError, match=r"unknown evaluate\.runner"):
         runner_for("ftp://x")
 
 

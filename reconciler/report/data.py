@@ -1,0 +1,191 @@
+"""What a report shows, read from the lock file, the stage records, the store and the audit history.
+
+Every section degrades on its own: a spec applied on another machine (no local records), a stage that
+reports no per-layer sensitivity, a placement without a model to draw edges from. Each gap becomes a note
+in the page saying why, never an exception.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from reconciler.audit import Filters, run
+from reconciler.audit.entries import AuditEntry
+from reconciler.repo import Layout
+from reconciler.spec import LoadedSpec
+from reconciler.state import lockfile
+from reconciler.state.db import Database, Record
+from reconciler.state.store import Store
+
+
+@dataclass
+class Placement:
+    report: dict[str, Any]
+    edges: list[tuple[str, str]]
+    """(producer node, consumer node) between placed nodes; empty when the model could not be read."""
+    source: str
+    """The stage whose placement this is (rewrite: after replacing unsupported ops; else check)."""
+
+
+@dataclass
+class ReportData:
+    spec: str
+    target: str
+    file: str
+    status: str
+    model_version: str | None
+    model_digest: str | None
+    generated: str
+    revision: str | None
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
+    measurements: dict[str, dict[str, Any]] = field(default_factory=dict)
+    placement: Placement | None = None
+    latency: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """variant -> evaluate's latency_ms report (samples, percentiles)."""
+    quantize: dict[str, Any] | None = None
+    """The quantize record's report (sensitivity table under `auto`, kept layers under `kept`)."""
+    quantization_mode: str = "none"
+    history: list[AuditEntry] = field(default_factory=list)
+    """Oldest first."""
+    notes: list[str] = field(default_factory=list)
+
+
+def _revision(root: Path) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--short=10", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def _records(db: Database | None, lock: dict[str, Any], variant: str) -> dict[str, Record]:
+    stages = (((lock.get("variants") or {}).get(variant) or {}).get("stages")) or {}
+    out: dict[str, Record] = {}
+    for name, stage in stages.items():
+        record = db.record(stage.get("key", "")) if db is not None else None
+        if record is not None:
+            out[name] = record
+    return out
+
+
+def _artifact(store: Store, record: Record | None, name: str) -> Path | None:
+    meta = (record.artifacts.get(name) if record is not None else None) or {}
+    digest = meta.get("digest")
+    if not digest or not store.has(digest):
+        return None
+    return store.path(digest)
+
+
+def model_edges(model_path: Path, placed: set[str]) -> list[tuple[str, str]]:
+    """Producer -> consumer edges between placed nodes, named as the placement names them."""
+    import onnx
+
+    from backends.onnx.facts import node_names
+
+    model = onnx.load(str(model_path), load_external_data=False)
+    names = node_names(model.graph.node)
+    producer: dict[str, str] = {}
+    for name, node in zip(names, model.graph.node, strict=True):
+        for tensor in node.output:
+            if tensor:
+                producer[tensor] = name
+    edges: set[tuple[str, str]] = set()
+    for name, node in zip(names, model.graph.node, strict=True):
+        for tensor in node.input:
+            source = producer.get(tensor)
+            if source is not None and source in placed and name in placed and source != name:
+                edges.add((source, name))
+    return sorted(edges)
+
+
+def _placement(store: Store, records: dict[str, Record], notes: list[str]) -> Placement | None:
+    for stage in ("rewrite", "check"):
+        path = _artifact(store, records.get(stage), "placement")
+        if path is None:
+            continue
+        try:
+            report = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            notes.append(f"placement: the {stage} stage's placement.json is unreadable ({exc})")
+            return None
+        if not isinstance(report, dict) or not isinstance(report.get("nodes"), list):
+            notes.append(f"placement: the {stage} stage's placement.json has no node list")
+            return None
+        model_stage = "rewrite" if stage == "rewrite" else "import"
+        model = _artifact(store, records.get(model_stage), "model")
+        placed = {str(n.get("name")) for n in report["nodes"]}
+        edges: list[tuple[str, str]] = []
+        if model is None:
+            notes.append("placement: the model is not in the local store, so the graph has no edges")
+        else:
+            try:
+                edges = model_edges(model, placed)
+            except Exception as exc:  # a model onnx cannot read still has a placement worth showing
+                notes.append(f"placement: edges unavailable ({type(exc).__name__}: {exc})")
+        return Placement(report, edges, stage)
+    notes.append("placement: no placement.json recorded (the check stage has not run here)")
+    return None
+
+
+def _history(root: Path, spec: LoadedSpec, notes: list[str]) -> list[AuditEntry]:
+    try:
+        entries = run(root, [spec.path], Filters(spec=spec.name)).entries
+    except Exception as exc:  # git missing or unreadable: the rest of the report still stands
+        notes.append(f"SLO history unavailable: {type(exc).__name__}: {exc}")
+        return []
+    return list(reversed(entries))
+
+
+def gather(root: Path, spec: LoadedSpec) -> ReportData:
+    """Everything the page shows; raises LookupError when the spec has never been applied."""
+    layout = Layout(root)
+    lock = lockfile.read(Layout.lock_file(spec.path))
+    if lock is None:
+        raise LookupError(f"{spec.name}: no lock file ({Layout.lock_file(spec.path).name}): run `npuctl apply` first")
+    notes: list[str] = []
+    db = Database(layout.database) if layout.database.exists() else None
+    try:
+        variants = sorted(lock.get("variants") or {}, key=lambda v: (v != "default", v))
+        records = {v: _records(db, lock, v) for v in variants}
+    finally:
+        if db is not None:
+            db.close()
+    default = records.get("default") or {}
+    if not default:
+        notes.append("no stage records in the local state (applied elsewhere?): run `npuctl apply` here for charts")
+    store = Store(layout.store)
+    model = ((lock.get("variants") or {}).get("default") or {}).get("stages", {}).get("import", {})
+    data = ReportData(
+        spec=spec.name,
+        target=spec.target,
+        file=str(spec.path.relative_to(root)) if spec.path.is_relative_to(root) else str(spec.path),
+        status=str(lock.get("status", "?")),
+        model_version=(lock.get("model") or {}).get("version"),
+        model_digest=((model.get("artifacts") or {}).get("model") or {}).get("digest"),
+        generated=datetime.now(timezone.utc).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z"),
+        revision=_revision(root),
+        verdicts=[v for name in variants for v in (lock["variants"][name].get("verdicts") or [])],
+        measurements={name: lock["variants"][name].get("measurements") or {} for name in variants},
+        quantization_mode=str((spec.field("quantization") or {}).get("mode", "none")),
+        notes=notes,
+    )
+    data.placement = _placement(store, default, notes) if default else None
+    for variant, recs in records.items():
+        evaluate = recs.get("evaluate")
+        latency = (evaluate.report.get("latency_ms") if evaluate is not None else None) or {}
+        if latency.get("samples"):
+            data.latency[variant] = latency
+    if default and not data.latency:
+        notes.append("latency: the evaluate record has no raw samples")
+    quantize = default.get("quantize")
+    if quantize is not None and not quantize.note.startswith("identity"):
+        data.quantize = quantize.report
+    data.history = _history(root, spec, notes)
+    return data

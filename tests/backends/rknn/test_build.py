@@ -1,0 +1,117 @@
+"""Real rknn-toolkit2 builds in the managed venv: int8 with calibration, hybrid layers, reproducible
+bytes, the core mask sidecar, simulator accuracy, and an abort that fails the stage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import Request, conv_model, needs_rknn
+
+from backends.catalog import targets
+from backends.errors import TerminalError
+from backends.rknn.preprocess import RknnPreprocess
+from backends.rknn.stages import RknnCompile, RknnEvaluate, RknnQuantize
+
+pytestmark = [pytest.mark.slow, needs_rknn]
+
+SECTION = {"input": "x", "layout": "nhwc", "dtype": "uint8", "color": {"from": "rgb", "to": "bgr"},
+           "mean": [127.5, 127.5, 127.5], "std": [58.0, 57.0, 57.5]}  # fmt: skip
+COMPILE = {"cores": 3, "batch": 1, "optimization_level": 3, "options": {}}
+
+
+def _quantized(tmp_path: Path, make_request: Request, calib: Path, **quant: object) -> tuple[Path, Path]:
+    pre = RknnPreprocess().run(
+        make_request("preprocess", {"preprocess": SECTION, "inputs": {}}, {"model": conv_model(tmp_path / "m.onnx")})
+    )
+    float_model = pre.artifacts["model"]
+    section = {
+        "mode": "ptq",
+        "weights": "int8",
+        "activations": "int8",
+        "per_channel": True,
+        "calibration": {"data": "calib", "samples": 8, "method": "minmax", "seed": 0},
+        **quant,
+    }
+    q = RknnQuantize().run(
+        make_request(
+            "quantize",
+            {"quantization": section, "target": "rk3588"},
+            {"model": float_model, "float_model": float_model, "calibration_data": calib},
+        )
+    )
+    return float_model, q.artifacts["model"]
+
+
+def _compile(make_request: Request, model: Path, compile_cfg: dict[str, object] = COMPILE, target: str = "rk3588") -> dict[str, Path]:
+    config = {"target": target, "compile": compile_cfg, "rewrite.fusion": {}, "quantization.mode": "ptq"}
+    out = RknnCompile().run(make_request("compile", config, {"model": model}, targets()[target]))
+    return out.artifacts
+
+
+def test_int8_build_is_reproducible_and_records_the_core_mask(
+    tmp_path: Path, make_request: Request, calib_folder: Path
+) -> None:
+    _, bundle = _quantized(tmp_path, make_request, calib_folder)
+    first = _compile(make_request, bundle)
+    second = _compile(make_request, bundle)
+    assert first["rknn"].read_bytes()[:4] == b"RKNN"
+    assert first["rknn"].read_bytes() == second["rknn"].read_bytes(), "same inputs, same .rknn bytes"
+    meta = json.loads(first["rknn_meta"].read_text())
+    assert meta["core_mask"] == {"cores": 3, "name": "NPU_CORE_0_1_2", "value": 7}
+    assert meta["quantized_dtype"] == "w8a8" and meta["target_platform"] == "rk3588"
+    assert meta["input"]["mean_values"] == [127.5, 127.5, 127.5]
+    assert meta["input"]["std_values"] == [57.5, 57.0, 58.0], "fed (rgb) order; the model is bgr"
+
+
+def test_sensitive_layers_go_through_hybrid_quantization(
+    tmp_path: Path, make_request: Request, calib_folder: Path
+) -> None:
+    _, bundle = _quantized(tmp_path, make_request, calib_folder, sensitive_layers={"keep": "fp16", "nodes": ["conv2"]})
+    meta = json.loads(_compile(make_request, bundle)["rknn_meta"].read_text())
+    assert meta["hybrid_layers"] == ["c2"]
+    assert meta["build_request"]["hybrid"]["custom_hybrid"] == [["r1", "c2"]]
+
+
+def test_simulator_accuracy_against_the_float_model(
+    tmp_path: Path, make_request: Request, calib_folder: Path
+) -> None:
+    float_model, bundle = _quantized(tmp_path, make_request, calib_folder)
+    artifacts = _compile(make_request, bundle)
+    eval_dir = tmp_path / "eval"
+    eval_dir.mkdir()
+    rng = np.random.default_rng(5)
+    for i in range(6):
+        np.save(eval_dir / f"{i:03d}.npy", rng.integers(0, 256, (1, 16, 16, 3)).astype(np.uint8))
+    config = {"target": "rk3588", "evaluate": {"runner": "local", "metric": "top1", "warmup": 1, "runs": 1}}
+    inputs = {**artifacts, "model": bundle, "float_model": float_model, "eval_data": eval_dir}
+    out = RknnEvaluate().run(make_request("evaluate", config, inputs))
+    acc = out.report["measurements"]["accuracy"]
+    assert acc["evidence"] == "measured:host simulator"
+    assert 0.0 <= acc["value"] <= 1.0 and out.report["accuracy"]["fidelity"]["cosine"] > 0.98
+    assert out.report["simulator"]["artifact_reproduced"] is True
+    analysis = out.report["accuracy_analysis"]
+    assert analysis["layers"] > 3 and "single_cos" in analysis["worst_single"][0]
+    assert not list(Path("/tmp").glob("npuctl-rknn-*/snapshot")), "the per-layer dump is not kept"
+
+
+def test_toolchain_abort_is_a_failed_stage_with_the_log_tail(
+    tmp_path: Path, make_request: Request, calib_folder: Path
+) -> None:
+    """rk2118 aborts the toolkit (SIGABRT, exit 134) on an ordinary conv model."""
+    _, bundle = _quantized(tmp_path, make_request, calib_folder)
+    options = {**COMPILE, "cores": None, "options": {"target_platform": "rk2118"}}
+    with pytest.raises(TerminalError) as info:
+        _compile(make_request, bundle, options)
+    message = str(info.value)
+    assert "exited with 134 (abort)" in message or "aborted" in message
+    assert "unsupported" in message.lower() or "E RKNN" in message
+    assert 1 < len(message.splitlines()) <= 21
+
+
+def test_impossible_core_mask_fails_before_building(tmp_path: Path, make_request: Request, calib_folder: Path) -> None:
+    _, bundle = _quantized(tmp_path, make_request, calib_folder)
+    with pytest.raises(TerminalError, match="rk3566 has 1 NPU core"):
+        _compile(make_request, bundle, {**COMPILE, "cores": 3}, target="rk3566")

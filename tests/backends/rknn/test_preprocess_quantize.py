@@ -1,0 +1,128 @@
+"""RKNN's preprocess form and quantization plan, checked numerically and byte for byte (no toolkit)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from conftest import Request, conv_model
+
+from backends import bundles
+from backends.errors import TerminalError
+from backends.onnx import preprocess_forms as forms
+from backends.onnx.accuracy import run_model
+from backends.rknn import build as B
+from backends.rknn.preprocess import META_KEY, RknnPreprocess, read_meta, rknn_mean_std
+from backends.rknn.stages import RknnQuantize, quant_plan
+
+SECTION = {
+    "input": "x",
+    "layout": "nhwc",
+    "dtype": "uint8",
+    "color": {"from": "rgb", "to": "bgr"},
+    "mean": [10.0, 20.0, 30.0],
+    "std": [2.0, 4.0, 8.0],
+}
+
+
+def _raw(seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (1, 16, 16, 3)).astype(np.uint8)
+
+
+def _reference(model: Path, raw: np.ndarray) -> np.ndarray:
+    """The spec's meaning: canonical preprocessing (backends.onnx.preprocess_forms) then the model."""
+    form = forms.canonical(SECTION, 3)
+    x = forms.canonical_apply(form, raw[0])[np.newaxis].astype(np.float32)
+    return run_model(model, [{"x": x}]).values[0][0]
+
+
+@pytest.mark.parametrize("gather", [False, True], ids=["conv-weights", "gather"])
+def test_rknn_form_matches_the_canonical_preprocessing(tmp_path: Path, make_request: Request, gather: bool) -> None:
+    source = conv_model(tmp_path / "m.onnx", gather_input=gather)
+    out = RknnPreprocess().run(make_request("preprocess", {"preprocess": SECTION, "inputs": {}}, {"model": source}))
+    meta = read_meta(out.artifacts["model"])
+    assert meta is not None and meta["color_folded"] == ("gather" if gather else "conv-weights")
+    # RKNN's arithmetic: (raw - mean_values) / std_values on the channels as fed, then the graph
+    assert meta["mean_values"] == [30.0, 20.0, 10.0] and meta["std_values"] == [8.0, 4.0, 2.0]
+    for seed in range(3):
+        raw = _raw(seed)
+        fed = B.normalized(raw, "x", meta)
+        got = run_model(out.artifacts["model"], [{"x": fed}]).values[0][0]
+        np.testing.assert_allclose(got, _reference(source, raw), rtol=1e-4, atol=1e-4)
+
+
+def test_rknn_mean_std_uses_the_shared_conversion() -> None:
+    mean, std = rknn_mean_std({"mean": [1, 2, 3], "std": [4, 5, 6], "color": {"from": "bgr", "to": "rgb"}}, 3)
+    assert (mean, std) == ([3.0, 2.0, 1.0], [6.0, 5.0, 4.0])
+    assert rknn_mean_std({"mean": [127.5], "std": [127.5]}, 3) == ([127.5] * 3, [127.5] * 3)
+
+
+def test_resize_is_refused(tmp_path: Path, make_request: Request) -> None:
+    section = {**SECTION, "resize": {"height": 16, "width": 16, "mode": "linear"}}
+    with pytest.raises(TerminalError, match="resize"):
+        RknnPreprocess().run(
+            make_request("preprocess", {"preprocess": section, "inputs": {}}, {"model": conv_model(tmp_path / "m.onnx")})
+        )
+
+
+def _policy(**quant: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "mode": "ptq",
+        "weights": "int8",
+        "activations": "int8",
+        "per_channel": True,
+        "calibration": {"data": "x", "samples": 4, "method": "minmax", "seed": 0},
+    }
+    base.update(quant)
+    return {"quantization": base, "target": "rk3588"}
+
+
+def test_quant_plan_maps_the_spec(tiny_model: Path) -> None:
+    from backends.catalog import targets
+
+    model = onnx.load(str(tiny_model))
+    t = targets()["rk3588"]
+    plan, notes = quant_plan(_policy(), t, model)
+    assert plan["quantized_dtype"] == "w8a8" and plan["quantized_algorithm"] == "normal"
+    assert plan["quantized_method"] == "channel" and "hybrid" not in plan
+    plan, notes = quant_plan(_policy(per_channel=False), t, model)
+    assert plan["quantized_method"] == "layer"
+    with pytest.raises(TerminalError, match="does not support uint8"):
+        quant_plan(_policy(activations="uint8"), t, model)  # the catalog: RKNPU2 has no uint8 activations
+    entropy = _policy(calibration={"data": "x", "samples": 4, "method": "entropy"})
+    assert quant_plan(entropy, t, model)[0]["quantized_algorithm"] == "kl_divergence"
+    with pytest.raises(TerminalError, match="percentile"):
+        quant_plan(_policy(calibration={"data": "x", "samples": 4, "method": "percentile"}), t, model)
+    assert quant_plan({"quantization": {"mode": "fp16"}, "target": "rk3588"}, t, model)[0] == {
+        "quantize": False,
+        "mode": "fp16",
+    }
+    hybrid = _policy(sensitive_layers={"keep": "fp16", "nodes": ["conv2"], "op_types": ["Relu"]})
+    plan, _ = quant_plan(hybrid, t, model)
+    assert plan["hybrid"] == {"custom_hybrid": [["c1", "r1"], ["r1", "c2"]], "dtype": "float16"}
+    with pytest.raises(TerminalError, match="matches no node"):
+        quant_plan(_policy(sensitive_layers={"nodes": ["nope*"]}), t, model)
+
+
+def test_quantize_bundle_is_reproducible_and_in_rknn_layout(
+    tmp_path: Path, make_request: Request, calib_folder: Path
+) -> None:
+    pre = RknnPreprocess().run(
+        make_request("preprocess", {"preprocess": SECTION, "inputs": {}}, {"model": conv_model(tmp_path / "m.onnx")})
+    )
+    model = pre.artifacts["model"]
+    config = _policy(calibration={"data": "calib", "samples": 4, "method": "minmax", "seed": 0})
+    inputs = {"model": model, "float_model": model, "calibration_data": calib_folder}
+    first = RknnQuantize().run(make_request("quantize", config, inputs)).artifacts["model"]
+    second = RknnQuantize().run(make_request("quantize", config, inputs)).artifacts["model"]
+    assert first.read_bytes() == second.read_bytes()
+    names = bundles.names(first)
+    assert names == sorted(["model.onnx", "quant.json", "dataset.txt", *[f"calib/{i:05d}_0.npy" for i in range(4)]])
+    prep = B.prepare(first, tmp_path / "unpacked")
+    lines = (prep.folder / "dataset.txt").read_text().split()
+    arr = np.load(prep.folder / lines[0])
+    assert arr.shape == (1, 3, 16, 16) and arr.dtype == np.float32, "RKNN reads NCHW, raw (not normalized)"
+    assert arr.max() > 2.0
+    assert prep.meta is not None and META_KEY

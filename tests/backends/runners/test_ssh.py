@@ -1,0 +1,121 @@
+"""The ssh runner end to end against a real sshd on 127.0.0.1, including a connection dropped mid-run."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from backends.errors import TerminalError, TransientError
+from backends.onnx.accuracy import run_model
+from backends.runners import runner_for, write_request
+from backends.runners.benchprog import FORMAT_VERSION, sample_key
+from backends.runners.ssh import SshRunner
+
+pytestmark = pytest.mark.slow
+
+
+def _job(tmp_path: Path, model: Path, samples: list[np.ndarray], runs: int = 5) -> Path:
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "model.onnx").write_bytes(model.read_bytes())
+    with (job / "samples.npz").open("wb") as fh:
+        np.savez(fh, **{sample_key(i, 0): s for i, s in enumerate(samples)})
+    write_request(
+        job,
+        {
+            "format_version": FORMAT_VERSION,
+            "runtime": "onnxruntime",
+            "model": "model.onnx",
+            "options": {"intra_op_num_threads": 1},
+            "warmup": 1,
+            "runs": runs,
+            "seed": 0,
+            "samples": "samples.npz",
+            "sample_inputs": ["x"],
+            "outputs": "outputs.npz",
+        },
+    )
+    return job
+
+
+def _runner(sshd: object) -> SshRunner:
+    return SshRunner(
+        user=sshd.user,  # type: ignore[attr-defined]
+        host="127.0.0.1",
+        port=sshd.port,  # type: ignore[attr-defined]
+        key=str(sshd.key),  # type: ignore[attr-defined]
+        options=sshd.options,  # type: ignore[attr-defined]
+        python=sys.executable,
+    )
+
+
+def _samples(n: int = 2) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal((1, 3, 48, 192)).astype(np.float32) for _ in range(n)]
+
+
+def test_ssh_runner_measures_on_the_remote_and_brings_outputs_back(tmp_path: Path, sshd, cls_onnx: Path) -> None:
+    samples = _samples()
+    job = _job(tmp_path, cls_onnx, samples)
+    runner = _runner(sshd)
+    result = runner.run(job, timeout_s=120, log=tmp_path / "log.txt")
+    assert result["ok"] is True and runner.evidence == "measured:device"
+    assert result["latency_ms"]["runs"] == 5 and result["latency_ms"]["p50"] > 0
+    with np.load(job / "outputs.npz") as archive:
+        remote = [archive[sample_key(i, 0)] for i in range(len(samples))]
+    local = run_model(cls_onnx, [{"x": s} for s in samples])
+    for got, want in zip(remote, local.values):
+        np.testing.assert_allclose(got, want[0], rtol=1e-5, atol=1e-6)
+    assert runner.describe() == f"ssh://{sshd.user}@127.0.0.1:{sshd.port}"
+
+
+def test_runner_for_reads_reach_settings_from_the_environment(
+    tmp_path: Path, sshd, cls_onnx: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in sshd.env().items():
+        monkeypatch.setenv(key, value)
+    runner = runner_for(sshd.url)
+    assert isinstance(runner, SshRunner) and runner.key == str(sshd.key)
+    result = runner.run(_job(tmp_path, cls_onnx, _samples(1), runs=2), timeout_s=120)
+    assert result["ok"] is True
+
+
+def test_remote_temp_folder_is_removed(tmp_path: Path, sshd, cls_onnx: Path) -> None:
+    before = set(Path("/tmp").glob("npuctl-bench-*"))
+    _runner(sshd).run(_job(tmp_path, cls_onnx, _samples(1), runs=1), timeout_s=120)
+    assert set(Path("/tmp").glob("npuctl-bench-*")) == before
+
+
+def test_benchprog_rejecting_the_request_is_terminal(tmp_path: Path, sshd, cls_onnx: Path) -> None:
+    job = _job(tmp_path, cls_onnx, _samples(1))
+    request = json.loads((job / "request.json").read_text())
+    request["runtime"] = "no-such-runtime"
+    (job / "request.json").write_text(json.dumps(request))
+    with pytest.raises(TerminalError, match="no-such-runtime"):
+        _runner(sshd).run(job, timeout_s=120)
+
+
+def test_unreachable_host_is_transient(tmp_path: Path, sshd, cls_onnx: Path) -> None:
+    runner = _runner(sshd)
+    runner.port = sshd.port + 1 if sshd.port < 65535 else sshd.port - 1
+    with pytest.raises(TransientError, match="ssh connection"):
+        runner.run(_job(tmp_path, cls_onnx, _samples(1)), timeout_s=60)
+
+
+def test_connection_dropped_mid_run_is_transient(tmp_path: Path, sshd, cls_onnx: Path) -> None:
+    job = _job(tmp_path, cls_onnx, _samples(1), runs=20_000)
+    done, killed = threading.Event(), []
+    killer = threading.Thread(target=sshd.kill_session_when_benchmarking, args=(done, killed))
+    killer.start()
+    try:
+        with pytest.raises(TransientError, match="failed or dropped"):
+            _runner(sshd).run(job, timeout_s=60)
+    finally:
+        done.set()
+        killer.join()
+    assert killed, "the session was never seen running benchprog"
