@@ -103,7 +103,15 @@ def run_tools(
             fh.write("$ " + " ".join(shlex.quote(a) for a in resolved) + "\n")
             fh.flush()
             try:
-                proc = subprocess.run(resolved, cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s, check=False)
+                proc = subprocess.run(
+                    resolved,
+                    cwd=cwd,
+                    env=env,
+                    stdout=fh,
+                    stderr=subprocess.STDOUT,
+                    timeout=timeout_s,
+                    check=False,
+                )
             except subprocess.TimeoutExpired as exc:
                 raise TransientError(f"{Path(resolved[0]).name} timed out after {timeout_s:g} s") from exc
             except OSError as exc:

@@ -168,7 +168,9 @@ def _run(cmd: list[str], log: Logger, step: str) -> None:
         raise InstallError(f"{step} failed (exit {proc.returncode}): {tail[-400:]}")
 
 
-def install(tc: Toolchain, log: Logger = lambda _m: None, force: bool = False, wheel: Path | None = None) -> Path:
+def install(
+    tc: Toolchain, log: Logger = lambda _m: None, force: bool = False, wheel: Path | None = None
+) -> Path:
     """Creates the venv (idempotent: a complete one is kept unless `force`). Returns its folder.
 
     `wheel` installs the toolchain from a local file instead of the registry (offline CI caches).

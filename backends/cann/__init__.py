@@ -52,7 +52,10 @@ OPTIONS_SCHEMA: dict[str, Any] = {
             "description": "ATC --precision_mode (default from quantization.mode: none -> must_keep_origin_dtype, "
             "fp16 -> force_fp16, ptq/qat -> allow_mix_precision).",
         },
-        "soc_version": {"type": "string", "description": "Override the catalog's --soc_version (e.g. Ascend310P3)."},
+        "soc_version": {
+            "type": "string",
+            "description": "Override the catalog's --soc_version (e.g. Ascend310P3).",
+        },
         "op_select_implmode": {
             "enum": ["high_precision", "high_performance"],
             "description": "ATC --op_select_implmode.",

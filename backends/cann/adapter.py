@@ -11,8 +11,8 @@ from typing import Any
 
 from backends import bundles, metadata
 from backends.base import StageOutput, StageRequest
-from backends.catalog import Target
 from backends.cann import ADAPTER_VERSION, SDK
+from backends.catalog import Target
 from backends.errors import TerminalError
 from backends.sdk import PREPROCESS_KEY, SENSITIVE_KEY, RecordingQuantize, run_tools, script
 
@@ -39,7 +39,10 @@ def aipp_plan(section: Mapping[str, Any], shape: Sequence[int]) -> dict[str, Any
         return {"supported": False, "note": "AIPP resize is not generated; the resize stays in the model"}
     color = section.get("color") or {}
     if "gray" in (color.get("from"), color.get("to")):
-        return {"supported": False, "note": "gray input is not generated as AIPP; preprocessing stays in the model"}
+        return {
+            "supported": False,
+            "note": "gray input is not generated as AIPP; preprocessing stays in the model",
+        }
     if len(shape) != 4 or shape[1] != 3:
         return {"supported": False, "note": f"AIPP needs a 3-channel NCHW model input; it has {list(shape)}"}
     form = forms.canonical(section, 3)
@@ -81,7 +84,9 @@ class CannPreprocess:
             metadata.put(model, AIPP_KEY, plan)
             metadata.put(model, PREPROCESS_KEY, section)
             onnx.save(model, str(out))
-            return StageOutput(artifacts={"model": out}, report={"aipp": plan}, note="preprocess as CANN AIPP")
+            return StageOutput(
+                artifacts={"model": out}, report={"aipp": plan}, note="preprocess as CANN AIPP"
+            )
         from backends.onnx.preprocess import PreprocessPass
 
         output = PreprocessPass().run(request)
@@ -148,7 +153,9 @@ def atc_args(
     return argv
 
 
-def bundle_members(model_path: Path, target: Target, config: Mapping[str, Any]) -> tuple[dict[str, bytes | Path], dict[str, Any]]:
+def bundle_members(
+    model_path: Path, target: Target, config: Mapping[str, Any]
+) -> tuple[dict[str, bytes | Path], dict[str, Any]]:
     import onnx
 
     from backends.onnx.data import model_inputs
@@ -180,9 +187,7 @@ def bundle_members(model_path: Path, target: Target, config: Mapping[str, Any]) 
         "aipp_note": aipp.get("note"),
         "commands": [argv],
         "om": "out/model.om",
-        "notes": [
-            "ATC does not calibrate: an int8 .om needs AMCT before ATC; a QDQ model is passed as it is"
-        ]
+        "notes": ["ATC does not calibrate: an int8 .om needs AMCT before ATC; a QDQ model is passed as it is"]
         if mode == "ptq"
         else [],
     }
@@ -215,10 +220,16 @@ class CannCompile:
         if source is None:
             raise TerminalError("compile: no model input")
         members, manifest = bundle_members(Path(source), request.target, request.config)
-        bundle = bundles.write(request.workdir / "cann-bundle.tar", members, executable=frozenset({"build.sh"}))
+        bundle = bundles.write(
+            request.workdir / "cann-bundle.tar", members, executable=frozenset({"build.sh"})
+        )
         artifacts = {"bundle": bundle}
         missing = SDK.missing()
-        report: dict[str, Any] = {"bundle": bundles.names(bundle), "commands": manifest["commands"], "tool_ran": not missing}
+        report: dict[str, Any] = {
+            "bundle": bundles.names(bundle),
+            "commands": manifest["commands"],
+            "tool_ran": not missing,
+        }
         request.log.parent.mkdir(parents=True, exist_ok=True)
         request.log.write_text(bundles.read(bundle, "build.sh").decode())
         if missing:

@@ -107,7 +107,8 @@ def table_decisions(
 def _node_key(node: onnx.NodeProto) -> tuple[Any, ...]:
     """What a decision depends on besides tensor facts: name, op, wiring and scalar attributes."""
     attrs = tuple(
-        (a.name, a.type, a.i, a.f, a.s, tuple(a.ints), tuple(a.floats), tuple(a.strings)) for a in node.attribute
+        (a.name, a.type, a.i, a.f, a.s, tuple(a.ints), tuple(a.floats), tuple(a.strings))
+        for a in node.attribute
     )
     return (node.name, node.domain, node.op_type, tuple(node.input), tuple(node.output), attrs)
 

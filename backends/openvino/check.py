@@ -67,7 +67,11 @@ class OpenVinoCheck(CheckPass):
         mapping = device_map(model, supported, "NPU")
         source = f"openvino {fingerprint()['openvino']} query_model(NPU)"
         report = P.compute(
-            model, request.target, quantization_config(request.config), device_map=mapping, device_map_source=source
+            model,
+            request.target,
+            quantization_config(request.config),
+            device_map=mapping,
+            device_map_source=source,
         )
         path = request.workdir / "placement.json"
         path.write_text(dump_json(report))

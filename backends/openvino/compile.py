@@ -25,7 +25,9 @@ def device(options: Mapping[str, Any], available: list[str]) -> str:
     forced = options.get("device")
     if forced:
         if forced not in available:
-            raise TerminalError(f"openvino: compile.options.device {forced} is not available here ({', '.join(available)})")
+            raise TerminalError(
+                f"openvino: compile.options.device {forced} is not available here ({', '.join(available)})"
+            )
         return str(forced)
     return "NPU" if "NPU" in available else "CPU"
 
@@ -69,7 +71,7 @@ def _effective(compiled: Any, keys: list[str]) -> dict[str, str]:
             value = compiled.get_property(key)
             name = getattr(value, "get_type_name", None)
             out[key] = str(name()) if callable(name) else str(value)
-        except Exception:  # noqa: BLE001 - a plugin without this property
+        except Exception:
             continue
     return out
 
@@ -96,8 +98,10 @@ class OpenVinoCompile:
             model = core.read_model(str(source))
             canonical_names(model)
             compiled = core.compile_model(model, dev, props)
-        except Exception as exc:  # noqa: BLE001 - OpenVINO raises its own exception types
-            raise TerminalError(f"openvino cannot compile {Path(source).name} for {dev}: {str(exc).splitlines()[0][:300]}") from exc
+        except Exception as exc:
+            raise TerminalError(
+                f"openvino cannot compile {Path(source).name} for {dev}: {str(exc).splitlines()[0][:300]}"
+            ) from exc
         effective = _effective(compiled, [*props, "NUM_STREAMS", "INFERENCE_NUM_THREADS"])
         xml = request.workdir / "model.xml"
         compress = mode == "fp16"
@@ -113,7 +117,9 @@ class OpenVinoCompile:
         cfg_path = request.workdir / "compile.json"
         cfg_path.write_text(json.dumps(settings, indent=1, sort_keys=True) + "\n")
         request.log.parent.mkdir(parents=True, exist_ok=True)
-        request.log.write_text(json.dumps({"settings": settings, "effective": effective}, indent=1, sort_keys=True) + "\n")
+        request.log.write_text(
+            json.dumps({"settings": settings, "effective": effective}, indent=1, sort_keys=True) + "\n"
+        )
         report = {
             "device": dev,
             "properties": props,
@@ -123,7 +129,11 @@ class OpenVinoCompile:
         }
         note = f"OpenVINO IR for {dev}, {props['INFERENCE_PRECISION_HINT']}, {props['PERFORMANCE_HINT']}"
         return StageOutput(
-            artifacts={"openvino_xml": xml, "openvino_bin": xml.with_suffix(".bin"), "openvino_config": cfg_path},
+            artifacts={
+                "openvino_xml": xml,
+                "openvino_bin": xml.with_suffix(".bin"),
+                "openvino_config": cfg_path,
+            },
             report=report,
             note=note,
         )

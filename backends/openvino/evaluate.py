@@ -24,11 +24,21 @@ VERSION = "1"
 def _settings(request: StageRequest) -> tuple[Path, Path, dict[str, Any]]:
     xml, binary, cfg = (request.inputs.get(k) for k in ("openvino_xml", "openvino_bin", "openvino_config"))
     if xml is None or binary is None or cfg is None:
-        raise TerminalError("evaluate needs openvino's compile artifacts (openvino_xml, openvino_bin, openvino_config)")
+        raise TerminalError(
+            "evaluate needs openvino's compile artifacts (openvino_xml, openvino_bin, openvino_config)"
+        )
     return Path(xml), Path(binary), json.loads(Path(cfg).read_text())
 
 
-def prepare_job(job: Path, xml: Path, binary: Path, settings: dict[str, Any], samples: list[Any], inputs: list[Any], cfg: dict[str, Any]) -> None:
+def prepare_job(
+    job: Path,
+    xml: Path,
+    binary: Path,
+    settings: dict[str, Any],
+    samples: list[Any],
+    inputs: list[Any],
+    cfg: dict[str, Any],
+) -> None:
     import numpy as np
 
     from backends.runners import write_request
@@ -36,7 +46,9 @@ def prepare_job(job: Path, xml: Path, binary: Path, settings: dict[str, Any], sa
 
     shutil.copyfile(xml, job / "model.xml")
     shutil.copyfile(binary, job / "model.bin")
-    arrays = {sample_key(i, j): s.feed[spec.name] for i, s in enumerate(samples) for j, spec in enumerate(inputs)}
+    arrays = {
+        sample_key(i, j): s.feed[spec.name] for i, s in enumerate(samples) for j, spec in enumerate(inputs)
+    }
     with (job / "samples.npz").open("wb") as fh:
         np.savez(fh, **arrays)
     write_request(
@@ -95,7 +107,9 @@ class OpenVinoEvaluate:
         reference = run_model(Path(reference_model), samples)
         accuracy = score(outputs, reference, labels, cfg.get("metric", "top1"))
         precision = settings["properties"].get("INFERENCE_PRECISION_HINT", "?")
-        evidence, ran = evidence_for(runner, settings["device"], settings.get("target_device", "NPU"), precision)
+        evidence, ran = evidence_for(
+            runner, settings["device"], settings.get("target_device", "NPU"), precision
+        )
         found = measurements(result, runner, accuracy, xml, data_source)
         for key, value in found.items():
             if value["evidence"] == runner.evidence and key != "accuracy.reference":

@@ -38,7 +38,9 @@ def ignored_scope_args(model: Any, rules: Any) -> dict[str, list[str]]:
         if rule in node_names:
             names.append(rule)
         else:
-            patterns.append(fnmatch.translate(rule).removesuffix(r"\Z").removeprefix("(?s:").removesuffix(")") + "$")
+            patterns.append(
+                fnmatch.translate(rule).removesuffix(r"\Z").removeprefix("(?s:").removesuffix(")") + "$"
+            )
     compute = compute_nodes(model)
     if rules.first:
         names.extend(compute[: rules.first])
@@ -92,7 +94,11 @@ class NncfQuantize:
         inputs = data.model_inputs(model)
         samples = data.load_samples(Path(folder), inputs, policy.samples, policy.seed, "calibration")
         dataset = nncf.Dataset([s.feed for s in samples])
-        preset = nncf.QuantizationPreset.PERFORMANCE if policy.activation_symmetric else nncf.QuantizationPreset.MIXED
+        preset = (
+            nncf.QuantizationPreset.PERFORMANCE
+            if policy.activation_symmetric
+            else nncf.QuantizationPreset.MIXED
+        )
         kwargs: dict[str, Any] = {
             "subset_size": len(samples),
             "preset": preset,
@@ -101,7 +107,10 @@ class NncfQuantize:
         if scope_args is not None:
             kwargs["ignored_scope"] = nncf.IgnoredScope(**scope_args, validate=True)
         if not policy.per_channel:
-            from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, QuantizationParameters
+            from nncf.quantization.advanced_parameters import (
+                AdvancedQuantizationParameters,
+                QuantizationParameters,
+            )
 
             kwargs["advanced_parameters"] = AdvancedQuantizationParameters(
                 weights_quantization_params=QuantizationParameters(per_channel=False)

@@ -56,15 +56,28 @@ OPTIONS_SCHEMA: dict[str, Any] = {
             "default": 0,
             "description": "HTP graph vtcm_mb (0: the maximum the SoC has).",
         },
-        "perf_profile": {"enum": list(PERF_PROFILES), "default": "burst", "description": "HTP core perf_profile."},
+        "perf_profile": {
+            "enum": list(PERF_PROFILES),
+            "default": "burst",
+            "description": "HTP core perf_profile.",
+        },
         "fp16_relaxed_precision": {
             "type": "boolean",
             "default": True,
             "description": "HTP graph fp16_relaxed_precision (float ops run in fp16).",
         },
-        "hvx_threads": {"type": "integer", "minimum": 1, "maximum": 8, "description": "HTP graph hvx_threads."},
+        "hvx_threads": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 8,
+            "description": "HTP graph hvx_threads.",
+        },
         "soc_model": {"type": "string", "description": "Override the catalog's soc_model (e.g. SM8650)."},
-        "dsp_arch": {"type": "string", "pattern": "^v[0-9]+$", "description": "Override the HTP arch (v73, v75)."},
+        "dsp_arch": {
+            "type": "string",
+            "pattern": "^v[0-9]+$",
+            "description": "Override the HTP arch (v73, v75).",
+        },
     },
 }
 

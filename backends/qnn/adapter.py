@@ -13,7 +13,14 @@ from backends.base import StageOutput, StageRequest
 from backends.catalog import Target
 from backends.errors import TerminalError
 from backends.qnn import ADAPTER_VERSION, SDK
-from backends.sdk import PREPROCESS_KEY, SENSITIVE_KEY, RecordingPreprocess, RecordingQuantize, run_tools, script
+from backends.sdk import (
+    PREPROCESS_KEY,
+    SENSITIVE_KEY,
+    RecordingPreprocess,
+    RecordingQuantize,
+    run_tools,
+    script,
+)
 
 BIN = "$QNN_SDK_ROOT/bin/x86_64-linux-clang"
 LIB = "$QNN_SDK_ROOT/lib/x86_64-linux-clang"
@@ -53,7 +60,10 @@ def quantization_overrides(model: Any, kept: Sequence[Mapping[str, Any]]) -> dic
             activations[name] = [dict(encoding)]
         for name in weights:
             params[name] = [dict(encoding)]
-    return {"activation_encodings": dict(sorted(activations.items())), "param_encodings": dict(sorted(params.items()))}
+    return {
+        "activation_encodings": dict(sorted(activations.items())),
+        "param_encodings": dict(sorted(params.items())),
+    }
 
 
 def htp_config(target: Target, compile_cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -72,7 +82,13 @@ def htp_config(target: Target, compile_cfg: Mapping[str, Any]) -> dict[str, Any]
         "device_id": 0,
         "soc_model": str(options.get("soc_model") or target.extra.get("qnn_soc_model", "")),
         "dsp_arch": str(options.get("dsp_arch") or target.extra.get("htp_arch", "")),
-        "cores": [{"core_id": 0, "perf_profile": str(options.get("perf_profile", "burst")), "rpc_control_latency": 100}],
+        "cores": [
+            {
+                "core_id": 0,
+                "perf_profile": str(options.get("perf_profile", "burst")),
+                "rpc_control_latency": 100,
+            }
+        ],
     }
     return {"graphs": [graph], "devices": [device]}
 
@@ -122,15 +138,36 @@ def converter_args(
 def commands(convert: list[str]) -> list[list[str]]:
     return [
         convert,
-        [f"{BIN}/qnn-model-lib-generator", "-c", f"out/{GRAPH}.cpp", "-b", f"out/{GRAPH}.bin", "-o", "out/lib",
-         "-t", "x86_64-linux-clang"],  # fmt: skip
-        [f"{BIN}/qnn-context-binary-generator", "--backend", f"{LIB}/libQnnHtp.so", "--model",
-         f"out/lib/x86_64-linux-clang/lib{GRAPH}.so", "--binary_file", GRAPH, "--output_dir", "out",
-         "--config_file", "htp_backend_extensions.json"],  # fmt: skip
+        [
+            f"{BIN}/qnn-model-lib-generator",
+            "-c",
+            f"out/{GRAPH}.cpp",
+            "-b",
+            f"out/{GRAPH}.bin",
+            "-o",
+            "out/lib",
+            "-t",
+            "x86_64-linux-clang",
+        ],
+        [
+            f"{BIN}/qnn-context-binary-generator",
+            "--backend",
+            f"{LIB}/libQnnHtp.so",
+            "--model",
+            f"out/lib/x86_64-linux-clang/lib{GRAPH}.so",
+            "--binary_file",
+            GRAPH,
+            "--output_dir",
+            "out",
+            "--config_file",
+            "htp_backend_extensions.json",
+        ],
     ]
 
 
-def bundle_members(model_path: Path, target: Target, config: Mapping[str, Any]) -> tuple[dict[str, bytes | Path], dict[str, Any]]:
+def bundle_members(
+    model_path: Path, target: Target, config: Mapping[str, Any]
+) -> tuple[dict[str, bytes | Path], dict[str, Any]]:
     """Every file of the bundle, and the manifest (also one of the files)."""
     import onnx
 
@@ -182,10 +219,16 @@ class QnnCompile:
         if source is None:
             raise TerminalError("compile: no model input")
         members, manifest = bundle_members(Path(source), request.target, request.config)
-        bundle = bundles.write(request.workdir / "qnn-bundle.tar", members, executable=frozenset({"build.sh"}))
+        bundle = bundles.write(
+            request.workdir / "qnn-bundle.tar", members, executable=frozenset({"build.sh"})
+        )
         artifacts = {"bundle": bundle}
         missing = SDK.missing()
-        report: dict[str, Any] = {"bundle": bundles.names(bundle), "commands": manifest["commands"], "tool_ran": not missing}
+        report: dict[str, Any] = {
+            "bundle": bundles.names(bundle),
+            "commands": manifest["commands"],
+            "tool_ran": not missing,
+        }
         request.log.parent.mkdir(parents=True, exist_ok=True)
         request.log.write_text(bundles.read(bundle, "build.sh").decode())
         if missing:

@@ -47,17 +47,25 @@ class RknnBackend:
                     "enum": list(PLATFORMS),
                     "description": "Override the catalog's platform (rknn.config target_platform).",
                 },
-                "single_core_mode": {"type": "boolean", "description": "RK3588/RK3576: smaller single-core model."},
+                "single_core_mode": {
+                    "type": "boolean",
+                    "description": "RK3588/RK3576: smaller single-core model.",
+                },
                 "compress_weight": {"type": "boolean", "description": "Compress weights (smaller .rknn)."},
                 "model_pruning": {"type": "boolean", "description": "Prune the model to reduce its size."},
                 "remove_reshape": {"type": "boolean", "description": "Remove Reshape at inputs/outputs."},
-                "enable_flash_attention": {"type": "boolean", "description": "Flash attention for transformers."},
+                "enable_flash_attention": {
+                    "type": "boolean",
+                    "description": "Flash attention for transformers.",
+                },
             },
         }
 
     def missing_toolchain(self) -> str | None:
         if toolchains.python(toolchains.RKNN) is None:
-            return f"rknn-toolkit2 {toolchains.RKNN.version} not installed: run `npuctl toolchain install rknn`"
+            return (
+                f"rknn-toolkit2 {toolchains.RKNN.version} not installed: run `npuctl toolchain install rknn`"
+            )
         return None
 
     def implementation(self, stage: str) -> StageImpl | None:
@@ -68,10 +76,11 @@ class RknnBackend:
         if stage in ("quantize", "compile", "evaluate"):
             from backends.rknn import stages
 
-            impl: StageImpl = {
+            classes: dict[str, type[Any]] = {
                 "quantize": stages.RknnQuantize,
                 "compile": stages.RknnCompile,
                 "evaluate": stages.RknnEvaluate,
-            }[stage]()
+            }
+            impl: StageImpl = classes[stage]()
             return impl
         return None

@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from backends import bundles
 from backends.catalog import Target
@@ -30,7 +30,19 @@ if TYPE_CHECKING:
 QUANT_FILE = "quant.json"
 MODEL_FILE = "model.onnx"
 DATASET_FILE = "dataset.txt"
-PLATFORMS = ("rv1103", "rv1103b", "rv1106", "rv1106b", "rv1126b", "rk2118", "rk3562", "rk3566", "rk3568", "rk3576", "rk3588")
+PLATFORMS = (
+    "rv1103",
+    "rv1103b",
+    "rv1106",
+    "rv1106b",
+    "rv1126b",
+    "rk2118",
+    "rk3562",
+    "rk3566",
+    "rk3568",
+    "rk3576",
+    "rk3588",
+)
 CORE_MASKS = {0: ("NPU_CORE_AUTO", 0), 1: ("NPU_CORE_0", 1), 2: ("NPU_CORE_0_1", 3), 3: ("NPU_CORE_0_1_2", 7)}
 """compile.cores -> RKNN core_mask (rknn.api.RKNN constants); 0 means unset (the runtime chooses)."""
 
@@ -50,7 +62,9 @@ class Prepared:
 def platform(target: Target, options: Mapping[str, Any]) -> str:
     name = str(options.get("target_platform") or target.extra.get("rknn_platform") or target.id)
     if name not in PLATFORMS:
-        raise TerminalError(f"rknn: unknown target_platform {name!r} (rknn-toolkit2 knows {', '.join(PLATFORMS)})")
+        raise TerminalError(
+            f"rknn: unknown target_platform {name!r} (rknn-toolkit2 knows {', '.join(PLATFORMS)})"
+        )
     return name
 
 
@@ -110,7 +124,7 @@ def normalized(array: np.ndarray, spec_name: str, meta: Mapping[str, Any] | None
     return np.ascontiguousarray((arr - mean) / std)
 
 
-def color_of(meta: Mapping[str, Any] | None) -> str:
+def color_of(meta: Mapping[str, Any] | None) -> Literal["rgb", "bgr"]:
     """The channel order 3-channel images are read in: the order the application feeds."""
     src = (meta or {}).get("color_from")
     return "bgr" if src == "bgr" else "rgb"
@@ -161,7 +175,13 @@ def build_request(prep: Prepared, target: Target, compile_cfg: Mapping[str, Any]
     if quant.get("quantize"):
         for key in ("quantized_dtype", "quantized_algorithm", "quantized_method"):
             config[key] = quant[key]
-    for key in ("single_core_mode", "compress_weight", "model_pruning", "remove_reshape", "enable_flash_attention"):
+    for key in (
+        "single_core_mode",
+        "compress_weight",
+        "model_pruning",
+        "remove_reshape",
+        "enable_flash_attention",
+    ):
         if key in options:
             config[key] = bool(options[key])
     batch = int(compile_cfg.get("batch", 1))

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -39,7 +39,9 @@ def worker_digest() -> str:
 def venv_python() -> Path:
     py = toolchains.python(toolchains.RKNN)
     if py is None:
-        raise ToolchainMissing(f"rknn-toolkit2 {toolchains.RKNN.version} not installed: {toolchains.RKNN.install_hint}")
+        raise ToolchainMissing(
+            f"rknn-toolkit2 {toolchains.RKNN.version} not installed: {toolchains.RKNN.install_hint}"
+        )
     return py
 
 
@@ -125,7 +127,7 @@ def run(
             env=worker_env(job_dir),
             stdout=fh,
             stderr=subprocess.STDOUT,
-            preexec_fn=_no_aslr,  # noqa: PLW1509 - no threads are started before this point
+            preexec_fn=_no_aslr,
         )
         try:
             rc = proc.wait(timeout=timeout_s)

@@ -67,7 +67,10 @@ def fold_channel_swap(model: onnx.ModelProto, input_name: str) -> str:
     consumers = [n for n in graph.node if input_name in n.input]
     inits = {t.name: t for t in graph.initializer}
     convs_only = bool(consumers) and all(
-        n.op_type == "Conv" and list(n.input).index(input_name) == 0 and len(n.input) > 1 and n.input[1] in inits
+        n.op_type == "Conv"
+        and list(n.input).index(input_name) == 0
+        and len(n.input) > 1
+        and n.input[1] in inits
         for n in consumers
     )
     if convs_only:

@@ -77,7 +77,10 @@ def quant_plan(config: Mapping[str, Any], target: Any, model: Any) -> tuple[dict
     rules = policy.sensitive
     if rules is not None and rules.explicit:
         kept = quant_policy.match_rules(model, rules)
-        plan["hybrid"] = {"custom_hybrid": _hybrid_pairs(model, kept), "dtype": _keep_dtype(rules.keep, notes)}
+        plan["hybrid"] = {
+            "custom_hybrid": _hybrid_pairs(model, kept),
+            "dtype": _keep_dtype(rules.keep, notes),
+        }
         plan["sensitive_nodes"] = sorted(kept)
     if rules is not None and rules.auto is not None:
         plan["auto_hybrid"] = True
@@ -102,7 +105,9 @@ def _hybrid_pairs(model: Any, kept: Mapping[str, str]) -> list[list[str]]:
             continue
         activations = [t for t in node.input if t and t not in weights]
         if not activations or not node.output:
-            raise TerminalError(f"rknn: sensitive node {node.name} has no activation input to anchor hybrid quantization")
+            raise TerminalError(
+                f"rknn: sensitive node {node.name} has no activation input to anchor hybrid quantization"
+            )
         pairs.append([activations[0], node.output[0]])
     return pairs
 
@@ -118,7 +123,9 @@ def calibration_files(
     specs = B.raw_inputs(data.model_inputs(onnx_path), meta)
     out.mkdir(parents=True, exist_ok=True)
     lines = []
-    for i, sample in enumerate(data.iter_samples(folder, specs, count, seed, "calibration", B.color_of(meta))):  # type: ignore[arg-type]
+    for i, sample in enumerate(
+        data.iter_samples(folder, specs, count, seed, "calibration", B.color_of(meta))
+    ):
         names = []
         for j, spec in enumerate(specs):
             name = f"calib/{i:05d}_{j}.npy"
@@ -161,7 +168,9 @@ class RknnQuantize:
                 raise TerminalError("quantize: mode ptq needs quantization.calibration.data")
             meta = B.read_meta(model)
             stage_dir = request.workdir / "bundle"
-            lines = calibration_files(Path(folder), Path(source), meta, plan["samples"], plan["seed"], stage_dir / "calib")
+            lines = calibration_files(
+                Path(folder), Path(source), meta, plan["samples"], plan["seed"], stage_dir / "calib"
+            )
             for path in sorted((stage_dir / "calib").glob("*.npy")):
                 members[f"calib/{path.name}"] = path
             members[B.DATASET_FILE] = ("\n".join(lines) + "\n").encode()
@@ -169,17 +178,24 @@ class RknnQuantize:
         out = bundles.write(request.workdir / "model.rknnq.tar", members)
         request.log.parent.mkdir(parents=True, exist_ok=True)
         request.log.write_text(json.dumps({"plan": plan, "notes": notes}, indent=1, sort_keys=True) + "\n")
-        note = (
-            f"rknn {plan.get('quantized_dtype', 'float16')} plan; the build runs in compile"
-            + (f" ({len(plan.get('sensitive_nodes', []))} layers hybrid)" if plan.get("hybrid") else "")
+        note = f"rknn {plan.get('quantized_dtype', 'float16')} plan; the build runs in compile" + (
+            f" ({len(plan.get('sensitive_nodes', []))} layers hybrid)" if plan.get("hybrid") else ""
         )
-        return StageOutput(artifacts={"model": out}, report={"rknn_quantization": plan, "notes": notes}, note=note)
+        return StageOutput(
+            artifacts={"model": out}, report={"rknn_quantization": plan, "notes": notes}, note=note
+        )
 
 
 # ---------------------------------------------------------------- compile
 
 
-def sidecar(prep: B.Prepared, target: Any, compile_cfg: Mapping[str, Any], req: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
+def sidecar(
+    prep: B.Prepared,
+    target: Any,
+    compile_cfg: Mapping[str, Any],
+    req: Mapping[str, Any],
+    result: Mapping[str, Any],
+) -> dict[str, Any]:
     """model.rknn.json: what an on-device run needs (core mask, input contract) and how it was built."""
     meta = prep.meta or {}
     return {
@@ -268,7 +284,9 @@ class RknnEvaluate:
         with driver.job_folder() as job:
             return self._run(request, rknn_meta, job, evaluate)
 
-    def _run(self, request: StageRequest, rknn_meta: dict[str, Any], job: Path, evaluate: Mapping[str, Any]) -> StageOutput:
+    def _run(
+        self, request: StageRequest, rknn_meta: dict[str, Any], job: Path, evaluate: Mapping[str, Any]
+    ) -> StageOutput:
         import numpy as np
 
         from backends.onnx import accuracy, data
@@ -279,11 +297,13 @@ class RknnEvaluate:
         raw = B.raw_inputs(specs, prep.meta)
         folder = request.inputs.get("eval_data")
         if folder is None:
-            raise TerminalError("rknn evaluate needs evaluate.data (the simulator measures accuracy, not latency)")
-        samples = data.load_samples(Path(folder), raw, None, 0, "evaluation", B.color_of(prep.meta))  # type: ignore[arg-type]
+            raise TerminalError(
+                "rknn evaluate needs evaluate.data (the simulator measures accuracy, not latency)"
+            )
+        samples = data.load_samples(Path(folder), raw, None, 0, "evaluation", B.color_of(prep.meta))
         sim = job.parent / "sim"  # outside the build folder: its contents change the toolkit's bytes
         sim.mkdir()
-        arrays = {}
+        arrays: dict[str, Any] = {}
         for i, sample in enumerate(samples):
             for j, spec in enumerate(raw):
                 arrays[f"s{i:06d}_{j}"] = B.to_model_layout(sample.feed[spec.name], spec.name, prep.meta)
@@ -307,12 +327,20 @@ class RknnEvaluate:
         result = driver.run(req, prep.folder, request.log, after)
         reference = accuracy.run_model(
             Path(request.inputs["float_model"]),
-            [{spec.name: B.normalized(s.feed[spec.name], spec.name, prep.meta) for spec in raw} for s in samples],
+            [
+                {spec.name: B.normalized(s.feed[spec.name], spec.name, prep.meta) for spec in raw}
+                for s in samples
+            ],
         )
         outputs = accuracy.ModelOutputs(reference.names)
         with np.load(sim / "outputs.npz") as archive:
             for i in range(len(samples)):
-                outputs.values.append([archive[f"s{i:06d}_{k}"].reshape(reference.values[i][k].shape) for k in range(len(reference.names))])
+                outputs.values.append(
+                    [
+                        archive[f"s{i:06d}_{k}"].reshape(reference.values[i][k].shape)
+                        for k in range(len(reference.names))
+                    ]
+                )
         labels_file = request.inputs.get("labels")
         labels = None
         if labels_file is not None:

@@ -167,7 +167,9 @@ def _analysis(rknn: Any, spec: dict[str, Any], base: Path) -> dict[str, Any]:
     out_dir = Path(spec["dir"])
     inputs = [str(base / p) for p in spec["inputs"]]
     try:
-        _check("accuracy_analysis", rknn.accuracy_analysis(inputs=inputs, output_dir=str(out_dir), target=None))
+        _check(
+            "accuracy_analysis", rknn.accuracy_analysis(inputs=inputs, output_dir=str(out_dir), target=None)
+        )
         text = (out_dir / "error_analysis.txt").read_text(errors="replace")
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
@@ -196,7 +198,9 @@ def _analysis(rknn: Any, spec: dict[str, Any], base: Path) -> dict[str, Any]:
 def run(request_path: Path) -> dict[str, Any]:
     req = json.loads(request_path.read_text())
     if req.get("format_version") != FORMAT_VERSION:
-        raise WorkerError("request", f"format_version {req.get('format_version')!r}, expected {FORMAT_VERSION}")
+        raise WorkerError(
+            "request", f"format_version {req.get('format_version')!r}, expected {FORMAT_VERSION}"
+        )
     base = request_path.resolve().parent
     rknn = _new_rknn()
     result: dict[str, Any] = {"format_version": FORMAT_VERSION, "ok": True}
@@ -223,7 +227,7 @@ def _version() -> str:
         from importlib.metadata import version
 
         return version("rknn-toolkit2")
-    except Exception:  # noqa: BLE001 - informational only
+    except Exception:
         return "unknown"
 
 
@@ -236,10 +240,15 @@ def main(argv: list[str]) -> int:
         result = run(request)
     except WorkerError as exc:
         result = {"format_version": FORMAT_VERSION, "ok": False, "step": exc.step, "error": str(exc)}
-    except Exception as exc:  # noqa: BLE001 - the toolkit raises anything; report it as one line
+    except Exception as exc:
         traceback.print_exc()
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        result = {"format_version": FORMAT_VERSION, "ok": False, "step": "python", "error": f"{type(exc).__name__}: {first}"}
+        result = {
+            "format_version": FORMAT_VERSION,
+            "ok": False,
+            "step": "python",
+            "error": f"{type(exc).__name__}: {first}",
+        }
     Path(result_path).write_text(json.dumps(result, sort_keys=True))
     return 0 if result.get("ok") else 3
 

@@ -9,6 +9,7 @@ TerminalError naming what to install.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -122,10 +123,8 @@ class AdbRunner:
                 )
             return result
         finally:
-            try:
+            with contextlib.suppress(TransientError, TerminalError):
                 self._call(self.cleanup_command(remote), SETUP_TIMEOUT_S, "cleanup", log)
-            except (TransientError, TerminalError):
-                pass
 
 
 def split_rc(stdout: str) -> tuple[str, int]:

@@ -27,7 +27,9 @@ def list_cmd(as_json: bool) -> int:
 
     rows = [toolchains.status(tc) for tc in toolchains.TOOLCHAINS.values()]
     if as_json:
-        click.echo(json.dumps({"format_version": FORMAT_VERSION, "toolchains": rows}, indent=2, sort_keys=True))
+        click.echo(
+            json.dumps({"format_version": FORMAT_VERSION, "toolchains": rows}, indent=2, sort_keys=True)
+        )
         return 0
     for row in rows:
         state = "installed" if row["installed"] else "not installed"

@@ -16,6 +16,7 @@ from typing import Any
 
 from reconciler.audit import Filters, run
 from reconciler.audit.entries import AuditEntry
+from reconciler.engine.sources import spec_digest
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec
 from reconciler.state import lockfile
@@ -62,7 +63,9 @@ def _revision(root: Path) -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return done.stdout.strip() or None if done.returncode == 0 else None
+    if done.returncode != 0:
+        return None
+    return done.stdout.strip() or None
 
 
 def _records(db: Database | None, lock: dict[str, Any], variant: str) -> dict[str, Record]:
@@ -185,7 +188,13 @@ def gather(root: Path, spec: LoadedSpec) -> ReportData:
     if default and not data.latency:
         notes.append("latency: the evaluate record has no raw samples")
     quantize = default.get("quantize")
-    if quantize is not None and not quantize.note.startswith("identity"):
-        data.quantize = quantize.report
+    if quantize is not None:
+        built_with = (quantize.key_inputs.get("fields") or {}).get("quantization") or {}
+        data.quantization_mode = str(built_with.get("mode", data.quantization_mode))
+        if not quantize.note.startswith("identity"):
+            data.quantize = quantize.report
+    sources = lock.get("sources") or {}
+    if sources.get("spec_digest") and sources["spec_digest"] != spec_digest(spec):
+        notes.append("the spec changed since its last apply: this page shows the results in the lock file")
     data.history = _history(root, spec, notes)
     return data

@@ -15,11 +15,20 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def verdict(name: str, value: float, threshold: float, comparison: str = "<=", evidence: str = "measured:host") -> dict[str, Any]:
+def verdict(
+    name: str, value: float, threshold: float, comparison: str = "<=", evidence: str = "measured:host"
+) -> dict[str, Any]:
     met = value <= threshold if comparison == "<=" else value >= threshold
     return {
-        "name": name, "variant": "default", "threshold": threshold, "comparison": comparison, "value": value,
-        "passed": met, "evidence": evidence, "verdict": "pass" if met else "fail", "detail": "",
+        "name": name,
+        "variant": "default",
+        "threshold": threshold,
+        "comparison": comparison,
+        "value": value,
+        "passed": met,
+        "evidence": evidence,
+        "verdict": "pass" if met else "fail",
+        "detail": "",
     }
 
 
@@ -40,10 +49,24 @@ def lock(
             "key": sha("import-key " + model_file),
             "artifacts": {"model": {"digest": imported, "file": "model.onnx", "size": 10}},
             "identity": False,
-            "impl": {"name": "backends.onnx.importer.ImportPass", "version": "1", "fingerprint": {"onnx": "1.23.2"}},
+            "impl": {
+                "name": "backends.onnx.importer.ImportPass",
+                "version": "1",
+                "fingerprint": {"onnx": "1.23.2"},
+            },
         },
-        "quantize": {"key": sha("q" + model_file), "artifacts": {}, "identity": True, "impl": {"name": "identity"}},
-        "compile": {"key": sha(f"compile {model_file} {ort}"), "artifacts": {}, "identity": False, "impl": impl},
+        "quantize": {
+            "key": sha("q" + model_file),
+            "artifacts": {},
+            "identity": True,
+            "impl": {"name": "identity"},
+        },
+        "compile": {
+            "key": sha(f"compile {model_file} {ort}"),
+            "artifacts": {},
+            "identity": False,
+            "impl": impl,
+        },
     }
     verdicts = [verdict("latency_ms.p90", latency, 5.0), verdict("accuracy.min", accuracy, 0.9, ">=")]
     return {
@@ -55,7 +78,14 @@ def lock(
         "slo": {"latency_ms": {"p90": 5.0}, "accuracy": {"min": 0.9}},
         "status": "Ready",
         "errors": [],
-        "variants": {"default": {"inputs": {"image": [1, 1, 8, 8]}, "stages": stages, "measurements": {}, "verdicts": verdicts}},
+        "variants": {
+            "default": {
+                "inputs": {"image": [1, 1, 8, 8]},
+                "stages": stages,
+                "measurements": {},
+                "verdicts": verdicts,
+            }
+        },
         "sources": {"spec_digest": sha("spec " + spec + version), "files": {"model": sha(model_file)}},
     }
 

@@ -59,4 +59,8 @@ def test_cli_errors_and_a_repo_without_history(digits_repo: Path) -> None:
     assert done.returncode == 1 and "not a date" in done.stderr
     payload = _audit(digits_repo)
     assert payload["format_version"] == 1 and payload["entries"] == []
-    assert run_npuctl(digits_repo, "audit", "--format", "markdown").stdout.strip().endswith("No lock file history matches.")
+    assert (
+        run_npuctl(digits_repo, "audit", "--format", "markdown")
+        .stdout.strip()
+        .endswith("No lock file history matches.")
+    )

@@ -38,7 +38,9 @@ def test_synthetic_locks_are_valid_lock_files() -> None:
     jsonschema.validate(lock(), LOCK_SCHEMA)
 
 
-def test_every_commit_that_changed_a_lock_is_an_entry_newest_first(git_repo: Path, history: dict[str, str]) -> None:
+def test_every_commit_that_changed_a_lock_is_an_entry_newest_first(
+    git_repo: Path, history: dict[str, str]
+) -> None:
     audit = run(git_repo, [], Filters())
     labels = [(e.spec, e.commit) for e in audit.entries]
     assert labels == [
@@ -66,7 +68,9 @@ def test_summary_answers_which_model_version_meets_which_slo(git_repo: Path, his
     assert v1.model.startswith("v1@" + sha("model-v1")[:12])
 
 
-def test_failing_since_is_the_first_commit_of_the_current_streak(git_repo: Path, history: dict[str, str]) -> None:
+def test_failing_since_is_the_first_commit_of_the_current_streak(
+    git_repo: Path, history: dict[str, str]
+) -> None:
     streaks = {s.spec: s for s in run(git_repo, [], Filters()).streaks()}
     digits = streaks["digits"]
     assert digits.state == "fail" and digits.length == 2
@@ -96,7 +100,9 @@ def test_filters(git_repo: Path, history: dict[str, str]) -> None:
     assert specs_and_versions(Filters(model="abc")) == [], "a digest prefix needs 4+ characters"
     window = Filters(since=parse_date("2026-01-12"), until=parse_date("2026-01-13", end=True))
     assert [e.commit for e in run(git_repo, [], window).entries] == [history["ort"], history["v2"]]
-    assert [e.spec for e in run(git_repo, [git_repo / "specs" / "other.yaml"], Filters()).entries] == ["other"]
+    assert [e.spec for e in run(git_repo, [git_repo / "specs" / "other.yaml"], Filters()).entries] == [
+        "other"
+    ]
 
 
 def test_a_merge_lists_the_branch_commit_once(git_repo: Path, history: dict[str, str]) -> None:

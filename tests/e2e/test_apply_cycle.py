@@ -213,3 +213,19 @@ def test_gc_keeps_lock_files_and_judged_artifacts(applied: Path, npuctl) -> None
     finally:
         ws.close()
     assert npuctl(applied, "plan").returncode == 0
+
+
+def test_transient_failure_is_retried_with_backoff_then_reported(digits_repo: Path, npuctl) -> None:
+    spec = digits_repo / "specs" / "digits.yaml"
+    spec.write_text(spec.read_text().replace("runs: 5", "runs: 5\n    timeout_s: 0.01"))
+    done = npuctl(digits_repo, "apply", "--json", env={"NPUCTL_RETRIES": "2", "NPUCTL_RETRY_BASE_S": "0.01"})
+    assert done.returncode == 1
+    payload = json.loads(done.stdout)
+    evaluate = next(s for s in payload["specs"][0]["stages"] if s["name"] == "evaluate")
+    assert evaluate["action"] == "failed"
+    assert "timed out" in evaluate["reason"] or "timeout" in evaluate["reason"]
+    log = Path(evaluate["log"]).read_text()
+    assert log.count("retrying") == 2, "two retries after the first attempt"
+    assert payload["specs"][0]["status"] == "Failed", "transient: not stalled, retried on the next apply"
+    spec.write_text(spec.read_text().replace("    timeout_s: 0.01\n", ""))
+    assert npuctl(digits_repo, "apply").returncode == 0

@@ -17,7 +17,12 @@ from tests.conftest import git, run_npuctl
 
 CASES = {
     # mode none -> fp16: check (precision), quantize and compile read quantization.mode
-    "fp16": ("  target: cpu\n", "  target: cpu\n  quantization: {mode: fp16}\n", "spec.quantization.mode", ("none", "fp16")),
+    "fp16": (
+        "  target: cpu\n",
+        "  target: cpu\n  quantization: {mode: fp16}\n",
+        "spec.quantization.mode",
+        ("none", "fp16"),
+    ),
     # ptq per-channel -> per-tensor: only quantize reads per_channel
     "ptq-per-channel": (
         "  target: cpu\n  quantization: {mode: ptq, per_channel: true, calibration: {data: ../data/calib, samples: 40}}\n",

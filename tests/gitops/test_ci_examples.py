@@ -63,7 +63,9 @@ def pr_clone(digits_repo: Path, tmp_path: Path) -> Path:
     return clone
 
 
-def _run_step(step: dict[str, Any], repo: Path, shim: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+def _run_step(
+    step: dict[str, Any], repo: Path, shim: Path, tmp_path: Path
+) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
     script = step["run"]
     for expression, value in EXPRESSIONS.items():
         script = script.replace(expression, value)
@@ -79,7 +81,11 @@ def _run_step(step: dict[str, Any], repo: Path, shim: Path, tmp_path: Path) -> t
     }
     done = subprocess.run(
         ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
-        cwd=repo, env=env, capture_output=True, text=True, timeout=600,
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     return done, output, summary
 
@@ -139,7 +145,9 @@ def test_an_invalid_spec_stops_the_workflow_at_validate(pr_clone: Path, shim: Pa
 
 
 def _pre_commit(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pre_commit", *args], cwd=ROOT, capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "pre_commit", *args], cwd=ROOT, capture_output=True, text=True
+    )
 
 
 def test_pre_commit_files_are_valid_for_pre_commit_itself() -> None:

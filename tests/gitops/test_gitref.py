@@ -25,7 +25,9 @@ def test_snapshot_holds_the_refs_yaml_and_lock_blobs_only(digits_repo: Path) -> 
             files = sorted(str(p.relative_to(snap.root)) for p in snap.root.rglob("*") if p.is_file())
             assert files == ["specs/bases/b.yaml", "specs/digits.lock.json", "specs/digits.yaml"]
             assert "runs: 5" in snap.path("specs/digits.yaml").read_text()
-            assert snap.display(f"{snap.root}/specs/digits.yaml:3:1: bad") == "HEAD:specs/digits.yaml:3:1: bad"
+            assert (
+                snap.display(f"{snap.root}/specs/digits.yaml:3:1: bad") == "HEAD:specs/digits.yaml:3:1: bad"
+            )
             root = snap.root
         assert not root.exists(), "the snapshot folder is removed on exit"
         assert blob_text(resolve(repo, "HEAD"), "specs/digits.yaml") is not None

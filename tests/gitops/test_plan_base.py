@@ -46,7 +46,9 @@ def test_json_has_a_base_section_per_spec_and_matches_the_schema(digits_repo: Pa
     assert {r["name"] for r in digits["slo"]} == {"latency_ms.p90", "accuracy.min"}
     assert all(r["new"] is None for r in digits["slo"])
     assert base_spec(payload, "doomed")["slo"] == []
-    assert base_spec(payload, "extra")["rebuild"] == ["evaluate", "verify"], "content keys: shared stages cached"
+    assert base_spec(payload, "extra")["rebuild"] == ["evaluate", "verify"], (
+        "content keys: shared stages cached"
+    )
 
 
 def test_after_apply_the_slo_table_has_old_new_and_delta(digits_repo: Path) -> None:

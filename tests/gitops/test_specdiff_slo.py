@@ -67,18 +67,33 @@ def test_file_changes_name_the_stage_reading_each_file() -> None:
 
 def _lock(**verdicts: tuple[float | None, float, str, str]) -> dict:
     rows = [
-        {"name": n, "variant": "default", "threshold": t, "comparison": c, "value": v, "passed": verdict == "pass",
-         "evidence": "measured:host", "verdict": verdict, "detail": ""}
+        {
+            "name": n,
+            "variant": "default",
+            "threshold": t,
+            "comparison": c,
+            "value": v,
+            "passed": verdict == "pass",
+            "evidence": "measured:host",
+            "verdict": verdict,
+            "detail": "",
+        }
         for n, (v, t, c, verdict) in verdicts.items()
     ]
     return {"variants": {"default": {"verdicts": rows}}}
 
 
 def test_slo_table_has_old_new_delta_and_direction() -> None:
-    old = _lock(latency=(2.0, 5, "<=", "pass"), accuracy=(0.97, 0.9, ">=", "pass"), dropped=(1.0, 2, "<=", "pass"))
-    new = _lock(latency=(1.5, 4, "<=", "pass"), accuracy=(0.85, 0.9, ">=", "fail"), added=(3.0, 2, "<=", "fail"))
+    old = _lock(
+        latency=(2.0, 5, "<=", "pass"), accuracy=(0.97, 0.9, ">=", "pass"), dropped=(1.0, 2, "<=", "pass")
+    )
+    new = _lock(
+        latency=(1.5, 4, "<=", "pass"), accuracy=(0.85, 0.9, ">=", "fail"), added=(3.0, 2, "<=", "fail")
+    )
     rows = {r.name: r for r in slo.table(old, new)}
-    assert rows["latency"].delta == -0.5 and rows["latency"].relative == -0.25 and rows["latency"].better is True
+    assert (
+        rows["latency"].delta == -0.5 and rows["latency"].relative == -0.25 and rows["latency"].better is True
+    )
     assert rows["latency"].threshold == 4 and rows["latency"].old_threshold == 5
     assert rows["accuracy"].better is False and rows["accuracy"].new_verdict == "fail"
     assert rows["dropped"].new is None and rows["dropped"].new_verdict is None

@@ -122,7 +122,9 @@ def watch(request: pytest.FixtureRequest) -> Iterator[Callable[..., Harness]]:
         paths: list[Path] | None = None,
     ) -> Harness:
         board = RecordingBoard()
-        runner = runner or CountingRunner(SubprocessRunner(repo, env={"CI": "1", "NPUCTL_RETRY_BASE_S": "0.05"}))
+        runner = runner or CountingRunner(
+            SubprocessRunner(repo, env={"CI": "1", "NPUCTL_RETRY_BASE_S": "0.05"})
+        )
         watcher = Watcher(repo, paths or [repo / "specs"], runner=runner, board=board, options=options)
         harness = Harness(watcher, board)
         harnesses.append(harness)

@@ -47,7 +47,9 @@ def test_a_save_during_a_build_cancels_it_and_the_stale_result_is_not_cached(
     harness = watch(applied_repo, runner=runner)
 
     set_runs(spec, 6)
-    harness.wait(lambda: any(m["phase"] == "ran" and _runs(m["config"]) == 6 for m in _marks(marker)), 120, "stale run")
+    harness.wait(
+        lambda: any(m["phase"] == "ran" and _runs(m["config"]) == 6 for m in _marks(marker)), 120, "stale run"
+    )
     stale_pid = next(m["pid"] for m in _marks(marker) if _runs(m["config"]) == 6)
     runner.inner.env["NPUCTL_TEST_SLOW_S"] = "0"  # the restarted build is not held
     set_runs(spec, 7)

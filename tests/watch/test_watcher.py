@@ -110,10 +110,14 @@ def test_a_model_change_reapplies_the_specs_reading_it(applied_repo: Path, watch
 def test_a_new_spec_file_is_picked_up_and_a_deleted_one_dropped(applied_repo: Path, watch) -> None:
     harness = watch(applied_repo)
     other = applied_repo / "specs" / "other.yaml"
-    other.write_text((applied_repo / "specs" / "digits.yaml").read_text().replace("name: digits", "name: other"))
+    other.write_text(
+        (applied_repo / "specs" / "digits.yaml").read_text().replace("name: digits", "name: other")
+    )
     harness.wait(lambda: "other" in harness.board.lines, 30, "the new spec")
     harness.wait(lambda: harness.board.lines["other"].state == "ready", 120, "other applied")
-    (applied_repo / "specs" / "base.yaml").write_text("apiVersion: npuctl/v1\nkind: DeploymentBase\nspec: {}\n")
+    (applied_repo / "specs" / "base.yaml").write_text(
+        "apiVersion: npuctl/v1\nkind: DeploymentBase\nspec: {}\n"
+    )
     other.unlink()
     harness.wait(lambda: "other" not in harness.board.lines, 30, "the deleted spec dropped")
     harness.quiet(0.8)

@@ -38,7 +38,9 @@ def check_backend(backend: Backend, name: str) -> None:
     assert schema.get("type") == "object"
     assert schema.get("additionalProperties") is False
     Draft202012Validator(schema).validate({})
-    assert list(Draft202012Validator(schema).iter_errors({"no_such_option_xyz": 1})), "unknown options must fail"
+    assert list(Draft202012Validator(schema).iter_errors({"no_such_option_xyz": 1})), (
+        "unknown options must fail"
+    )
     missing = backend.missing_toolchain()
     if missing is not None:
         assert isinstance(missing, str) and missing.strip()
@@ -96,7 +98,7 @@ def test_builtin_backends_cover_their_targets() -> None:
 
 # ---------------------------------------------------------------- third-party backend via entry point
 
-FAKE = '''
+FAKE = """
 from backends.base import StageOutput
 
 
@@ -130,7 +132,7 @@ class FakeBackend:
 
     def implementation(self, stage):
         return FakeCompile() if stage == "compile" else None
-'''
+"""
 
 
 @pytest.fixture
@@ -164,5 +166,7 @@ def test_entry_point_backend_is_found(fake_distribution: Path) -> None:
 
 def test_builtin_names_win_over_entry_points(fake_distribution: Path) -> None:
     info = fake_distribution / "fake_npu_backend-0.1.dist-info" / "entry_points.txt"
-    info.write_text("[npuctl.backends]\nfakenpu = fake_npu_backend:FakeBackend\nrknn = fake_npu_backend:FakeBackend\n")
+    info.write_text(
+        "[npuctl.backends]\nfakenpu = fake_npu_backend:FakeBackend\nrknn = fake_npu_backend:FakeBackend\n"
+    )
     assert registry.known()["rknn"] == registry.BUILTIN["rknn"]

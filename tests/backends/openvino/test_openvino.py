@@ -43,11 +43,21 @@ def _compile_config(mode: str = "none", **compile_cfg: Any) -> dict[str, Any]:
 
 
 def test_precision_is_always_explicit() -> None:
-    assert properties({}, "none") == {"INFERENCE_PRECISION_HINT": "f32", "NUM_STREAMS": "1", "PERFORMANCE_HINT": "LATENCY"}
+    assert properties({}, "none") == {
+        "INFERENCE_PRECISION_HINT": "f32",
+        "NUM_STREAMS": "1",
+        "PERFORMANCE_HINT": "LATENCY",
+    }
     assert properties({}, "fp16")["INFERENCE_PRECISION_HINT"] == "f16"
     assert properties({}, "ptq")["INFERENCE_PRECISION_HINT"] == "f32"
-    custom = properties({"cores": 2, "options": {"performance_hint": "THROUGHPUT", "inference_precision": "bf16"}}, "none")
-    assert custom == {"INFERENCE_NUM_THREADS": "2", "INFERENCE_PRECISION_HINT": "bf16", "PERFORMANCE_HINT": "THROUGHPUT"}
+    custom = properties(
+        {"cores": 2, "options": {"performance_hint": "THROUGHPUT", "inference_precision": "bf16"}}, "none"
+    )
+    assert custom == {
+        "INFERENCE_NUM_THREADS": "2",
+        "INFERENCE_PRECISION_HINT": "bf16",
+        "PERFORMANCE_HINT": "THROUGHPUT",
+    }
 
 
 def test_compile_saves_an_uncompressed_ir_with_its_properties(tmp_path: Path, digits: Path) -> None:
@@ -78,7 +88,9 @@ def test_forcing_an_absent_device_is_terminal(tmp_path: Path, digits: Path) -> N
     if "GPU" in ov.Core().available_devices:
         pytest.skip("this host has a GPU")
     with pytest.raises(TerminalError, match="GPU is not available"):
-        OpenVinoCompile().run(_request(tmp_path, "compile", _compile_config(options={"device": "GPU"}), {"model": digits}))
+        OpenVinoCompile().run(
+            _request(tmp_path, "compile", _compile_config(options={"device": "GPU"}), {"model": digits})
+        )
 
 
 @pytest.mark.slow
@@ -86,7 +98,10 @@ def test_evaluate_measures_the_ir_and_says_where(tmp_path: Path, digits: Path) -
     from backends.openvino.evaluate import OpenVinoEvaluate
 
     compiled = OpenVinoCompile().run(_request(tmp_path, "compile", _compile_config(), {"model": digits}))
-    config = {"target": "intel-npu", "evaluate": {"runner": "local", "warmup": 2, "runs": 10, "metric": "top1"}}
+    config = {
+        "target": "intel-npu",
+        "evaluate": {"runner": "local", "warmup": 2, "runs": 10, "metric": "top1"},
+    }
     inputs = {
         **compiled.artifacts,
         "model": digits,
@@ -110,7 +125,12 @@ def test_check_keeps_the_table_without_an_npu_and_records_the_cpu_query(tmp_path
         pytest.skip("this host has an NPU")
     impl = OpenVinoBackend().implementation("check")
     assert impl is not None
-    config = {"target": "intel-npu", "quantization.mode": "none", "quantization.weights": "int8", "quantization.activations": None}
+    config = {
+        "target": "intel-npu",
+        "quantization.mode": "none",
+        "quantization.weights": "int8",
+        "quantization.activations": None,
+    }
     out = impl.run(_request(tmp_path, "check", config, {"model": digits}))
     query = out.report["openvino_query"]
     assert query["npu_present"] is False and query["ops_supported"] > 0
@@ -127,7 +147,13 @@ def test_query_model_map_overrides_the_table(digits: Path) -> None:
     supported = {n.output[0]: "NPU" for n in model.graph.node[:-1]}
     mapping = device_map(model, supported, "NPU")
     assert mapping[names[-1]] == "CPU" and all(mapping[n] == "NPU" for n in names[:-1])
-    report = P.compute(model, targets()["intel-npu"], {"mode": "none"}, device_map=mapping, device_map_source="openvino query_model(NPU)")
+    report = P.compute(
+        model,
+        targets()["intel-npu"],
+        {"mode": "none"},
+        device_map=mapping,
+        device_map_source="openvino query_model(NPU)",
+    )
     assert report["source"] == "openvino query_model(NPU)"
     runtime_nodes = {n["name"]: n for n in report["nodes"]}
     if names[-1] in runtime_nodes:
@@ -139,7 +165,9 @@ def test_ignored_scope_from_sensitive_rules(digits: Path) -> None:
 
     model = onnx.load(str(digits))
     first = model.graph.node[0].name
-    args = ignored_scope_args(model, SensitiveRules("fp16", nodes=(first, "/head/*"), op_types=("Gemm",), last=1))
+    args = ignored_scope_args(
+        model, SensitiveRules("fp16", nodes=(first, "/head/*"), op_types=("Gemm",), last=1)
+    )
     assert first in args["names"] and args["types"] == ["Gemm"]
     import re
 
@@ -160,7 +188,9 @@ def test_nncf_quantize_keeps_ignored_layers_float(tmp_path: Path, digits: Path) 
         "sensitive_layers": {"keep": "fp16", "op_types": ["Gemm"]},
     }
     inputs = {"model": digits, "float_model": digits, "calibration_data": DIGITS / "data" / "calib"}
-    out = NncfQuantize().run(_request(tmp_path, "quantize", {"quantization": section, "target": "intel-npu"}, inputs))
+    out = NncfQuantize().run(
+        _request(tmp_path, "quantize", {"quantization": section, "target": "intel-npu"}, inputs)
+    )
     model = onnx.load(str(out.artifacts["model"]))
     assert out.report["samples"] == 20 and out.report["quantize_nodes"] > 0
     producers = {o: n for n in model.graph.node for o in n.output}
@@ -169,7 +199,9 @@ def test_nncf_quantize_keeps_ignored_layers_float(tmp_path: Path, digits: Path) 
         assert source is None or source.op_type != "DequantizeLinear", f"{gemm.name} input was quantized"
     bad = {**section, "sensitive_layers": {"keep": "fp16", "op_types": ["LSTM"]}}
     with pytest.raises(TerminalError, match="sensitive_layers"):
-        NncfQuantize().run(_request(tmp_path, "quantize", {"quantization": bad, "target": "intel-npu"}, inputs))
+        NncfQuantize().run(
+            _request(tmp_path, "quantize", {"quantization": bad, "target": "intel-npu"}, inputs)
+        )
 
 
 def test_options_schema_rejects_unknown_and_bad_values() -> None:

@@ -80,15 +80,20 @@ Request = Callable[..., StageRequest]
 def make_request(tmp_path: Path) -> Request:
     counter = {"n": 0}
 
-    def make(stage: str, config: dict[str, Any], inputs: dict[str, Path], target: Target | None = None) -> StageRequest:
+    def make(
+        stage: str, config: dict[str, Any], inputs: dict[str, Path], target: Target | None = None
+    ) -> StageRequest:
         counter["n"] += 1
         work = tmp_path / f"work-{stage}-{counter['n']}"
         work.mkdir()
-        return StageRequest(stage, target or targets()["rk3588"], config, inputs, work, work.parent / f"{work.name}.log")
+        return StageRequest(
+            stage, target or targets()["rk3588"], config, inputs, work, work.parent / f"{work.name}.log"
+        )
 
     return make
 
 
 needs_rknn = pytest.mark.skipif(
-    toolchains.python(toolchains.RKNN) is None, reason="rknn venv missing: run `npuctl toolchain install rknn`"
+    toolchains.python(toolchains.RKNN) is None,
+    reason="rknn venv missing: run `npuctl toolchain install rknn`",
 )

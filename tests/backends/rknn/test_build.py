@@ -24,7 +24,9 @@ COMPILE = {"cores": 3, "batch": 1, "optimization_level": 3, "options": {}}
 
 def _quantized(tmp_path: Path, make_request: Request, calib: Path, **quant: object) -> tuple[Path, Path]:
     pre = RknnPreprocess().run(
-        make_request("preprocess", {"preprocess": SECTION, "inputs": {}}, {"model": conv_model(tmp_path / "m.onnx")})
+        make_request(
+            "preprocess", {"preprocess": SECTION, "inputs": {}}, {"model": conv_model(tmp_path / "m.onnx")}
+        )
     )
     float_model = pre.artifacts["model"]
     section = {
@@ -45,7 +47,9 @@ def _quantized(tmp_path: Path, make_request: Request, calib: Path, **quant: obje
     return float_model, q.artifacts["model"]
 
 
-def _compile(make_request: Request, model: Path, compile_cfg: dict[str, object] = COMPILE, target: str = "rk3588") -> dict[str, Path]:
+def _compile(
+    make_request: Request, model: Path, compile_cfg: dict[str, object] = COMPILE, target: str = "rk3588"
+) -> dict[str, Path]:
     config = {"target": target, "compile": compile_cfg, "rewrite.fusion": {}, "quantization.mode": "ptq"}
     out = RknnCompile().run(make_request("compile", config, {"model": model}, targets()[target]))
     return out.artifacts
@@ -69,7 +73,9 @@ def test_int8_build_is_reproducible_and_records_the_core_mask(
 def test_sensitive_layers_go_through_hybrid_quantization(
     tmp_path: Path, make_request: Request, calib_folder: Path
 ) -> None:
-    _, bundle = _quantized(tmp_path, make_request, calib_folder, sensitive_layers={"keep": "fp16", "nodes": ["conv2"]})
+    _, bundle = _quantized(
+        tmp_path, make_request, calib_folder, sensitive_layers={"keep": "fp16", "nodes": ["conv2"]}
+    )
     meta = json.loads(_compile(make_request, bundle)["rknn_meta"].read_text())
     assert meta["hybrid_layers"] == ["c2"]
     assert meta["build_request"]["hybrid"]["custom_hybrid"] == [["r1", "c2"]]
@@ -111,7 +117,9 @@ def test_toolchain_abort_is_a_failed_stage_with_the_log_tail(
     assert 1 < len(message.splitlines()) <= 21
 
 
-def test_impossible_core_mask_fails_before_building(tmp_path: Path, make_request: Request, calib_folder: Path) -> None:
+def test_impossible_core_mask_fails_before_building(
+    tmp_path: Path, make_request: Request, calib_folder: Path
+) -> None:
     _, bundle = _quantized(tmp_path, make_request, calib_folder)
     with pytest.raises(TerminalError, match="rk3566 has 1 NPU core"):
         _compile(make_request, bundle, {**COMPILE, "cores": 3}, target="rk3566")

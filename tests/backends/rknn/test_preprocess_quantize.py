@@ -39,9 +39,13 @@ def _reference(model: Path, raw: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("gather", [False, True], ids=["conv-weights", "gather"])
-def test_rknn_form_matches_the_canonical_preprocessing(tmp_path: Path, make_request: Request, gather: bool) -> None:
+def test_rknn_form_matches_the_canonical_preprocessing(
+    tmp_path: Path, make_request: Request, gather: bool
+) -> None:
     source = conv_model(tmp_path / "m.onnx", gather_input=gather)
-    out = RknnPreprocess().run(make_request("preprocess", {"preprocess": SECTION, "inputs": {}}, {"model": source}))
+    out = RknnPreprocess().run(
+        make_request("preprocess", {"preprocess": SECTION, "inputs": {}}, {"model": source})
+    )
     meta = read_meta(out.artifacts["model"])
     assert meta is not None and meta["color_folded"] == ("gather" if gather else "conv-weights")
     # RKNN's arithmetic: (raw - mean_values) / std_values on the channels as fed, then the graph
@@ -63,7 +67,11 @@ def test_resize_is_refused(tmp_path: Path, make_request: Request) -> None:
     section = {**SECTION, "resize": {"height": 16, "width": 16, "mode": "linear"}}
     with pytest.raises(TerminalError, match="resize"):
         RknnPreprocess().run(
-            make_request("preprocess", {"preprocess": section, "inputs": {}}, {"model": conv_model(tmp_path / "m.onnx")})
+            make_request(
+                "preprocess",
+                {"preprocess": section, "inputs": {}},
+                {"model": conv_model(tmp_path / "m.onnx")},
+            )
         )
 
 
@@ -84,10 +92,10 @@ def test_quant_plan_maps_the_spec(tiny_model: Path) -> None:
 
     model = onnx.load(str(tiny_model))
     t = targets()["rk3588"]
-    plan, notes = quant_plan(_policy(), t, model)
+    plan, _ = quant_plan(_policy(), t, model)
     assert plan["quantized_dtype"] == "w8a8" and plan["quantized_algorithm"] == "normal"
     assert plan["quantized_method"] == "channel" and "hybrid" not in plan
-    plan, notes = quant_plan(_policy(per_channel=False), t, model)
+    plan, _notes = quant_plan(_policy(per_channel=False), t, model)
     assert plan["quantized_method"] == "layer"
     with pytest.raises(TerminalError, match="does not support uint8"):
         quant_plan(_policy(activations="uint8"), t, model)  # the catalog: RKNPU2 has no uint8 activations
@@ -110,7 +118,9 @@ def test_quantize_bundle_is_reproducible_and_in_rknn_layout(
     tmp_path: Path, make_request: Request, calib_folder: Path
 ) -> None:
     pre = RknnPreprocess().run(
-        make_request("preprocess", {"preprocess": SECTION, "inputs": {}}, {"model": conv_model(tmp_path / "m.onnx")})
+        make_request(
+            "preprocess", {"preprocess": SECTION, "inputs": {}}, {"model": conv_model(tmp_path / "m.onnx")}
+        )
     )
     model = pre.artifacts["model"]
     config = _policy(calibration={"data": "calib", "samples": 4, "method": "minmax", "seed": 0})
@@ -119,7 +129,9 @@ def test_quantize_bundle_is_reproducible_and_in_rknn_layout(
     second = RknnQuantize().run(make_request("quantize", config, inputs)).artifacts["model"]
     assert first.read_bytes() == second.read_bytes()
     names = bundles.names(first)
-    assert names == sorted(["model.onnx", "quant.json", "dataset.txt", *[f"calib/{i:05d}_0.npy" for i in range(4)]])
+    assert names == sorted(
+        ["model.onnx", "quant.json", "dataset.txt", *[f"calib/{i:05d}_0.npy" for i in range(4)]]
+    )
     prep = B.prepare(first, tmp_path / "unpacked")
     lines = (prep.folder / "dataset.txt").read_text().split()
     arr = np.load(prep.folder / lines[0])

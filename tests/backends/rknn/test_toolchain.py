@@ -23,7 +23,9 @@ def _fake_venv(root: Path, versions: dict[str, str]) -> Path:
     for name, ver in versions.items():
         info = site / f"{name.replace('-', '_')}-{ver}.dist-info"
         info.mkdir(parents=True)
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {ver}\n\nlong description\n")
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {ver}\n\nlong description\n"
+        )
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").symlink_to(sys.executable)
     return venv
@@ -51,7 +53,9 @@ def test_missing_venv_is_one_install_line(tmp_path: Path, monkeypatch: pytest.Mo
     assert fp["rknn-toolkit2"] == "2.5.0" and fp["numpy"] == "1.26.4" and fp["torch"] == "2.13.0"
 
 
-def test_fingerprint_is_read_from_the_marker_without_importing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fingerprint_is_read_from_the_marker_without_importing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("NPUCTL_TOOLCHAINS", str(tmp_path))
     venv = _fake_venv(tmp_path, {"rknn-toolkit2": "2.5.0", "numpy": "1.26.4", "torch": "2.13.0+cpu"})
     versions = toolchains.installed_versions(venv)

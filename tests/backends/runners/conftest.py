@@ -3,6 +3,7 @@ sshd on 127.0.0.1 (free port, generated host key, one authorized key), started p
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -50,7 +51,14 @@ class Sshd:
 
     @property
     def options(self) -> list[str]:
-        return ["-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "StrictHostKeyChecking=yes", "-o", "LogLevel=ERROR"]
+        return [
+            "-o",
+            f"UserKnownHostsFile={self.known_hosts}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "LogLevel=ERROR",
+        ]
 
     def env(self) -> dict[str, str]:
         return {
@@ -86,10 +94,8 @@ class Sshd:
                     os.kill(pid, signal.SIGKILL)
                     killed.append(pid)
                     for proc in bench:
-                        try:
+                        with contextlib.suppress(psutil.NoSuchProcess):
                             proc.kill()
-                        except psutil.NoSuchProcess:
-                            pass
                     return
             time.sleep(0.05)
 
@@ -170,10 +176,8 @@ def sshd(tmp_path: Path) -> Iterator[Sshd]:
         yield server
     finally:
         for pid in server.sessions():
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, 9)
-            except ProcessLookupError:
-                pass
         proc.terminate()
         try:
             proc.wait(timeout=5)

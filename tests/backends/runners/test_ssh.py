@@ -59,7 +59,9 @@ def _samples(n: int = 2) -> list[np.ndarray]:
     return [rng.standard_normal((1, 3, 48, 192)).astype(np.float32) for _ in range(n)]
 
 
-def test_ssh_runner_measures_on_the_remote_and_brings_outputs_back(tmp_path: Path, sshd, cls_onnx: Path) -> None:
+def test_ssh_runner_measures_on_the_remote_and_brings_outputs_back(
+    tmp_path: Path, sshd, cls_onnx: Path
+) -> None:
     samples = _samples()
     job = _job(tmp_path, cls_onnx, samples)
     runner = _runner(sshd)
@@ -69,7 +71,7 @@ def test_ssh_runner_measures_on_the_remote_and_brings_outputs_back(tmp_path: Pat
     with np.load(job / "outputs.npz") as archive:
         remote = [archive[sample_key(i, 0)] for i in range(len(samples))]
     local = run_model(cls_onnx, [{"x": s} for s in samples])
-    for got, want in zip(remote, local.values):
+    for got, want in zip(remote, local.values, strict=False):
         np.testing.assert_allclose(got, want[0], rtol=1e-5, atol=1e-6)
     assert runner.describe() == f"ssh://{sshd.user}@127.0.0.1:{sshd.port}"
 

@@ -15,8 +15,10 @@ pytestmark = pytest.mark.slow
 
 def test_apply_over_ssh_retries_a_dropped_connection(digits_repo: Path, sshd) -> None:
     spec = digits_repo / "specs" / "digits.yaml"
-    text = DIGITS_SPEC.format(name="digits").replace("runs: 5", "runs: 20000").replace(
-        "warmup: 1", f"warmup: 1\n    runner: {sshd.url}"
+    text = (
+        DIGITS_SPEC.format(name="digits")
+        .replace("runs: 5", "runs: 20000")
+        .replace("warmup: 1", f"warmup: 1\n    runner: {sshd.url}")
     )
     spec.write_text(text)
     done, killed = threading.Event(), []

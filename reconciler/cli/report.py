@@ -1,0 +1,61 @@
+"""npuctl report SPEC: a self-contained HTML page (placement graph, latency, sensitivity, SLO history)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+def _find(spec: str, root: Path) -> Path | None:
+    """A spec file path, or the file of the spec named `spec` under specs/."""
+    candidate = Path(spec)
+    if candidate.suffix in (".yaml", ".yml") or candidate.is_file():
+        return candidate.resolve() if candidate.exists() else None
+    from reconciler.repo import Layout
+    from reconciler.spec import check
+
+    for report in check([Layout(root).default_specs()], root, semantic=False):
+        if report.name == spec:
+            return report.file
+    return None
+
+
+@click.command(help="Write a self-contained HTML report for a spec: placement, latency, sensitivity, SLO history.")
+@click.argument("spec")
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Output file (default: .npuctl/reports/NAME.html).")
+def command(spec: str, output: Path | None) -> int:
+    from reconciler.repo import Layout, find_root
+    from reconciler.spec import SpecErrors, load
+
+    root = find_root(Path.cwd())
+    path = _find(spec, root)
+    if path is None:
+        click.echo(f"npuctl report: no spec file or spec named {spec!r} (looked in {Layout(root).default_specs()})", err=True)
+        return 1
+    try:
+        loaded = load(path, root)
+    except SpecErrors as exc:
+        click.echo(f"npuctl report: {exc.errors[0]}", err=True)
+        return 1
+    try:
+        import jinja2  # noqa: F401
+        import plotly  # noqa: F401
+    except ImportError as exc:
+        click.echo(f"npuctl report needs the report extra: pip install 'npuctl[report]' ({exc.name} missing)", err=True)
+        return 1
+    from reconciler.report.data import gather
+    from reconciler.report.render import html
+
+    try:
+        data = gather(root, loaded)
+    except LookupError as exc:
+        click.echo(f"npuctl report: {exc}", err=True)
+        return 1
+    target = output or Layout(root).state_dir / "reports" / f"{loaded.name}.html"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(html(data), encoding="utf-8")
+    click.echo(str(target))
+    for note in data.notes:
+        click.echo(f"note: {note}", err=True)
+    return 0
