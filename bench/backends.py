@@ -112,14 +112,23 @@ def _nncf_int8(model: Path, calib: list[np.ndarray], name: str, out: Path) -> Pa
     import nncf
     import onnx
 
-    quantized = nncf.quantize(onnx.load(str(model)), nncf.Dataset([{name: c} for c in calib]), subset_size=len(calib))
+    quantized = nncf.quantize(
+        onnx.load(str(model)), nncf.Dataset([{name: c} for c in calib]), subset_size=len(calib)
+    )
     onnx.save(quantized, str(out))
     return out
 
 
 def _agreement(reference: list[np.ndarray], outputs: list[np.ndarray]) -> float:
-    hits = [float((r.argmax(-1) == o.reshape(r.shape).argmax(-1)).mean()) for r, o in zip(reference, outputs, strict=True)]
+    hits = [
+        float((r.argmax(-1) == o.reshape(r.shape).argmax(-1)).mean())
+        for r, o in zip(reference, outputs, strict=True)
+    ]
     return float(np.mean(hits))
+
+
+def _cell(row: tuple[float, float] | str) -> str:
+    return f"{row[0]:.3f}" if isinstance(row, tuple) else "failed"
 
 
 def main() -> None:
@@ -152,10 +161,14 @@ def main() -> None:
         }
         runtimes = {"onnxruntime": _ort, "openvino": _openvino}
         reference = [_ort(float_model, args.threads)({name: e}) for e in evals]
-        rows: dict[tuple[str, str], tuple[float, float]] = {}
+        rows: dict[tuple[str, str], tuple[float, float] | str] = {}
         for variant, path in models.items():
             for runtime, make in runtimes.items():
-                infer = make(path, args.threads)
+                try:
+                    infer = make(path, args.threads)
+                except Exception as exc:
+                    rows[(variant, runtime)] = str(exc).strip().splitlines()[-1][:100]
+                    continue
                 timing = time_runs(infer, {name: evals[0]}, args.warmup, args.runs)
                 p50 = timing.summary_ms()["p50"]
                 agree = _agreement(reference, [np.asarray(infer({name: e})) for e in evals])
@@ -163,16 +176,33 @@ def main() -> None:
 
     print(f"model: {file_name} {shape}, {args.runs} runs after {args.warmup} warm-up, {args.threads} threads")
     print(f"onnxruntime {onnxruntime.__version__}, openvino {openvino.get_version()} (CPU, f32 hint)")
-    print(f"{'variant':<20} {'ORT p50 ms':>11} {'OV p50 ms':>10} {'OV/ORT':>7} {'ORT fid.':>9} {'OV fid.':>8}")
+    print(
+        f"{'variant':<20} {'ORT p50 ms':>11} {'OV p50 ms':>10} {'OV/ORT':>7} {'ORT fid.':>9} {'OV fid.':>8}"
+    )
+    failures = []
     for variant in models:
-        ort_ms, ort_fid = rows[(variant, "onnxruntime")]
-        ov_ms, ov_fid = rows[(variant, "openvino")]
-        print(f"{variant:<20} {ort_ms:>11.3f} {ov_ms:>10.3f} {ov_ms / ort_ms:>7.2f} {ort_fid:>9.4f} {ov_fid:>8.4f}")
+        ort, ov = rows[(variant, "onnxruntime")], rows[(variant, "openvino")]
+        cells = [_cell(ort), _cell(ov)]
+        ratio = f"{ov[0] / ort[0]:.2f}" if isinstance(ort, tuple) and isinstance(ov, tuple) else "-"
+        fids = [f"{r[1]:.4f}" if isinstance(r, tuple) else "-" for r in (ort, ov)]
+        print(f"{variant:<20} {cells[0]:>11} {cells[1]:>10} {ratio:>7} {fids[0]:>9} {fids[1]:>8}")
+        failures += [
+            f"  {variant} on {rt}: {r}"
+            for rt, r in (("onnxruntime", ort), ("openvino", ov))
+            if isinstance(r, str)
+        ]
     print("int8 / float latency ratios:")
     for runtime in runtimes:
-        base = rows[("float", runtime)][0]
-        ratios = ", ".join(f"{v} {rows[(v, runtime)][0] / base:.2f}" for v in models if v != "float")
-        print(f"  {runtime:<12} {ratios}")
+        base = rows[("float", runtime)]
+        parts = []
+        for v in models:
+            row = rows[(v, runtime)]
+            if v != "float" and isinstance(row, tuple) and isinstance(base, tuple):
+                parts.append(f"{v} {row[0] / base[0]:.2f}")
+        print(f"  {runtime:<12} {', '.join(parts) or '-'}")
+    if failures:
+        print("could not compile:")
+        print("\n".join(failures))
     print("fidelity: top-1 agreement of the per-step argmax with float ONNX Runtime on 32 rendered lines")
 
 

@@ -84,16 +84,23 @@ def main() -> None:
     )
     for label, path, name, shape, dtype, layout in cases:
         model, _ = import_model(path, {name: shape}, log=lambda _: None)
-        pre = {"layout": layout, "dtype": dtype, "color": {"from": "bgr", "to": "rgb"},
-               "mean": [127.5] * 3, "std": [127.5] * 3}  # fmt: skip
+        pre = {
+            "layout": layout,
+            "dtype": dtype,
+            "color": {"from": "bgr", "to": "rgb"},
+            "mean": [127.5] * 3,
+            "std": [127.5] * 3,
+        }
         folded, plan, _ = PP.preprocess_model(model, pre, fold=True)
         unfolded, _, _ = PP.preprocess_model(model, pre, fold=False)
         raw = PP.random_raw(plan, seed=1)
         feeds = {plan.input: raw}
         f, u = _side_by_side(_session(folded.model), _session(unfolded.model), feeds, args.runs)
         counts = f"{len(model.graph.node)}/{len(folded.model.graph.node)}/{len(unfolded.model.graph.node)}"
-        print(f"{label:20s} {dtype + ' ' + layout:14s} {f:10.3f} {u:12.3f} {f / u:6.2f}  {counts}  "
-              f"folded ops added: {folded.added_ops}")  # fmt: skip
+        print(
+            f"{label:20s} {dtype + ' ' + layout:14s} {f:10.3f} {u:12.3f} {f / u:6.2f}  {counts}  "
+            f"folded ops added: {folded.added_ops}"
+        )
 
 
 if __name__ == "__main__":

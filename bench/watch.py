@@ -97,7 +97,9 @@ def main() -> int:
         (repo / "specs").mkdir()
         copy_digits(repo, eval_samples=10, calib_samples=10)
         (repo / "specs" / "digits.yaml").write_text(DIGITS_SPEC.format(name="digits"))
-        print(f"{args.saves} saves per window; medians in ms (write -> plan = what a user waits before planning)")
+        print(
+            f"{args.saves} saves per window; medians in ms (write -> plan = what a user waits before planning)"
+        )
         print(f"{'debounce window':>16} {'write -> event':>15} {'event -> plan':>14} {'write -> plan':>14}")
         for window_ms in (int(w) for w in args.windows.split(",")):
             result = _measure(repo, window_ms / 1000, args.saves)

@@ -132,8 +132,14 @@ def render_table(
     cov = report["coverage"]["nodes"]
     title = f"placement on {report['target']}: {cov['npu']}/{cov['total']} nodes on the NPU"
     table = Table(title=title, caption=f"source: {report['source']}", show_lines=False)
-    for column, justify in (("node", "left"), ("op", "left"), ("device", "left"), ("part", "right"),
-                            ("MACs", "right"), ("why", "left")):  # fmt: skip
+    for column, justify in (
+        ("node", "left"),
+        ("op", "left"),
+        ("device", "left"),
+        ("part", "right"),
+        ("MACs", "right"),
+        ("why", "left"),
+    ):
         table.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
     rows = [n for n in report["nodes"] if not only_fallback or n["device"] != "NPU"]
     for n in rows[:limit] if limit is not None else rows:

@@ -332,11 +332,20 @@ def _folded(m: re.Match[str], v: NodeView) -> Result:
 
 _DT = r"(?:u?int8|u?int16|fp16|fp32|bf16|float16|float32|float|u8|s8|s16)"
 _FAMILY = {
-    "int8": "int8", "uint8": "int8", "u8": "int8", "s8": "int8",
-    "int16": "int16", "uint16": "int16", "s16": "int16",
-    "fp16": "fp16", "float16": "fp16", "bf16": "fp16",
-    "fp32": "fp32", "float32": "fp32", "float": "fp32",
-}  # fmt: skip
+    "int8": "int8",
+    "uint8": "int8",
+    "u8": "int8",
+    "s8": "int8",
+    "int16": "int16",
+    "uint16": "int16",
+    "s16": "int16",
+    "fp16": "fp16",
+    "float16": "fp16",
+    "bf16": "fp16",
+    "fp32": "fp32",
+    "float32": "fp32",
+    "float": "fp32",
+}
 
 
 def _dtype_result(allowed: set[str], v: NodeView) -> Result:

@@ -62,9 +62,15 @@ def precision_for(target: Target, quantization: Mapping[str, Any]) -> Precision:
         eight_bit = a_bytes == 1 and w_bytes == 1
         note = "" if eight_bit else "16-bit integer arithmetic: the estimate uses the fp16 peak"
         return Precision(
-            mode, "int8" if eight_bit else "int16", acts, weights, a_bytes, w_bytes,
-            target.peak_tops_int8 if eight_bit else target.peak_tops_fp16, note,
-        )  # fmt: skip
+            mode,
+            "int8" if eight_bit else "int16",
+            acts,
+            weights,
+            a_bytes,
+            w_bytes,
+            target.peak_tops_int8 if eight_bit else target.peak_tops_fp16,
+            note,
+        )
     if mode == "fp16":
         return Precision(mode, "fp16", "float16", "float16", 2, 2, target.peak_tops_fp16)
     if "fp32" in target.precisions:

@@ -98,8 +98,20 @@ def plan_for(model: onnx.ModelProto, pre: Mapping[str, Any]) -> Plan:
         raw_hw = (int(sh) if sh else "height", int(sw) if sw else "width")
     mean = _per_channel(pre.get("mean"), c, 0.0, "mean")
     std = _per_channel(pre.get("std"), c, 1.0, "std")
-    return Plan(name, (n, c, h, w), str(pre.get("layout") or "nhwc"), str(pre.get("dtype") or "uint8"),
-                cfrom, cto, mode, raw_hw, mean, std, raw_c, cmap)  # fmt: skip
+    return Plan(
+        name,
+        (n, c, h, w),
+        str(pre.get("layout") or "nhwc"),
+        str(pre.get("dtype") or "uint8"),
+        cfrom,
+        cto,
+        mode,
+        raw_hw,
+        mean,
+        std,
+        raw_c,
+        cmap,
+    )
 
 
 def _per_channel(values: Sequence[float] | None, c: int, default: float, what: str) -> tuple[float, ...]:
@@ -247,8 +259,11 @@ def build(model: onnx.ModelProto, plan: Plan, fold: bool = True) -> Built:
             x = prep.sub_mean(x, m)
         for conv in convs:
             _fold_into_conv(out, conv, plan, a, fold_mean=mean_exact)
-        folded.update(color=fold_color and plan.channel_map != _identity(len(plan.channel_map)), std=True,
-                      mean=mean_exact)  # fmt: skip
+        folded.update(
+            color=fold_color and plan.channel_map != _identity(len(plan.channel_map)),
+            std=True,
+            mean=mean_exact,
+        )
     else:
         x = prep.color(x)
         x = prep.resize(x, plan.model_shape[1])
@@ -360,8 +375,9 @@ def _foldable_convs(
     return ok
 
 
-def _fold_into_conv(model: onnx.ModelProto, conv: onnx.NodeProto, plan: Plan, a: np.ndarray | None,
-                    fold_mean: bool) -> None:  # fmt: skip
+def _fold_into_conv(
+    model: onnx.ModelProto, conv: onnx.NodeProto, plan: Plan, a: np.ndarray | None, fold_mean: bool
+) -> None:
     import numpy as np
     from onnx import numpy_helper
 
@@ -534,8 +550,12 @@ class PreprocessPass:
         path.write_bytes(built.model.SerializeToString(deterministic=True))
         _, _, h, w = plan.model_shape
         raw_h, raw_w = plan.raw_hw
-        forms = F.all_forms(F.canonical(pre, plan.model_shape[1]), raw_h if isinstance(raw_h, int) else h,
-                            raw_w if isinstance(raw_w, int) else w, pre.get("resize"))  # fmt: skip
+        forms = F.all_forms(
+            F.canonical(pre, plan.model_shape[1]),
+            raw_h if isinstance(raw_h, int) else h,
+            raw_w if isinstance(raw_w, int) else w,
+            pre.get("resize"),
+        )
         request.log.parent.mkdir(parents=True, exist_ok=True)
         request.log.write_text(
             f"added ops: {built.added_ops}\nfolded: {built.folded}\nmax abs diff: {diff:g}\n"

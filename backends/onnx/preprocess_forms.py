@@ -20,14 +20,12 @@ NumPy, which the tests compare with `canonical_apply` (the spec's meaning).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
-
-_ORDER = {"rgb": ("r", "g", "b"), "bgr": ("b", "g", "r")}
 
 
 @dataclass(frozen=True)
@@ -113,17 +111,23 @@ def aipp_form(form: Canonical, height: int, width: int) -> dict[str, Any]:
     import math
 
     if form.dtype != "uint8" or form.layout != "nhwc":
-        return {"supported": False, "note": "AIPP takes packed 8-bit images (uint8 NHWC); this input is "
-                f"{form.dtype} {form.layout}, so preprocessing stays in the model"}  # fmt: skip
+        return {
+            "supported": False,
+            "note": "AIPP takes packed 8-bit images (uint8 NHWC); this input is "
+            f"{form.dtype} {form.layout}, so preprocessing stays in the model",
+        }
+    channels = len(form.mean)
+    if channels not in (1, 3):
+        return {"supported": False, "note": f"AIPP takes 1- or 3-channel images, not {channels}"}
     fields: dict[str, Any] = {
         "aipp_mode": "static",
-        "input_format": "RGB888_U8",
+        "input_format": "RGB888_U8" if channels == 3 else "YUV400_U8",
         "src_image_size_w": width,
         "src_image_size_h": height,
         "csc_switch": False,
         "rbuv_swap_switch": form.swap,
     }
-    for c in range(3):
+    for c in range(channels):
         whole = math.floor(form.mean[c])
         fields[f"mean_chn_{c}"] = int(whole)
         fields[f"min_chn_{c}"] = float(form.mean[c] - whole)
@@ -154,9 +158,10 @@ def aipp_apply(form_out: Mapping[str, Any], raw_hwc: np.ndarray) -> np.ndarray:
     x = raw_hwc.astype(np.float64)
     if f["rbuv_swap_switch"]:
         x = x[..., ::-1]
-    mean = np.array([f[f"mean_chn_{c}"] for c in range(3)], np.float64)
-    low = np.array([f[f"min_chn_{c}"] for c in range(3)], np.float64)
-    reci = np.array([f[f"var_reci_chn_{c}"] for c in range(3)], np.float64)
+    channels = 3 if f["input_format"] == "RGB888_U8" else 1
+    mean = np.array([f[f"mean_chn_{c}"] for c in range(channels)], np.float64)
+    low = np.array([f[f"min_chn_{c}"] for c in range(channels)], np.float64)
+    reci = np.array([f[f"var_reci_chn_{c}"] for c in range(channels)], np.float64)
     return ((x - mean - low) * reci).transpose(2, 0, 1)
 
 
@@ -166,8 +171,10 @@ def aipp_apply(form_out: Mapping[str, Any], raw_hwc: np.ndarray) -> np.ndarray:
 def coreml_form(form: Canonical) -> dict[str, Any]:
     """coremltools ImageType(scale, bias, color_layout) arguments; one scalar scale only."""
     if len(set(form.std)) != 1:
-        return {"supported": False, "note": "Core ML's ImageType has one scalar scale; per-channel std "
-                "stays folded in the model"}  # fmt: skip
+        return {
+            "supported": False,
+            "note": "Core ML's ImageType has one scalar scale; per-channel std stays folded in the model",
+        }
     scale = 1.0 / form.std[0]
     bias = [-m / s for m, s in zip(form.mean, form.std, strict=False)]
     layout = (form.color_to or "rgb").upper()
@@ -204,8 +211,11 @@ def openvino_form(form: Canonical, resize: Mapping[str, Any] | None = None) -> d
         "model": {"layout": "NCHW"},
     }
     if resize:
-        out["preprocess"]["resize"] = {"linear": "RESIZE_LINEAR", "nearest": "RESIZE_NEAREST",
-                                       "cubic": "RESIZE_CUBIC"}[str(resize.get("mode", "linear"))]  # fmt: skip
+        out["preprocess"]["resize"] = {
+            "linear": "RESIZE_LINEAR",
+            "nearest": "RESIZE_NEAREST",
+            "cubic": "RESIZE_CUBIC",
+        }[str(resize.get("mode", "linear"))]
     return out
 
 
@@ -252,7 +262,3 @@ def all_forms(
         "coreml": coreml_form(form),
         "openvino": openvino_form(form, resize),
     }
-
-
-def channel_order(name: str | None) -> Sequence[str]:
-    return _ORDER.get(name or "rgb", ("r", "g", "b"))

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from backends.onnx.facts import Facts
 
 TOLERANCE = 1e-4
+REPORT_NODES = 50
+"""At most this many matched node names per rewrite in the stage report (the count is always exact)."""
 Logger = Callable[[str], None]
 
 
@@ -359,7 +361,8 @@ class Result:
                     "family": f.family,
                     "kind": f.kind,
                     "count": f.count,
-                    "nodes": f.nodes,
+                    "nodes": f.nodes[:REPORT_NODES],
+                    "nodes_truncated": len(f.nodes) > REPORT_NODES,
                     "max_abs_diff": f.max_abs_diff,
                 }
                 for f in self.fired
@@ -393,10 +396,15 @@ def precision_from_json(raw: Mapping[str, Any]) -> Precision:
     from backends.onnx.estimate import Precision
 
     return Precision(
-        mode=raw["mode"], npu_dtype=raw["npu_dtype"], activations=raw["activations"], weights=raw["weights"],
-        activation_bytes=int(raw["activation_bytes"]), weight_bytes=int(raw["weight_bytes"]),
-        peak_tops=float(raw["peak_tops"]), note=raw.get("note", ""),
-    )  # fmt: skip
+        mode=raw["mode"],
+        npu_dtype=raw["npu_dtype"],
+        activations=raw["activations"],
+        weights=raw["weights"],
+        activation_bytes=int(raw["activation_bytes"]),
+        weight_bytes=int(raw["weight_bytes"]),
+        peak_tops=float(raw["peak_tops"]),
+        note=raw.get("note", ""),
+    )
 
 
 @dataclass
@@ -449,8 +457,10 @@ def rewrite_model(
     try:
         verifier = Verifier(work, feeds)
     except Exception as exc:
-        raise TerminalError(f"rewrite: the model does not run on ONNX Runtime, so no rewrite can be "
-                            f"verified: {str(exc).splitlines()[0][:200]}") from exc  # fmt: skip
+        raise TerminalError(
+            f"rewrite: the model does not run on ONNX Runtime, so no rewrite can be "
+            f"verified: {str(exc).splitlines()[0][:200]}"
+        ) from exc
     fusion = {k: bool(v) for k, v in dict(config.get("fusion") or {}).items()}
     env = _Env(target, precision, table, fusion, exclude, verifier, Result(work, {}, 0.0, 0.0), log)
     state = env.analyse(work)
@@ -470,9 +480,12 @@ def rewrite_model(
     result.coverage_before = before["coverage"]["nodes"]["fraction"] or 0.0
     result.coverage_after = result.placement["coverage"]["nodes"]["fraction"] or 0.0
     result.skipped.append(
-        {"name": "conv_activation", "reason": "no standard ONNX fused op: left to the target's compiler "
-         "(compile reads rewrite.fusion)"}
-    )  # fmt: skip
+        {
+            "name": "conv_activation",
+            "reason": "no standard ONNX fused op: left to the target's compiler "
+            "(compile reads rewrite.fusion)",
+        }
+    )
     log(f"coverage {result.coverage_before:.4f} -> {result.coverage_after:.4f}")
     return result
 
@@ -595,7 +608,7 @@ def _region_values(
         [
             helper.make_tensor_value_info(t, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
             for t, v in sorted(inputs.items())
-        ],  # fmt: skip
+        ],
         [onnx.ValueInfoProto(name=t) for t in boundary],
         [numpy_helper.from_array(base.facts.values[t], t) for t in consts],
     )

@@ -17,7 +17,7 @@ from backends.base import StageOutput, StageRequest
 from backends.errors import TerminalError
 from backends.openvino import fingerprint
 
-VERSION = "1"
+VERSION = "2"
 
 
 def device(options: Mapping[str, Any], available: list[str]) -> str:

@@ -18,7 +18,7 @@ from backends.base import StageOutput, StageRequest
 from backends.errors import TerminalError
 from backends.openvino import fingerprint
 
-VERSION = "1"
+VERSION = "2"
 
 
 def _settings(request: StageRequest) -> tuple[Path, Path, dict[str, Any]]:

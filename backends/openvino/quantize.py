@@ -14,8 +14,10 @@ here and are refused with a clear message.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import json
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -115,10 +117,14 @@ class NncfQuantize:
             kwargs["advanced_parameters"] = AdvancedQuantizationParameters(
                 weights_quantization_params=QuantizationParameters(per_channel=False)
             )
-        try:
-            quantized = nncf.quantize(model, dataset, **kwargs)
-        except nncf.ValidationError as exc:
-            raise TerminalError(f"quantization.sensitive_layers: {str(exc).splitlines()[0]}") from exc
+        request.log.parent.mkdir(parents=True, exist_ok=True)
+        with request.log.open("a") as fh, contextlib.redirect_stdout(fh), contextlib.redirect_stderr(fh):
+            # NNCF draws progress bars and logs to the terminal; they belong in the stage log
+            nncf.set_log_level(logging.WARNING)
+            try:
+                quantized = nncf.quantize(model, dataset, **kwargs)
+            except nncf.ValidationError as exc:
+                raise TerminalError(f"quantization.sensitive_layers: {str(exc).splitlines()[0]}") from exc
         out = request.workdir / "model.onnx"
         onnx.save(quantized, str(out))
         qdq = sum(1 for n in quantized.graph.node if n.op_type == "QuantizeLinear")
@@ -130,7 +136,7 @@ class NncfQuantize:
             "samples": len(samples),
             "quantize_nodes": qdq,
         }
-        request.log.parent.mkdir(parents=True, exist_ok=True)
-        request.log.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+        with request.log.open("a") as fh:
+            fh.write(json.dumps(report, indent=1, sort_keys=True) + "\n")
         note = f"nncf int8 ({preset.value}), {qdq} QuantizeLinear, {len(samples)} calibration samples"
         return StageOutput(artifacts={"model": out}, report=report, note=note)

@@ -8,19 +8,20 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from backends import bundles, toolchains
 from backends.base import StageOutput, StageRequest
-from backends.errors import TerminalError, UnsupportedStage
+from backends.errors import TerminalError
 from backends.rknn import build as B
 from backends.rknn import driver
 
 QUANTIZE_VERSION = "1"
 COMPILE_VERSION = "3"
-EVALUATE_VERSION = "4"
+EVALUATE_VERSION = "5"
 
 _DTYPES = {
     ("int8", "int8"): "w8a8",
@@ -275,14 +276,103 @@ class RknnEvaluate:
     def run(self, request: StageRequest) -> StageOutput:
         evaluate: Mapping[str, Any] = request.config.get("evaluate") or {}
         runner = str(evaluate.get("runner", "local"))
-        if runner != "local":
-            raise UnsupportedStage(
-                f"rknn: evaluate.runner {runner}: on-device RKNN runs need rknn-toolkit-lite2 on the board "
-                "(not supported yet); use runner local for simulator accuracy"
-            )
         rknn_meta = json.loads(Path(request.inputs["rknn_meta"]).read_text())
+        if runner != "local":
+            return self._device(request, rknn_meta, evaluate)
         with driver.job_folder() as job:
             return self._run(request, rknn_meta, job, evaluate)
+
+    def _device(
+        self, request: StageRequest, rknn_meta: dict[str, Any], evaluate: Mapping[str, Any]
+    ) -> StageOutput:
+        """On the board through a runner: benchprog's rknnlite runtime with the recorded core mask, fed
+        what the application feeds (the raw frame, NHWC), scored against the float ONNX here."""
+        import numpy as np
+
+        from backends.onnx import accuracy, data
+        from backends.onnxruntime._evaluate import _read_outputs, measurements
+        from backends.runners import runner_for, write_request
+        from backends.runners.benchprog import FORMAT_VERSION, sample_key
+
+        runner = runner_for(str(evaluate["runner"]))
+        with tempfile.TemporaryDirectory(prefix="npuctl-rknn-device-") as tmp:
+            job = Path(tmp)
+            prep = B.prepare(Path(request.inputs["model"]), job / "bundle")
+            raw = B.raw_inputs(data.model_inputs(prep.onnx), prep.meta)
+            folder = request.inputs.get("eval_data")
+            if folder is not None:
+                samples = data.load_samples(Path(folder), raw, None, 0, "evaluation", B.color_of(prep.meta))
+                source = f"evaluate.data ({Path(folder).name})"
+            else:
+                samples, source = data.random_samples(raw, 8, seed=0), "random inputs (seed 0)"
+            shutil.copyfile(request.inputs["rknn"], job / "model.rknn")
+            arrays: dict[str, Any] = {
+                sample_key(i, j): s.feed[spec.name]
+                for i, s in enumerate(samples)
+                for j, spec in enumerate(raw)
+            }
+            with (job / "samples.npz").open("wb") as fh:
+                np.savez(fh, **arrays)
+            reference = accuracy.run_model(
+                Path(request.inputs["float_model"]),
+                [
+                    {spec.name: B.normalized(s.feed[spec.name], spec.name, prep.meta) for spec in raw}
+                    for s in samples
+                ],
+            )
+            formats = [
+                "nhwc"
+                if prep.meta and spec.name == prep.meta["input"] and prep.meta["layout"] == "nhwc"
+                else "nchw"
+                for spec in raw
+            ]
+            inputs = [
+                {"name": spec.name, "shape": list(spec.shape), "dtype": spec.dtype, "data_format": fmt}
+                for spec, fmt in zip(raw, formats, strict=True)
+            ]
+            write_request(
+                job,
+                {
+                    "format_version": FORMAT_VERSION,
+                    "runtime": "rknnlite",
+                    "model": "model.rknn",
+                    "options": {
+                        "core_mask": rknn_meta["core_mask"]["value"],
+                        "inputs": inputs,
+                        "output_names": reference.names,
+                    },
+                    "warmup": int(evaluate.get("warmup", 10)),
+                    "runs": int(evaluate.get("runs", 100)),
+                    "seed": 0,
+                    "samples": "samples.npz",
+                    "sample_inputs": [spec.name for spec in raw],
+                    "outputs": "outputs.npz",
+                },
+            )
+            shutil.rmtree(job / "bundle")
+            result = runner.run(job, float(evaluate.get("timeout_s", 600)), request.log)
+            got = _read_outputs(job, result)
+            got.values = [
+                [np.asarray(v, dtype=np.float32).reshape(r.shape) for v, r in zip(vals, ref, strict=True)]
+                for vals, ref in zip(got.values, reference.values, strict=True)
+            ]
+            got.names = reference.names
+            labels = None
+            labels_file = request.inputs.get("labels")
+            if labels_file is not None:
+                labels = data.labels_for(samples, data.read_labels(Path(labels_file)), Path(labels_file).name)
+            scored = accuracy.score(got, reference, labels, evaluate.get("metric", "top1"))
+            found = measurements(result, runner, scored, Path(request.inputs["rknn"]), source)
+        report = {
+            "measurements": found,
+            "runner": runner.describe(),
+            "core_mask": rknn_meta["core_mask"],
+            "latency_ms": {k: v for k, v in result["latency_ms"].items() if k != "samples"},
+            "accuracy": scored.as_dict(),
+        }
+        lat = result["latency_ms"]
+        note = f"{runner.describe()} ({rknn_meta['core_mask']['name']}): p50 {lat['p50']:.3f} ms, {scored.metric} {scored.accuracy:.4f}"
+        return StageOutput(report=report, note=note)
 
     def _run(
         self, request: StageRequest, rknn_meta: dict[str, Any], job: Path, evaluate: Mapping[str, Any]

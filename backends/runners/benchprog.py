@@ -155,7 +155,12 @@ class OvSession:
 
     @staticmethod
     def preload() -> None:
-        import openvino  # noqa: F401
+        try:
+            import openvino  # noqa: F401
+        except ImportError as exc:
+            raise BenchError(
+                f"openvino is not installed here ({_first_line(exc)}): pip install openvino"
+            ) from exc
 
     def __init__(self, model: Path, options: dict[str, Any]) -> None:
         import openvino as ov
@@ -210,13 +215,65 @@ class OvSession:
         return [result[port] for port in self._compiled.outputs]
 
 
+class RknnLiteSession:
+    """rknn-toolkit-lite2 on a Rockchip board (added by the rknn backend): loads the .rknn, binds the
+    NPU cores of options["core_mask"], feeds options["inputs"] in order with their data_format."""
+
+    name = "rknnlite"
+
+    @staticmethod
+    def preload() -> None:
+        try:
+            from rknnlite.api import RKNNLite  # noqa: F401
+        except ImportError as exc:
+            raise BenchError(
+                f"rknn-toolkit-lite2 is not installed here ({_first_line(exc)}): pip install rknn-toolkit-lite2"
+            ) from exc
+
+    def __init__(self, model: Path, options: dict[str, Any]) -> None:
+        from rknnlite.api import RKNNLite
+
+        self._rknn = RKNNLite(verbose=False)
+        if self._rknn.load_rknn(str(model)) != 0:
+            raise BenchError(f"rknnlite cannot load {model.name}")
+        self.core_mask = int(options.get("core_mask", 0))
+        if self._rknn.init_runtime(core_mask=self.core_mask) != 0:
+            raise BenchError(f"rknnlite init_runtime failed (core_mask {self.core_mask})", kind="transient")
+        self._inputs = list(options.get("inputs", []))
+        self._formats = [str(i.get("data_format", "nhwc")) for i in self._inputs]
+        self.output_names = list(options.get("output_names", []))
+        self.threads = 0
+
+    @property
+    def version(self) -> str:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("rknn-toolkit-lite2")
+        except PackageNotFoundError:
+            return "unknown"
+
+    @property
+    def providers(self) -> list[str]:
+        return [f"rknnlite:core_mask={self.core_mask}"]
+
+    def inputs(self) -> list[dict[str, Any]]:
+        return [{k: v for k, v in i.items() if k != "data_format"} for i in self._inputs]
+
+    def infer(self, feed: dict[str, Any]) -> list[Any]:
+        outs = self._rknn.inference(inputs=[feed[i["name"]] for i in self._inputs], data_format=self._formats)
+        if outs is None:
+            raise BenchError("rknnlite inference returned no outputs")
+        return list(outs)
+
+
 def _ov_text(value: Any) -> str:
     """An OpenVINO property value as text ("f32", not "<Type: 'float32'>")."""
     name = getattr(value, "get_type_name", None)
     return str(name()) if callable(name) else str(value)
 
 
-RUNTIMES: dict[str, Any] = {"onnxruntime": OrtSession, "openvino": OvSession}
+RUNTIMES: dict[str, Any] = {"onnxruntime": OrtSession, "openvino": OvSession, "rknnlite": RknnLiteSession}
 
 
 def _first_line(exc: BaseException) -> str:

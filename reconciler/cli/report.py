@@ -21,9 +21,16 @@ def _find(spec: str, root: Path) -> Path | None:
     return None
 
 
-@click.command(help="Write a self-contained HTML report for a spec: placement, latency, sensitivity, SLO history.")
+@click.command(
+    help="Write a self-contained HTML report for a spec: placement, latency, sensitivity, SLO history."
+)
 @click.argument("spec")
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="Output file (default: .npuctl/reports/NAME.html).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    help="Output file (default: .npuctl/reports/NAME.html).",
+)
 def command(spec: str, output: Path | None) -> int:
     from reconciler.repo import Layout, find_root
     from reconciler.spec import SpecErrors, load
@@ -31,7 +38,10 @@ def command(spec: str, output: Path | None) -> int:
     root = find_root(Path.cwd())
     path = _find(spec, root)
     if path is None:
-        click.echo(f"npuctl report: no spec file or spec named {spec!r} (looked in {Layout(root).default_specs()})", err=True)
+        click.echo(
+            f"npuctl report: no spec file or spec named {spec!r} (looked in {Layout(root).default_specs()})",
+            err=True,
+        )
         return 1
     try:
         loaded = load(path, root)
@@ -42,7 +52,10 @@ def command(spec: str, output: Path | None) -> int:
         import jinja2  # noqa: F401
         import plotly  # noqa: F401
     except ImportError as exc:
-        click.echo(f"npuctl report needs the report extra: pip install 'npuctl[report]' ({exc.name} missing)", err=True)
+        click.echo(
+            f"npuctl report needs the report extra: pip install 'npuctl[report]' ({exc.name} missing)",
+            err=True,
+        )
         return 1
     from reconciler.report.data import gather
     from reconciler.report.render import html

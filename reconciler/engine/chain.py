@@ -99,7 +99,7 @@ def _file_path(spec: LoadedSpec, root: Path, field_path: str, paths: dict[str, P
         return None
     memo = f"{spec.path.parent}\0{root}\0{field_path}\0{json.dumps(value, sort_keys=True)}"
     if memo not in paths:
-        if field_path == "model":
+        if field_path == "model.path":
             paths[memo] = model_file(spec, root)
         else:
             paths[memo] = resolve_path(spec, value, root, f"spec.{field_path}")

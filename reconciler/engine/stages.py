@@ -36,7 +36,7 @@ STAGES: tuple[Stage, ...] = (
     Stage(
         "import",
         reads=("model.path", "model.package", "inputs"),
-        files={"model": "model"},
+        files={"model": "model.path"},
     ),
     Stage(
         "check",

@@ -54,7 +54,11 @@ def _overlaps(a: str, b: str) -> bool:
 
 def _key_fields(stage: str) -> tuple[str, ...]:
     spec = next(s for s in STAGES if s.name == stage)
-    files = [f for field_path in spec.files.values() for f in (_MODEL_FILE_FIELDS if field_path == "model" else (field_path,))]
+    files = [
+        f
+        for field_path in spec.files.values()
+        for f in (_MODEL_FILE_FIELDS if field_path == "model" else (field_path,))
+    ]
     return (*spec.reads, *files)
 
 

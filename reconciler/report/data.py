@@ -151,7 +151,9 @@ def gather(root: Path, spec: LoadedSpec) -> ReportData:
     layout = Layout(root)
     lock = lockfile.read(Layout.lock_file(spec.path))
     if lock is None:
-        raise LookupError(f"{spec.name}: no lock file ({Layout.lock_file(spec.path).name}): run `npuctl apply` first")
+        raise LookupError(
+            f"{spec.name}: no lock file ({Layout.lock_file(spec.path).name}): run `npuctl apply` first"
+        )
     notes: list[str] = []
     db = Database(layout.database) if layout.database.exists() else None
     try:
@@ -162,7 +164,9 @@ def gather(root: Path, spec: LoadedSpec) -> ReportData:
             db.close()
     default = records.get("default") or {}
     if not default:
-        notes.append("no stage records in the local state (applied elsewhere?): run `npuctl apply` here for charts")
+        notes.append(
+            "no stage records in the local state (applied elsewhere?): run `npuctl apply` here for charts"
+        )
     store = Store(layout.store)
     model = ((lock.get("variants") or {}).get("default") or {}).get("stages", {}).get("import", {})
     data = ReportData(

@@ -34,7 +34,9 @@ def layout(names: list[str], edges: list[tuple[str, str]]) -> dict[str, tuple[fl
     return out
 
 
-def _partition_shapes(nodes: list[dict[str, Any]], pos: dict[str, tuple[float, float]]) -> list[dict[str, Any]]:
+def _partition_shapes(
+    nodes: list[dict[str, Any]], pos: dict[str, tuple[float, float]]
+) -> list[dict[str, Any]]:
     groups: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for node in nodes:
         groups[int(node.get("partition", -1))].append(node)
@@ -73,8 +75,16 @@ def figure(placement: Placement) -> Any:
         if source in pos and dest in pos:
             edge_x += [pos[source][0], pos[dest][0], None]
             edge_y += [pos[source][1], pos[dest][1], None]
-    fig.add_trace(go.Scatter(x=edge_x, y=edge_y, mode="lines", line={"color": "#b0b0b0", "width": 1},
-                             hoverinfo="skip", showlegend=False))
+    fig.add_trace(
+        go.Scatter(
+            x=edge_x,
+            y=edge_y,
+            mode="lines",
+            line={"color": "#b0b0b0", "width": 1},
+            hoverinfo="skip",
+            showlegend=False,
+        )
+    )
     for device in sorted({str(n.get("device")) for n in nodes}):
         members = [n for n in nodes if str(n.get("device")) == device]
         hover = [
@@ -87,7 +97,11 @@ def figure(placement: Placement) -> Any:
                 x=[pos[str(n["name"])][0] for n in members],
                 y=[pos[str(n["name"])][1] for n in members],
                 mode="markers+text" if len(nodes) <= 60 else "markers",
-                marker={"size": 16, "color": COLORS.get(device, OTHER), "line": {"color": "#333", "width": 1}},
+                marker={
+                    "size": 16,
+                    "color": COLORS.get(device, OTHER),
+                    "line": {"color": "#333", "width": 1},
+                },
                 text=[str(n.get("op_type", "")) for n in members],
                 textposition="top center",
                 hovertext=hover,

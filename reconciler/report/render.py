@@ -11,7 +11,9 @@ VERDICT_CLASS = {"pass": "pass", "fail": "fail", "met on estimate": "estimate", 
 
 
 def _div(fig: Any, div_id: str) -> str:
-    html: str = fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False})
+    html: str = fig.to_html(
+        full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False}
+    )
     return html
 
 

@@ -95,8 +95,8 @@ class Watcher:
         folders = FolderWatcher(self.debouncer.add, self.ws.layout.state_dir)
         folders.start()
         try:
-            if self.options.initial:
-                self._reconcile(self._discover(), None)
+            folders.sync(self.index.folders())  # spec folders first: a save during start-up is not lost
+            self._reconcile(self._discover(), None, act=self.options.initial)
             folders.sync(self.index.folders())
             self._emit("watching", folders=sorted(str(f) for f in self.index.folders()))
             while not stop.is_set():
@@ -138,7 +138,8 @@ class Watcher:
             self._reconcile(affected, batch)
 
     # ------------------------------------------------------------------------------ planning
-    def _reconcile(self, files: set[Path], batch: Batch | None) -> None:
+    def _reconcile(self, files: set[Path], batch: Batch | None, act: bool = True) -> None:
+        """Load the specs in `files` (indexing what they read); with `act`, plan them and queue applies."""
         for file in sorted(files):
             state = self.specs.get(file)
             if state is not None and state.job is not None:
@@ -149,13 +150,14 @@ class Watcher:
                     f"{state.name}: build cancelled, an input changed", event="cancelled", spec=state.name
                 )
                 self._emit("cancelled", spec=state.name, file=str(file))
-        self._emit("plan", files=sorted(str(f) for f in files), batch=batch)
+        self._emit("plan" if act else "load", files=sorted(str(f) for f in files), batch=batch)
+        self.ws.hasher.flush()
         self.ws.hasher = FileHasher(self.ws.db)  # its memo never expires: one per batch, not per watch
         existing = sorted(f for f in files if f.is_file())
         for file in sorted(set(files) - set(existing)):
             self._removed(file)
         for report in check(existing, self.root, semantic=self.options.semantic) if existing else []:
-            self._loaded(report)
+            self._loaded(report, act)
 
     def _removed(self, file: Path) -> None:
         state = self.specs.pop(file, None)
@@ -164,7 +166,7 @@ class Watcher:
             self.board.update(state.name, "removed", f"{file.name} was deleted")
             self.board.remove(state.name)
 
-    def _loaded(self, report: SpecReport) -> None:
+    def _loaded(self, report: SpecReport, act: bool) -> None:
         file = report.file.resolve()
         name = report.name or file.name.split(".")[0]
         state = self.specs.get(file)
@@ -185,7 +187,10 @@ class Watcher:
             self._terminal(state, "invalid", [str(e) for e in report.errors])
             return
         state.spec = report.spec
-        self._plan(state)
+        if act:
+            self._plan(state)
+        else:
+            self.board.update(state.name, "watching", "not planned yet (--no-initial): waiting for a change")
 
     def _terminal(self, state: SpecState, kind: str, errors: list[str]) -> None:
         """Stalled until an input changes: show the first error on the status line, all of them above."""

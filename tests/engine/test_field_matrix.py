@@ -41,8 +41,7 @@ BASE: dict[str, Any] = {
             "input": "image",
             "layout": "nhwc",
             "dtype": "uint8",
-            "color": {"from": "gray", "to": "gray"},
-            "resize": {"height": 8, "width": 8, "mode": "linear"},
+            "resize": {"height": 8, "width": 8, "mode": "linear", "source_height": 8, "source_width": 8},
             "mean": [0.0],
             "std": [255.0],
         },
@@ -85,18 +84,20 @@ CHANGES: dict[str, Any] = {
     "preprocess.input": None,
     "preprocess.layout": "nchw",
     "preprocess.dtype": "float32",
-    "preprocess.color.from": "gray",
-    "preprocess.color.to": "gray",
+    "preprocess.color.from": "bgr",
+    "preprocess.color.to": "rgb",
+    "preprocess.resize.source_height": 9,
+    "preprocess.resize.source_width": 9,
     "preprocess.resize.height": 16,
     "preprocess.resize.width": 16,
     "preprocess.mean": [1.0],
     "preprocess.std": [250.0],
-    "rewrite.exclude": ["/nothing/*"],
+    "rewrite.exclude": ["/head/*"],
     "quantization.mode": "fp16",
     "quantization.weights": "uint8",
     "quantization.activations": "int8",
     "quantization.calibration.data": "../images/calib-copy",
-    "quantization.sensitive_layers.nodes": [],
+    "quantization.sensitive_layers.nodes": ["/fc1/*"],
     "quantization.sensitive_layers.op_types": ["Gemm", "Conv"],
     "compile.backend": "onnxruntime",
     "compile.options": {"execution_mode": "parallel"},
@@ -113,7 +114,6 @@ SKIP: dict[str, str] = {
     "preprocess.input": "the model has one input",
     "preprocess.color.from": "a gray model has no other colour order",
     "preprocess.color.to": "a gray model has no other colour order",
-    "quantization.sensitive_layers.nodes": "the digits graph names no nodes worth a pattern; op_types covers the rule",
 }
 
 
@@ -172,13 +172,13 @@ def changed_value(path: str) -> Any:
         return base - 1 if kind.get("maximum") == base else base + 1
     if kind.get("type") == "number":
         base = current if current is not None else node.get("default") or 1.0
-        return round(base * 0.999, 6)
+        return round(base * 0.999, 6) if base else 0.5
     raise AssertionError(f"no generic change for {path} ({kind}): add it to CHANGES")
 
 
 def test_every_leaf_is_covered() -> None:
     assert BUILD_LEAVES, "schema walk found leaves"
-    for path in BUILD_LEAVES:
+    for path in BUILD_LEAVES + SLO_LEAVES:
         assert changed_value(path) != _get(BASE["spec"], path), path
 
 
@@ -258,7 +258,7 @@ def test_changing_a_field_rebuilds_its_readers_and_at_most_their_dependants(
     planned = _default_stages(_plan(repo))
     planned_build = {n for n, s in planned.items() if s["action"] == "build" and n in ORDER}
     assert direct <= planned_build, f"{path}: every reader must be planned"
-    assert planned_build == allowed, f"{path}: plan rebuilds readers and their dependants, nothing upstream"
+    assert planned_build <= allowed, f"{path}: plan rebuilds readers and dependants, nothing upstream"
     done = _default_stages(_apply(repo))
     ran = {n for n, s in done.items() if s["action"] != "cached" and n in ORDER}
     assert direct <= ran | {n for n, s in done.items() if s["action"] == "skipped"}, f"{path}: {done}"

@@ -75,8 +75,12 @@ class ClipToMinMax(Rewrite):
             m = Match(self.name, ctx.facts.names[i], [i])
             x = node.input[0]
             if b[0] != float("-inf"):
-                x = ctx.node(m, "Max", [x, ctx.const(m, "lo", np.array(b[0], np.float32))],
-                             [node.output[0]] if b[1] == float("inf") else None)  # fmt: skip
+                x = ctx.node(
+                    m,
+                    "Max",
+                    [x, ctx.const(m, "lo", np.array(b[0], np.float32))],
+                    [node.output[0]] if b[1] == float("inf") else None,
+                )
             if b[1] != float("inf"):
                 ctx.node(m, "Min", [x, ctx.const(m, "hi", np.array(b[1], np.float32))], [node.output[0]])
             if len(m.new_nodes) == 0:

@@ -252,5 +252,10 @@ class MatMulAddToGemm(Rewrite):
 
 
 REWRITES: list[Rewrite] = [
-    MatMulAddToGemm(), EinsumToMatMul(), MatMulTo4D(), MatMulToConv(), GemmToConv(), ConvToGemm()
-]  # fmt: skip
+    MatMulAddToGemm(),
+    EinsumToMatMul(),
+    MatMulTo4D(),
+    MatMulToConv(),
+    GemmToConv(),
+    ConvToGemm(),
+]

@@ -101,8 +101,14 @@ class GlobalPoolCascade(Rewrite):
             x = node.input[0]
             for k, (kh, kw) in enumerate(zip(fh, fw, strict=False)):
                 last = k == stages - 1
-                x = ctx.node(m, "AveragePool", [x], [node.output[0]] if last else None,
-                             kernel_shape=[kh, kw], strides=[kh, kw])  # fmt: skip
+                x = ctx.node(
+                    m,
+                    "AveragePool",
+                    [x],
+                    [node.output[0]] if last else None,
+                    kernel_shape=[kh, kw],
+                    strides=[kh, kw],
+                )
             out.append(m)
         return out
 

@@ -24,8 +24,12 @@ def _request(folder: Path, model: Path, tid: str, config: dict[str, object]) -> 
 
 def test_check_stage_writes_deterministic_placement(tmp_path: Path) -> None:
     model = write_imported("det", tmp_path)
-    config = {"target": "rk3588", "quantization.mode": "ptq", "quantization.weights": "int8",
-              "quantization.activations": None}  # fmt: skip
+    config = {
+        "target": "rk3588",
+        "quantization.mode": "ptq",
+        "quantization.weights": "int8",
+        "quantization.activations": None,
+    }
     impl = shared_implementation("check")
     assert isinstance(impl, CheckPass)
     out = impl.run(_request(tmp_path / "a", model, "rk3588", config))

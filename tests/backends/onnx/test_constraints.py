@@ -113,11 +113,13 @@ def test_dynamic_inputs_fail_constant_requirements() -> None:
     graph = helper.make_graph(
         [helper.make_node("Slice", ["x", "st", "en"], ["y"])],
         "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8]),
-         helper.make_tensor_value_info("st", TensorProto.INT64, [1])],
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8]),
+            helper.make_tensor_value_info("st", TensorProto.INT64, [1]),
+        ],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
         [numpy_helper.from_array(np.array([2], np.int64), "en")],
-    )  # fmt: skip
+    )
     dynamic = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     verdicts = _verdicts("starts/ends/axes/steps must be constant initializers (no dynamic slice)", dynamic)
     assert [v.status for v in verdicts] == ["failed"]

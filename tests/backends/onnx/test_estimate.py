@@ -27,10 +27,12 @@ def test_precision_follows_quantization_and_target() -> None:
 def test_conv_macs() -> None:
     w = numpy_helper.from_array(np.zeros((8, 3, 3, 3), np.float32), "w")
     graph = helper.make_graph(
-        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "g",
+        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])],
+        "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w],
-    )  # fmt: skip
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [w],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     facts = analyse(model)
     assert E.node_cost(model.graph.node[0], facts).macs == 8 * 16 * 16 * 3 * 3 * 3
@@ -41,8 +43,14 @@ def test_mostly_fallback_estimates_far_slower_than_fully_placed() -> None:
     facts = analyse(model)
     names = [facts.names[i] for i in facts.runtime_nodes()]
     tgt = target("rk3588")
-    all_npu = P.compute(model, tgt, {"mode": "ptq"}, facts=facts, device_map=dict.fromkeys(names, "NPU"),
-                        device_map_source="synthetic")  # fmt: skip
+    all_npu = P.compute(
+        model,
+        tgt,
+        {"mode": "ptq"},
+        facts=facts,
+        device_map=dict.fromkeys(names, "NPU"),
+        device_map_source="synthetic",
+    )
     # most nodes on the CPU, every fifth on the NPU: many crossings and the CPU's throughput
     mostly_cpu = {n: ("NPU" if k % 5 == 0 else "CPU") for k, n in enumerate(names)}
     fallback = P.compute(

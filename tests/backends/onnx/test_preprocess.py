@@ -31,9 +31,13 @@ def _compare(name: str, pre: dict[str, object], raw: np.ndarray, fold: bool = Tr
 def test_rec_uint8_bgr_nhwc_with_resize_on_a_real_text_image() -> None:
     text = photo("text")  # 172 x 448 gray-as-RGB scan of printed text
     bgr = np.ascontiguousarray(text[..., ::-1])
-    pre = {"layout": "nhwc", "dtype": "uint8", "color": {"from": "bgr", "to": "rgb"},
-           "resize": {"height": 48, "width": 320, "mode": "linear", "source_height": 172, "source_width": 448},
-           **PPOCR}  # fmt: skip
+    pre = {
+        "layout": "nhwc",
+        "dtype": "uint8",
+        "color": {"from": "bgr", "to": "rgb"},
+        "resize": {"height": 48, "width": 320, "mode": "linear", "source_height": 172, "source_width": 448},
+        **PPOCR,
+    }
     built = _compare("rec", pre, bgr[None])
     assert built.added_ops == ["Cast", "Transpose", "Resize", "Sub"]  # std and color folded; mean kept (pads)
     assert built.folded == {"color": True, "std": True, "mean": False, "convs": ["p2o.Conv.0"]}
@@ -43,8 +47,13 @@ def test_rec_uint8_bgr_nhwc_with_resize_on_a_real_text_image() -> None:
 def test_cls_float_nchw_real_photo(fold: bool) -> None:
     image = resize_hwc(photo("coffee"), 48, 192).astype(np.float32)
     raw = np.ascontiguousarray(image.transpose(2, 0, 1)[None])
-    pre = {"layout": "nchw", "dtype": "float32", "color": {"from": "rgb", "to": "bgr"},
-           "mean": [120.0, 110.0, 100.0], "std": [60.0, 65.0, 70.0]}  # fmt: skip
+    pre = {
+        "layout": "nchw",
+        "dtype": "float32",
+        "color": {"from": "rgb", "to": "bgr"},
+        "mean": [120.0, 110.0, 100.0],
+        "std": [60.0, 65.0, 70.0],
+    }
     built = _compare("cls", pre, raw, fold=fold)
     assert ("Gather" in built.added_ops) is not fold
 
@@ -55,8 +64,13 @@ def test_folded_form_adds_no_runtime_op_when_exact() -> None:
     raw = np.ascontiguousarray(
         resize_hwc(photo("chelsea"), 224, 224).astype(np.float32).transpose(2, 0, 1)[None]
     )
-    pre = {"layout": "nchw", "dtype": "float32", "color": {"from": "bgr", "to": "rgb"},
-           "mean": [123.7, 116.3, 103.5], "std": [58.4, 57.1, 57.4]}  # fmt: skip
+    pre = {
+        "layout": "nchw",
+        "dtype": "float32",
+        "color": {"from": "bgr", "to": "rgb"},
+        "mean": [123.7, 116.3, 103.5],
+        "std": [58.4, 57.1, 57.4],
+    }
     built = _compare("light_squeezenet", pre, raw)
     assert built.added_ops == []
     assert len(built.model.graph.node) == len(original.graph.node)
@@ -66,13 +80,21 @@ def test_folded_form_adds_no_runtime_op_when_exact() -> None:
 
 
 def test_gray_conversions() -> None:
-    gray = photo("camera")[None, :48, :192, :1] if photo("camera").ndim == 3 else None
-    assert gray is not None
+    gray = np.ascontiguousarray(photo("camera")[None, :48, :192, :1])  # one channel of a real photo
     _compare(
         "cls", {"layout": "nhwc", "dtype": "uint8", "color": {"from": "gray", "to": "rgb"}, **PPOCR}, gray
     )
-    _compare("cls", {"layout": "nhwc", "dtype": "uint8", "color": {"from": "gray", "to": "rgb"},
-                     "mean": [120, 127, 130], "std": [60, 70, 80]}, gray)  # fmt: skip
+    _compare(
+        "cls",
+        {
+            "layout": "nhwc",
+            "dtype": "uint8",
+            "color": {"from": "gray", "to": "rgb"},
+            "mean": [120, 127, 130],
+            "std": [60, 70, 80],
+        },
+        gray,
+    )
 
 
 def test_numpy_resize_matches_onnx_resize() -> None:
@@ -80,11 +102,12 @@ def test_numpy_resize_matches_onnx_resize() -> None:
 
     for mode in ("linear", "nearest", "cubic"):
         graph = helper.make_graph(
-            [helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode=mode)], "g",
+            [helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode=mode)],
+            "g",
             [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 17, 23])],
             [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
             [helper.make_tensor("sizes", TensorProto.INT64, [4], [1, 1, 8, 40])],
-        )  # fmt: skip
+        )
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
         x = photo("camera")[:17, :23, 0].astype(np.float32)[None, None]
         (y,) = run_model(model, {"x": x})
@@ -104,14 +127,28 @@ def test_plan_rejects_mismatched_resize_and_channel_counts() -> None:
 
 def test_preprocess_stage_is_deterministic_and_keeps_the_input_name(tmp_path: Path) -> None:
     model_path = write_imported("cls", tmp_path)
-    pre = {"input": None, "layout": "nhwc", "dtype": "uint8", "color": {"from": "bgr", "to": "rgb"},
-           "resize": None, **PPOCR}  # fmt: skip
+    pre = {
+        "input": None,
+        "layout": "nhwc",
+        "dtype": "uint8",
+        "color": {"from": "bgr", "to": "rgb"},
+        "resize": None,
+        **PPOCR,
+    }
     blobs = []
     for run in ("a", "b"):
         work = tmp_path / run
         work.mkdir()
-        out = PP.PreprocessPass().run(StageRequest("preprocess", target("cpu"), {"preprocess": pre, "inputs": {}},
-                                                   {"model": model_path}, work, work / "log"))  # fmt: skip
+        out = PP.PreprocessPass().run(
+            StageRequest(
+                "preprocess",
+                target("cpu"),
+                {"preprocess": pre, "inputs": {}},
+                {"model": model_path},
+                work,
+                work / "log",
+            )
+        )
         blobs.append(out.artifacts["model"].read_bytes())
         assert out.report["verified_max_abs_diff"] <= 1e-4
         assert out.report["input"]["name"] == "x" and out.report["input"]["shape"] == [1, 48, 192, 3]

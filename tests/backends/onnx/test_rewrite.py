@@ -39,15 +39,18 @@ def _real_inputs() -> list[np.ndarray]:
     ]
 
 
+@pytest.mark.slow  # 4-11 s each on a shared 2-core machine
 @pytest.mark.parametrize("tid", ["qualcomm-htp-v75", "rk3588"])
 def test_rec_coverage_rises_and_outputs_match_on_real_text(tid: str) -> None:
     result = _rewrite("rec", tid)
     before, after = result.coverage_before, result.coverage_after
     report = result.report()
     fired = ", ".join(f"{r['name']} x{r['count']}" for r in report["rewrites"])
-    print(f"\nPP-OCRv4 rec on {tid}: NPU coverage {before:.1%} -> {after:.1%} "
-          f"(CPU nodes {report['coverage']['cpu_nodes']['before']} -> {report['coverage']['cpu_nodes']['after']}; "
-          f"estimate {report['estimate_ms']['before']} -> {report['estimate_ms']['after']} ms); fired: {fired}")  # fmt: skip
+    print(
+        f"\nPP-OCRv4 rec on {tid}: NPU coverage {before:.1%} -> {after:.1%} "
+        f"(CPU nodes {report['coverage']['cpu_nodes']['before']} -> {report['coverage']['cpu_nodes']['after']}; "
+        f"estimate {report['estimate_ms']['before']} -> {report['estimate_ms']['after']} ms); fired: {fired}"
+    )
     assert after > before
     assert not report["rolled_back"]
     original = imported("rec")
@@ -97,8 +100,9 @@ class _Broken(Rewrite):
 
 def test_failed_verification_rolls_back() -> None:
     tgt = target("rk3588")
-    result = rewrite_model(imported("det"), tgt, E.precision_for(tgt, QUANT), {}, log=lambda _: None,
-                           rewrites=[_Broken()])  # fmt: skip
+    result = rewrite_model(
+        imported("det"), tgt, E.precision_for(tgt, QUANT), {}, log=lambda _: None, rewrites=[_Broken()]
+    )
     report = result.report()
     assert [r["name"] for r in report["rolled_back"]] == ["broken"]
     assert not report["rewrites"]
@@ -112,12 +116,27 @@ def test_rewrite_stage_is_deterministic(tmp_path: Path) -> None:
         folder = tmp_path / run
         (folder / "check").mkdir(parents=True)
         (folder / "rewrite").mkdir()
-        check = CheckPass().run(StageRequest("check", target("rk3588"), {"quantization.mode": "ptq"},
-                                             {"model": model}, folder / "check", folder / "check.log"))  # fmt: skip
+        check = CheckPass().run(
+            StageRequest(
+                "check",
+                target("rk3588"),
+                {"quantization.mode": "ptq"},
+                {"model": model},
+                folder / "check",
+                folder / "check.log",
+            )
+        )
         config = {"rewrite": {"replace_unsupported": True, "fusion": {}, "exclude": []}, "target": "rk3588"}
-        out = RewritePass().run(StageRequest("rewrite", target("rk3588"), config,
-                                             {"model": model, "placement": check.artifacts["placement"]},
-                                             folder / "rewrite", folder / "rewrite.log"))  # fmt: skip
+        out = RewritePass().run(
+            StageRequest(
+                "rewrite",
+                target("rk3588"),
+                config,
+                {"model": model, "placement": check.artifacts["placement"]},
+                folder / "rewrite",
+                folder / "rewrite.log",
+            )
+        )
         outputs.append((out.artifacts["model"].read_bytes(), out.artifacts["placement"].read_bytes()))
         report = out.report
         assert report["coverage"]["nodes"]["after"] > report["coverage"]["nodes"]["before"]

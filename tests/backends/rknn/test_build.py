@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import Request, conv_model, needs_rknn
+from rknn_helpers import Request, conv_model, needs_rknn
 
 from backends.catalog import targets
 from backends.errors import TerminalError

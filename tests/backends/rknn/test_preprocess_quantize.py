@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from conftest import Request, conv_model
+from rknn_helpers import Request, conv_model
 
 from backends import bundles
 from backends.errors import TerminalError

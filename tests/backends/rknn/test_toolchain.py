@@ -78,6 +78,7 @@ def test_install_keeps_a_complete_venv(tmp_path: Path, monkeypatch: pytest.Monke
     assert any("already installed" in line for line in lines)
 
 
+@pytest.mark.slow
 def test_failed_install_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NPUCTL_TOOLCHAINS", str(tmp_path))
     broken = toolchains.Toolchain(

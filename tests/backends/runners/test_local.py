@@ -143,7 +143,14 @@ def test_benchprog_runs_standalone_beside_harness(tmp_path: Path, cls_onnx: Path
 
 
 def test_bench_files_import_only_stdlib_numpy_and_runtimes() -> None:
-    allowed = set(sys.stdlib_module_names) | {"numpy", "onnxruntime", "openvino", "harness", "__future__"}
+    allowed = set(sys.stdlib_module_names) | {
+        "numpy",
+        "onnxruntime",
+        "openvino",
+        "rknnlite",
+        "harness",
+        "__future__",
+    }
     for path in bench_files():
         for node in ast.walk(ast.parse(path.read_text())):
             names = []

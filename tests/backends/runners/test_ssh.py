@@ -121,3 +121,52 @@ def test_connection_dropped_mid_run_is_transient(tmp_path: Path, sshd, cls_onnx:
         done.set()
         killer.join()
     assert killed, "the session was never seen running benchprog"
+
+
+def test_openvino_runtime_over_ssh(tmp_path: Path, sshd, cls_onnx: Path) -> None:
+    """benchprog's openvino runtime (added by the openvino backend) on the remote, IR files pushed."""
+    ov = pytest.importorskip("openvino")
+    job = _job(tmp_path, cls_onnx, _samples(1), runs=3)
+    core = ov.Core()
+    ov.save_model(core.read_model(str(cls_onnx)), str(job / "model.xml"), compress_to_fp16=False)
+    (job / "model.onnx").unlink()
+    request = json.loads((job / "request.json").read_text())
+    request.update(
+        runtime="openvino",
+        model="model.xml",
+        options={
+            "device": "CPU",
+            "properties": {"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY"},
+        },
+    )
+    (job / "request.json").write_text(json.dumps(request))
+    result = _runner(sshd).run(job, timeout_s=120)
+    assert result["runtime"] == "openvino" and "INFERENCE_PRECISION_HINT=f32" in result["providers"]
+    with np.load(job / "outputs.npz") as archive:
+        got = archive[sample_key(0, 0)]
+    want = run_model(cls_onnx, [{"x": _samples(1)[0]}]).values[0][0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_rknn_on_device_evaluation_goes_through_the_runner(
+    tmp_path: Path, sshd, cls_onnx: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RKNN evaluate with an ssh runner pushes the .rknn and runs benchprog's rknnlite runtime with the
+    recorded core mask; this "device" has no rknn-toolkit-lite2, which benchprog reports as terminal."""
+    from backends.base import StageRequest
+    from backends.catalog import targets
+    from backends.rknn.stages import RknnEvaluate
+
+    for key, value in sshd.env().items():
+        monkeypatch.setenv(key, value)
+    meta = tmp_path / "model.rknn.json"
+    meta.write_text(json.dumps({"core_mask": {"cores": 3, "name": "NPU_CORE_0_1_2", "value": 7}}))
+    rknn = tmp_path / "model.rknn"
+    rknn.write_bytes(b"RKNN not a real model")
+    work = tmp_path / "work"
+    work.mkdir()
+    config = {"target": "rk3588", "evaluate": {"runner": sshd.url, "warmup": 1, "runs": 2, "timeout_s": 60}}
+    inputs = {"rknn": rknn, "rknn_meta": meta, "model": cls_onnx, "float_model": cls_onnx}
+    request = StageRequest("evaluate", targets()["rk3588"], config, inputs, work, tmp_path / "eval.log")
+    with pytest.raises(TerminalError, match="rknn-toolkit-lite2 is not installed"):
+        RknnEvaluate().run(request)
