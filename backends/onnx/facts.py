@@ -58,6 +58,17 @@ def node_names(nodes: Sequence[onnx.NodeProto]) -> list[str]:
     return out
 
 
+def name_nodes(model: onnx.ModelProto) -> int:
+    """Gives every unnamed or duplicate node its stable identifier as its name, so sensitive-layer rules,
+    exclusions and reports address the same nodes at every stage. Returns how many were renamed."""
+    renamed = 0
+    for node, name in zip(model.graph.node, node_names(model.graph.node), strict=True):
+        if node.name != name:
+            node.name = name
+            renamed += 1
+    return renamed
+
+
 @dataclass
 class Facts:
     """What is known about one graph (the main graph; subgraphs of If/Loop are opaque)."""

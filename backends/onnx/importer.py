@@ -66,7 +66,7 @@ class ImportPass:
     """Stage "import": load, check, raise the opset, fix input shapes, infer the rest."""
 
     stage = "import"
-    version = "1"
+    version = "2"
 
     def fingerprint(self) -> dict[str, str]:
         return {"onnx": _dist_version("onnx")}
@@ -104,9 +104,12 @@ def import_model(
     path: Path, shapes: Mapping[str, Sequence[int]], log: Logger = print
 ) -> tuple[onnx.ModelProto, dict[str, Any]]:
     """The imported model and its report. Every failure is a TerminalError with one line."""
+    from backends.onnx.facts import name_nodes
+
     model = load_model(path)
     opset_before, ir_before = default_opset(model), model.ir_version
     _check(model, full=False, what=f"{path.name} fails onnx.checker")
+    renamed = name_nodes(model)  # before any conversion, by the rule spec validation uses too
     model = raise_opset(model, log)
     removed = drop_initializer_inputs(model)
     fix_input_shapes(model, shapes)
@@ -118,6 +121,7 @@ def import_model(
     report["ir_version"] = {"before": ir_before, "after": model.ir_version}
     report["removed_initializer_inputs"] = removed
     report["external_data"] = "refused"
+    report["named_nodes"] = renamed
     return model, report
 
 

@@ -130,18 +130,10 @@ def save_deterministic(model: onnx.ModelProto, path: Path) -> None:
 # ---------------------------------------------------------------------------------------------- prepare
 
 
-def name_nodes(model: onnx.ModelProto) -> int:
-    """Gives every unnamed or duplicate node a stable unique name (`<op_type>_<index>`); quantizer
-    exclusions and sensitive-layer rules address nodes by name. Returns how many were renamed."""
-    from backends.onnx.facts import node_names
+def _name_nodes(model: onnx.ModelProto) -> int:
+    from backends.onnx.facts import name_nodes
 
-    names = node_names(model.graph.node)
-    renamed = 0
-    for node, name in zip(model.graph.node, names):
-        if node.name != name:
-            node.name = name
-            renamed += 1
-    return renamed
+    return name_nodes(model)
 
 
 def prepare(source: Path, scratch: Path, log: Logger) -> tuple[Path, dict[str, Any]]:
@@ -158,7 +150,7 @@ def prepare(source: Path, scratch: Path, log: Logger) -> tuple[Path, dict[str, A
     report: dict[str, Any] = {"opset_before": default_opset(model)}
     model = raise_opset(model, log)
     report["opset"] = default_opset(model)
-    report["renamed_nodes"] = name_nodes(model)
+    report["renamed_nodes"] = _name_nodes(model)
     raised = scratch / "raised.onnx"
     save_deterministic(model, raised)
     prepared = scratch / "prepared.onnx"
@@ -172,7 +164,7 @@ def prepare(source: Path, scratch: Path, log: Logger) -> tuple[Path, dict[str, A
         report["quant_pre_process"] = f"skipped: {_one_line(exc)}"
         shutil.copyfile(raised, prepared)
     model = onnx.load(str(prepared))
-    renamed = name_nodes(model)
+    renamed = _name_nodes(model)
     if renamed:
         report["renamed_nodes"] += renamed
     save_deterministic(model, prepared)
@@ -271,7 +263,9 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
     cache_dir = cache_root(request.inputs)
     notes: list[str] = list(policy.notes)
     if cache_dir is None:
-        notes.append(f"no cache folder (engine input cache_dir or ${CACHE_ENV}): calibration ranges not cached")
+        notes.append(
+            f"no cache folder (engine input cache_dir or ${CACHE_ENV}): calibration ranges not cached"
+        )
     with tempfile.TemporaryDirectory(dir=request.workdir, prefix=".scratch-") as tmp:
         scratch = Path(tmp)
         prepared, prep = prepare(source, scratch, log)
@@ -313,7 +307,9 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
                 kept.setdefault(name, (keep, f"auto: layer {layer.name}"))
         built = build([])
         if keep == "fp16" and kept:
-            built, fp16_note = keep_fp16(built, [n for n, (p, _) in kept.items() if p == "fp16"], request.target)
+            built, fp16_note = keep_fp16(
+                built, [n for n, (p, _) in kept.items() if p == "fp16"], request.target
+            )
             notes.append(fp16_note)
         shutil.copyfile(built, out)
         if "auto" in report:
@@ -345,20 +341,27 @@ def run_auto(
     sensitivity.check_samples(samples)
     rank_scorer = sensitivity.Scorer(reference, samples[: sensitivity.RANK_SAMPLES])
     search_scorer = sensitivity.Scorer(reference, samples)
-    candidates = [
-        layer for layer in sensitivity.layers(model) if not any(n in explicit for n in layer.nodes)
-    ]
+    candidates = [layer for layer in sensitivity.layers(model) if not any(n in explicit for n in layer.nodes)]
     base_model = build([], explicit_activations=True)
-    log(f"auto: ranking {len(candidates)} layers on {len(rank_scorer.samples)} samples ({rank_scorer.metric})")
+    log(
+        f"auto: ranking {len(candidates)} layers on {len(rank_scorer.samples)} samples ({rank_scorer.metric})"
+    )
     rank_base, ranked = sensitivity.rank(base_model, model, candidates, rank_scorer, scratch, log)
     table = sensitivity.ranked_table(rank_base, ranked)
     log(sensitivity.format_table(table, rank_scorer.metric))
     base = search_scorer(build([]))
-    log(f"auto: greedy search on {len(samples)} samples, budget drop <= {budget.max_accuracy_drop}, "
-        f"at most {budget.max_layers} layers")
+    log(
+        f"auto: greedy search on {len(samples)} samples, budget drop <= {budget.max_accuracy_drop}, "
+        f"at most {budget.max_layers} layers"
+    )
     search = sensitivity.greedy(
-        ranked, lambda layers: build(list(layers)), search_scorer, base, budget.max_accuracy_drop,
-        budget.max_layers, log=log,
+        ranked,
+        lambda layers: build(list(layers)),
+        search_scorer,
+        base,
+        budget.max_accuracy_drop,
+        budget.max_layers,
+        log=log,
     )
     report = {
         "metric": search_scorer.metric,
@@ -481,7 +484,9 @@ def validate_qat(source: Path, out: Path, target: Target, log: Logger) -> dict[s
         if node.op_type not in COMPUTE_OPS:
             continue
         operands = [t for t in node.input[:2] if t]
-        if not all(producer.get(t) is not None and producer[t].op_type == "DequantizeLinear" for t in operands):
+        if not all(
+            producer.get(t) is not None and producer[t].op_type == "DequantizeLinear" for t in operands
+        ):
             float_ops.append({"node": node.name, "op_type": node.op_type})
     types = _qdq_types(model)
     unsupported = sorted(t for t in types if t not in target.precisions)
@@ -507,7 +512,9 @@ def validate_qat(source: Path, out: Path, target: Target, log: Logger) -> dict[s
         "qdq_nodes": dict(sorted(Counter(n.op_type for n in nodes if n.op_type in _QDQ_OPS).items())),
     }
     if float_ops:
-        report["warnings"] = [f"{len(float_ops)} of {compute} compute ops are left in float (see float_compute_ops)"]
+        report["warnings"] = [
+            f"{len(float_ops)} of {compute} compute ops are left in float (see float_compute_ops)"
+        ]
         log(report["warnings"][0])
     return report
 

@@ -195,10 +195,9 @@ def remove_dead(model: onnx.ModelProto) -> int:
 
 def name_nodes(model: onnx.ModelProto) -> None:
     """Gives every node its stable identifier as a name, so names survive rewrites that move indexes."""
-    from backends.onnx.facts import node_names
+    from backends.onnx.facts import name_nodes as give_names
 
-    for node, name in zip(model.graph.node, node_names(model.graph.node), strict=False):
-        node.name = name
+    give_names(model)
 
 
 # ---------------------------------------------------------------- numeric verification

@@ -8,7 +8,10 @@ request/result files). Stages it implements itself:
 - quantize: the RKNN quantization plan and the calibration samples in RKNN's layout, as a bundle;
 - compile: the one real build (config, load_onnx, build or hybrid quantization, export_rknn) and a
   sidecar JSON with the core mask and input contract for on-device runs;
-- evaluate: accuracy on the RKNN simulator vs the float ONNX (evidence "measured:host simulator").
+- evaluate: with runner local, accuracy on the RKNN simulator vs the float ONNX (evidence
+  "measured:host simulator", no latency: the simulator has no timing); with ssh:// or adb://, the
+  .rknn on the board through benchprog's rknnlite runtime with the recorded core mask
+  (evidence "measured:device").
 import/check/rewrite come from the shared ONNX passes.
 """
 

@@ -263,9 +263,11 @@ class RknnCompile:
 
 
 class RknnEvaluate:
-    """Stage "evaluate": accuracy on the RKNN simulator against the float ONNX (evidence
-    "measured:host simulator"), a per-layer accuracy summary, and the artifact size. The simulator
-    gives no timing (eval_perf needs a board), so latency stays the placement estimate."""
+    """Stage "evaluate". Runner local: accuracy on the RKNN simulator against the float ONNX (evidence
+    "measured:host simulator"), a per-layer accuracy summary, and the artifact size; the simulator gives
+    no timing (eval_perf needs a board), so latency stays the placement estimate. Runner ssh/adb: the
+    .rknn on the board (rknn-toolkit-lite2) with the recorded core mask, latency and accuracy
+    `measured:device`."""
 
     stage = "evaluate"
     version = EVALUATE_VERSION

@@ -132,8 +132,7 @@ def _preprocess_errors(spec: LoadedSpec, graph: ModelSummary) -> list[SpecError]
 
 def _rule_errors(spec: LoadedSpec, graph: ModelSummary) -> list[SpecError]:
     errors: list[SpecError] = []
-    names = [n for n, _ in graph.nodes if n]
-    unnamed = "; the model's nodes have no names: use op_types or first/last" if not names else ""
+    names = [n for n, _ in graph.nodes]
     patterns: list[tuple[str, list[str]]] = [("rewrite.exclude", spec.deployment.spec.rewrite.exclude)]
     sensitive = spec.deployment.spec.quantization.sensitive_layers
     if sensitive is not None:
@@ -142,7 +141,7 @@ def _rule_errors(spec: LoadedSpec, graph: ModelSummary) -> list[SpecError]:
         for index, pattern in enumerate(rules):
             if not any(fnmatchcase(n, pattern) for n in names):
                 hint = did_you_mean(pattern, names)
-                errors.append(spec.error(f"{dotted}.{index}", f"{pattern!r} matches no node{hint}{unnamed}"))
+                errors.append(spec.error(f"{dotted}.{index}", f"{pattern!r} matches no node{hint}"))
     if sensitive is not None:
         op_types = sorted({op for _, op in graph.nodes})
         for index, op in enumerate(sensitive.op_types):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2
 RACY_SECONDS = 2.0
 Dim = int | str | None
 """A fixed size, the name of a dynamic dimension, or None for an unnamed dynamic one."""
@@ -39,7 +39,8 @@ class ModelSummary:
     inputs: tuple[InputInfo, ...]
     """Graph inputs that are not initializers, in graph order."""
     nodes: tuple[tuple[str, str], ...]
-    """(name, op_type) of each top-level node; unnamed nodes have name ""."""
+    """(name, op_type) of each top-level node; unnamed or duplicate nodes carry the `<op_type>_<index>`
+    name the import stage gives them."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -133,7 +134,10 @@ def summarize(path: Path) -> ModelSummary:
     inputs = tuple(
         InputInfo(value.name, _dims(value)) for value in graph.input if value.name not in initializers
     )
-    nodes = tuple((node.name, node.op_type) for node in graph.node)
+    from backends.onnx.facts import node_names
+
+    names = node_names(graph.node)  # the names the import stage gives unnamed nodes
+    nodes = tuple((name, node.op_type) for name, node in zip(names, graph.node, strict=True))
     return ModelSummary(sha256_file(path), inputs, nodes)
 
 

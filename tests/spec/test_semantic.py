@@ -116,13 +116,15 @@ def _vector_model(repo: Repo, node_name: str) -> None:
 VECTOR = GOOD_CLS.replace("cls.onnx", "vec.onnx").replace("x: [1, 3, 48, 192]", "v: [1, 16]")
 
 
-def test_unnamed_nodes_hint(repo: Repo) -> None:
+def test_unnamed_nodes_are_addressed_by_the_names_import_gives_them(repo: Repo) -> None:
+    """One naming rule for validation and for every stage: an unnamed node is `<op_type>_<index>`."""
     _vector_model(repo, "")
     text = VECTOR + "  quantization:\n    sensitive_layers: {nodes: [relu], op_types: [Relu]}\n"
     (report,) = check([repo.write("specs/a.yaml", text)], repo.root)
-    assert [e.message for e in report.errors] == [
-        "'relu' matches no node; the model's nodes have no names: use op_types or first/last"
-    ]
+    assert [e.message for e in report.errors] == ["'relu' matches no node; did you mean 'Relu_0'?"]
+    fixed = VECTOR + "  quantization:\n    sensitive_layers: {nodes: [Relu_0]}\n"
+    (report,) = check([repo.write("specs/b.yaml", fixed.replace("name: cls", "name: cls-b"))], repo.root)
+    assert report.errors == ()
 
 
 def test_node_globs_match_names(repo: Repo) -> None:
