@@ -105,7 +105,7 @@ def text_lines(results: list[SpecResult]) -> list[str]:
         lines.append(f"{r.name} -> {r.target or '?'}: {r.status}{counts}")
         lines += [f"  {error}" for error in r.errors]
         if r.stages and not settled:
-            rows = [("stage", "variant", "action", "reason")]
+            rows: list[tuple[str, ...]] = [("stage", "variant", "action", "reason")]
             for s in r.stages:
                 log = f" (log: {s.log})" if s.log and s.action == "failed" else ""
                 rows.append((s.name, s.variant, s.action, s.reason + log))

@@ -32,7 +32,7 @@ def target_facts(target: Target) -> dict[str, Any]:
         facts = asdict(target)
         for free_text in ("description", "extra"):
             facts.pop(free_text, None)
-        _FACTS[target.id] = facts
+        _FACTS[target.id] = json.loads(canonical(facts))  # tuples as lists, as records store them
     return _FACTS[target.id]
 
 
