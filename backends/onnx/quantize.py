@@ -346,8 +346,8 @@ def run_auto(
     log(
         f"auto: ranking {len(candidates)} layers on {len(rank_scorer.samples)} samples ({rank_scorer.metric})"
     )
-    rank_base, ranked = sensitivity.rank(base_model, model, candidates, rank_scorer, scratch, log)
-    table = sensitivity.ranked_table(rank_base, ranked)
+    ranked = sensitivity.rank(base_model, model, candidates, rank_scorer, scratch, log)
+    table = sensitivity.ranked_table(ranked)
     log(sensitivity.format_table(table, rank_scorer.metric))
     base = search_scorer(build([]))
     log(

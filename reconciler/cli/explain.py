@@ -85,4 +85,8 @@ def command(spec: str, stage: str | None, show_all: bool, fmt: str, as_json: boo
                 table.add_row("*" if changed else "", path, _short(now), _short(last))
         if table.row_count:
             console.print(table)
+        elif not show_all:
+            console.print(
+                "  no input changed since the last build (--all lists every input)", highlight=False
+            )
     return 0

@@ -22,6 +22,8 @@ def _row(result: Any, lock: dict[str, Any] | None, holder: str | None) -> dict[s
     verdicts = [
         v for variant in ((lock or {}).get("variants") or {}).values() for v in variant.get("verdicts", [])
     ]
+    if not why:
+        why = "; ".join(f"{v['name']}: {v['verdict']}" for v in verdicts if v.get("passed") is not True)
     return {
         "name": result.name,
         "target": result.target,
