@@ -9,7 +9,9 @@ memory stays bounded whatever the sample count.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import os
 import tempfile
@@ -163,9 +165,10 @@ def compute_ranges(
             providers=["CPUExecutionProvider"],
             extra_options=extra,
         )
-        for chunk in _chunks(model, files, CHUNK):
-            calibrator.collect_data(ChunkReader(chunk))
-        ranges = calibrator.compute_data()
+        with contextlib.redirect_stdout(io.StringIO()):  # the histogram calibrators print per chunk
+            for chunk in _chunks(model, files, CHUNK):
+                calibrator.collect_data(ChunkReader(chunk))
+            ranges = calibrator.compute_data()
     except TerminalError:
         raise
     except Exception as exc:  # noqa: BLE001 - ORT raises plain Exceptions/RuntimeErrors
@@ -209,7 +212,9 @@ def calibrate(
     cache_dir.mkdir(parents=True, exist_ok=True)
     target = cache_dir / f"{digest}.json"
     _store(ranges, target)
-    return Calibration(target, digest, "miss", names, time.perf_counter() - started, str(target), _peak_rss_mb())
+    return Calibration(
+        target, digest, "miss", names, time.perf_counter() - started, str(target), _peak_rss_mb()
+    )
 
 
 def _loadable(path: Path) -> bool:

@@ -114,7 +114,7 @@ def resolve(config: Mapping[str, Any], target: Target) -> Policy:
         activations_from=activations_from,
         per_channel=bool(section.get("per_channel", True)),
         activation_symmetric=act_symmetric,
-        weight_symmetric=weights.startswith("int") if symmetric is None else bool(symmetric),
+        weight_symmetric=weights.startswith("int"),
         method=str(calibration.get("method", "minmax")),
         percentile=float(calibration.get("percentile", 99.999)),
         samples=int(calibration.get("samples", 0)),

@@ -336,10 +336,10 @@ def run_auto(
 ) -> tuple[dict[str, Any], list[sensitivity.Layer]]:
     """Ranks every layer by measured sensitivity, then keeps the most sensitive greedily."""
     inputs = data.model_inputs(reference)
-    search_files = list(files[: sensitivity.SEARCH_SAMPLES])
-    samples = [data.read_sample(p, inputs) for p in search_files]
+    rank_n, search_n = sensitivity.sample_counts(_elements(inputs), len(files))
+    samples = [data.read_sample(p, inputs) for p in files[:search_n]]
     sensitivity.check_samples(samples)
-    rank_scorer = sensitivity.Scorer(reference, samples[: sensitivity.RANK_SAMPLES])
+    rank_scorer = sensitivity.Scorer(reference, samples[:rank_n])
     search_scorer = sensitivity.Scorer(reference, samples)
     candidates = [layer for layer in sensitivity.layers(model) if not any(n in explicit for n in layer.nodes)]
     base_model = build([], explicit_activations=True)
@@ -375,9 +375,20 @@ def run_auto(
     return report, list(search.chosen)
 
 
+def _elements(inputs: Sequence[data.InputSpec]) -> int:
+    total = 0
+    for spec in inputs:
+        n = 1
+        for d in spec.shape:
+            n *= d
+        total += n
+    return total
+
+
 def _final_score(model: Path, reference: Path, files: Sequence[Path], log: Logger) -> dict[str, Any]:
     inputs = data.model_inputs(reference)
-    samples = [data.read_sample(p, inputs) for p in files[: sensitivity.SEARCH_SAMPLES]]
+    _, search_n = sensitivity.sample_counts(_elements(inputs), len(files))
+    samples = [data.read_sample(p, inputs) for p in files[:search_n]]
     scorer = sensitivity.Scorer(reference, samples)
     got = scorer(model)
     log(f"auto: final artifact {scorer.metric} {got.accuracy:.4f}, sqnr {got.sqnr_db:.2f} dB")

@@ -56,11 +56,23 @@ EPILOGUE_OPS: frozenset[str] = frozenset(
 """Elementwise ops a compiler fuses into the preceding compute op when all their other inputs are
 constants or come from the same layer (x * clip(x + 3, 0, 6) / 6 is one hardswish)."""
 
-RANK_SAMPLES = 4
-"""Calibration samples each one-layer-removed model runs on while ranking."""
+RANK_ELEMENTS = 1 << 22
+"""Input elements each one-layer model runs on while ranking (at least MIN_RANK_SAMPLES samples)."""
+MIN_RANK_SAMPLES = 4
 
-SEARCH_SAMPLES = 16
-"""Calibration samples each greedy step is measured on."""
+SEARCH_ELEMENTS = 1 << 24
+"""Input elements each greedy step is measured on (at least MIN_SEARCH_SAMPLES samples): all 300 digits
+(64 elements each), 16 PP-OCR det frames (1.2 M each). A count from sizes, not timings, so the same
+inputs give the same choice on every machine."""
+MIN_SEARCH_SAMPLES = 16
+
+
+def sample_counts(input_elements: int, available: int) -> tuple[int, int]:
+    """(ranking samples, search samples) for a model whose inputs hold `input_elements` per sample."""
+    per = max(1, input_elements)
+    rank_n = min(available, max(MIN_RANK_SAMPLES, RANK_ELEMENTS // per))
+    search_n = min(available, max(MIN_SEARCH_SAMPLES, SEARCH_ELEMENTS // per))
+    return rank_n, search_n
 
 
 @dataclass(frozen=True)
@@ -129,7 +141,9 @@ class Scorer:
         fid = accuracy.fidelity(self.reference.values, outputs.values, outputs.names)
         if self.metric.startswith("map_iou"):
             value = accuracy.binary_map_iou(
-                [s[0] for s in self.reference.values], [s[0] for s in outputs.values], _threshold(self.reference)
+                [s[0] for s in self.reference.values],
+                [s[0] for s in outputs.values],
+                _threshold(self.reference),
             )
             assert value is not None
             return Score(value, fid.sqnr_db)
@@ -157,7 +171,9 @@ def _threshold(reference: accuracy.ModelOutputs) -> float:
     return 0.5 if lo >= 0.0 and hi <= 1.0 else 0.0
 
 
-def without_layer(qdq: onnx.ModelProto, nodes: set[str], float_weights: Mapping[str, onnx.TensorProto]) -> bytes:
+def without_layer(
+    qdq: onnx.ModelProto, nodes: set[str], float_weights: Mapping[str, onnx.TensorProto]
+) -> bytes:
     """`qdq` with the given nodes reading float inputs: activation Q/DQ pairs bypassed, weights restored
     from the float model (or dequantized when the quantizer renamed them). Dead Q/DQ nodes are removed."""
     import onnx
@@ -195,11 +211,31 @@ def without_layer(qdq: onnx.ModelProto, nodes: set[str], float_weights: Mapping[
                 continue
             node.input[k] = _dequantized(dq, inits, added, numpy_helper)
     graph.initializer.extend(t for name, t in sorted(added.items()) if name not in inits)
+    _bypass_output_qdq(graph, nodes, producer)
     _prune(model)
     return bytes(model.SerializeToString())
 
 
-def _dequantized(dq: onnx.NodeProto, inits: Mapping[str, Any], added: dict[str, Any], numpy_helper: Any) -> str:
+def _bypass_output_qdq(graph: Any, nodes: set[str], producer: Mapping[str, Any]) -> None:
+    """Graph outputs written by Q -> DQ after one of `nodes` become Identity of the float tensor."""
+    outputs = {o.name for o in graph.output}
+    for dq in graph.node:
+        if dq.op_type != "DequantizeLinear" or dq.output[0] not in outputs:
+            continue
+        q = producer.get(dq.input[0])
+        source = producer.get(q.input[0]) if q is not None and q.op_type == "QuantizeLinear" else None
+        if q is None or source is None or source.name not in nodes:
+            continue
+        dq.op_type = "Identity"
+        dq.domain = ""
+        del dq.attribute[:]
+        del dq.input[:]
+        dq.input.append(q.input[0])
+
+
+def _dequantized(
+    dq: onnx.NodeProto, inits: Mapping[str, Any], added: dict[str, Any], numpy_helper: Any
+) -> str:
     import numpy as np
 
     name = dq.output[0] + "_float"
@@ -207,7 +243,11 @@ def _dequantized(dq: onnx.NodeProto, inits: Mapping[str, Any], added: dict[str, 
         return name
     x = numpy_helper.to_array(inits[dq.input[0]]).astype(np.float64)
     scale = numpy_helper.to_array(inits[dq.input[1]]).astype(np.float64)
-    zp = numpy_helper.to_array(inits[dq.input[2]]).astype(np.float64) if len(dq.input) > 2 and dq.input[2] else 0.0
+    zp = (
+        numpy_helper.to_array(inits[dq.input[2]]).astype(np.float64)
+        if len(dq.input) > 2 and dq.input[2]
+        else 0.0
+    )
     axis = next((a.i for a in dq.attribute if a.name == "axis"), 1)
     if np.ndim(scale) == 1 and scale.size > 1:
         shape = [1] * x.ndim
@@ -235,7 +275,7 @@ def _prune(model: onnx.ModelProto) -> None:
                 changed = True
     if not all(live):
         del graph.node[:]
-        graph.node.extend(n for n, keep in zip(nodes, live) if keep)
+        graph.node.extend(n for n, keep in zip(nodes, live, strict=True) if keep)
     used = [t for t in graph.initializer if t.name in wanted]
     if len(used) != len(graph.initializer):
         del graph.initializer[:]
@@ -281,8 +321,10 @@ def rank(
             path.write_bytes(without_layer(qdq, everything - own, weights))
             got = scorer(path)
             rows.append(Ranked(layer, got.accuracy, got.sqnr_db))
-            log(f"  sensitivity {layer.name}: only this layer quantized -> {scorer.metric} {got.accuracy:.4f}, "
-                f"sqnr {got.sqnr_db:.2f} dB")
+            log(
+                f"  sensitivity {layer.name}: only this layer quantized -> {scorer.metric} {got.accuracy:.4f}, "
+                f"sqnr {got.sqnr_db:.2f} dB"
+            )
     order = sorted(range(len(rows)), key=lambda i: (rows[i].sqnr_db, rows[i].accuracy, i))
     return [rows[i] for i in order]
 
@@ -337,8 +379,10 @@ def greedy(
         drop = reference_accuracy - got.accuracy
         names = [layer.name for layer in search.chosen]
         search.steps.append(Step(names, row.layer.name, got.accuracy, drop, got.sqnr_db))
-        log(f"  step {len(names)}: +{row.layer.name} -> {scorer.metric} {got.accuracy:.4f} (drop {drop:.4f}), "
-            f"sqnr {got.sqnr_db:.2f} dB")
+        log(
+            f"  step {len(names)}: +{row.layer.name} -> {scorer.metric} {got.accuracy:.4f} (drop {drop:.4f}), "
+            f"sqnr {got.sqnr_db:.2f} dB"
+        )
         if drop <= max_drop:
             search.budget_met = True
             break
@@ -361,7 +405,9 @@ def ranked_table(ranked: Sequence[Ranked]) -> list[dict[str, Any]]:
 
 def format_table(rows: Sequence[Mapping[str, Any]], metric: str, limit: int = 20) -> str:
     """The ranked table as text (most sensitive first), for the log and for tests to print."""
-    lines = [f"{'rank':>4}  {'layer':<36} {'op':<14} {'nodes':>5} {metric + ' alone':>22} {'sqnr alone dB':>13}"]
+    lines = [
+        f"{'rank':>4}  {'layer':<36} {'op':<14} {'nodes':>5} {metric + ' alone':>22} {'sqnr alone dB':>13}"
+    ]
     for row in rows[:limit]:
         lines.append(
             f"{row['rank']:>4}  {row['layer'][:36]:<36} {row['op_type']:<14} {row['nodes']:>5} "

@@ -193,21 +193,42 @@ class Quantization(_Strict):
         description="none: float32; fp16: half precision; ptq: post-training quantization with "
         "calibration data; qat: the model already carries QDQ nodes.",
     )
-    weights: IntType = Field(default="int8", description="Weight type for ptq.")
+    weights: IntType = Field(
+        default="int8",
+        description="Weight type for ptq (int16/uint16 too). Signed weights are quantized symmetrically.",
+    )
     activations: IntType | None = Field(
         default=None,
-        description="Activation type for ptq. Default follows the target: uint8 on the host CPU (int8 "
-        "activations ran ~2x slower than fp32 under ONNX Runtime on x86), uint8/uint16 on Qualcomm HTP, "
-        "int8 on RKNN.",
+        description="Activation type for ptq. Default follows the target (its catalog `default_activation`): "
+        "uint8 on the host CPU (int8 activations ran ~2x slower than fp32 under ONNX Runtime on x86, uint8 "
+        "1.2-1.6x faster), uint8 on Qualcomm HTP (uint16 for layers kept with `keep: int16`, as HTP runs "
+        "A16W8 natively), int8 on RKNN (w8a8). A type the target does not support is an error.",
     )
-    per_channel: bool = Field(default=True, description="Per-channel weight scales.")
+    per_channel: bool = Field(
+        default=True,
+        description="Per-channel weight scales. Models below opset 13 are raised to 13 first (per-channel "
+        "DequantizeLinear needs its `axis` attribute; opset 11/12 QDQ models do not load).",
+    )
     symmetric: bool | None = Field(
-        default=None, description="Symmetric activation ranges; default follows the type (signed: symmetric)."
+        default=None,
+        description="Symmetric activation ranges; default follows the activation type (signed: symmetric, "
+        "unsigned: asymmetric).",
     )
-    keep_io_types: bool = Field(default=True, description="fp16: keep float32 model inputs and outputs.")
-    calibration: Calibration | None = Field(default=None, description="Required for ptq.")
+    keep_io_types: bool = Field(
+        default=True,
+        description="fp16: keep float32 model inputs and outputs (Cast nodes at the boundary); false makes "
+        "the model's I/O float16.",
+    )
+    calibration: Calibration | None = Field(
+        default=None,
+        description="Required for ptq. Activation ranges are cached by the digest of the samples used, the "
+        "model and the method, so changing only `sensitive_layers` or `weights` does not recalibrate.",
+    )
     sensitive_layers: SensitiveLayers | None = Field(
-        default=None, description="Layers kept at higher precision."
+        default=None,
+        description="Layers kept at higher precision: fp32/fp16 are excluded from quantization (fp16 is "
+        "converted only on targets that compute fp16, otherwise kept fp32 and reported), int16 uses 16-bit "
+        "activations (same signedness as `activations`) with 8-bit weights.",
     )
 
     @model_validator(mode="after")

@@ -1,0 +1,167 @@
+"""Per-layer sensitivity: layer grouping, one-layer-quantized models, the greedy search and its report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+from quant_helpers import DIGITS_CALIB, digits_model, ptq_config, run_quantize
+
+from backends.onnx import sensitivity
+from backends.onnx.calibration import ChunkReader
+from backends.onnx.sensitivity import Layer, Ranked, Score, greedy, layers, sample_counts, without_layer
+
+
+def _hardswish_model() -> onnx.ModelProto:
+    """conv -> *s +b -> hardswish (x * clip(x + 3, 0, 6) / 6) -> conv2 -> + residual (not fusable)."""
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((4, 4, 3, 3)).astype(np.float32), "w1"),
+        numpy_helper.from_array(rng.standard_normal((4, 4, 1, 1)).astype(np.float32), "w2"),
+        numpy_helper.from_array(np.array([0.9], np.float32), "s"),
+        numpy_helper.from_array(np.array([0.1], np.float32), "b"),
+        numpy_helper.from_array(np.array(3.0, np.float32), "three"),
+        numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+        numpy_helper.from_array(np.array(6.0, np.float32), "six"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Mul", ["s", "c1"], ["m"], name="scale"),
+        helper.make_node("Add", ["m", "b"], ["a"], name="bias"),
+        helper.make_node("Add", ["a", "three"], ["a3"], name="hs_add"),
+        helper.make_node("Clip", ["a3", "zero", "six"], ["cl"], name="hs_clip"),
+        helper.make_node("Mul", ["a", "cl"], ["hm"], name="hs_mul"),
+        helper.make_node("Div", ["hm", "six"], ["h"], name="hs_div"),
+        helper.make_node("Conv", ["h", "w2"], ["c2"], name="conv2"),
+        helper.make_node("Add", ["c2", "x"], ["y"], name="residual"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "hs",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_layers_group_a_compute_node_with_its_fusable_epilogue() -> None:
+    found = layers(_hardswish_model())
+    assert [layer.name for layer in found] == ["conv1", "conv2"]
+    assert found[0].nodes == ("conv1", "scale", "bias", "hs_add", "hs_clip", "hs_mul", "hs_div")
+    assert found[1].nodes == ("conv2",)  # the residual Add joins another branch: not part of the layer
+
+
+def _digits_qdq(tmp_path: Path) -> tuple[Path, Path]:
+    model = digits_model(tmp_path)
+    feeds = [{"image": np.load(p).astype(np.float32)} for p in sorted(DIGITS_CALIB.glob("*.npy"))[:32]]
+    out = tmp_path / "qdq.onnx"
+    quantize_static(
+        str(model),
+        str(out),
+        ChunkReader(feeds),
+        quant_format=QuantFormat.QDQ,
+        per_channel=True,
+        activation_type=QuantType.QUInt8,
+        weight_type=QuantType.QInt8,
+        extra_options={"QDQKeepRemovableActivations": True},
+    )
+    return model, out
+
+
+def _run(model: bytes | str, x: np.ndarray) -> np.ndarray:
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    return np.asarray(session.run(None, {"image": x})[0])
+
+
+def test_without_layer_restores_float_exactly(tmp_path: Path) -> None:
+    model, qdq = _digits_qdq(tmp_path)
+    float_model, qdq_model = onnx.load(str(model)), onnx.load(str(qdq))
+    weights = {t.name: t for t in float_model.graph.initializer}
+    x = np.load(sorted(DIGITS_CALIB.glob("*.npy"))[0]).astype(np.float32)
+    everything = {n.name for n in qdq_model.graph.node}
+    restored = without_layer(qdq_model, everything, weights)
+    assert np.abs(_run(restored, x) - _run(str(model), x)).max() < 1e-4
+    assert np.abs(_run(str(qdq), x) - _run(str(model), x)).max() > 1e-4  # the quantized one differs
+    unchanged = without_layer(qdq_model, set(), weights)
+    assert np.array_equal(_run(unchanged, x), _run(str(qdq), x))
+
+
+def _layer(name: str) -> Layer:
+    return Layer(name, "Conv", (name,))
+
+
+def test_greedy_keeps_the_most_sensitive_until_the_budget_holds(tmp_path: Path) -> None:
+    ranked = [Ranked(_layer(n), 0.9, 10.0) for n in ("a", "b", "c", "d")]
+    accuracy = {0: 0.90, 1: 0.95, 2: 0.992, 3: 0.999}
+
+    class Fake:
+        metric = "fake"
+
+        def __call__(self, path: Path) -> Score:
+            kept = int(path.name)
+            return Score(accuracy[kept], 10.0 + kept)
+
+    def build(chosen: object) -> Path:
+        return tmp_path / str(len(list(chosen)))  # type: ignore[call-overload]
+
+    search = greedy(ranked, build, Fake(), Score(0.90, 10.0), 0.01, 8, log=lambda _m: None)  # type: ignore[arg-type]
+    assert [layer.name for layer in search.chosen] == ["a", "b"] and search.budget_met
+    assert [s.accuracy for s in search.steps] == [0.90, 0.95, 0.992]
+    capped = greedy(ranked, build, Fake(), Score(0.90, 10.0), 0.0, 1, log=lambda _m: None)  # type: ignore[arg-type]
+    assert len(capped.chosen) == 1 and not capped.budget_met
+
+
+def test_sample_counts_follow_input_size() -> None:
+    assert sample_counts(64, 300) == (300, 300)
+    assert sample_counts(3 * 640 * 640, 300) == (4, 16)
+    assert sample_counts(3 * 640 * 640, 10) == (4, 10)
+
+
+def test_auto_on_digits_reports_a_ranked_table_and_steps(tmp_path: Path) -> None:
+    model = digits_model(tmp_path)
+    config = ptq_config(
+        samples=64,
+        activations="int8",
+        sensitive_layers={"keep": "fp32", "auto": {"max_accuracy_drop": 0.0, "max_layers": 2}},
+    )
+    out = run_quantize(config, model, tmp_path / "w")
+    auto = out.report["auto"]
+    print(sensitivity.format_table(auto["table"], auto["metric"]))
+    assert auto["metric"] == "top1_agreement"
+    assert [row["rank"] for row in auto["table"]] == [1, 2, 3, 4]
+    assert {row["layer"] for row in auto["table"]} == {
+        "/conv1/Conv",
+        "/conv2/Conv",
+        "/fc1/Gemm",
+        "/head/Gemm",
+    }
+    sqnr = [row["alone_sqnr_db"] for row in auto["table"]]
+    assert sqnr == sorted(sqnr)  # most sensitive (noisiest alone) first
+    assert auto["samples"] == {"rank": 64, "search": 64}
+    assert auto["steps"][0]["added"] is None
+    assert len(auto["chosen"]) <= 2 and auto["final"]["accuracy"] >= auto["steps"][0]["accuracy"] - 1e-9
+    kept_rules = {k["rule"] for k in out.report["kept"]}
+    assert all(rule.startswith("auto: layer ") for rule in kept_rules)
+    assert "rank" in (tmp_path / "w" / "quantize.log").read_text()
+
+
+def test_scorer_uses_map_iou_for_single_channel_maps(tmp_path: Path) -> None:
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 4, 4])]
+    graph = helper.make_graph([helper.make_node("Sigmoid", ["x"], ["y"])], "map", inputs, outputs)
+    path = tmp_path / "map.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    from backends.onnx.data import Sample
+
+    samples = [
+        Sample(str(i), {"x": np.random.default_rng(i).standard_normal((1, 1, 4, 4)).astype(np.float32)})
+        for i in range(3)
+    ]
+    scorer = sensitivity.Scorer(path, samples)
+    assert scorer.metric == "map_iou@0.5"
+    assert scorer(path).accuracy == 1.0
