@@ -29,13 +29,16 @@ def read(path: Path) -> dict[str, Any] | None:
 
 
 def write(path: Path, data: dict[str, Any]) -> bool:
-    """Atomically replace the lock file; returns False (and writes nothing) when content is unchanged."""
-    text = dumps(data)
-    try:
-        if path.read_text() == text:
-            return False
-    except OSError:
-        pass
+    """Atomically replace the lock file; returns False (and writes nothing) when content is unchanged.
+
+    The comparison parses the old file rather than formatting the new one: indented JSON is produced
+    by the slow pure-Python encoder, and a no-op apply over many specs should not pay for it.
+    """
+    normalized = json.loads(json.dumps(data))
+    old = read(path)
+    if old is not None and old == normalized:
+        return False
+    text = dumps(normalized)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as fh:
