@@ -3,18 +3,23 @@ ATC bundle."""
 
 from __future__ import annotations
 
-import json
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from backends import bundles, metadata
+from backends import metadata
 from backends.base import StageOutput, StageRequest
 from backends.cann import ADAPTER_VERSION, SDK
 from backends.catalog import Target
 from backends.errors import TerminalError
-from backends.sdk import PREPROCESS_KEY, SENSITIVE_KEY, RecordingQuantize, run_tools, script
+from backends.sdk import (
+    PREPROCESS_KEY,
+    SENSITIVE_KEY,
+    BundleCompile,
+    RecordingQuantize,
+    json_bytes,
+    script,
+)
 
 AIPP_KEY = "npuctl.cann.aipp"
 
@@ -194,8 +199,8 @@ def bundle_members(
     members: dict[str, bytes | Path] = {
         "model.onnx": model_path,
         "build.sh": script([argv], SDK, f"CANN ATC .om for {target.id} ({soc})").encode(),
-        "fusion_switch.cfg": _json(fusion_switch(fusion)),
-        "manifest.json": _json(manifest),
+        "fusion_switch.cfg": json_bytes(fusion_switch(fusion)),
+        "manifest.json": json_bytes(manifest),
     }
     if aipp.get("supported"):
         members["aipp.cfg"] = str(aipp["config"]).encode()
@@ -204,44 +209,14 @@ def bundle_members(
     return members, manifest
 
 
-def _json(data: Any) -> bytes:
-    return (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
-
-
-class CannCompile:
-    stage = "compile"
+class CannCompile(BundleCompile):
+    sdk = SDK
+    bundle_name = "cann-bundle.tar"
+    artifact = "om"
     version = ADAPTER_VERSION
 
-    def fingerprint(self) -> dict[str, str]:
-        return {"cann_toolkit": SDK.version(), "adapter": ADAPTER_VERSION}
+    def members(self, model: Path, request: StageRequest) -> tuple[dict[str, bytes | Path], dict[str, Any]]:
+        return bundle_members(model, request.target, request.config)
 
-    def run(self, request: StageRequest) -> StageOutput:
-        source = request.inputs.get("model")
-        if source is None:
-            raise TerminalError("compile: no model input")
-        members, manifest = bundle_members(Path(source), request.target, request.config)
-        bundle = bundles.write(
-            request.workdir / "cann-bundle.tar", members, executable=frozenset({"build.sh"})
-        )
-        artifacts = {"bundle": bundle}
-        missing = SDK.missing()
-        report: dict[str, Any] = {
-            "bundle": bundles.names(bundle),
-            "commands": manifest["commands"],
-            "tool_ran": not missing,
-        }
-        request.log.parent.mkdir(parents=True, exist_ok=True)
-        request.log.write_text(bundles.read(bundle, "build.sh").decode())
-        if missing:
-            report["toolchain"] = SDK.not_installed()
-            note = f"bundle only: {SDK.not_installed()}"
-        else:
-            with tempfile.TemporaryDirectory(prefix="npuctl-cann-") as tmp:
-                work = bundles.extract(bundle, Path(tmp))
-                (work / "out").mkdir(exist_ok=True)
-                run_tools(manifest["commands"], SDK, work, request.log)
-                om = request.workdir / "model.om"
-                om.write_bytes((work / manifest["om"]).read_bytes())
-            artifacts["om"] = om
-            note = f"CANN .om for {request.target.id} ({om.stat().st_size} bytes)"
-        return StageOutput(artifacts=artifacts, report=report, note=note)
+    def output(self, manifest: Mapping[str, Any]) -> tuple[str, str, str]:
+        return manifest["om"], "model.om", "CANN .om"

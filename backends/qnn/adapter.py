@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import json
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from backends import bundles, metadata
-from backends.base import StageOutput, StageRequest
+from backends import metadata
+from backends.base import StageRequest
 from backends.catalog import Target
 from backends.errors import TerminalError
 from backends.qnn import ADAPTER_VERSION, SDK
 from backends.sdk import (
     PREPROCESS_KEY,
     SENSITIVE_KEY,
+    BundleCompile,
     RecordingPreprocess,
     RecordingQuantize,
-    run_tools,
+    json_bytes,
     script,
 )
 
@@ -194,53 +193,23 @@ def bundle_members(
     members: dict[str, bytes | Path] = {
         "model.onnx": model_path,
         "build.sh": script(argvs, SDK, f"QNN HTP context binary for {target.id}").encode(),
-        "htp_config.json": _json(htp_config(target, compile_cfg)),
-        "htp_backend_extensions.json": _json(extensions_config()),
-        "manifest.json": _json(manifest),
+        "htp_config.json": json_bytes(htp_config(target, compile_cfg)),
+        "htp_backend_extensions.json": json_bytes(extensions_config()),
+        "manifest.json": json_bytes(manifest),
     }
     if overrides is not None:
-        members["quantization_overrides.json"] = _json(overrides)
+        members["quantization_overrides.json"] = json_bytes(overrides)
     return members, manifest
 
 
-def _json(data: Any) -> bytes:
-    return (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
-
-
-class QnnCompile:
-    stage = "compile"
+class QnnCompile(BundleCompile):
+    sdk = SDK
+    bundle_name = "qnn-bundle.tar"
+    artifact = "context"
     version = ADAPTER_VERSION
 
-    def fingerprint(self) -> dict[str, str]:
-        return {"qnn_sdk": SDK.version(), "adapter": ADAPTER_VERSION}
+    def members(self, model: Path, request: StageRequest) -> tuple[dict[str, bytes | Path], dict[str, Any]]:
+        return bundle_members(model, request.target, request.config)
 
-    def run(self, request: StageRequest) -> StageOutput:
-        source = request.inputs.get("model")
-        if source is None:
-            raise TerminalError("compile: no model input")
-        members, manifest = bundle_members(Path(source), request.target, request.config)
-        bundle = bundles.write(
-            request.workdir / "qnn-bundle.tar", members, executable=frozenset({"build.sh"})
-        )
-        artifacts = {"bundle": bundle}
-        missing = SDK.missing()
-        report: dict[str, Any] = {
-            "bundle": bundles.names(bundle),
-            "commands": manifest["commands"],
-            "tool_ran": not missing,
-        }
-        request.log.parent.mkdir(parents=True, exist_ok=True)
-        request.log.write_text(bundles.read(bundle, "build.sh").decode())
-        if missing:
-            report["toolchain"] = SDK.not_installed()
-            note = f"bundle only: {SDK.not_installed()}"
-        else:
-            with tempfile.TemporaryDirectory(prefix="npuctl-qnn-") as tmp:
-                work = bundles.extract(bundle, Path(tmp))
-                (work / "out").mkdir(exist_ok=True)
-                run_tools(manifest["commands"], SDK, work, request.log)
-                context = request.workdir / f"{manifest['graph']}.bin"
-                context.write_bytes((work / manifest["context_binary"]).read_bytes())
-            artifacts["context"] = context
-            note = f"QNN context binary for {request.target.id} ({context.stat().st_size} bytes)"
-        return StageOutput(artifacts=artifacts, report=report, note=note)
+    def output(self, manifest: Mapping[str, Any]) -> tuple[str, str, str]:
+        return manifest["context_binary"], f"{manifest['graph']}.bin", "QNN context binary"
