@@ -10,12 +10,14 @@ TensorQuantOverrides. `auto` adds layers chosen by measured sensitivity (backend
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -71,6 +73,27 @@ class _Log:
             fh.write(message.rstrip("\n") + "\n")
 
 
+class _LogHandler(logging.Handler):
+    def __init__(self, log: Logger) -> None:
+        super().__init__(logging.INFO)
+        self._log = log
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._log(f"onnxruntime: {record.getMessage()}")
+
+
+@contextlib.contextmanager
+def _ort_logging(log: Logger) -> Iterator[None]:
+    """ONNX Runtime's quantizer warns through the root logger; those lines belong in the stage log."""
+    root = logging.getLogger()
+    handler = _LogHandler(log)
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+
+
 class QuantizePass:
     """Stage "quantize"."""
 
@@ -88,15 +111,16 @@ class QuantizePass:
         if source is None:
             raise TerminalError("quantize: no model given")
         out = Path(request.workdir) / "model.onnx"
-        if policy.mode == "ptq":
-            report = quantize_ptq(request, policy, out, log)
-        elif policy.mode == "fp16":
-            report = convert_fp16(Path(source), out, policy, request.target, log)
-        elif policy.mode == "qat":
-            report = validate_qat(Path(source), out, request.target, log)
-        else:
-            shutil.copyfile(source, out)
-            report = {"mode": "none"}
+        with _ort_logging(log):
+            if policy.mode == "ptq":
+                report = quantize_ptq(request, policy, out, log)
+            elif policy.mode == "fp16":
+                report = convert_fp16(Path(source), out, policy, request.target, log)
+            elif policy.mode == "qat":
+                report = validate_qat(Path(source), out, request.target, log)
+            else:
+                shutil.copyfile(source, out)
+                report = {"mode": "none"}
         report["size_bytes"] = out.stat().st_size
         float_source = request.inputs.get("float_model", source)
         report["float_size_bytes"] = Path(float_source).stat().st_size
@@ -154,15 +178,7 @@ def prepare(source: Path, scratch: Path, log: Logger) -> tuple[Path, dict[str, A
     raised = scratch / "raised.onnx"
     save_deterministic(model, raised)
     prepared = scratch / "prepared.onnx"
-    try:
-        from onnxruntime.quantization.shape_inference import quant_pre_process
-
-        quant_pre_process(str(raised), str(prepared))
-        report["quant_pre_process"] = "applied"
-    except Exception as exc:  # noqa: BLE001 - ORT's optimizer raises plain exceptions
-        log(f"quant_pre_process failed ({_one_line(exc)}); quantizing the model as given")
-        report["quant_pre_process"] = f"skipped: {_one_line(exc)}"
-        shutil.copyfile(raised, prepared)
+    report["quant_pre_process"] = _pre_process(raised, prepared, log)
     model = onnx.load(str(prepared))
     renamed = _name_nodes(model)
     if renamed:
@@ -170,6 +186,23 @@ def prepare(source: Path, scratch: Path, log: Logger) -> tuple[Path, dict[str, A
     save_deterministic(model, prepared)
     report["nodes"] = len(model.graph.node)
     return prepared, report
+
+
+def _pre_process(raised: Path, prepared: Path, log: Logger) -> str:
+    """ONNX Runtime's quant_pre_process; its symbolic shape inference fails on some exported graphs
+    (PP-OCR cls: an AssertionError), so it is retried with ONNX shape inference alone before giving up."""
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    failures = []
+    for label, skip_symbolic in (("applied", False), ("applied without symbolic shape inference", True)):
+        try:
+            quant_pre_process(str(raised), str(prepared), skip_symbolic_shape=skip_symbolic)
+            return label
+        except Exception as exc:  # noqa: BLE001 - ORT's optimizer and shape inference raise plain exceptions
+            failures.append(_one_line(exc))
+            log(f"quant_pre_process ({label}) failed: {_one_line(exc)}")
+    shutil.copyfile(raised, prepared)
+    return f"skipped: {'; '.join(failures)}"
 
 
 def op_types_to_quantize() -> list[str]:
@@ -274,7 +307,7 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
 
         model = onnx.load(str(prepared))
         rules = policy.sensitive
-        explicit = match_rules(model, rules) if rules is not None and rules.explicit else {}
+        explicit = _match(model, source, rules) if rules is not None and rules.explicit else {}
         files = data.select_files(
             Path(folder), policy.samples, policy.seed, role="quantization.calibration.data"
         )
@@ -299,7 +332,7 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
         chosen: list[sensitivity.Layer] = []
         if rules is not None and rules.auto is not None:
             auto_report, chosen = run_auto(
-                model, prepared, reference, files, explicit, build, rules.auto, scratch, log
+                model, prepared, reference, files, explicit, build, rules.auto, keep, scratch, log
             )
             report["auto"] = auto_report
         for layer in chosen:
@@ -323,6 +356,25 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
     return report
 
 
+def _match(model: onnx.ModelProto, source: Path, rules: Any) -> dict[str, str]:
+    """Rules match the prepared model; a rule that matched only nodes pre-processing folded away says so."""
+    import onnx
+
+    try:
+        return match_rules(model, rules)
+    except TerminalError as exc:
+        original = onnx.load(str(source))
+        _name_nodes(original)
+        try:
+            match_rules(original, rules)
+        except TerminalError:
+            raise exc from None
+        raise TerminalError(
+            f"{exc} after ONNX Runtime's quant_pre_process (it folds BatchNormalization and constants "
+            "into neighbouring nodes); name the remaining nodes instead"
+        ) from None
+
+
 def run_auto(
     model: onnx.ModelProto,
     prepared: Path,
@@ -331,6 +383,7 @@ def run_auto(
     explicit: Mapping[str, str],
     build: Callable[..., Path],
     budget: Any,
+    keep: str,
     scratch: Path,
     log: Logger,
 ) -> tuple[dict[str, Any], list[sensitivity.Layer]]:
@@ -364,6 +417,8 @@ def run_auto(
         log=log,
     )
     report = {
+        "keep": keep,
+        "ranking": "each layer quantized alone (all other nodes float), ranked by output SQNR, lowest first",
         "metric": search_scorer.metric,
         "samples": {"rank": len(rank_scorer.samples), "search": len(samples)},
         "budget": {"max_accuracy_drop": budget.max_accuracy_drop, "max_layers": budget.max_layers},

@@ -230,3 +230,22 @@ def test_fp16_keep_on_the_host_cpu_stays_fp32_and_says_so(tmp_path: Path) -> Non
     )
     assert any("kept nodes stay fp32" in n for n in out.report["notes"])
     assert out.report["kept_summary"] == {"fp16": 1}
+
+
+def test_a_rule_naming_a_node_folded_by_pre_processing_says_so(tmp_path: Path) -> None:
+    model = digits_model(tmp_path)
+    assert any(n.op_type == "BatchNormalization" for n in onnx.load(str(model)).graph.node)
+    with pytest.raises(TerminalError, match="quant_pre_process"):
+        run_quantize(ptq_config(sensitive_layers={"op_types": ["BatchNormalization"]}), model, tmp_path / "w")
+
+
+def test_fp16_keep_on_an_npu_target_converts_the_kept_nodes(tmp_path: Path) -> None:
+    model = digits_model(tmp_path)
+    config = ptq_config(samples=32, sensitive_layers={"keep": "fp16", "op_types": ["Gemm"]})
+    out = run_quantize(config, model, tmp_path / "w", target_id="qualcomm-htp-v75")
+    assert any("converted to fp16" in n for n in out.report["notes"]), out.report["notes"]
+    graph = onnx.load(str(out.artifacts["model"])).graph
+    assert any(t.data_type == TensorProto.FLOAT16 for t in graph.initializer)
+    assert graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT
+    xs, labels = eval_set()
+    assert top1(model, xs, labels) - top1(out.artifacts["model"], xs, labels) <= 0.01

@@ -22,7 +22,7 @@ from quant_helpers import ROOT, run_quantize
 from backends.onnx import sensitivity
 from backends.onnx.importer import import_model
 
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.append(str(ROOT / "bench"))
 import text_images
 
 MAX_LAYERS = 16
