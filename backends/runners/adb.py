@@ -14,7 +14,6 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from typing import Any
 
 from backends.errors import TerminalError, TransientError
 from backends.runners import REQUEST_FILE, bench_files, parse_result
+from backends.runners._process import call as bounded_call
 
 SETUP_TIMEOUT_S = 120.0
 _DEVICE_GONE = ("device offline", "no devices", "device not found", "device unauthorized", "closed")
@@ -84,18 +84,8 @@ class AdbRunner:
             raise TerminalError(
                 f"adb not installed: install Android platform-tools (adb) to use {self.describe()}"
             )
-        proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-        )
-        try:
-            stdout, stderr = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                proc.kill()
-            proc.communicate()
-            raise TransientError(f"{what} on {self.describe()} timed out after {timeout_s:g} s") from None
+        finished = bounded_call(argv, timeout_s, f"{what} on {self.describe()}")
+        proc, stdout, stderr = finished, finished.stdout, finished.stderr
         if log is not None and stderr:
             with log.open("a") as fh:
                 fh.write(stderr)

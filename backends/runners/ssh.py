@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import signal
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from typing import Any
 
 from backends.errors import TerminalError, TransientError
 from backends.runners import REQUEST_FILE, bench_files, parse_result
+from backends.runners._process import call as bounded_call
 
 CONNECTION_FAILED = 255
 SETUP_TIMEOUT_S = 60.0
@@ -115,18 +115,8 @@ class SshRunner:
     def _call(
         self, argv: list[str], timeout_s: float, what: str, log: Path | None
     ) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-        )
-        try:
-            stdout, stderr = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                proc.kill()
-            proc.communicate()
-            raise TransientError(f"{what} on {self.describe()} timed out after {timeout_s:g} s") from None
+        finished = bounded_call(argv, timeout_s, f"{what} on {self.describe()}")
+        proc, stdout, stderr = finished, finished.stdout, finished.stderr
         _append(log, stderr)
         done = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
         if proc.returncode == CONNECTION_FAILED:
