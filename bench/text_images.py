@@ -162,7 +162,7 @@ def text_boxes(prob: np.ndarray, threshold: float = 0.3, box_threshold: float = 
     prob = prob.reshape(prob.shape[-2:])
     mask = cv2.dilate((prob > threshold).astype(np.uint8), np.ones((2, 2), np.uint8))
     count, labels, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=8)
-    boxes = []
+    boxes: list[tuple[int, ...]] = []
     for i in range(1, count):
         x, y, w, h, _area = (int(v) for v in stats[i])
         if min(w, h) < 3:

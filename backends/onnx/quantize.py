@@ -344,7 +344,7 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
                 built, [n for n, (p, _) in kept.items() if p == "fp16"], request.target
             )
             notes.append(fp16_note)
-        shutil.copyfile(built, out)
+        report["renamed_qdq_names"] = _save_compact(built, model, out)
         if "auto" in report:
             final = _final_score(out, reference, files, log)
             report["auto"]["final"] = final
@@ -354,6 +354,18 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
     if notes:
         report["notes"] = notes
     return report
+
+
+def _save_compact(built: Path, prepared: onnx.ModelProto, out: Path) -> int:
+    """Writes the built model to `out` with the quantizer's own names shortened (qdq_names)."""
+    import onnx
+
+    from backends.onnx import qdq_names
+
+    model = onnx.load(str(built))
+    renamed = qdq_names.compact(model, qdq_names.source_names(prepared))
+    save_deterministic(model, out)
+    return renamed
 
 
 def _match(model: onnx.ModelProto, source: Path, rules: Any) -> dict[str, str]:

@@ -16,6 +16,8 @@ from backends.catalog import target
 from backends.errors import TerminalError
 from backends.onnx.quant_policy import resolve
 
+_QDQ = ("QuantizeLinear", "DequantizeLinear")
+
 
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
@@ -125,11 +127,8 @@ def test_int16_keep_uses_16_bit_activations_and_runs(tmp_path: Path) -> None:
     config = ptq_config(samples=64, sensitive_layers={"keep": "int16", "op_types": ["Conv"]})
     out = run_quantize(config, model, tmp_path / "w")
     graph = onnx.load(str(out.artifacts["model"])).graph
-    zero_point_types = {
-        t.data_type
-        for t in graph.initializer
-        if t.name.endswith("zero_point") and t.data_type != TensorProto.INT32
-    }
+    zero_points = {n.input[2] for n in graph.node if n.op_type in _QDQ and len(n.input) > 2}
+    zero_point_types = {t.data_type for t in graph.initializer if t.name in zero_points}
     assert TensorProto.UINT16 in zero_point_types and TensorProto.UINT8 in zero_point_types
     assert out.report["kept_summary"] == {"int16": 2}
     xs, labels = eval_set()
