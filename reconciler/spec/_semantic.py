@@ -127,7 +127,23 @@ def _preprocess_errors(spec: LoadedSpec, graph: ModelSummary) -> list[SpecError]
     if len(info.dims) != 4:
         message = f"preprocessing takes an image input of rank 4; {name!r} has rank {len(info.dims)}"
         return [spec.error(where, message, key=pre.input is None)]
-    return []
+    return _resize_errors(spec)
+
+
+def _resize_errors(spec: LoadedSpec) -> list[SpecError]:
+    """ptq calibrates on fixed shapes: a resize whose source size is open leaves the raw input dynamic."""
+    pre = spec.deployment.spec.preprocess
+    resize = pre.resize if pre is not None else None
+    if resize is None or spec.deployment.spec.quantization.mode != "ptq":
+        return []
+    missing = [f for f in ("source_height", "source_width") if getattr(resize, f) is None]
+    if not missing:
+        return []
+    message = (
+        f"{' and '.join(missing)} needed: quantization.mode ptq calibrates on fixed shapes, so the raw "
+        "frame's size must be fixed"
+    )
+    return [spec.error("preprocess.resize", message)]
 
 
 def _rule_errors(spec: LoadedSpec, graph: ModelSummary) -> list[SpecError]:

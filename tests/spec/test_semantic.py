@@ -186,3 +186,15 @@ def test_not_onnx_is_one_clear_line(repo: Repo, content: bytes, message: str) ->
     with pytest.raises(ModelError) as caught:
         model_summary(bad.resolve(), repo.root)
     assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_resize_without_source_size_under_ptq_is_caught_before_any_build(repo: Repo) -> None:
+    resize = "  preprocess:\n    resize: {height: 224, width: 224, source_height: 480}\n"
+    (report,) = check([repo.write("specs/a.yaml", GOOD + resize)], repo.root)
+    assert [str(e) for e in report.errors] == [
+        "specs/a.yaml:26:13: spec.preprocess.resize: source_width needed: quantization.mode ptq calibrates "
+        "on fixed shapes, so the raw frame's size must be fixed"
+    ]
+    fixed = "  preprocess:\n    resize: {height: 224, width: 224, source_height: 480, source_width: 640}\n"
+    (report,) = check([repo.write("specs/a.yaml", GOOD + fixed)], repo.root)
+    assert report.valid, [str(e) for e in report.errors]
