@@ -37,6 +37,7 @@ def test_ptq_digits_top1_drop_within_half_a_point(tmp_path: Path) -> None:
     report = out.report
     assert report["mode"] == "ptq"
     assert report["calibration"]["samples_used"] == 300
+    assert report["prepare"]["quant_pre_process"] == "applied"  # with symbolic shape inference (sympy)
     assert report["policy"]["activations"] == "uint8"
     assert report["policy"]["activations_from"] == "target cpu default"
     assert report["qdq_nodes"]["QuantizeLinear"] > 0
