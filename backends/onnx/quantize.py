@@ -98,7 +98,7 @@ class QuantizePass:
     """Stage "quantize"."""
 
     stage = "quantize"
-    version = "1"
+    version = "2"  # 2: the quantizer's Q/DQ names are shortened (qdq_names)
 
     def fingerprint(self) -> dict[str, str]:
         return {name: _dist_version(name) for name in ("onnx", "onnxruntime", "numpy")}
