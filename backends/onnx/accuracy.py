@@ -2,9 +2,11 @@
 all score a model the same way.
 
 With labels it is task accuracy (top-1 or top-5 of the first output). Without labels it is fidelity
-to the float model: top-1 agreement, which catches what cosine similarity hides (a detector whose
-class scores round to 0/1 keeps cosine 0.9993 at 39 % class agreement), plus mean cosine similarity
-and SQNR for the report.
+to the float model, measured the way the first output is read (`fidelity_measure`): top-1 agreement
+for class scores, which catches what cosine similarity hides (a detector whose class scores round
+to 0/1 keeps cosine 0.9993 at 39 % class agreement); the IoU of the binarized maps for a dense
+single-channel map (a text or segmentation probability map, where an argmax over a spatial axis
+means nothing); cosine similarity for anything else. Mean cosine and SQNR are always reported.
 """
 
 from __future__ import annotations
@@ -199,13 +201,15 @@ def fidelity(
 @dataclass(frozen=True)
 class AccuracyResult:
     """What an SLO on accuracy is judged on: `accuracy` of the model and `reference` of the float model,
-    in the same metric (task accuracy with labels; top-1 agreement, reference 1.0, without)."""
+    in the same metric (task accuracy with labels; without, fidelity in `measure`, reference 1.0)."""
 
     metric: Metric
     accuracy: float
     reference: float
     samples: int
     fidelity: Fidelity
+    measure: str = ""
+    """What was measured: the task metric, or the fidelity measure (see `fidelity_measure`)."""
 
     @property
     def drop(self) -> float:
@@ -214,6 +218,7 @@ class AccuracyResult:
     def as_dict(self) -> dict[str, Any]:
         return {
             "metric": self.metric,
+            "measure": self.measure or self.metric,
             "accuracy": self.accuracy,
             "reference": self.reference,
             "drop": self.drop,
@@ -237,17 +242,56 @@ def score(
     metric: Metric = "top1",
 ) -> AccuracyResult:
     """The accuracy decision in one place: labels and a task metric give task accuracy of both models;
-    otherwise top-1 agreement with the reference (whose own score is 1.0 by definition)."""
+    otherwise fidelity to the reference in `fidelity_measure(reference)` (the reference scores 1.0)."""
     fid = fidelity(reference.values, outputs.values, outputs.names)
     if labels is not None and metric != "fidelity":
         acc = task_accuracy([s[0] for s in outputs.values], labels, metric)
         ref = task_accuracy([s[0] for s in reference.values], labels, metric)
-        return AccuracyResult(metric, acc, ref, len(outputs.values), fid)
-    if fid.top1_agreement is None:
-        raise TerminalError(
-            "no output has a class axis to compare top-1 on (last axis of size 1); cosine and SQNR are in the report"
-        )
-    return AccuracyResult("fidelity", fid.top1_agreement, 1.0, len(outputs.values), fid)
+        return AccuracyResult(metric, acc, ref, len(outputs.values), fid, metric)
+    measure = fidelity_measure(reference)
+    if measure.startswith("map_iou@"):
+        threshold = float(measure.split("@", 1)[1])
+        iou = binary_map_iou([s[0] for s in reference.values], [s[0] for s in outputs.values], threshold)
+        value = iou if iou is not None else 0.0
+    elif measure == "top1_agreement" and fid.top1_agreement is not None:
+        value = fid.top1_agreement
+    else:
+        value = fid.cosine
+    return AccuracyResult("fidelity", value, 1.0, len(outputs.values), fid, measure)
+
+
+def fidelity_measure(reference: ModelOutputs) -> str:
+    """How fidelity is measured for these reference outputs (by their first output): `map_iou@T` for a
+    dense single-channel map, binarized at T (0.5 for probabilities in [0, 1], else 0: logits);
+    `top1_agreement` when the output has a class axis; otherwise `cosine`."""
+    first = [s[0] for s in reference.values]
+    threshold = _map_threshold(first)
+    if binary_map_iou(first, first, threshold) is not None:
+        return f"map_iou@{threshold:g}"
+    if fidelity(reference.values, reference.values, reference.names).top1_agreement is not None:
+        return "top1_agreement"
+    return "cosine"
+
+
+MEASURE_TEXT = {"top1_agreement": "top-1 agreement", "cosine": "cosine similarity"}
+
+
+def describe_measure(measure: str) -> str:
+    """Words for a report: `map_iou@0.5` -> "IoU of the maps binarized at 0.5"."""
+    if measure.startswith("map_iou@"):
+        return f"IoU of the maps binarized at {measure.split('@', 1)[1]}"
+    return MEASURE_TEXT.get(measure, measure)
+
+
+def _map_threshold(first: Sequence[Any]) -> float:
+    import numpy as np
+
+    values = [np.asarray(v) for v in first]
+    if not values or any(v.size == 0 for v in values):
+        return 0.5
+    lo = min(float(v.min()) for v in values)
+    hi = max(float(v.max()) for v in values)
+    return 0.5 if lo >= 0.0 and hi <= 1.0 else 0.0
 
 
 _ORT_TYPES = {

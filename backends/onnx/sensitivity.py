@@ -122,53 +122,22 @@ class Score:
 
 
 class Scorer:
-    """Scores models against the float reference on fixed samples, with the one accuracy implementation
-    (backends.onnx.accuracy): top-1 agreement for class outputs; for single-channel dense maps (a text or
-    segmentation probability map, [N, 1, H, W]) the IoU of the binarized maps, since an argmax over a
-    spatial axis means nothing there."""
+    """Scores models against the float reference on fixed samples with the one accuracy implementation
+    (backends.onnx.accuracy.score): the same measure evaluate and the SLOs use."""
 
     def __init__(self, reference_model: Path, samples: Sequence[Sample], threads: int = 1) -> None:
         self.samples = list(samples)
         self.threads = threads
         self.reference = accuracy.run_model(reference_model, self.samples, threads)
-        self.metric = _metric_name(self.reference)
+        self.metric = accuracy.fidelity_measure(self.reference)
 
     def __call__(self, model: Path) -> Score:
         outputs = accuracy.run_model(model, self.samples, self.threads)
         return self.score(outputs)
 
     def score(self, outputs: accuracy.ModelOutputs) -> Score:
-        fid = accuracy.fidelity(self.reference.values, outputs.values, outputs.names)
-        if self.metric.startswith("map_iou"):
-            value = accuracy.binary_map_iou(
-                [s[0] for s in self.reference.values],
-                [s[0] for s in outputs.values],
-                _threshold(self.reference),
-            )
-            assert value is not None
-            return Score(value, fid.sqnr_db)
-        if self.metric == "cosine":
-            return Score(fid.cosine, fid.sqnr_db)
-        return Score(accuracy.score(outputs, self.reference).accuracy, fid.sqnr_db)
-
-
-def _metric_name(reference: accuracy.ModelOutputs) -> str:
-    first = [s[0] for s in reference.values]
-    if accuracy.binary_map_iou(first, first, _threshold(reference)) is not None:
-        return f"map_iou@{_threshold(reference):g}"
-    if accuracy.fidelity(reference.values, reference.values, reference.names).top1_agreement is None:
-        return "cosine"
-    return "top1_agreement"
-
-
-def _threshold(reference: accuracy.ModelOutputs) -> float:
-    """0.5 for probability maps (values in [0, 1]), 0 for logits."""
-    import numpy as np
-
-    values = [np.asarray(s[0]) for s in reference.values]
-    lo = min(float(v.min()) for v in values)
-    hi = max(float(v.max()) for v in values)
-    return 0.5 if lo >= 0.0 and hi <= 1.0 else 0.0
+        result = accuracy.score(outputs, self.reference)
+        return Score(result.accuracy, result.fidelity.sqnr_db)
 
 
 def without_layer(

@@ -16,7 +16,7 @@ from typing import Any
 
 from backends.base import StageOutput, StageRequest
 from backends.errors import TerminalError
-from backends.onnx.accuracy import AccuracyResult, ModelOutputs, run_model, score
+from backends.onnx.accuracy import AccuracyResult, ModelOutputs, describe_measure, run_model, score
 from backends.onnx.data import (
     InputSpec,
     Sample,
@@ -37,7 +37,7 @@ _LATENCY_KEYS = ("p50", "p90", "p95", "p99", "mean")
 
 class EvaluatePass:
     stage = "evaluate"
-    version = "1"
+    version = "2"  # 2: fidelity of a dense map is the IoU of the binarized maps
 
     def fingerprint(self) -> dict[str, str]:
         return fingerprint()
@@ -196,9 +196,8 @@ def _accuracy_detail(accuracy: AccuracyResult, data_source: str) -> str:
     fid = accuracy.fidelity
     quality = f"cosine {fid.cosine:.6f}, SQNR {fid.sqnr_db:.1f} dB"
     if accuracy.metric == "fidelity":
-        return (
-            f"top-1 agreement with the float model on {accuracy.samples} samples of {data_source}; {quality}"
-        )
+        measure = describe_measure(accuracy.measure)
+        return f"{measure} with the float model on {accuracy.samples} samples of {data_source}; {quality}"
     return f"{accuracy.metric} against labels on {accuracy.samples} samples of {data_source}; {quality}"
 
 

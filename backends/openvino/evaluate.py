@@ -18,7 +18,7 @@ from backends.base import StageOutput, StageRequest
 from backends.errors import TerminalError
 from backends.openvino import fingerprint
 
-VERSION = "2"
+VERSION = "3"  # 3: fidelity of a dense map is the IoU of the binarized maps
 
 
 def _settings(request: StageRequest) -> tuple[Path, Path, dict[str, Any]]:

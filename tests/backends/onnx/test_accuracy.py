@@ -14,7 +14,9 @@ from backends.onnx.accuracy import (
     SQNR_CAP_DB,
     ModelOutputs,
     compare_models,
+    describe_measure,
     fidelity,
+    fidelity_measure,
     run_model,
     score,
     sqnr_db,
@@ -100,7 +102,33 @@ def test_score_picks_task_accuracy_with_labels_and_fidelity_without() -> None:
     unlabelled = score(out, ref)
     assert (unlabelled.metric, unlabelled.accuracy, unlabelled.reference) == ("fidelity", 0.5, 1.0)
     assert score(out, ref, labels=[1, 0], metric="fidelity").metric == "fidelity"
-    assert set(unlabelled.as_dict()) == {"metric", "accuracy", "reference", "drop", "samples", "fidelity"}
+    assert unlabelled.measure == "top1_agreement" and labelled.measure == "top1"
+    keys = {"metric", "measure", "accuracy", "reference", "drop", "samples", "fidelity"}
+    assert set(unlabelled.as_dict()) == keys
+
+
+def test_fidelity_of_a_dense_map_is_the_iou_of_the_binarized_maps() -> None:
+    """A text map [1, 1, H, W]: top-1 agreement over the width axis would be meaningless."""
+    ref_map = np.zeros((1, 1, 8, 8), np.float32)
+    ref_map[0, 0, 2:6, 2:6] = 0.9  # 16 text pixels
+    out_map = ref_map.copy()
+    out_map[0, 0, 2:4, 2:6] = 0.4  # half of them fall under 0.5
+    ref, out = ModelOutputs(["maps"], [[ref_map]]), ModelOutputs(["maps"], [[out_map]])
+    result = score(out, ref)
+    assert result.measure == "map_iou@0.5"
+    assert result.accuracy == pytest.approx(0.5)
+    assert describe_measure(result.measure) == "IoU of the maps binarized at 0.5"
+    logits = ModelOutputs(["maps"], [[ref_map * 10 - 5]])
+    assert fidelity_measure(logits) == "map_iou@0"
+
+
+def test_fidelity_without_a_class_axis_or_map_is_cosine() -> None:
+    """One value per sample (a regression head): no class axis, no map."""
+    ref = ModelOutputs(["v"], [[np.array([[1.0]])], [np.array([[2.0]])]])
+    out = ModelOutputs(["v"], [[np.array([[1.0]])], [np.array([[-2.0]])]])  # sign flipped on sample 1
+    result = score(out, ref)
+    assert result.measure == "cosine"
+    assert result.accuracy == pytest.approx(0.0) == pytest.approx(result.fidelity.cosine)
 
 
 def _linear_model(path: Path, scale: float) -> Path:
