@@ -138,13 +138,28 @@ def _note(report: Mapping[str, Any]) -> str:
         kept_text = ", ".join(f"{v} {k}" for k, v in sorted(kept.items())) or "none kept"
         return (
             f"ptq w{pol['weights']}/a{pol['activations']}, {report['calibration']['samples_used']} samples "
-            f"({cache}), {kept_text}"
+            f"({cache}), {kept_text}{_auto_note(report.get('auto'))}"
         )
     if mode == "fp16":
         return "fp16"
     if mode == "qat":
         return f"qat: {len(report.get('float_compute_ops', []))} compute ops left in float"
     return str(mode)
+
+
+def _auto_note(auto: Mapping[str, Any] | None) -> str:
+    """The auto search's outcome in a few words: a budget it could not meet must be seen in `apply`."""
+    if not auto:
+        return ""
+    budget = auto["budget"]
+    chosen = len(auto["chosen"])
+    if auto["budget_met"]:
+        return f"; auto: {chosen} layers kept, budget met"
+    drop = float(auto["steps"][-1]["drop"])
+    return (
+        f"; auto: budget NOT met with {chosen} layers (max {budget['max_layers']}): {auto['metric']} "
+        f"drop {drop:.4f} > {budget['max_accuracy_drop']}"
+    )
 
 
 def save_deterministic(model: onnx.ModelProto, path: Path) -> None:

@@ -64,6 +64,8 @@ def to_markdown(results: list[SpecResult], command: str) -> str:
             for s in r.stages:
                 lines.append(f"| {s.name} | {s.variant} | {s.action} | {s.reason.replace('|', '/')} |")
             lines.append("")
+            notes = [f"- `{s.name}`: {s.note}" for s in r.stages if s.action == "built" and s.note]
+            lines += [*notes, ""] if notes else []
         if r.slo:
             lines += [
                 "| SLO | variant | threshold | value | verdict | evidence |",
@@ -110,6 +112,7 @@ def text_lines(results: list[SpecResult]) -> list[str]:
                 log = f" (log: {s.log})" if s.log and s.action == "failed" else ""
                 rows.append((s.name, s.variant, s.action, s.reason + log))
             lines += _columns(rows)
+            lines += [f"  {s.name}: {s.note}" for s in r.stages if s.action == "built" and s.note]
         failing = [v for v in r.slo if v.passed is not True]
         if r.slo and (not settled or failing):
             lines += _columns(

@@ -143,7 +143,9 @@ class _ChainRun:
                 return self._failed(setup, key, str(exc), terminal=False, log=log)
         duration = (time.perf_counter() - started) * 1000
         self.ws.db.log_attempt(self.spec.name, self.variant.name, name, key, "built", why, str(log), duration)
-        return self._done(setup, record, "built", why, duration_ms=round(duration, 1))
+        return self._done(
+            setup, record, "built", why, duration_ms=round(duration, 1), note=record.note or None
+        )
 
     def _not_run(self, setup: StageSetup, key: str, why: str) -> StageResult:
         name = setup.stage.name

@@ -79,6 +79,7 @@ def _stage(actions: list[str]) -> dict[str, Any]:
             "identity": {"type": "boolean"},
             "log": {"type": "string"},
             "duration_ms": {"type": "number"},
+            "note": {"type": "string", "description": "apply: the backend's summary of a built stage"},
         },
         "additionalProperties": False,
     }

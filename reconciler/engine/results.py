@@ -17,6 +17,8 @@ class StageResult:
     identity: bool = False
     log: str | None = None
     duration_ms: float | None = None
+    note: str | None = None
+    """apply, built stages: the backend's one-line summary of what it did (e.g. kept layers, cache hit)."""
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}

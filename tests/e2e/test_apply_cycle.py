@@ -229,3 +229,21 @@ def test_transient_failure_is_retried_with_backoff_then_reported(digits_repo: Pa
     assert payload["specs"][0]["status"] == "Failed", "transient: not stalled, retried on the next apply"
     spec.write_text(spec.read_text().replace("    timeout_s: 0.01\n", ""))
     assert npuctl(digits_repo, "apply").returncode == 0
+
+
+def test_apply_shows_what_a_built_stage_did(digits_repo: Path, npuctl) -> None:
+    """The quantize stage's summary (samples, cache, kept layers, the auto budget) is in apply's output."""
+    spec = digits_repo / "specs" / "digits.yaml"
+    quantization = (
+        "  quantization:\n"
+        "    mode: ptq\n"
+        "    calibration: {data: ../data/calib, samples: 32}\n"
+        "    sensitive_layers: {keep: fp32, auto: {max_accuracy_drop: 0.0, max_layers: 1}}\n"
+    )
+    spec.write_text(spec.read_text().replace("  evaluate:\n", quantization + "  evaluate:\n", 1))
+    done = npuctl(digits_repo, "apply")
+    assert done.returncode in (0, 3), done.stdout + done.stderr
+    line = next(ln for ln in done.stdout.splitlines() if ln.startswith("  quantize: "))
+    assert "ptq wint8/auint8, 32 samples (miss)" in line and "auto: " in line
+    payload = json.loads(npuctl(digits_repo, "apply", "--json").stdout)
+    assert "note" not in next(s for s in payload["specs"][0]["stages"] if s["name"] == "quantize")  # cached

@@ -165,3 +165,20 @@ def test_scorer_uses_map_iou_for_single_channel_maps(tmp_path: Path) -> None:
     scorer = sensitivity.Scorer(path, samples)
     assert scorer.metric == "map_iou@0.5"
     assert scorer(path).accuracy == 1.0
+
+
+def test_the_stage_note_says_whether_the_auto_budget_was_met(tmp_path: Path) -> None:
+    model = digits_model(tmp_path)
+    config = ptq_config(
+        samples=64,
+        activations="int8",
+        sensitive_layers={"keep": "fp32", "auto": {"max_accuracy_drop": 0.0, "max_layers": 1}},
+    )
+    out = run_quantize(config, model, tmp_path / "w")
+    auto = out.report["auto"]
+    if auto["budget_met"]:
+        assert out.note.endswith(f"auto: {len(auto['chosen'])} layers kept, budget met")
+    else:
+        drop = auto["steps"][-1]["drop"]
+        assert f"auto: budget NOT met with {len(auto['chosen'])} layers (max 1)" in out.note
+        assert f"drop {drop:.4f} > 0.0" in out.note
