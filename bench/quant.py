@@ -8,9 +8,10 @@
      `pip download --no-deps ddddocr==1.6.1` into ~/.cache/npuctl/bench (its opencv-headless
      dependency would clash with rapidocr's opencv, so it is not installed).
    Two more real models are measured and printed, outside the goal, because they show where int8 on
-   a host CPU does not pay: PP-OCRv4 rec at 48x320 (conv + attention; its many scalar Mul/Add
-   between convs cost the same in int8 and add Q/DQ) and the PP-OCR direction classifier at 48x192
-   (too small: Q/DQ overhead exceeds the conv savings).
+   a host CPU does not pay: PP-OCRv4 rec at 48x320 (conv + attention; about half its float time is
+   elementwise Mul/Add of HardSwish and learnable scale/shift blocks, which run no faster as
+   QLinearMul/QLinearAdd, and the Q/DQ between them adds ~3 ms; measured with ORT's profiler) and
+   the PP-OCR direction classifier at 48x192 (too small: the Q/DQ overhead exceeds the conv savings).
 2. Calibration of 300 realistic text images on PP-OCRv4 det at 640x640, in a child process: wall time
    and peak memory (goal < 2 min, < 4 GB).
 3. (--auto) The auto sensitive-layer search on PP-OCR det: ranked table, text-map IoU / box F1 on
