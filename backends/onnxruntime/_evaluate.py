@@ -11,12 +11,13 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backends.base import StageOutput, StageRequest
 from backends.errors import TerminalError
-from backends.onnx.accuracy import AccuracyResult, ModelOutputs, describe_measure, run_model, score
+from backends.onnx.accuracy import AccuracyResult, ModelOutputs, Tally, describe_measure, iter_outputs
 from backends.onnx.data import (
     InputSpec,
     Sample,
@@ -28,6 +29,9 @@ from backends.onnx.data import (
 )
 from backends.onnxruntime import fingerprint
 from backends.runners import Runner, runner_for, write_request
+
+if TYPE_CHECKING:
+    import numpy as np
 
 RANDOM_SAMPLES = 8
 """Samples drawn (seed 0) for fidelity when the spec gives no evaluation data."""
@@ -50,13 +54,14 @@ class EvaluatePass:
         inputs = model_inputs(model)
         samples, data_source = _samples(request, inputs)
         labels = _labels(request, samples)
+        threads = int(settings.get("intra_op_num_threads", 0))
         with tempfile.TemporaryDirectory(prefix="npuctl-eval-") as tmp:
             job = Path(tmp)
             _prepare_job(job, artifact, settings, samples, inputs, cfg)
             result = runner.run(job, float(cfg.get("timeout_s", 600)), request.log)
-            outputs = _read_outputs(job, result)
-        reference = run_model(reference_model, samples, threads=int(settings.get("intra_op_num_threads", 0)))
-        accuracy = score(outputs, reference, labels, cfg.get("metric", "top1"))
+            accuracy = score_job(
+                job, result, reference_model, samples, labels, cfg.get("metric", "top1"), threads
+            )
         report = {
             "measurements": measurements(result, runner, accuracy, artifact, data_source),
             "runner": runner.describe(),
@@ -166,21 +171,50 @@ def _prepare_job(
     )
 
 
-def _read_outputs(job: Path, result: dict[str, Any]) -> ModelOutputs:
+def score_job(
+    job: Path,
+    result: dict[str, Any],
+    reference_model: Path,
+    samples: list[Sample],
+    labels: list[int] | None,
+    metric: Any,
+    threads: int = 1,
+) -> AccuracyResult:
+    """Scores the runner's outputs against the float reference run here, one sample of each model in
+    memory at a time, however large the evaluation set."""
+    tally = Tally(_output_names(result), labels, metric)
+    _, reference = iter_outputs(reference_model, samples, threads)
+    for ref, out in zip(reference, _runner_outputs(job, result, len(samples)), strict=True):
+        tally.add(ref, out)
+    return tally.result()
+
+
+def read_outputs(job: Path, result: dict[str, Any]) -> ModelOutputs:
+    """All of the runner's outputs in memory (for a caller that must reshape them first)."""
+    count = int((result.get("outputs") or {}).get("samples", 0))
+    return ModelOutputs(_output_names(result), list(_runner_outputs(job, result, count)))
+
+
+def _output_names(result: dict[str, Any]) -> list[str]:
+    return list((result.get("outputs") or {}).get("names", []))
+
+
+def _runner_outputs(job: Path, result: dict[str, Any], expected: int) -> Iterator[list[np.ndarray]]:
+    """The artifact's outputs as the runner wrote them, one sample at a time."""
     import numpy as np
 
     from backends.runners.benchprog import sample_key
 
     info = result.get("outputs") or {}
-    names, count = list(info.get("names", [])), int(info.get("samples", 0))
+    names, count = _output_names(result), int(info.get("samples", 0))
+    if count != expected:
+        raise TerminalError(f"the runner returned outputs for {count} samples, {expected} were sent")
     try:
         with np.load(job / str(info.get("file", "outputs.npz")), allow_pickle=False) as archive:
-            values = [
-                [np.asarray(archive[sample_key(i, k)]) for k in range(len(names))] for i in range(count)
-            ]
+            for i in range(count):
+                yield [np.asarray(archive[sample_key(i, k)]) for k in range(len(names))]
     except (OSError, KeyError, ValueError) as exc:
         raise TerminalError(f"the runner returned no readable outputs: {exc}") from exc
-    return ModelOutputs(names, values)
 
 
 def _runtime_detail(result: dict[str, Any], runner: Runner) -> str:

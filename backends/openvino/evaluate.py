@@ -85,9 +85,8 @@ class OpenVinoEvaluate:
         return fingerprint()
 
     def run(self, request: StageRequest) -> StageOutput:
-        from backends.onnx.accuracy import run_model, score
         from backends.onnx.data import model_inputs
-        from backends.onnxruntime._evaluate import _labels, _read_outputs, _samples, measurements
+        from backends.onnxruntime._evaluate import _labels, _samples, measurements, score_job
         from backends.runners import runner_for
 
         cfg = dict(request.config.get("evaluate") or {})
@@ -103,9 +102,9 @@ class OpenVinoEvaluate:
             job = Path(tmp)
             prepare_job(job, xml, binary, settings, samples, inputs, cfg)
             result = runner.run(job, float(cfg.get("timeout_s", 600)), request.log)
-            outputs = _read_outputs(job, result)
-        reference = run_model(Path(reference_model), samples)
-        accuracy = score(outputs, reference, labels, cfg.get("metric", "top1"))
+            accuracy = score_job(
+                job, result, Path(reference_model), samples, labels, cfg.get("metric", "top1")
+            )
         precision = settings["properties"].get("INFERENCE_PRECISION_HINT", "?")
         evidence, ran = evidence_for(
             runner, settings["device"], settings.get("target_device", "NPU"), precision

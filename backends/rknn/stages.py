@@ -292,7 +292,7 @@ class RknnEvaluate:
         import numpy as np
 
         from backends.onnx import accuracy, data
-        from backends.onnxruntime._evaluate import _read_outputs, measurements
+        from backends.onnxruntime._evaluate import measurements, read_outputs
         from backends.runners import runner_for, write_request
         from backends.runners.benchprog import FORMAT_VERSION, sample_key
 
@@ -353,7 +353,7 @@ class RknnEvaluate:
             )
             shutil.rmtree(job / "bundle")
             result = runner.run(job, float(evaluate.get("timeout_s", 600)), request.log)
-            got = _read_outputs(job, result)
+            got = read_outputs(job, result)
             got.values = [
                 [np.asarray(v, dtype=np.float32).reshape(r.shape) for v, r in zip(vals, ref, strict=True)]
                 for vals, ref in zip(got.values, reference.values, strict=True)

@@ -37,6 +37,7 @@ import json
 import platform
 import sys
 import traceback
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -325,33 +326,56 @@ def random_feed(inputs: list[dict[str, Any]], seed: int) -> dict[str, Any]:
     return feed
 
 
-def load_samples(path: Path, names: list[str]) -> list[dict[str, Any]]:
+class NpzSamples:
+    """The samples file, read one sample at a time (np.load reads an npz member on access), so a large
+    evaluation set is never in memory all at once."""
+
+    def __init__(self, path: Path, names: list[str]) -> None:
+        import numpy as np
+
+        self.path, self.names = path, names
+        try:
+            self._archive = np.load(path, allow_pickle=False)
+            keys = set(self._archive.files)
+        except (OSError, ValueError) as exc:
+            raise BenchError(f"cannot read samples {path.name}: {_first_line(exc)}") from exc
+        self.count = 0
+        while sample_key(self.count, 0) in keys:
+            self.count += 1
+        if not self.count:
+            raise BenchError(f"samples file {path.name} holds no samples")
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        try:
+            return {name: self._archive[sample_key(index, j)] for j, name in enumerate(self.names)}
+        except (OSError, ValueError, KeyError) as exc:
+            raise BenchError(f"cannot read sample {index} of {self.path.name}: {_first_line(exc)}") from exc
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return (self[i] for i in range(self.count))
+
+    def close(self) -> None:
+        self._archive.close()
+
+
+def write_outputs(path: Path, session: OrtSession, samples: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Each sample's outputs written as soon as they are computed: the file is a plain npz (np.load
+    reads it), built member by member as np.savez does, without holding every output."""
+    import zipfile
+
     import numpy as np
 
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            keys = set(archive.files)
-            samples: list[dict[str, Any]] = []
-            while sample_key(len(samples), 0) in keys:
-                i = len(samples)
-                samples.append({name: archive[sample_key(i, j)] for j, name in enumerate(names)})
-    except (OSError, ValueError, KeyError) as exc:
-        raise BenchError(f"cannot read samples {path.name}: {_first_line(exc)}") from exc
-    if not samples:
-        raise BenchError(f"samples file {path.name} holds no samples")
-    return samples
-
-
-def write_outputs(path: Path, session: OrtSession, samples: list[dict[str, Any]]) -> dict[str, Any]:
-    import numpy as np
-
-    arrays: dict[str, Any] = {}
-    for i, feed in enumerate(samples):
-        for k, value in enumerate(session.infer(feed)):
-            arrays[sample_key(i, k)] = np.asarray(value)
-    with path.open("wb") as fh:
-        np.savez(fh, **arrays)
-    return {"file": path.name, "names": session.output_names, "samples": len(samples)}
+    count = 0
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for i, feed in enumerate(samples):
+            for k, value in enumerate(session.infer(feed)):
+                with archive.open(f"{sample_key(i, k)}.npy", "w", force_zip64=True) as fh:
+                    np.lib.format.write_array(fh, np.asarray(value), allow_pickle=False)
+            count += 1
+    return {"file": path.name, "names": session.output_names, "samples": count}
 
 
 def _resolve(base: Path, value: Any, what: str) -> Path:
@@ -378,9 +402,9 @@ def run(request_path: Path) -> dict[str, Any]:
     base = request_path.resolve().parent
     model = _resolve(base, request.get("model"), "model")
     warmup, runs = int(request.get("warmup", 10)), int(request.get("runs", 100))
-    samples: list[dict[str, Any]] = []
+    samples: NpzSamples | None = None
     if request.get("samples"):
-        samples = load_samples(
+        samples = NpzSamples(
             _resolve(base, request["samples"], "samples"), list(request.get("sample_inputs", []))
         )
     harness = _harness()
@@ -420,6 +444,8 @@ def run(request_path: Path) -> dict[str, Any]:
         if not samples:
             raise BenchError("outputs requested without samples")
         response["outputs"] = write_outputs(_resolve(base, request["outputs"], "outputs"), session, samples)
+    if samples:
+        samples.close()
     return response
 
 

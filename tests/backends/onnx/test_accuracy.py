@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -13,10 +14,12 @@ from backends.errors import TerminalError
 from backends.onnx.accuracy import (
     SQNR_CAP_DB,
     ModelOutputs,
+    Tally,
     compare_models,
     describe_measure,
     fidelity,
     fidelity_measure,
+    iter_outputs,
     run_model,
     score,
     sqnr_db,
@@ -158,3 +161,29 @@ def test_compare_models_runs_two_sessions(tmp_path: Path) -> None:
     assert bad.result.fidelity.cosine < 0
     assert bad.reference is good.reference
     assert len(run_model(reference, [s.feed for s in samples]).values) == 16
+
+
+def test_tally_one_sample_at_a_time_equals_score_over_lists() -> None:
+    rng = np.random.default_rng(0)
+    ref = ModelOutputs(["p", "q"], [[rng.random((1, 5)), rng.random((1, 3, 2))] for _ in range(6)])
+    out = ModelOutputs(["p", "q"], [[r + rng.normal(0, 0.1, r.shape) for r in s] for s in ref.values])
+    labels = [int(np.argmax(s[0])) for s in ref.values]
+    for given, metric in ((None, "top1"), (labels, "top5"), (labels, "top1")):
+        tally = Tally(out.names, given, metric)  # type: ignore[arg-type]
+        for r, o in zip(ref.values, out.values, strict=True):
+            tally.add(r, o)
+        assert tally.result() == score(out, ref, given, metric)  # type: ignore[arg-type]
+
+
+def test_iter_outputs_runs_nothing_until_asked(tmp_path: Path) -> None:
+    model = _linear_model(tmp_path / "m.onnx", 1.0)
+    fed: list[int] = []
+
+    def feeds() -> Iterator[dict[str, np.ndarray]]:
+        for i in range(3):
+            fed.append(i)
+            yield {"x": np.ones((1, 8), np.float32)}
+
+    names, outputs = iter_outputs(model, feeds())
+    assert names == ["y"] and fed == []
+    assert len(next(outputs)) == 1 and fed == [0]

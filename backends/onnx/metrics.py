@@ -1,0 +1,169 @@
+"""The arithmetic of accuracy and fidelity, one sample at a time.
+
+Every measure here is a sum over samples (agreeing positions, signal and noise energy, map
+intersections and unions, label hits), so evaluate can score an evaluation set of any size while
+holding one sample's outputs of each model, never all of them. The decisions (which measure, what
+an SLO is judged on) are in backends.onnx.accuracy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from backends.errors import TerminalError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+SQNR_CAP_DB = 200.0
+"""SQNR is clamped to +-200 dB (identical outputs would be +inf): JSON-safe, and far above the ~150 dB
+float32 rounding floor, so the clamp never hides a real difference."""
+
+MAP_THRESHOLDS = (0.5, 0.0)
+"""A dense map is binarized at 0.5 when it holds probabilities (values in [0, 1]), else at 0 (logits)."""
+
+
+def as_float(x: Any) -> np.ndarray:
+    import numpy as np
+
+    return np.asarray(x, dtype=np.float64)
+
+
+def squeeze_trailing(arr: np.ndarray) -> np.ndarray:
+    while arr.ndim > 1 and arr.shape[-1] == 1:
+        arr = arr[..., 0]
+    return arr
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    import numpy as np
+
+    a, b = a.reshape(-1), b.reshape(-1)
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        return 0.0
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    if na == 0.0 and nb == 0.0:
+        return 1.0
+    if na == 0.0 or nb == 0.0:
+        return 0.0
+    return float(np.clip(np.dot(a, b) / (na * nb), -1.0, 1.0))
+
+
+@dataclass
+class Sqnr:
+    """10*log10(sum ref^2 / sum (ref - out)^2) over every sample added, clamped to +-SQNR_CAP_DB."""
+
+    signal: float = 0.0
+    noise: float = 0.0
+
+    def add(self, reference: Any, output: Any) -> None:
+        r, o = as_float(reference), as_float(output)
+        self.signal += float((r**2).sum())
+        self.noise += float(((r - o) ** 2).sum())
+
+    def value(self) -> float:
+        if not (math.isfinite(self.signal) and math.isfinite(self.noise)):
+            return -SQNR_CAP_DB
+        if self.noise == 0.0:
+            return SQNR_CAP_DB
+        if self.signal == 0.0:
+            return -SQNR_CAP_DB
+        return float(max(-SQNR_CAP_DB, min(SQNR_CAP_DB, 10.0 * math.log10(self.signal / self.noise))))
+
+
+@dataclass
+class Top1:
+    """Agreement of the argmax over the last axis (trailing 1-dims squeezed), over every position; None
+    once a sample has no such axis (one element)."""
+
+    agree: int = 0
+    total: int = 0
+    defined: bool = True
+
+    def add(self, reference: Any, output: Any) -> None:
+        import numpy as np
+
+        r, o = squeeze_trailing(as_float(reference)), squeeze_trailing(as_float(output))
+        if r.ndim == 0 or r.shape[-1] <= 1:
+            self.defined = False
+            return
+        equal = np.argmax(r, axis=-1) == np.argmax(o, axis=-1)
+        self.agree += int(equal.sum())
+        self.total += int(equal.size)
+
+    def value(self) -> float | None:
+        return self.agree / self.total if self.defined and self.total else None
+
+
+@dataclass
+class MapIou:
+    """IoU of single-channel dense maps ([1, 1, H, W], H and W > 1) binarized, summed over samples at
+    both MAP_THRESHOLDS; which one applies is known only once every reference value has been seen."""
+
+    inter: list[int] = field(default_factory=lambda: [0] * len(MAP_THRESHOLDS))
+    union: list[int] = field(default_factory=lambda: [0] * len(MAP_THRESHOLDS))
+    is_map: bool = True
+    low: float = math.inf
+    high: float = -math.inf
+    samples: int = 0
+
+    def add(self, reference: Any, output: Any) -> None:
+        import numpy as np
+
+        r, o = np.asarray(reference), np.asarray(output)
+        shaped = r.ndim == 4 and r.shape[1] == 1 and r.shape[2] > 1 and r.shape[3] > 1 and r.shape == o.shape
+        if not shaped or not self.is_map:
+            self.is_map = False
+            return
+        self.samples += 1
+        if r.size:
+            self.low, self.high = min(self.low, float(r.min())), max(self.high, float(r.max()))
+        for i, threshold in enumerate(MAP_THRESHOLDS):
+            rb, ob = r > threshold, o > threshold
+            self.inter[i] += int((rb & ob).sum())
+            self.union[i] += int((rb | ob).sum())
+
+    def threshold(self) -> float:
+        return MAP_THRESHOLDS[0] if self.low >= 0.0 and self.high <= 1.0 else MAP_THRESHOLDS[1]
+
+    def value(self, threshold: float | None = None) -> float | None:
+        if not self.is_map or not self.samples:
+            return None
+        i = MAP_THRESHOLDS.index(self.threshold() if threshold is None else threshold)
+        return self.inter[i] / self.union[i] if self.union[i] else 1.0
+
+
+@dataclass
+class TaskHits:
+    """Top-1 and top-5 hits of one score vector per sample against its label (ties: lower index)."""
+
+    top1: int = 0
+    top5: int = 0
+    samples: int = 0
+    classes: set[int] = field(default_factory=set)
+
+    def add(self, scores: Any, label: int) -> None:
+        import numpy as np
+
+        vector = np.squeeze(as_float(scores))
+        if vector.ndim != 1:
+            raise TerminalError(
+                f"task accuracy needs one score vector per sample; sample {self.samples} has scores of shape "
+                f"{list(np.shape(scores))} (evaluate without labels to measure fidelity instead)"
+            )
+        self.classes.add(int(vector.shape[0]))
+        if len(self.classes) != 1:
+            raise TerminalError(f"samples have different class counts: {sorted(self.classes)}")
+        order = np.argsort(-vector, kind="stable")
+        self.top1 += int(order[0] == label)
+        self.top5 += int(label in order[:5].tolist())
+        self.samples += 1
+
+    def value(self, metric: str) -> float:
+        if metric not in ("top1", "top5"):
+            raise TerminalError(f"task accuracy metric must be top1 or top5, got {metric!r}")
+        if not self.samples:
+            raise TerminalError("task accuracy needs at least one sample")
+        return (self.top1 if metric == "top1" else self.top5) / self.samples
