@@ -145,6 +145,33 @@ def iter_samples(
         yield read_sample(path, inputs, color)
 
 
+@dataclass(frozen=True)
+class SampleSet:
+    """Samples read from their files on every pass, never all held at once: an evaluation set may be
+    larger than memory. Iterating twice decodes twice (cheap next to running a model on each)."""
+
+    files: tuple[Path, ...]
+    inputs: tuple[InputSpec, ...]
+    color: Color | None = None
+
+    @property
+    def names(self) -> list[str]:
+        return [p.name for p in self.files]
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __iter__(self) -> Iterator[Sample]:
+        return (read_sample(path, self.inputs, self.color) for path in self.files)
+
+
+def sample_set(
+    folder: Path, inputs: Sequence[InputSpec], role: str = "data", color: Color | None = None
+) -> SampleSet:
+    """Every sample of `folder` (sorted by file name), read lazily."""
+    return SampleSet(tuple(select_files(folder, None, 0, role)), tuple(inputs), color)
+
+
 def load_samples(
     folder: Path,
     inputs: Sequence[InputSpec],
@@ -366,15 +393,13 @@ def _is_int(text: str) -> bool:
     return True
 
 
-def labels_for(
-    samples: Sequence[Sample], labels: Mapping[str, int], source: str = "labels file"
-) -> list[int]:
-    """The label of every sample, in order; a sample without a label is an error."""
-    missing = [s.name for s in samples if s.name not in labels]
+def labels_for(names: Sequence[str], labels: Mapping[str, int], source: str = "labels file") -> list[int]:
+    """The label of every sample (by file name), in order; a sample without a label is an error."""
+    missing = [name for name in names if name not in labels]
     if missing:
         shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
         raise TerminalError(f"{source} has no label for {len(missing)} samples: {shown}")
-    return [labels[s.name] for s in samples]
+    return [labels[name] for name in names]
 
 
 class FeedReader:

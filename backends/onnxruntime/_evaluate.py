@@ -21,11 +21,12 @@ from backends.onnx.accuracy import AccuracyResult, ModelOutputs, Tally, describe
 from backends.onnx.data import (
     InputSpec,
     Sample,
+    SampleSet,
     labels_for,
-    load_samples,
     model_inputs,
     random_samples,
     read_labels,
+    sample_set,
 )
 from backends.onnxruntime import fingerprint
 from backends.runners import Runner, runner_for, write_request
@@ -101,14 +102,18 @@ def _models(request: StageRequest) -> tuple[Path, Path]:
     return Path(model), Path(reference)
 
 
-def _samples(request: StageRequest, inputs: list[InputSpec]) -> tuple[list[Sample], str]:
+Samples = list[Sample] | SampleSet
+"""A list (random inputs) or a SampleSet (evaluate.data, read lazily on every pass)."""
+
+
+def _samples(request: StageRequest, inputs: list[InputSpec]) -> tuple[Samples, str]:
     folder = request.inputs.get("eval_data")
     if folder is None:
         return random_samples(inputs, RANDOM_SAMPLES, seed=0), "random inputs (seed 0)"
-    return load_samples(Path(folder), inputs, role="evaluation"), f"evaluate.data ({Path(folder).name})"
+    return sample_set(Path(folder), inputs, role="evaluation"), f"evaluate.data ({Path(folder).name})"
 
 
-def _labels(request: StageRequest, samples: list[Sample]) -> list[int] | None:
+def _labels(request: StageRequest, samples: Samples) -> list[int] | None:
     path = request.inputs.get("labels")
     if path is None:
         return None
@@ -116,30 +121,25 @@ def _labels(request: StageRequest, samples: list[Sample]) -> list[int] | None:
         raise TerminalError(
             "evaluate.labels is set but evaluate.data is not: labels need the samples they label"
         )
-    return labels_for(samples, read_labels(Path(path)), source=Path(path).name)
+    names = samples.names if isinstance(samples, SampleSet) else [s.name for s in samples]
+    return labels_for(names, read_labels(Path(path)), source=Path(path).name)
 
 
 def _prepare_job(
     job: Path,
     artifact: Path,
     settings: dict[str, Any],
-    samples: list[Sample],
+    samples: Samples,
     inputs: list[InputSpec],
     cfg: Any,
 ) -> None:
-    import numpy as np
-
-    from backends.runners.benchprog import FORMAT_VERSION, sample_key
+    from backends.runners.benchprog import FORMAT_VERSION
 
     try:
         os.link(artifact, job / "model.ort")
     except OSError:
         shutil.copyfile(artifact, job / "model.ort")
-    arrays: dict[str, Any] = {
-        sample_key(i, j): s.feed[spec.name] for i, s in enumerate(samples) for j, spec in enumerate(inputs)
-    }
-    with (job / "samples.npz").open("wb") as fh:
-        np.savez(fh, **arrays)
+    write_job_samples(job / "samples.npz", samples, inputs)
     options: dict[str, Any] = {
         key: settings[key]
         for key in (
@@ -171,11 +171,18 @@ def _prepare_job(
     )
 
 
+def write_job_samples(path: Path, samples: Samples, inputs: list[InputSpec]) -> None:
+    """The runner's samples file, written one sample at a time."""
+    from backends.runners.benchprog import write_samples
+
+    write_samples(path, ([s.feed[spec.name] for spec in inputs] for s in samples))
+
+
 def score_job(
     job: Path,
     result: dict[str, Any],
     reference_model: Path,
-    samples: list[Sample],
+    samples: Samples,
     labels: list[int] | None,
     metric: Any,
     threads: int = 1,

@@ -35,22 +35,17 @@ def prepare_job(
     xml: Path,
     binary: Path,
     settings: dict[str, Any],
-    samples: list[Any],
+    samples: Any,
     inputs: list[Any],
     cfg: dict[str, Any],
 ) -> None:
-    import numpy as np
-
+    from backends.onnxruntime._evaluate import write_job_samples
     from backends.runners import write_request
-    from backends.runners.benchprog import FORMAT_VERSION, sample_key
+    from backends.runners.benchprog import FORMAT_VERSION
 
     shutil.copyfile(xml, job / "model.xml")
     shutil.copyfile(binary, job / "model.bin")
-    arrays = {
-        sample_key(i, j): s.feed[spec.name] for i, s in enumerate(samples) for j, spec in enumerate(inputs)
-    }
-    with (job / "samples.npz").open("wb") as fh:
-        np.savez(fh, **arrays)
+    write_job_samples(job / "samples.npz", samples, inputs)
     write_request(
         job,
         {

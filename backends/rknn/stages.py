@@ -362,7 +362,9 @@ class RknnEvaluate:
             labels = None
             labels_file = request.inputs.get("labels")
             if labels_file is not None:
-                labels = data.labels_for(samples, data.read_labels(Path(labels_file)), Path(labels_file).name)
+                labels = data.labels_for(
+                    [s.name for s in samples], data.read_labels(Path(labels_file)), Path(labels_file).name
+                )
             scored = accuracy.score(got, reference, labels, evaluate.get("metric", "top1"))
             found = measurements(result, runner, scored, Path(request.inputs["rknn"]), source)
         report = {
@@ -436,7 +438,9 @@ class RknnEvaluate:
         labels_file = request.inputs.get("labels")
         labels = None
         if labels_file is not None:
-            labels = data.labels_for(samples, data.read_labels(Path(labels_file)), Path(labels_file).name)
+            labels = data.labels_for(
+                [s.name for s in samples], data.read_labels(Path(labels_file)), Path(labels_file).name
+            )
         scored = accuracy.score(outputs, reference, labels, evaluate.get("metric", "top1"))
         analysis = None
         if result.get("analysis"):

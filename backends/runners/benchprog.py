@@ -37,7 +37,7 @@ import json
 import platform
 import sys
 import traceback
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -361,20 +361,26 @@ class NpzSamples:
         self._archive.close()
 
 
-def write_outputs(path: Path, session: OrtSession, samples: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """Each sample's outputs written as soon as they are computed: the file is a plain npz (np.load
-    reads it), built member by member as np.savez does, without holding every output."""
+def write_samples(path: Path, samples: Iterable[Sequence[Any]]) -> int:
+    """Writes sample i's arrays as members "s{i:06d}_{k}" of a plain npz (np.load reads it), one sample
+    at a time as np.savez builds it, so no caller holds every array; returns the sample count."""
     import zipfile
 
     import numpy as np
 
     count = 0
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
-        for i, feed in enumerate(samples):
-            for k, value in enumerate(session.infer(feed)):
+        for i, arrays in enumerate(samples):
+            for k, value in enumerate(arrays):
                 with archive.open(f"{sample_key(i, k)}.npy", "w", force_zip64=True) as fh:
                     np.lib.format.write_array(fh, np.asarray(value), allow_pickle=False)
             count += 1
+    return count
+
+
+def write_outputs(path: Path, session: OrtSession, samples: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Each sample's outputs, written as soon as they are computed."""
+    count = write_samples(path, (session.infer(feed) for feed in samples))
     return {"file": path.name, "names": session.output_names, "samples": count}
 
 

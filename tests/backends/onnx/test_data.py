@@ -20,6 +20,7 @@ from backends.onnx.data import (
     random_samples,
     read_labels,
     read_sample,
+    sample_set,
     select_files,
 )
 
@@ -162,10 +163,10 @@ def test_labels(tmp_path: Path) -> None:
     labels_file = tmp_path / "labels.txt"
     labels_file.write_text("# name label\n0000.npy 4\n0001.npy 7\n\n0002.npy 0\n")
     samples = load_samples(folder, FLOAT_IN)
-    assert labels_for(samples, read_labels(labels_file)) == [4, 7, 0]
+    assert labels_for([s.name for s in samples], read_labels(labels_file)) == [4, 7, 0]
     labels_file.write_text("0000.npy 4\n0001.npy 7\n")
     with pytest.raises(TerminalError, match=r"no label for 1 samples: 0002\.npy"):
-        labels_for(samples, read_labels(labels_file), "labels.txt")
+        labels_for([s.name for s in samples], read_labels(labels_file), "labels.txt")
     labels_file.write_text("0000.npy four\n")
     with pytest.raises(TerminalError, match=r"labels\.txt:1: expected"):
         read_labels(labels_file)
@@ -222,3 +223,15 @@ def test_feed_reader_is_an_ort_calibration_reader(tmp_path: Path) -> None:
     assert again is not None and first[0] is not None
     np.testing.assert_array_equal(again["x"], first[0]["x"])
     assert len(list(reader)) == 3
+
+
+def test_sample_set_reads_files_on_each_pass_not_before(tmp_path: Path) -> None:
+    for i in range(3):
+        np.save(tmp_path / f"{i}.npy", np.full((1, 3, 4, 4), i, np.float32))
+    samples = sample_set(tmp_path, FLOAT_IN, role="evaluation")
+    (tmp_path / "1.npy").write_bytes(b"not yet read")  # construction read no file
+    assert len(samples) == 3 and samples.names == ["0.npy", "1.npy", "2.npy"]
+    with pytest.raises(TerminalError, match=r"1\.npy"):
+        list(samples)
+    np.save(tmp_path / "1.npy", np.full((1, 3, 4, 4), 7, np.float32))
+    assert [float(s.feed["x"].max()) for s in samples] == [0.0, 7.0, 2.0]  # a second pass reads again
