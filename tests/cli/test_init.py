@@ -128,3 +128,20 @@ def test_model_outside_the_repository_is_refused(repo: Repo, tmp_path: Path) -> 
 def test_bad_arguments(repo: Repo, args: list[str], message: str) -> None:
     result = init(*args)
     assert result.return_value == 1 and message in result.stderr
+
+
+def test_the_commented_quantization_block_validates_once_uncommented(repo: Repo) -> None:
+    """The ptq suggestion a user uncomments must be a valid spec as written (calibration, auto)."""
+    assert init("models/squeezenet.onnx", "--target", "cpu").return_value == 0
+    path = repo.root / "specs" / "squeezenet-cpu.yaml"
+    text = path.read_text().replace(
+        "    mode: none  # none | fp16 | ptq | qat\n    # mode: ptq\n", "    mode: ptq\n"
+    )
+    for line in ("calibration:", "sensitive_layers:", "  keep: fp16", "  auto: {"):
+        assert f"    # {line}" in text, line
+        text = text.replace(f"    # {line}", f"    {line}")
+    path.write_text(text)
+    (report,) = check([path], repo.root)
+    assert report.valid, [str(e) for e in report.errors]
+    assert report.spec is not None
+    assert report.spec.deployment.spec.quantization.sensitive_layers is not None
