@@ -10,8 +10,11 @@ Each table's `version` names the source's version and date plus a short hash of 
 content: the check and rewrite stages put that version into their build keys, so any change to a
 table (a new source release, or a fix to the normalization below) rebuilds exactly what read it.
 
+The published tables it reads are checked in beside it (tools/opsupport, with SOURCES.md naming each
+table's origin and version), so the catalog reproduces from a fresh clone.
+
 Usage:
-    python tools/gen_optables.py SOURCE_DIR [--out backends/catalog/optables] [--check] [--no-cpu]
+    python tools/gen_optables.py [SOURCE_DIR] [--out backends/catalog/optables] [--check] [--no-cpu]
 
 `--check` writes nothing and exits 1 when a checked-in file differs from what would be generated.
 """
@@ -30,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+SOURCE_DIR = REPO / "tools" / "opsupport"
+"""The published vendor tables, normalized to ONNX op names (checked in; see SOURCES.md there)."""
 DEFAULT_OUT = REPO / "backends" / "catalog" / "optables"
 SUPPORT_LEVELS = ("yes", "partial", "no", "unknown")
 VENDOR_ANY = "vendor"
@@ -349,7 +354,13 @@ def sync_targets(targets_dir: Path, tables: dict[str, str]) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("source_dir", type=Path, help="folder of opsupport CSV files (see SOURCES.md there)")
+    parser.add_argument(
+        "source_dir",
+        type=Path,
+        nargs="?",
+        default=SOURCE_DIR,
+        help="folder of opsupport CSV files (see SOURCES.md there); default: tools/opsupport",
+    )
     parser.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help="output folder (default: the catalog's)"
     )

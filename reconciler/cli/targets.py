@@ -176,7 +176,7 @@ def markdown_catalog(all_targets: list[Target]) -> str:
     lines += [
         "",
         "Counts are ONNX default-domain ops. Tables are generated from published vendor lists by",
-        "`python tools/gen_optables.py ../shared/reference/opsupport`; a table's version (source release,",
+        "`python tools/gen_optables.py` (sources in tools/opsupport); a table's version (source release,",
         "date, content hash) enters the build keys of the stages that read it. A list is an upper bound:",
         "where a toolchain can report its own placement, that report wins.",
         "",
