@@ -26,6 +26,7 @@ from backends.onnx.metrics import (
     as_float,
     cosine,
 )
+from backends.runners.benchprog import ORT_DTYPES, ORT_LEVELS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -288,30 +289,6 @@ def describe_measure(measure: str) -> str:
     return MEASURE_TEXT.get(measure, measure)
 
 
-_ORT_TYPES = {
-    "tensor(float)": "float32",
-    "tensor(float16)": "float16",
-    "tensor(double)": "float64",
-    "tensor(uint8)": "uint8",
-    "tensor(int8)": "int8",
-    "tensor(uint16)": "uint16",
-    "tensor(int16)": "int16",
-    "tensor(int32)": "int32",
-    "tensor(int64)": "int64",
-    "tensor(uint32)": "uint32",
-    "tensor(uint64)": "uint64",
-    "tensor(bool)": "bool",
-}
-
-
-_LEVELS = {
-    "disable_all": "ORT_DISABLE_ALL",
-    "basic": "ORT_ENABLE_BASIC",
-    "extended": "ORT_ENABLE_EXTENDED",
-    "all": "ORT_ENABLE_ALL",
-}
-
-
 def session(model: Path, threads: int = 1, level: str = "all") -> Any:
     """An ONNX Runtime CPU session optimized at `level`; `.ort` artifacts always load as saved (they
     are already optimized)."""
@@ -322,7 +299,7 @@ def session(model: Path, threads: int = 1, level: str = "all") -> Any:
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
     chosen = "disable_all" if model.suffix == ".ort" else level
-    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _LEVELS[chosen])
+    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, ORT_LEVELS[chosen])
     try:
         return ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # ORT raises its own exception types
@@ -335,7 +312,7 @@ def iter_outputs(
     """(output names, each feed's outputs as they are computed). Feeds are cast to the model's input
     types, so one sample set serves a float reference and an fp16-I/O artifact alike."""
     sess = session(model, threads, level)
-    inputs = {i.name: _ORT_TYPES.get(i.type) for i in sess.get_inputs()}
+    inputs = {i.name: ORT_DTYPES.get(i.type) for i in sess.get_inputs()}
     names = [o.name for o in sess.get_outputs()]
 
     def outputs() -> Iterator[list[np.ndarray]]:

@@ -132,23 +132,10 @@ def select_files(folder: Path, count: int | None = None, seed: int = 0, role: st
     return [p for p in files if p.name in chosen]
 
 
-def iter_samples(
-    folder: Path,
-    inputs: Sequence[InputSpec],
-    count: int | None = None,
-    seed: int = 0,
-    role: str = "data",
-    color: Color | None = None,
-) -> Iterator[Sample]:
-    """Reads the selected samples lazily (calibration sets can be larger than memory)."""
-    for path in select_files(folder, count, seed, role):
-        yield read_sample(path, inputs, color)
-
-
 @dataclass(frozen=True)
 class SampleSet:
-    """Samples read from their files on every pass, never all held at once: an evaluation set may be
-    larger than memory. Iterating twice decodes twice (cheap next to running a model on each)."""
+    """Samples read from their files on every pass, never all held at once: calibration and evaluation
+    sets may be larger than memory. Iterating twice decodes twice (cheap next to running a model)."""
 
     files: tuple[Path, ...]
     inputs: tuple[InputSpec, ...]
@@ -166,10 +153,27 @@ class SampleSet:
 
 
 def sample_set(
-    folder: Path, inputs: Sequence[InputSpec], role: str = "data", color: Color | None = None
+    folder: Path,
+    inputs: Sequence[InputSpec],
+    count: int | None = None,
+    seed: int = 0,
+    role: str = "data",
+    color: Color | None = None,
 ) -> SampleSet:
-    """Every sample of `folder` (sorted by file name), read lazily."""
-    return SampleSet(tuple(select_files(folder, None, 0, role)), tuple(inputs), color)
+    """The selected samples of `folder` (select_files), read lazily."""
+    return SampleSet(tuple(select_files(folder, count, seed, role)), tuple(inputs), color)
+
+
+def iter_samples(
+    folder: Path,
+    inputs: Sequence[InputSpec],
+    count: int | None = None,
+    seed: int = 0,
+    role: str = "data",
+    color: Color | None = None,
+) -> Iterator[Sample]:
+    """One lazy pass over the selected samples."""
+    return iter(sample_set(folder, inputs, count, seed, role, color))
 
 
 def load_samples(
@@ -181,7 +185,7 @@ def load_samples(
     color: Color | None = None,
 ) -> list[Sample]:
     """All selected samples in memory."""
-    return list(iter_samples(folder, inputs, count, seed, role, color))
+    return list(sample_set(folder, inputs, count, seed, role, color))
 
 
 def read_sample(path: Path, inputs: Sequence[InputSpec], color: Color | None = None) -> Sample:

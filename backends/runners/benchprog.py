@@ -66,7 +66,7 @@ def sample_key(sample: int, position: int) -> str:
     return f"s{sample:06d}_{position}"
 
 
-_ORT_DTYPES = {
+ORT_DTYPES = {
     "tensor(float)": "float32",
     "tensor(float16)": "float16",
     "tensor(double)": "float64",
@@ -80,13 +80,15 @@ _ORT_DTYPES = {
     "tensor(uint64)": "uint64",
     "tensor(bool)": "bool",
 }
+"""onnxruntime's input type strings -> numpy dtype names (shared with the host side)."""
 
-_ORT_LEVELS = {
+ORT_LEVELS = {
     "disable_all": "ORT_DISABLE_ALL",
     "basic": "ORT_ENABLE_BASIC",
     "extended": "ORT_ENABLE_EXTENDED",
+    "all": "ORT_ENABLE_ALL",
 }
-_ORT_LEVELS["all"] = "ORT_ENABLE_ALL"
+"""Spec/option level names -> onnxruntime.GraphOptimizationLevel members (shared with the host side)."""
 
 
 class OrtSession:
@@ -109,9 +111,9 @@ class OrtSession:
         so.intra_op_num_threads = int(options.get("intra_op_num_threads", 0))
         so.inter_op_num_threads = int(options.get("inter_op_num_threads", 0))
         level = options.get("graph_optimization_level", "all")
-        if level not in _ORT_LEVELS:
+        if level not in ORT_LEVELS:
             raise BenchError(f"unknown graph_optimization_level {level!r}")
-        so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _ORT_LEVELS[level])
+        so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, ORT_LEVELS[level])
         mode = options.get("execution_mode", "sequential")
         so.execution_mode = (
             ort.ExecutionMode.ORT_PARALLEL if mode == "parallel" else ort.ExecutionMode.ORT_SEQUENTIAL
@@ -140,7 +142,7 @@ class OrtSession:
     def inputs(self) -> list[dict[str, Any]]:
         out = []
         for i in self._sess.get_inputs():
-            out.append({"name": i.name, "shape": list(i.shape), "dtype": _ORT_DTYPES.get(i.type, i.type)})
+            out.append({"name": i.name, "shape": list(i.shape), "dtype": ORT_DTYPES.get(i.type, i.type)})
         return out
 
     def infer(self, feed: dict[str, Any]) -> list[Any]:
