@@ -58,6 +58,20 @@ class StageImpl(Protocol):
     def run(self, request: StageRequest) -> StageOutput: ...
 
 
+class StageLog:
+    """The stage's log file (StageRequest.log), emptied when the stage starts; the engine prints its path
+    when a stage fails. Call it with one message per line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+
+    def __call__(self, message: str) -> None:
+        with self.path.open("a") as fh:
+            fh.write(message.rstrip("\n") + "\n")
+
+
 @runtime_checkable
 class Backend(Protocol):
     """A toolchain adapter. Registered by name in backends.registry, constructed lazily."""

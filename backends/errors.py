@@ -28,3 +28,10 @@ class TransientError(BackendError):
 
 class ToolchainMissing(BackendError):
     pass
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """The first line of an exception message, bounded: errors reach the user as one line."""
+    text = str(exc).strip().splitlines()
+    line = text[0] if text else type(exc).__name__
+    return line if len(line) <= limit else line[: limit - 3] + "..."

@@ -15,8 +15,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from backends.base import StageOutput, StageRequest
-from backends.errors import TerminalError
+from backends.base import StageLog, StageOutput, StageRequest
+from backends.errors import TerminalError, one_line
 
 if TYPE_CHECKING:
     import numpy as np
@@ -42,26 +42,6 @@ def _dist_version(name: str) -> str:
         return "missing"
 
 
-def one_line(exc: BaseException, limit: int = 300) -> str:
-    """The first line of an exception message, bounded: errors reach the user as one line."""
-    text = str(exc).strip().splitlines()
-    line = text[0] if text else type(exc).__name__
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
-class _Log:
-    """Appends to the stage log; the engine prints its path when a stage fails."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("")
-
-    def __call__(self, message: str) -> None:
-        with self.path.open("a") as fh:
-            fh.write(message.rstrip("\n") + "\n")
-
-
 class ImportPass:
     """Stage "import": load, check, raise the opset, fix input shapes, infer the rest."""
 
@@ -76,7 +56,7 @@ class ImportPass:
         if source is None:
             raise TerminalError("import: no model file given")
         shapes = _spec_shapes(request.config.get("inputs"))
-        log = _Log(request.log)
+        log = StageLog(request.log)
         model, report = import_model(Path(source), shapes, log)
         out = Path(request.workdir) / "model.onnx"
         data = model.SerializeToString(deterministic=True)

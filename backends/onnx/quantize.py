@@ -23,9 +23,9 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from backends.base import StageOutput, StageRequest
+from backends.base import StageLog, StageOutput, StageRequest
 from backends.catalog import Target
-from backends.errors import TerminalError
+from backends.errors import TerminalError, one_line
 from backends.onnx import calibration, data, sensitivity
 from backends.onnx.quant_policy import (
     COMPUTE_OPS,
@@ -54,23 +54,6 @@ def _dist_version(name: str) -> str:
         return version(name)
     except PackageNotFoundError:
         return "missing"
-
-
-def _one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    line = lines[0] if lines else type(exc).__name__
-    return line[:300]
-
-
-class _Log:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("")
-
-    def __call__(self, message: str) -> None:
-        with self.path.open("a") as fh:
-            fh.write(message.rstrip("\n") + "\n")
 
 
 class _LogHandler(logging.Handler):
@@ -104,7 +87,7 @@ class QuantizePass:
         return {name: _dist_version(name) for name in ("onnx", "onnxruntime", "numpy")}
 
     def run(self, request: StageRequest) -> StageOutput:
-        log = _Log(Path(request.log))
+        log = StageLog(Path(request.log))
         policy = resolve(request.config, request.target)
         log(f"quantize: mode {policy.mode} on target {request.target.id}")
         source = request.inputs.get("model")
@@ -185,7 +168,7 @@ def prepare(source: Path, scratch: Path, log: Logger) -> tuple[Path, dict[str, A
     try:
         model = onnx.load(str(source))
     except Exception as exc:  # noqa: BLE001 - protobuf/onnx raise various types
-        raise TerminalError(f"quantize: cannot load model: {_one_line(exc)}") from exc
+        raise TerminalError(f"quantize: cannot load model: {one_line(exc)}") from exc
     report: dict[str, Any] = {"opset_before": default_opset(model)}
     model = raise_opset(model, log)
     report["opset"] = default_opset(model)
@@ -214,8 +197,8 @@ def _pre_process(raised: Path, prepared: Path, log: Logger) -> str:
             quant_pre_process(str(raised), str(prepared), skip_symbolic_shape=skip_symbolic)
             return label
         except Exception as exc:  # noqa: BLE001 - ORT's optimizer and shape inference raise plain exceptions
-            failures.append(_one_line(exc))
-            log(f"quant_pre_process ({label}) failed: {_one_line(exc)}")
+            failures.append(one_line(exc))
+            log(f"quant_pre_process ({label}) failed: {one_line(exc)}")
     shutil.copyfile(raised, prepared)
     return f"skipped: {'; '.join(failures)}"
 
@@ -284,7 +267,7 @@ class Builder:
         except TerminalError:
             raise
         except Exception as exc:  # noqa: BLE001 - ORT's quantizer raises plain exceptions
-            raise TerminalError(f"quantization failed: {_one_line(exc)}") from exc
+            raise TerminalError(f"quantization failed: {one_line(exc)}") from exc
         model = onnx.load(str(target))
         save_deterministic(model, target)
         return target
@@ -499,7 +482,7 @@ def keep_fp16(built: Path, nodes: Sequence[str], target: Target) -> tuple[Path, 
         save_deterministic(converted, out)
         _smoke_run(out)
     except Exception as exc:  # noqa: BLE001 - converter and ORT raise various types
-        return built, f"keep fp16: conversion not feasible ({_one_line(exc)}); kept nodes stay fp32"
+        return built, f"keep fp16: conversion not feasible ({one_line(exc)}); kept nodes stay fp32"
     return out, f"keep fp16: {len(nodes)} kept nodes converted to fp16"
 
 
@@ -540,7 +523,7 @@ def convert_fp16(source: Path, out: Path, policy: Policy, target: Target, log: L
     except TerminalError:
         raise
     except Exception as exc:  # noqa: BLE001 - the converter raises various types
-        raise TerminalError(f"fp16 conversion failed: {_one_line(exc)}") from exc
+        raise TerminalError(f"fp16 conversion failed: {one_line(exc)}") from exc
     save_deterministic(converted, out)
     report: dict[str, Any] = {"mode": "fp16", "keep_io_types": policy.keep_io_types}
     try:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.base import StageOutput, StageRequest
-from backends.errors import TerminalError
+from backends.errors import TerminalError, one_line
 from backends.onnxruntime import OPTIMIZATION_LEVELS, disabled_optimizers, fingerprint, validate_options
 
 SESSION_FORMAT = 1
@@ -27,11 +27,6 @@ def _log(path: Path, message: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as fh:
         fh.write(message.rstrip("\n") + "\n")
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0][:300] if lines else type(exc).__name__
 
 
 class CompilePass:
@@ -131,7 +126,7 @@ def optimize(source: Path, out: Path, level: str, disabled: list[str]) -> None:
             str(source), options, providers=["CPUExecutionProvider"], disabled_optimizers=disabled
         )
     except Exception as exc:  # ORT raises its own exception types
-        raise TerminalError(f"onnxruntime cannot optimize {source.name}: {_first_line(exc)}") from exc
+        raise TerminalError(f"onnxruntime cannot optimize {source.name}: {one_line(exc)}") from exc
 
 
 def to_ort_format(model: Path, out: Path) -> None:
@@ -143,9 +138,7 @@ def to_ort_format(model: Path, out: Path) -> None:
     try:
         ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # ORT raises its own exception types
-        raise TerminalError(
-            f"onnxruntime cannot save {model.name} in ORT format: {_first_line(exc)}"
-        ) from exc
+        raise TerminalError(f"onnxruntime cannot save {model.name} in ORT format: {one_line(exc)}") from exc
 
 
 def compile_ort(source: Path, artifact: Path, settings: dict[str, Any], log: Path) -> dict[str, Any]:
@@ -171,7 +164,7 @@ def compile_ort(source: Path, artifact: Path, settings: dict[str, Any], log: Pat
         try:
             data = canonical_bytes(raw)
         except (UnknownField, ValueError) as exc:
-            data, error = raw, _first_line(exc)
+            data, error = raw, one_line(exc)
             _log(log, f"WARNING: .ort left as ONNX Runtime wrote it, not byte-reproducible: {error}")
         artifact.write_bytes(data)
         max_diff = _agrees(canonical_path, artifact)
