@@ -140,6 +140,8 @@ class SampleSet:
     files: tuple[Path, ...]
     inputs: tuple[InputSpec, ...]
     color: Color | None = None
+    role: str = "data"
+    """The spec field the samples come from; it prefixes a bad file's error."""
 
     @property
     def names(self) -> list[str]:
@@ -149,7 +151,11 @@ class SampleSet:
         return len(self.files)
 
     def __iter__(self) -> Iterator[Sample]:
-        return (read_sample(path, self.inputs, self.color) for path in self.files)
+        for path in self.files:
+            try:
+                yield read_sample(path, self.inputs, self.color)
+            except TerminalError as exc:
+                raise TerminalError(f"{self.role}: {exc}") from None
 
 
 def sample_set(
@@ -161,7 +167,7 @@ def sample_set(
     color: Color | None = None,
 ) -> SampleSet:
     """The selected samples of `folder` (select_files), read lazily."""
-    return SampleSet(tuple(select_files(folder, count, seed, role)), tuple(inputs), color)
+    return SampleSet(tuple(select_files(folder, count, seed, role)), tuple(inputs), color, role)
 
 
 def iter_samples(

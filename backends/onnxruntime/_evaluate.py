@@ -110,7 +110,7 @@ def _samples(request: StageRequest, inputs: list[InputSpec]) -> tuple[Samples, s
     folder = request.inputs.get("eval_data")
     if folder is None:
         return random_samples(inputs, RANDOM_SAMPLES, seed=0), "random inputs (seed 0)"
-    return sample_set(Path(folder), inputs, role="evaluation"), f"evaluate.data ({Path(folder).name})"
+    return sample_set(Path(folder), inputs, role="evaluate.data"), f"evaluate.data ({Path(folder).name})"
 
 
 def _labels(request: StageRequest, samples: Samples) -> list[int] | None:

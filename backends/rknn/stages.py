@@ -125,7 +125,7 @@ def calibration_files(
     out.mkdir(parents=True, exist_ok=True)
     lines = []
     for i, sample in enumerate(
-        data.iter_samples(folder, specs, count, seed, "calibration", B.color_of(meta))
+        data.iter_samples(folder, specs, count, seed, "quantization.calibration.data", B.color_of(meta))
     ):
         names = []
         for j, spec in enumerate(specs):
@@ -303,7 +303,7 @@ class RknnEvaluate:
             raw = B.raw_inputs(data.model_inputs(prep.onnx), prep.meta)
             folder = request.inputs.get("eval_data")
             if folder is not None:
-                samples = data.load_samples(Path(folder), raw, None, 0, "evaluation", B.color_of(prep.meta))
+                samples = data.load_samples(Path(folder), raw, None, 0, "evaluate.data", B.color_of(prep.meta))
                 source = f"evaluate.data ({Path(folder).name})"
             else:
                 samples, source = data.random_samples(raw, 8, seed=0), "random inputs (seed 0)"
@@ -394,7 +394,7 @@ class RknnEvaluate:
             raise TerminalError(
                 "rknn evaluate needs evaluate.data (the simulator measures accuracy, not latency)"
             )
-        samples = data.load_samples(Path(folder), raw, None, 0, "evaluation", B.color_of(prep.meta))
+        samples = data.load_samples(Path(folder), raw, None, 0, "evaluate.data", B.color_of(prep.meta))
         sim = job.parent / "sim"  # outside the build folder: its contents change the toolkit's bytes
         sim.mkdir()
         arrays: dict[str, Any] = {}

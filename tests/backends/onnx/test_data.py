@@ -228,10 +228,10 @@ def test_feed_reader_is_an_ort_calibration_reader(tmp_path: Path) -> None:
 def test_sample_set_reads_files_on_each_pass_not_before(tmp_path: Path) -> None:
     for i in range(3):
         np.save(tmp_path / f"{i}.npy", np.full((1, 3, 4, 4), i, np.float32))
-    samples = sample_set(tmp_path, FLOAT_IN, role="evaluation")
+    samples = sample_set(tmp_path, FLOAT_IN, role="evaluate.data")
     (tmp_path / "1.npy").write_bytes(b"not yet read")  # construction read no file
     assert len(samples) == 3 and samples.names == ["0.npy", "1.npy", "2.npy"]
-    with pytest.raises(TerminalError, match=r"1\.npy"):
+    with pytest.raises(TerminalError, match=r"^evaluate\.data: 1\.npy: cannot read"):
         list(samples)
     np.save(tmp_path / "1.npy", np.full((1, 3, 4, 4), 7, np.float32))
     assert [float(s.feed["x"].max()) for s in samples] == [0.0, 7.0, 2.0]  # a second pass reads again
