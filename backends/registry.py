@@ -79,3 +79,22 @@ def implementation(target: Target, stage: str, override: str | None = None) -> S
         name = chosen.name if chosen is not None else (override or target.backend)
         raise UnsupportedStage(f"backend {name!r} implements no {stage} stage for target {target.id!r}")
     return shared
+
+
+def describe(target: Target) -> dict[str, str]:
+    """What builds `target` here, for `npuctl targets`: the backend, its toolchain's state, and the
+    evidence its measurements can carry on this machine (a backend's `evidence_here`)."""
+    name = target.backend
+    if name not in known():
+        return {
+            "backend": name,
+            "toolchain": "no backend registered",
+            "evidence": "none: validate rejects it",
+        }
+    try:
+        chosen = backend(name)
+    except UnsupportedStage as exc:
+        return {"backend": name, "toolchain": str(exc), "evidence": "none"}
+    missing = chosen.missing_toolchain()
+    evidence = str(getattr(chosen, "evidence_here", "not declared by the backend"))
+    return {"backend": name, "toolchain": missing or "ready", "evidence": evidence}

@@ -75,7 +75,39 @@ RKNN = Toolchain(
     install_hint="run `npuctl toolchain install rknn`",
 )
 
-TOOLCHAINS: dict[str, Toolchain] = {RKNN.name: RKNN}
+TFLITE = Toolchain(
+    name="tflite",
+    version="1.29.24",
+    # onnx2tf's own exact pins (numpy 1.26.4, onnx 1.19, onnxruntime 1.23, tensorflow 2.19: they
+    # conflict with the main stack's numpy 2 / onnx 1.23 / onnxruntime 1.32), with the headless
+    # OpenCV build (the desktop one needs libGL, absent on servers) and LiteRT for host runs.
+    requirements=(
+        "numpy==1.26.4",
+        "onnx==1.19.1",
+        "onnxruntime==1.23.0",
+        "tensorflow==2.19.0",
+        "tf-keras==2.19.0",
+        "ai-edge-litert==2.1.0",
+        "onnxsim==0.4.36",
+        "onnxoptimizer==0.4.2",
+        "onnx-graphsurgeon==0.5.8",
+        "simple-onnx-processing-tools==1.1.32",
+        "opencv-python-headless==4.11.0.86",
+        "psutil==5.9.5",
+        "protobuf==4.25.5",
+        "h5py==3.11.0",
+        "ml-dtypes==0.5.1",
+        "flatbuffers==25.12.19",
+        "requests==2.32.5",
+    ),
+    # Without its dependencies: it asks for the desktop opencv-python (libGL).
+    no_deps=("onnx2tf==1.29.24",),
+    check_import="onnx2tf",
+    fingerprint_dists=("onnx2tf", "tensorflow", "ai-edge-litert", "numpy", "onnx", "onnxruntime"),
+    install_hint="run `npuctl toolchain install tflite`",
+)
+
+TOOLCHAINS: dict[str, Toolchain] = {RKNN.name: RKNN, TFLITE.name: TFLITE}
 
 
 class InstallError(RuntimeError):

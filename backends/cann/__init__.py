@@ -66,6 +66,7 @@ OPTIONS_SCHEMA: dict[str, Any] = {
 
 class CannBackend:
     name = NAME
+    evidence_here = "unverified: ATC bundle only (the CANN toolkit is not installable here)"
 
     def serves(self, target: Target) -> bool:
         return target.backend == NAME

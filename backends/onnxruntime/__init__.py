@@ -132,6 +132,7 @@ def disabled_optimizers(fusion: Any) -> list[str]:
 
 class OnnxRuntimeBackend:
     name = "onnxruntime"
+    evidence_here = "measured:host (ONNX Runtime CPU EP); measured:device through an ssh/adb runner"
 
     def serves(self, target: Target) -> bool:
         return target.backend == self.name

@@ -82,6 +82,7 @@ def fingerprint() -> dict[str, str]:
 
 class OpenVinoBackend:
     name = NAME
+    evidence_here = "measured:device on an Intel NPU when present, else measured:host (CPU plugin)"
 
     def serves(self, target: Target) -> bool:
         return target.backend == NAME

@@ -84,6 +84,7 @@ OPTIONS_SCHEMA: dict[str, Any] = {
 
 class QnnBackend:
     name = NAME
+    evidence_here = "unverified: QNN SDK bundle only"
 
     def serves(self, target: Target) -> bool:
         return target.backend == NAME

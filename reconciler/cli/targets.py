@@ -27,7 +27,15 @@ def target_record(t: Target) -> dict[str, Any]:
     record = asdict(t)
     record["precisions"] = list(t.precisions)
     record["op_support"] = op_support(t)
+    record["built_by"] = built_by(t)
     return record
+
+
+def built_by(t: Target) -> dict[str, str]:
+    """Which backend builds the target here, whether its toolchain is ready, and what evidence it gives."""
+    from backends.registry import describe
+
+    return describe(t)
 
 
 def op_support(t: Target) -> dict[str, int]:
@@ -97,7 +105,25 @@ def print_catalog(all_targets: list[Target]) -> None:
             " ".join(t.precisions),
             short_version(t.op_table_version),
         )
-    _console().print(table)
+    console = _console()
+    console.print(table)
+    console.print(builders_table(all_targets))
+
+
+def builders_table(all_targets: list[Target]) -> Any:
+    """Per target: the backend that builds it here, its toolchain's state, the evidence it can give."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, title="built here by")
+    table.add_column("id", no_wrap=True)
+    table.add_column("backend", no_wrap=True)
+    table.add_column("toolchain here", overflow="fold")
+    table.add_column("evidence here", overflow="fold")
+    for t in all_targets:
+        here = built_by(t)
+        table.add_row(t.id, here["backend"], here["toolchain"], here["evidence"])
+    return table
 
 
 def print_target(t: Target) -> None:
@@ -122,6 +148,8 @@ def print_target(t: Target) -> None:
         ("op table version", t.op_table_version),
         ("description", t.description),
     ]
+    here = built_by(t)
+    rows += [("toolchain here", here["toolchain"]), ("evidence here", here["evidence"])]
     for key, value in sorted(t.extra.items()):
         rows.extend(_extra_rows(key, value))
     for key, value in rows:

@@ -16,6 +16,10 @@ from reconciler.spec._suggest import suggest
 
 def options_errors(spec: LoadedSpec) -> list[SpecError]:
     compile_ = spec.deployment.spec.compile
+    if compile_.backend is None:
+        missing = target_backend_error(spec)
+        if missing is not None:
+            return [missing]
     if compile_.backend is None and not compile_.options:
         return []
     from backends import registry
@@ -34,6 +38,26 @@ def options_errors(spec: LoadedSpec) -> list[SpecError]:
         message = f"cannot check the options of backend {name!r}: {exc}"
         return [spec.error("compile.options", message, key=True)]
     return _schema_errors(spec, name, schema, compile_.options)
+
+
+def target_backend_error(spec: LoadedSpec) -> SpecError | None:
+    """The target's backend must exist here, so apply never fails on a missing adapter (`validate` does)."""
+    from backends import registry
+    from backends.errors import BackendError
+
+    name = catalog.target(spec.target).backend
+    known = sorted(registry.known())
+    if name not in known:
+        message = (
+            f"target {spec.target!r} has no backend here: its backend {name!r} is not registered "
+            f"(known: {', '.join(known)}); set compile.backend to one of them"
+        )
+        return spec.error("target", message)
+    try:
+        registry.backend(name)
+    except BackendError as exc:
+        return spec.error("target", f"target {spec.target!r}: {exc}")
+    return None
 
 
 def _schema_errors(

@@ -87,3 +87,17 @@ def test_markdown_matches_docs_targets_md() -> None:
     assert result.output == (REPO / "docs" / "targets.md").read_text(encoding="utf-8")
     for target_id in targets():
         assert f"| `{target_id}` |" in result.output
+
+
+def test_catalog_says_what_builds_each_target_here() -> None:
+    from backends import registry
+
+    result = CliRunner().invoke(cli, ["targets"], standalone_mode=False, env={"COLUMNS": "400"})
+    table = result.output.split("built here by", 1)[1]
+    for t in targets().values():
+        row = next(line for line in table.splitlines() if line.startswith(t.id + " "))
+        here = registry.describe(t)
+        assert here["backend"] == t.backend and t.backend in row and here["evidence"] in row
+    doc = json.loads(run("--json").output)
+    rk = next(t for t in doc["targets"] if t["id"] == "rk3588")
+    assert rk["built_by"]["backend"] == "rknn" and "simulator" in rk["built_by"]["evidence"]

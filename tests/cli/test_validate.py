@@ -115,3 +115,18 @@ def test_real_entry_point_exit_codes_and_no_heavy_imports(repo: Repo) -> None:
     )  # fmt: skip
     assert broken.returncode == 1
     assert broken.stdout == "specs/a.yaml:22:11: spec.evaluate.runs: must be > 0, got the integer 0\n"
+
+
+def test_a_target_without_a_backend_is_a_validate_error(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A catalog target whose backend is not registered fails validate at spec.target, never apply."""
+    from backends import registry
+
+    monkeypatch.setattr(
+        registry, "BUILTIN", {k: v for k, v in registry.BUILTIN.items() if k != "onnxruntime"}
+    )
+    repo.write("specs/a.yaml", GOOD)
+    result = validate()
+    assert result.return_value == 1
+    line = result.stdout.strip()
+    assert line.startswith("specs/a.yaml:8:11: spec.target: target 'cpu' has no backend here:"), line
+    assert "backend 'onnxruntime' is not registered" in line and len(result.stdout.splitlines()) == 1

@@ -31,7 +31,7 @@ REQUIRED_IDS = {
     "ethos-u85",
 }
 REQUIRED_VENDORS = {"Qualcomm", "MediaTek", "Huawei", "Apple", "Rockchip", "Intel", "Arm"}
-BACKENDS = {"onnxruntime", "qnn", "neuropilot", "cann", "coreml", "rknn", "openvino", "vela"}
+BACKENDS = {"onnxruntime", "qnn", "mediatek", "cann", "coreml", "rknn", "openvino", "ethos-u"}
 PRECISIONS = {"fp32", "fp16", "bf16", "tf32", "int4", "int8", "uint8", "int16", "uint16"}
 ACTIVATIONS = {"int8", "uint8", "int16", "uint16"}
 BASIS_KINDS = {"published", "derived", "nominal", "typical board", "assumed", "third-party"}
