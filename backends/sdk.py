@@ -95,8 +95,11 @@ def _quote(arg: str) -> str:
 def run_tools(
     commands: Sequence[Sequence[str]], sdk: Sdk, cwd: Path, log: Path, timeout_s: float = 3600.0
 ) -> None:
-    """Runs the bundle's commands for real (tool names resolved through the SDK)."""
-    env = dict(os.environ)
+    """Runs the bundle's commands for real (tool names resolved through the SDK).
+
+    The vendor tools include Python scripts: PYTHONSAFEPATH keeps the working folder off their path.
+    """
+    env = {**os.environ, "PYTHONSAFEPATH": "1"}
     with log.open("a") as fh:
         for argv in commands:
             resolved = [_resolve(a, sdk) for a in argv]

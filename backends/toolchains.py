@@ -17,11 +17,12 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from backends.child import NEUTRAL_CWD, python_argv
 
 MARKER = "npuctl-toolchain.json"
 MARKER_FORMAT = 1
@@ -192,8 +193,11 @@ def installed_versions(venv: Path) -> dict[str, str]:
 
 
 def _run(cmd: list[str], log: Logger, step: str) -> None:
+    """One install step, from a neutral folder: never the user's (a repository's `pip/` stays unseen)."""
     log(f"$ {' '.join(cmd)}")
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
+    proc = subprocess.run(
+        cmd, cwd=NEUTRAL_CWD, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False
+    )
     log(proc.stdout)
     if proc.returncode != 0:
         tail = " | ".join(line for line in proc.stdout.strip().splitlines()[-3:] if line.strip())
@@ -217,13 +221,13 @@ def install(
         # venvs are not relocatable (scripts embed their path): build in place under the final name
         # only after a successful build, so we build in staging and rewrite nothing: python -m pip is
         # always called through the interpreter path, which resolves relative to the venv.
-        _run([sys.executable, "-m", "venv", str(staging)], log, "python -m venv")
+        _run(python_argv("-m", "venv", str(staging)), log, "python -m venv")
         py = str(venv_python(staging))
-        pip = [py, "-m", "pip", "install", "--no-input", "--disable-pip-version-check"]
+        pip = python_argv("-m", "pip", "install", "--no-input", "--disable-pip-version-check", interpreter=py)
         _run([*pip, *tc.requirements], log, "pip install (pinned dependencies)")
-        toolchain_reqs = [str(wheel)] if wheel is not None else list(tc.no_deps)
+        toolchain_reqs = [str(wheel.resolve())] if wheel is not None else list(tc.no_deps)
         _run([*pip, "--no-deps", *toolchain_reqs], log, f"pip install --no-deps {' '.join(tc.no_deps)}")
-        _run([py, "-c", f"import {tc.check_import}"], log, f"import {tc.check_import}")
+        _run(python_argv("-c", f"import {tc.check_import}", interpreter=py), log, f"import {tc.check_import}")
         versions = installed_versions(staging)
         record = {"format": MARKER_FORMAT, "toolchain": tc.name, "version": tc.version, "versions": versions}
         (staging / MARKER).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from backends import toolchains
+from backends.child import python_argv
 from backends.errors import TerminalError, ToolchainMissing, TransientError
 
 WORKER = Path(__file__).with_name("worker.py")
@@ -116,7 +117,8 @@ def run(
     res_path = job_dir / "rknn-result.json"
     req_path.write_text(json.dumps(request, indent=1, sort_keys=True))
     res_path.unlink(missing_ok=True)
-    argv = [str(py), WORKER.name, req_path.name, res_path.name]
+    # keep_env: PYTHONHASHSEED=0 (worker_env) must reach the toolkit; the fixed env has no PYTHONPATH
+    argv = python_argv(WORKER.name, req_path.name, res_path.name, interpreter=str(py), keep_env=True)
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("a") as fh:
         fh.write(f"$ cd {job_dir} && {' '.join(argv)}\n")

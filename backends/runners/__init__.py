@@ -17,8 +17,6 @@ from typing import Any, Protocol, runtime_checkable
 from backends.errors import TerminalError, TransientError
 
 REQUEST_FILE = "request.json"
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]
-"""The folder that contains the `backends` package (put on PYTHONPATH for `-m` runs)."""
 
 
 @runtime_checkable

@@ -57,9 +57,24 @@ class BenchError(Exception):
 def _harness() -> ModuleType:
     try:
         return importlib.import_module("backends.harness")
-    except ImportError:  # copied standalone to a device, next to harness.py
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        return importlib.import_module("harness")
+    except ImportError:  # run by path (isolated, npuctl not installed) or copied to a device beside it
+        here = Path(__file__).resolve().parent
+        for candidate in (here / "harness.py", here.parent / "harness.py"):
+            if candidate.is_file():
+                return _load_file("harness", candidate)
+        raise
+
+
+def _load_file(name: str, path: Path) -> ModuleType:
+    """A module from a file beside this one, without putting its folder on sys.path."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def sample_key(sample: int, position: int) -> str:

@@ -1,5 +1,9 @@
 """The local runner: benchprog in a subprocess of the same interpreter, with a timeout.
 
+benchprog runs by file path in isolated mode (backends.child): the job folder, the repository and
+PYTHONPATH are never on its import path; the shared harness is found through the installed npuctl or,
+failing that, beside benchprog's own file.
+
 A subprocess, not a call, so a runtime that crashes or hangs fails one measurement (a TransientError
 the engine retries) instead of taking the reconciler down, and so memory is measured in a process
 that holds nothing but the runtime and the model.
@@ -10,12 +14,14 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from backends.child import script_argv
 from backends.errors import TransientError
-from backends.runners import PACKAGE_ROOT, REQUEST_FILE, parse_result
+from backends.runners import REQUEST_FILE, parse_result
+
+BENCHPROG = Path(__file__).resolve().with_name("benchprog.py")
 
 
 class LocalRunner:
@@ -26,15 +32,12 @@ class LocalRunner:
         return "local"
 
     def command(self, job_dir: Path) -> list[str]:
-        return [sys.executable, "-m", "backends.runners.benchprog", str(job_dir / REQUEST_FILE)]
+        return script_argv(BENCHPROG, str(job_dir / REQUEST_FILE))
 
     def run(self, job_dir: Path, timeout_s: float, log: Path | None = None) -> dict[str, Any]:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
         proc = subprocess.Popen(
             self.command(job_dir),
             cwd=job_dir,
-            env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

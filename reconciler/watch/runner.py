@@ -13,12 +13,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
+
+from backends.child import python_argv
 
 CANCEL_GRACE_S = 2.0
 
@@ -119,13 +120,17 @@ class SubprocessJob:
 
 
 class SubprocessRunner:
-    """`python -m reconciler apply --json SPEC`, in the repository root; `command` replaces the prefix."""
+    """`python -I -m reconciler apply --json SPEC`, in the repository root; `command` replaces the prefix.
+
+    Isolated (backends.child): the repository is the child's working directory (apply finds the root
+    from it) but never on its import path, so a `reconciler/` folder in it cannot replace npuctl.
+    """
 
     def __init__(
         self, root: Path, command: Sequence[str] | None = None, env: dict[str, str] | None = None
     ) -> None:
         self.root = root
-        self.command = list(command or [sys.executable, "-m", "reconciler", "apply", "--json"])
+        self.command = list(command or python_argv("-m", "reconciler", "apply", "--json"))
         self.env = {**os.environ, "NPUCTL_WATCH_CHILD": "1", **(env or {})}
 
     def start(self, spec_file: Path) -> SubprocessJob:
