@@ -24,12 +24,15 @@ def command(paths: tuple[Path, ...], as_json: bool) -> int:
     PATH is a spec file or a directory of specs (default: specs/ at the repository root).
     """
     from reconciler.spec import check
+    from reconciler.spec._bases import check_base, discover_bases
     from reconciler.spec._errors import display_path
 
     root = find_root(Path.cwd())
     targets = list(paths) or [root / "specs"]
     reports = check(targets, root)
+    bases = {base: check_base(base) for base in discover_bases(targets)}
     invalid = [r for r in reports if not r.valid]
+    invalid_bases = [b for b, errors in bases.items() if errors]
     if as_json:
         out = {
             "format_version": 1,
@@ -42,13 +45,20 @@ def command(paths: tuple[Path, ...], as_json: bool) -> int:
                 }
                 for r in reports
             ],
+            "bases": [
+                {"file": display_path(b), "valid": not errors, "errors": [e.to_json() for e in errors]}
+                for b, errors in bases.items()
+            ],
         }
         click.echo(json.dumps(out, indent=2))
     else:
         for report in reports:
             for error in report.errors:
                 click.echo(str(error))
-    if not reports:
+        for base_errors in bases.values():
+            for error in base_errors:
+                click.echo(str(error))
+    if not reports and not bases:
         shown = ", ".join(display_path(Path(t).absolute()) for t in targets)
         click.echo(f"no deployment specs found in {shown}", err=True)
         return 1
@@ -56,5 +66,8 @@ def command(paths: tuple[Path, ...], as_json: bool) -> int:
         errors = sum(len(r.errors) for r in invalid)
         summary = f"{len(reports)} spec(s) checked: {len(reports) - len(invalid)} valid"
         summary += f", {len(invalid)} invalid ({errors} error(s))" if invalid else ""
+        if bases:
+            summary += f"; {len(bases)} base file(s): {len(bases) - len(invalid_bases)} valid"
+            summary += f", {len(invalid_bases)} invalid" if invalid_bases else ""
         click.echo(summary, err=True)
-    return 1 if invalid else 0
+    return 1 if invalid or invalid_bases else 0

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from reconciler.spec._schema_shape import language_schema
 from reconciler.spec.models import API_VERSION, Deployment
 
 SCHEMA_ID = "urn:npuctl:schema:deployment:v1"
@@ -22,8 +23,11 @@ SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schemas" / "deployment.sche
 
 
 def schema() -> dict[str, Any]:
-    """The JSON Schema of a deployment spec file (the YAML, read as JSON)."""
-    body = Deployment.model_json_schema(by_alias=True, mode="validation")
+    """The JSON Schema of a deployment spec file (the YAML, read as JSON): complete specs, specs with
+    `extends` and `kind: DeploymentBase` files (see _schema_shape)."""
+    body = language_schema(
+        Deployment.model_json_schema(by_alias=True, mode="validation"), _targets(), _backend_options()
+    )
     body["$schema"] = DRAFT
     body["$id"] = SCHEMA_ID
     body["title"] = f"npuctl Deployment ({API_VERSION})"
@@ -32,6 +36,29 @@ def schema() -> dict[str, Any]:
         "and measured, and the SLOs it must meet. Generated from reconciler/spec/models.py; do not edit."
     )
     return body
+
+
+def _targets() -> dict[str, str]:
+    import backends.catalog as catalog
+
+    out = {}
+    for tid, t in catalog.targets().items():
+        what = t.description or f"{t.vendor} {t.chip} {t.npu}".strip()
+        out[tid] = f"{what} (backend {t.backend})"
+    return out
+
+
+def _backend_options() -> dict[str, tuple[dict[str, Any], list[str]]]:
+    """Built-in backends' compile.options schemas, with the catalog targets each builds by default.
+    Plug-ins are left out: the checked-in schema must not depend on what happens to be installed."""
+    import backends.catalog as catalog
+    from backends import registry
+
+    out = {}
+    for name in sorted(registry.BUILTIN):
+        ids = sorted(tid for tid, t in catalog.targets().items() if t.backend == name)
+        out[name] = (registry.backend(name).options_schema(), ids)
+    return out
 
 
 def render() -> str:

@@ -130,3 +130,34 @@ def test_a_target_without_a_backend_is_a_validate_error(repo: Repo, monkeypatch:
     line = result.stdout.strip()
     assert line.startswith("specs/a.yaml:8:11: spec.target: target 'cpu' has no backend here:"), line
     assert "backend 'onnxruntime' is not registered" in line and len(result.stdout.splitlines()) == 1
+
+
+BASE = """\
+apiVersion: npuctl/v1
+kind: DeploymentBase
+metadata:
+  labels: {team: t}
+spec:
+  evaluate:
+    warmup: 2
+"""
+
+
+def test_a_base_file_is_checked_on_its_own(repo: Repo) -> None:
+    """A DeploymentBase is never built, but validate checks it where it lies (named or in a folder)."""
+    repo.write("specs/shared.base.yaml", BASE)
+    named = validate("specs/shared.base.yaml")
+    assert named.return_value == 0, named.stdout
+    assert "1 base file(s): 1 valid" in named.stderr and "no deployment specs" not in named.stderr
+
+    repo.write("specs/a.yaml", GOOD)
+    repo.write("specs/shared.base.yaml", BASE.replace("    warmup: 2", "    warmup: -2\n    wramup: 1"))
+    result = validate()
+    assert result.return_value == 1
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("specs/shared.base.yaml:8:5: spec.evaluate.wramup: unknown field")
+    assert lines[1] == "specs/shared.base.yaml:7:13: spec.evaluate.warmup: -2 is less than the minimum of 0"
+    assert "1 spec(s) checked: 1 valid; 1 base file(s): 0 valid, 1 invalid" in result.stderr
+    as_json = json.loads(validate("--json").stdout)
+    assert [b["valid"] for b in as_json["bases"]] == [False]
