@@ -94,7 +94,50 @@ class NodeCost:
 
 
 def node_cost(node: onnx.NodeProto, facts: Facts) -> NodeCost:
-    """MACs and memory traffic of one runtime node (shapes unknown count as zero)."""
+    """MACs and memory traffic of one runtime node (shapes unknown count as zero); a control-flow node
+    carries the work of its bodies (backends.onnx.control_flow)."""
+    own = _own_cost(node, facts)
+    inner = body_cost(node, facts)
+    if inner is None:
+        return own
+    return NodeCost(
+        own.macs + inner.macs,
+        own.ops + inner.ops,
+        own.weight_elems + inner.weight_elems,
+        own.activation_elems + inner.activation_elems,
+    )
+
+
+def body_cost(node: onnx.NodeProto, facts: Facts) -> NodeCost | None:
+    """The work inside an If/Loop/Scan: the costlier branch of an If, a loop body times its trip count."""
+    from backends.onnx import control_flow
+
+    found = control_flow.bodies(node, facts)
+    if not found:
+        return None
+    totals = []
+    for body in found:
+        costs = [node_cost(body.facts.nodes[i], body.facts) for i in body.facts.runtime_nodes()]
+        totals.append(
+            NodeCost(
+                sum(c.macs for c in costs),
+                sum(c.ops for c in costs),
+                sum(c.weight_elems for c in costs),
+                sum(c.activation_elems for c in costs),
+            )
+        )
+    if node.op_type == "If":
+        return max(totals, key=lambda c: (2 * c.macs + c.ops, c.activation_elems))
+    times, _ = control_flow.repeats(node, facts)
+    return NodeCost(
+        times * sum(c.macs for c in totals),
+        times * sum(c.ops for c in totals),
+        sum(c.weight_elems for c in totals),
+        times * sum(c.activation_elems for c in totals),
+    )
+
+
+def _own_cost(node: onnx.NodeProto, facts: Facts) -> NodeCost:
     data_in = [t for t in node.input if t and not facts.is_const(t)]
     weights = [t for t in node.input if t and facts.is_const(t)]
     act = sum(facts.numel(t) or 0 for t in data_in) + sum(facts.numel(t) or 0 for t in node.output if t)

@@ -71,7 +71,8 @@ def name_nodes(model: onnx.ModelProto) -> int:
 
 @dataclass
 class Facts:
-    """What is known about one graph (the main graph; subgraphs of If/Loop are opaque)."""
+    """What is known about one graph. The bodies of If/Loop/Scan nodes get Facts of their own
+    (backends.onnx.control_flow), analysed on demand and kept in `body_cache`."""
 
     model: onnx.ModelProto
     names: list[str]
@@ -87,6 +88,9 @@ class Facts:
     graph_inputs: list[str] = field(default_factory=list)
     graph_outputs: list[str] = field(default_factory=list)
     opset: int = 0
+    depth: int = 0
+    """How deep this graph is nested in control-flow bodies (0: the main graph)."""
+    body_cache: dict[int, Any] = field(default_factory=dict, repr=False)
 
     @property
     def nodes(self) -> Sequence[onnx.NodeProto]:
@@ -146,12 +150,12 @@ def opset_of(model: onnx.ModelProto) -> int:
     return 0
 
 
-def analyse(model: onnx.ModelProto, *, materialize_limit: int = MATERIALIZE_LIMIT) -> Facts:
+def analyse(model: onnx.ModelProto, *, materialize_limit: int = MATERIALIZE_LIMIT, depth: int = 0) -> Facts:
     """Facts about `model` (not modified). Folds constant subgraphs to a fixed point, then infers shapes."""
     from onnx import numpy_helper
 
     graph = model.graph
-    facts = Facts(model=model, names=node_names(graph.node), opset=opset_of(model))
+    facts = Facts(model=model, names=node_names(graph.node), opset=opset_of(model), depth=depth)
     for i, node in enumerate(graph.node):
         for out in node.output:
             if out:

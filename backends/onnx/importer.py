@@ -231,6 +231,7 @@ def _fix_one(name: str, tensor_type: Any, shape: list[int]) -> None:
                     f"spec.inputs.{name} dim {index} is {want}, but the model fixes it to {dim.dim_value}"
                 )
     tensor_type.ClearField("shape")
+    tensor_type.shape.SetInParent()  # a rank-0 input has a shape with no dims, not no shape
     for value in shape:
         tensor_type.shape.dim.add().dim_value = value
 

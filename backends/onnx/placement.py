@@ -232,6 +232,7 @@ def build_report(
                 "reason": d.reason,
             }
         )
+        nodes += _body_nodes(facts.names[i], node, facts, d.device, part[i], target, precision)
     part_list = _partition_list(facts, devices, part, cost)
     cross = crossings(facts, devices, part, precision.activation_bytes) if target.npu_cores > 0 else []
     works = [
@@ -241,7 +242,7 @@ def build_report(
     est = E.estimate(works, [c["bytes"] for c in cross], target, precision)
     for p in part_list:
         del p["ops"], p["weight_elems"], p["activation_elems"]
-    coverage = _coverage(devices, cost)
+    coverage = _coverage(nodes, devices, cost)
     return {
         "format_version": FORMAT_VERSION,
         "target": target.id,
@@ -284,9 +285,56 @@ def _partition_list(
     return out
 
 
-def _coverage(devices: Mapping[int, str], cost: Mapping[int, E.NodeCost]) -> dict[str, Any]:
-    total = len(devices)
-    npu = sum(1 for d in devices.values() if d == NPU)
+def _body_nodes(
+    parent: str,
+    node: onnx.NodeProto,
+    facts: Facts,
+    device: str,
+    partition: int,
+    target: Target,
+    precision: E.Precision,
+) -> list[dict[str, Any]]:
+    """Report entries for the nodes inside `node`'s bodies (recursively), named `parent/branch/node`.
+    A body runs where its control-flow node runs: inside a node on the CPU, every body node is on the
+    CPU; inside one on the NPU, the op table decides each."""
+    from backends.onnx import control_flow
+
+    out: list[dict[str, Any]] = []
+    for body in control_flow.bodies(node, facts):
+        decisions = table_decisions(body.facts, target, precision)
+        for i in body.facts.runtime_nodes():
+            child, d = body.facts.nodes[i], decisions[i]
+            name = f"{parent}/{body.attr}/{body.facts.names[i]}"
+            on_npu = device == NPU and d.device == NPU
+            reason = d.reason if device == NPU else f"inside {parent} ({node.op_type}), which runs on the CPU"
+            out.append(
+                {
+                    "name": name,
+                    "op_type": child.op_type
+                    if child.domain in ("", "ai.onnx")
+                    else f"{child.domain}:{child.op_type}",
+                    "device": NPU if on_npu else CPU,
+                    "partition": partition,
+                    "support": d.support,
+                    "macs": E.node_cost(child, body.facts).macs,
+                    "failed": d.failed if device == NPU else [reason],
+                    "not_evaluated": d.not_evaluated,
+                    "source": d.source,
+                    "reason": reason,
+                    "inside": parent,
+                }
+            )
+            out += _body_nodes(name, child, body.facts, NPU if on_npu else CPU, partition, target, precision)
+    return out
+
+
+def _coverage(
+    nodes: list[dict[str, Any]], devices: Mapping[int, str], cost: Mapping[int, E.NodeCost]
+) -> dict[str, Any]:
+    """Node counts include the nodes inside control-flow bodies; MACs of a control-flow node include
+    its bodies' (billed to the device the node runs on)."""
+    total = len(nodes)
+    npu = sum(1 for n in nodes if n["device"] == NPU)
     macs = sum(c.macs for c in cost.values())
     npu_macs = sum(cost[i].macs for i, d in devices.items() if d == NPU)
     return {

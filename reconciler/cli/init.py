@@ -125,6 +125,8 @@ def scalar(text: str) -> str:
 
 
 def _input_lines(name: str, dims: tuple[int | str | None, ...]) -> list[str]:
+    if not dims:
+        return [f"    {scalar(name)}: scalar  # rank 0"]
     if all(isinstance(d, int) for d in dims):
         return [f"    {scalar(name)}: [{', '.join(str(d) for d in dims)}]"]
     lines = [f"    {scalar(name)}:"]

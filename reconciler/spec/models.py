@@ -11,14 +11,27 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 API_VERSION = "npuctl/v1"
 
 PositiveInt = Annotated[int, Field(gt=0)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveFloat = Annotated[float, Field(gt=0)]
-Shape = Annotated[list[PositiveInt], Field(min_length=1, max_length=8)]
+SCALAR = "scalar"
+
+
+def _scalar_shape(value: Any) -> Any:
+    """`scalar` is the rank-0 shape, the same as `[]` (a sample rate, a threshold)."""
+    return [] if value == SCALAR else value
+
+
+_Dims = Annotated[list[PositiveInt], Field(max_length=8)]
+Shape = Annotated[
+    _Dims,
+    BeforeValidator(_scalar_shape, json_schema_input_type=_Dims | Literal["scalar"]),
+]
+"""Fixed dimensions of one input; `[]` or `scalar` for a rank-0 input."""
 IntType = Literal["int8", "uint8", "int16", "uint16"]
 
 _NAME = r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$"

@@ -127,8 +127,8 @@ CASES = [
     Case("ptq-without-calibration", edit(GOOD, {13: "    #", 14: "    #", 15: "    #"}), 11, "quantization",
          "spec.quantization", "mode ptq needs a calibration section"),
     # bad shapes
-    Case("empty-shape", edit(GOOD, {10: "    data_0: []"}), 10, "[", "spec.inputs.data_0",
-         "must have at least 1 item, got 0"),
+    Case("scalar-for-a-tensor", edit(GOOD, {10: "    data_0: scalar"}), 10, "scalar", "spec.inputs.data_0",
+         "rank 0, but model input 'data_0' has rank 4"),
     Case("zero-dim", edit(GOOD, {10: "    data_0: [1, 3, 0, 224]"}), 10, "0,", "spec.inputs.data_0.2",
          "must be > 0"),
     Case("too-many-dims", edit(GOOD, {10: "    data_0: [1, 1, 1, 1, 1, 1, 1, 1, 1]"}), 10, "[",
