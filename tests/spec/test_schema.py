@@ -54,7 +54,9 @@ def test_a_good_spec_validates_against_the_schema() -> None:
     [
         ({15: "      smaples: 8"}, ["spec", "quantization", "calibration"]),
         ({12: "    mode: ptg"}, ["spec", "quantization", "mode"]),
-        ({10: "    data_0: [1, 3, 0, 224]"}, ["spec", "inputs", "data_0", 2]),
+        # a shape is a list of positive dims or "scalar" (anyOf): the error is reported at the input
+        ({10: "    data_0: [1, 3, 0, 224]"}, ["spec", "inputs", "data_0"]),
+        ({10: "    data_0: scalr"}, ["spec", "inputs", "data_0"]),
     ],
 )
 def test_the_schema_rejects_what_the_loader_rejects(lines: dict[int, str], where: list[object]) -> None:
