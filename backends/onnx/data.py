@@ -13,11 +13,13 @@ model, at exactly the input's height and width. Anything else is a TerminalError
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from backends import pathpolicy
 from backends.errors import TerminalError
 
 if TYPE_CHECKING:
@@ -99,12 +101,10 @@ def sample_files(folder: Path) -> list[Path]:
     """Sample files directly in `folder` (not recursive, hidden files skipped), sorted by file name."""
     if not folder.is_dir():
         raise TerminalError(f"data folder {folder} does not exist or is not a folder")
-    found = [
-        p
-        for p in folder.iterdir()
-        if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in SAMPLE_SUFFIXES
-    ]
-    return sorted(found, key=lambda p: p.name)
+    try:  # the engine confined every member to the repository when it hashed the folder
+        return pathpolicy.members(folder, None, SAMPLE_SUFFIXES)
+    except pathpolicy.PathRefused as exc:
+        raise TerminalError(str(exc)) from None
 
 
 def select_files(folder: Path, count: int | None = None, seed: int = 0, role: str = "data") -> list[Path]:
@@ -210,15 +210,49 @@ def read_sample(path: Path, inputs: Sequence[InputSpec], color: Color | None = N
     return Sample(path.name, feed)
 
 
-def _load_array_file(path: Path) -> Any:
+MAX_SAMPLE_BYTES_PER_ELEMENT = 16
+"""A sample may hold at most this many bytes per element of the inputs it feeds (complex128), plus a
+header: a larger `.npy`, or an `.npz` member that would inflate larger (a zip bomb), is refused unread."""
+
+
+def _limit(inputs: Sequence[InputSpec]) -> int:
+    elements = sum(math.prod(i.shape) for i in inputs)
+    return elements * MAX_SAMPLE_BYTES_PER_ELEMENT + 65536
+
+
+def _reason(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else repr(exc)
+
+
+def _check_size(path: Path, inputs: Sequence[InputSpec]) -> None:
+    """Refuses a sample file whose bytes (or, for .npz, inflated members) exceed what the inputs take."""
+    import zipfile
+
+    limit = _limit(inputs)
+    try:
+        size = path.stat().st_size
+        if path.suffix.lower() == ".npz" and zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as zf:
+                size = max([size, *(info.file_size for info in zf.infolist())])
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise TerminalError(f"{path.name}: cannot read ({_reason(exc)})") from exc
+    if size > limit:
+        raise TerminalError(
+            f"{path.name}: holds {size} bytes, more than the {limit} the model's inputs can take "
+            "(a wrong file, or a zip bomb)"
+        )
+
+
+def _load_array_file(path: Path, inputs: Sequence[InputSpec]) -> Any:
+    import zipfile
+
     import numpy as np
 
+    _check_size(path, inputs)
     try:
         return np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:
-        raise TerminalError(
-            f"{path.name}: cannot read ({str(exc).splitlines()[0] if str(exc) else exc!r})"
-        ) from exc
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise TerminalError(f"{path.name}: cannot read ({_reason(exc)})") from exc
 
 
 def _read_npy(path: Path, inputs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
@@ -228,11 +262,11 @@ def _read_npy(path: Path, inputs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
             f"{path.name}: the model has {len(inputs)} inputs ({names}); use .npz keyed by input name"
         )
     spec = inputs[0]
-    return {spec.name: coerce(_load_array_file(path), spec, path.name)}
+    return {spec.name: coerce(_load_array_file(path, inputs), spec, path.name)}
 
 
 def _read_npz(path: Path, inputs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
-    with _load_array_file(path) as archive:
+    with _load_array_file(path, inputs) as archive:
         keys = set(archive.files)
         wanted = {i.name for i in inputs}
         if keys != wanted:
@@ -244,7 +278,11 @@ def _read_npz(path: Path, inputs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
             raise TerminalError(
                 f"{path.name}: arrays must be keyed by the model's input names ({'; '.join(p for p in parts if p)})"
             )
-        return {spec.name: coerce(archive[spec.name], spec, path.name) for spec in inputs}
+        try:
+            arrays = {spec.name: archive[spec.name] for spec in inputs}
+        except (OSError, ValueError, EOFError, KeyError) as exc:  # pickled object arrays, corrupt members
+            raise TerminalError(f"{path.name}: cannot read ({_reason(exc)})") from exc
+        return {spec.name: coerce(arrays[spec.name], spec, path.name) for spec in inputs}
 
 
 def coerce(array: Any, spec: InputSpec, source: str) -> np.ndarray:
@@ -318,12 +356,7 @@ def _read_image(path: Path, inputs: Sequence[InputSpec], color: Color | None) ->
             "([1,H,W,C], [1,C,H,W] or [1,H,W] with C 1 or 3)"
         )
     layout, height, width, channels = geometry
-    pixels = _decode(path, channels)
-    if pixels.shape[:2] != (height, width):
-        raise TerminalError(
-            f"{path.name} is {pixels.shape[1]}x{pixels.shape[0]}, model input {spec.name} takes {width}x{height} "
-            "frames (the folded preprocessing resizes only from the size it was built for)"
-        )
+    pixels = _decode(path, channels, (width, height), spec.name)
     if channels == 3 and (color or spec.color or "rgb") == "bgr":
         pixels = pixels[..., ::-1]
     if layout == "nchw":
@@ -333,17 +366,25 @@ def _read_image(path: Path, inputs: Sequence[InputSpec], color: Color | None) ->
     return {spec.name: np.ascontiguousarray(pixels[np.newaxis])}
 
 
-def _decode(path: Path, channels: int) -> np.ndarray:
-    """HxWxC uint8 pixels (RGB for 3 channels)."""
+def _decode(path: Path, channels: int, size: tuple[int, int], name: str) -> np.ndarray:
+    """HxWxC uint8 pixels (RGB for 3 channels) of a WxH image. The size is checked from the header,
+    before any pixel is decoded: a decompression bomb is refused without being inflated."""
     import numpy as np
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(path) as image:
+        with pathpolicy.open_regular(path) as fh, Image.open(fh) as image:
+            if image.size != size:
+                raise TerminalError(
+                    f"{path.name} is {image.size[0]}x{image.size[1]}, model input {name} takes "
+                    f"{size[0]}x{size[1]} frames (the folded preprocessing resizes only from the size it "
+                    "was built for)"
+                )
             converted = image.convert("RGB" if channels == 3 else "L")
             pixels = np.asarray(converted, dtype=np.uint8)
-    except (OSError, UnidentifiedImageError, ValueError) as exc:
-        raise TerminalError(f"{path.name}: cannot decode image ({exc})") from exc
+    except (OSError, UnidentifiedImageError, ValueError, Image.DecompressionBombError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise TerminalError(f"{path.name}: cannot decode image ({reason})") from exc
     return pixels if pixels.ndim == 3 else pixels[..., np.newaxis]
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backends import registry
+from backends import pathpolicy, registry
 from backends.base import StageImpl
 from backends.catalog import Target, targets
 from backends.errors import BackendError
@@ -128,6 +128,8 @@ def build_chain(spec: LoadedSpec, variant: Variant, root: Path, hasher: FileHash
                     raise _spec_error(spec, field_path, f"{path} does not exist")
                 try:
                     digests[name] = None if path is None else hasher.digest(path)
+                except pathpolicy.PathRefused as exc:
+                    raise _spec_error(spec, field_path, str(exc)) from exc
                 except OSError as exc:
                     raise _spec_error(
                         spec, field_path, f"cannot read {exc.filename}: {exc.strerror}"

@@ -86,7 +86,7 @@ def _store_artifacts(ws: Workspace, artifacts: dict[str, Path], outdir: Path, st
 
 
 def _inputs_unchanged(ws: Workspace, setup: StageSetup) -> bool:
-    fresh = FileHasher(ws.db)
+    fresh = FileHasher(ws.db, ws.layout.root)
     return all(fresh.digest(path) == setup.file_digests[name] for name, path in setup.files.items())
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from backends import pathpolicy
 from reconciler.repo import Layout
 from reconciler.state.db import Database, Record
 from reconciler.state.hashcache import FileHasher
@@ -21,12 +22,13 @@ class Workspace:
     @classmethod
     def open(cls, root: Path) -> Workspace:
         layout = Layout(root)
+        pathpolicy.check_state_dir(layout.state_dir)
         layout.state_dir.mkdir(parents=True, exist_ok=True)
         gitignore = layout.state_dir / ".gitignore"
         if not gitignore.exists():
             gitignore.write_text("*\n")
         db = Database(layout.database)
-        return cls(layout, db, Store(layout.store), FileHasher(db))
+        return cls(layout, db, Store(layout.store), FileHasher(db, layout.root))
 
     def close(self) -> None:
         self.hasher.flush()

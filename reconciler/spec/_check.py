@@ -30,7 +30,7 @@ class SpecReport:
 
 def check(paths: Sequence[Path], root: Path, semantic: bool = True) -> list[SpecReport]:
     """A report per spec file under `paths`, with schema and (if `semantic`) semantic errors."""
-    files, missing = discover_with_errors(paths)
+    files, missing = discover_with_errors(paths, root)
     reports = [SpecReport(error.file, None, None, (error,)) for error in missing]
     owners: dict[str, Path] = {}
     for file in files:

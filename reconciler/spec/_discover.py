@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from backends import pathpolicy
 from reconciler.spec._errors import SpecError, SpecErrors
 
 _SUFFIXES = (".yaml", ".yml")
@@ -25,28 +26,48 @@ _HEAD = 64 * 1024
 
 def discover(paths: Sequence[Path], root: Path) -> list[Path]:
     """The spec files (absolute, sorted, unique) under files and directories; SpecErrors for missing ones."""
-    files, errors = discover_with_errors(paths)
+    files, errors = discover_with_errors(paths, root)
     if errors:
         raise SpecErrors(errors)
     return files
 
 
-def discover_with_errors(paths: Sequence[Path]) -> tuple[list[Path], list[SpecError]]:
+def discover_with_errors(
+    paths: Sequence[Path], root: Path | None = None
+) -> tuple[list[Path], list[SpecError]]:
+    """Like `discover`, errors returned. With `root`, a spec file inside it whose symlink leads outside,
+    or that is not a regular file (a FIFO, a device), is an error (backends.pathpolicy), never read."""
     found: set[Path] = set()
     errors: list[SpecError] = []
     for given in paths:
         path = Path(given).absolute()
         if path.is_dir():
-            for child in path.iterdir():
+            for child in sorted(path.iterdir()):
                 visible = child.suffix in _SUFFIXES and not child.name.startswith(".")
-                if visible and child.is_file() and _is_spec(child, explicit=False):
-                    found.add(child.resolve())
-        elif path.is_file():
-            if _is_spec(path, explicit=True):
-                found.add(path.resolve())
+                if visible and not child.is_dir() and not child.name.endswith(_LOCK_SUFFIXES):
+                    _add(child, root, found, errors, explicit=False)
+        elif path.exists() or path.is_symlink():
+            _add(path, root, found, errors, explicit=True)
         else:
             errors.append(SpecError(path, 0, 0, "", "no such file or directory"))
     return sorted(found), errors
+
+
+_LOCK_SUFFIXES = tuple(f".lock{s}" for s in _SUFFIXES)
+
+
+def _add(path: Path, root: Path | None, found: set[Path], errors: list[SpecError], explicit: bool) -> None:
+    try:
+        if root is not None and pathpolicy.inside(path, root.resolve()):
+            resolved = pathpolicy.regular_file(path, root, path.name)
+        else:
+            resolved = pathpolicy.resolve(path)
+            pathpolicy.require_regular(resolved)
+    except pathpolicy.PathRefused as exc:
+        errors.append(SpecError(path, 0, 0, "", str(exc)))
+        return
+    if _is_spec(resolved, explicit=explicit):
+        found.add(resolved)
 
 
 def _is_spec(path: Path, explicit: bool) -> bool:
@@ -54,9 +75,9 @@ def _is_spec(path: Path, explicit: bool) -> bool:
     if stem.endswith(".lock"):
         return False
     try:
-        with path.open("rb") as handle:
+        with pathpolicy.open_regular(path) as handle:
             head = handle.read(_HEAD).decode("utf-8", errors="replace")
-    except OSError:
+    except (OSError, pathpolicy.PathRefused):
         return True  # unreadable: let the loader report it
     match = _KIND.search(head)
     kind = match.group(1) if match else None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path, PurePath
 
+from backends import pathpolicy
 from reconciler.spec._errors import SpecError, SpecErrors, display_path
 from reconciler.spec._paths import PATH_FIELDS
 from reconciler.spec._yaml import Flat, Map, Node, Scalar, read
@@ -57,18 +58,22 @@ def resolve(path: Path, tree: Node, root: Path) -> tuple[Node, tuple[Path, ...]]
 def _base_path(ref: Node, chain: list[Path], root: Path) -> Path:
     if not isinstance(ref, Scalar) or not isinstance(ref.value, str) or not ref.value:
         raise _fail(ref, "extends", "must be a file name, relative to this file")
-    if os.path.isabs(ref.value):
-        raise _fail(ref, "extends", f"{ref.value!r} is absolute: write it relative to this file")
-    base = (chain[-1].parent / ref.value).resolve()
-    if not (base == root or base.is_relative_to(root)):
-        raise _fail(ref, "extends", f"{ref.value!r} resolves to {base}, outside the repository")
+    try:
+        pathpolicy.check_text(ref.value)
+        base = pathpolicy.confine(chain[-1].parent / ref.value, root, ref.value)
+    except pathpolicy.PathRefused as exc:
+        raise _fail(ref, "extends", str(exc).replace("the spec file", "this file")) from None
     if base in chain:
         cycle = [*chain[chain.index(base) :], base]
         raise _fail(ref, "extends", "extends cycle: " + " -> ".join(display_path(p) for p in cycle))
     if len(chain) > MAX_CHAIN:
         raise _fail(ref, "extends", f"more than {MAX_CHAIN} levels of extends")
-    if not base.is_file():
+    if not base.exists():
         raise _fail(ref, "extends", f"file not found: {display_path(base)}")
+    try:
+        pathpolicy.require_regular(base)
+    except pathpolicy.PathRefused as exc:
+        raise _fail(ref, "extends", str(exc)) from None
     return base
 
 

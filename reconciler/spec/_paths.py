@@ -8,10 +8,10 @@ folder. The package is located with importlib's finders and never imported: a sp
 from __future__ import annotations
 
 import importlib.util
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from backends import pathpolicy
 from reconciler.spec._errors import SpecError, SpecErrors
 
 if TYPE_CHECKING:
@@ -32,22 +32,28 @@ def _error(spec: LoadedSpec, field: str, message: str, key: bool = False) -> Spe
     return SpecErrors([SpecError(where, line, column, f"spec.{dotted}", message)])
 
 
-def _inside(path: Path, folder: Path) -> bool:
-    return path == folder or path.is_relative_to(folder)
-
-
 def resolve_path(spec: LoadedSpec, relative: str, root: Path, field: str) -> Path:
-    """`relative` resolved against the spec's folder, symlinks followed, required to stay inside `root`.
+    """`relative` resolved against the spec's folder, symlinks followed, required to stay inside `root`
+    (backends.pathpolicy: no NUL, not absolute, no escape).
 
     `field` is the dotted spec field that holds the path (e.g. "quantization.calibration.data");
     errors name it and point at its position.
     """
-    if os.path.isabs(relative) or relative.startswith("~"):
-        raise _error(spec, field, f"{relative!r} is absolute: write it relative to the spec file")
-    resolved = (spec.path.parent / relative).resolve()
-    if not _inside(resolved, root.resolve()):
-        raise _error(spec, field, f"{relative!r} resolves to {resolved}, outside the repository {root}")
-    return resolved
+    try:
+        pathpolicy.check_text(relative)
+        return pathpolicy.confine(spec.path.parent / relative, root, relative)
+    except pathpolicy.PathRefused as exc:
+        raise _error(spec, field, str(exc)) from None
+
+
+def data_members(spec: LoadedSpec, folder: Path, root: Path, field: str) -> list[Path]:
+    """The members of a data folder the spec names, each confined and a regular file (never opened)."""
+    try:
+        return pathpolicy.members(folder, root)
+    except pathpolicy.PathRefused as exc:
+        raise _error(spec, field, str(exc)) from None
+    except OSError as exc:
+        raise _error(spec, field, f"cannot list {folder}: {exc.strerror or exc}") from None
 
 
 def package_folder(name: str) -> Path:
@@ -79,11 +85,17 @@ def model_file(spec: LoadedSpec, root: Path) -> Path:
             folder = package_folder(model.package)
         except LookupError as exc:
             raise _error(spec, "model.package", str(exc)) from None
-        if os.path.isabs(model.path):
-            raise _error(spec, "model.path", f"{model.path!r} is absolute: write it relative to the package")
-        path = (folder / model.path).resolve()
-        if not _inside(path, folder):
+        try:
+            pathpolicy.check_text(model.path)
+        except pathpolicy.PathRefused as exc:
+            raise _error(spec, "model.path", str(exc).replace("spec file", "package")) from None
+        path = pathpolicy.resolve(folder / model.path)
+        if not pathpolicy.inside(path, folder):
             raise _error(spec, "model.path", f"{model.path!r} resolves outside the package folder {folder}")
-    if not path.is_file():
+    if not path.exists():
         raise _error(spec, "model.path", f"model file not found: {path}")
+    try:
+        pathpolicy.require_regular(path)
+    except pathpolicy.PathRefused as exc:
+        raise _error(spec, "model.path", str(exc)) from None
     return path

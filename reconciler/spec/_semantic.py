@@ -12,10 +12,11 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+from backends import pathpolicy
 from reconciler.spec._errors import SpecError, SpecErrors
 from reconciler.spec._load import LoadedSpec
 from reconciler.spec._options import options_errors
-from reconciler.spec._paths import model_file, resolve_path
+from reconciler.spec._paths import data_members, model_file, resolve_path
 from reconciler.spec._suggest import did_you_mean, suggest
 from reconciler.spec._summary import Dim, ModelError, ModelSummary, summary
 
@@ -57,9 +58,19 @@ def _data_errors(spec: LoadedSpec, root: Path) -> list[SpecError]:
         except SpecErrors as exc:
             errors += exc.errors
             continue
-        exists = path.is_dir() if kind == "folder" else path.is_file()
+        exists = path.is_dir() if kind == "folder" else path.exists()
         if not exists:
             errors.append(spec.error(dotted, f"{kind} not found: {path}"))
+            continue
+        try:
+            if kind == "folder":
+                data_members(spec, path, root, dotted)
+            else:
+                pathpolicy.require_regular(path)
+        except SpecErrors as exc:
+            errors += exc.errors
+        except pathpolicy.PathRefused as exc:
+            errors.append(spec.error(dotted, str(exc)))
     return errors
 
 

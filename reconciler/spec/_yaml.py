@@ -10,6 +10,7 @@ an `extends` base still point at the base file).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from backends import pathpolicy
 from reconciler.spec._errors import SpecError, SpecErrors
 
 MAX_BYTES = 1 << 20
@@ -75,11 +77,13 @@ class Map(Node):
 def read(path: Path) -> Node:
     """The YAML document in `path`, as a positioned tree; SpecErrors when it is unsafe or malformed."""
     try:
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise _fail(path, 0, 0, f"file is {size} bytes; specs are limited to {MAX_BYTES} bytes")
-        with path.open("rb") as handle:
+        with pathpolicy.open_regular(path) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > MAX_BYTES:
+                raise _fail(path, 0, 0, f"file is {size} bytes; specs are limited to {MAX_BYTES} bytes")
             raw = handle.read(MAX_BYTES + 1)
+    except pathpolicy.PathRefused as exc:
+        raise _fail(path, 0, 0, f"cannot read: {exc}") from None
     except OSError as exc:
         raise _fail(path, 0, 0, f"cannot read: {exc.strerror or exc}") from None
     if len(raw) > MAX_BYTES:
@@ -87,7 +91,10 @@ def read(path: Path) -> Node:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise _fail(path, 0, 0, f"not UTF-8 text (byte {exc.start})") from None
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        byte = raw[exc.start : exc.start + 1].hex()
+        raise _fail(path, line, column, f"not UTF-8 text (byte 0x{byte} at offset {exc.start})") from None
     return parse(text, path)
 
 

@@ -12,6 +12,7 @@ import os
 import time
 from pathlib import Path
 
+from backends import pathpolicy
 from reconciler.state.db import Database
 from reconciler.state.store import CHUNK
 
@@ -20,8 +21,12 @@ RACY_NS = 100_000_000
 
 
 class FileHasher:
-    def __init__(self, db: Database) -> None:
+    """Digests of the files specs name. With `root`, every member of a hashed folder must resolve inside
+    it and be a regular file (backends.pathpolicy): a link to `/dev/zero` or outside is refused, unread."""
+
+    def __init__(self, db: Database, root: Path | None = None) -> None:
         self.db = db
+        self.root = root
         self.bytes_read = 0
         self._pending: list[tuple[str, int, int, int, str]] = []
         self._memo: dict[str, str] = {}
@@ -39,7 +44,7 @@ class FileHasher:
         """Digest of the file at the absolute path `key`; `cached` is its cache row when prefetched."""
         if key in self._memo:
             return self._memo[key]
-        st = os.stat(key)
+        st = pathpolicy.require_regular(Path(key))
         if cached is None:
             cached = self.db.cached_hash(key)
         if cached is not None and cached[:3] == (st.st_ino, st.st_size, st.st_mtime_ns):
@@ -65,6 +70,8 @@ class FileHasher:
         listing = hashlib.sha256()
         for full in sorted(files):
             rel = os.path.relpath(full, base).replace(os.sep, "/")
+            if self.root is not None:
+                pathpolicy.confine(Path(full), self.root, f"{path.name}/{rel}")
             listing.update(f"{rel}\0{self._file(full, rows.get(full))}\n".encode())
         self._memo[base + os.sep] = listing.hexdigest()
         return self._memo[base + os.sep]
@@ -75,7 +82,7 @@ class FileHasher:
 
     def _hash(self, path: str) -> str:
         digest = hashlib.sha256()
-        with open(path, "rb") as fh:
+        with pathpolicy.open_regular(path) as fh:
             while chunk := fh.read(CHUNK):
                 digest.update(chunk)
                 self.bytes_read += len(chunk)

@@ -12,18 +12,31 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from backends import pathpolicy
+
 FORMAT_VERSION = 1
+LOCK_MODE = 0o644
 
 
 def dumps(data: dict[str, Any]) -> str:
     return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
 
 
+MAX_BYTES = 64 << 20
+"""A lock file larger than this is not read (a repository's files are untrusted, sizes are bounded)."""
+
+
 def read(path: Path) -> dict[str, Any] | None:
-    """The lock file's content; None when absent or unreadable (it is then rewritten on apply)."""
+    """The lock file's content; None when absent or unreadable (it is then rewritten on apply).
+
+    A symlink is never followed (a committed `x.lock.json -> /etc/...` reads nothing outside; apply
+    replaces the link itself), and only a regular file is read (backends.pathpolicy)."""
+    if path.is_symlink():
+        return None
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        with pathpolicy.open_regular(path) as fh:
+            data = json.loads(fh.read(MAX_BYTES + 1).decode("utf-8"))
+    except (OSError, ValueError):  # PathRefused is a ValueError
         return None
     return data if isinstance(data, dict) else None
 
@@ -41,6 +54,7 @@ def write(path: Path, data: dict[str, Any]) -> bool:
     text = dumps(normalized)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, LOCK_MODE)  # mkstemp makes 0600; a committed file is world-readable like its spec
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
             fh.flush()

@@ -122,7 +122,7 @@ class Watcher:
             self.listener(event, data)
 
     def _discover(self) -> set[Path]:
-        files, _ = discover_with_errors([p for p in self.paths if p.exists()])
+        files, _ = discover_with_errors([p for p in self.paths if p.exists()], self.root)
         return set(files)
 
     def _on_batch(self, batch: Batch) -> None:
@@ -132,7 +132,7 @@ class Watcher:
         )
         candidates = {p for p in affected if p not in self.specs and p not in self.index.spec_files}
         if candidates:  # new YAML files in a spec folder: only real specs (not bases, not foreign YAML)
-            specs_now = set(discover_with_errors(list(self.index.spec_dirs))[0])
+            specs_now = set(discover_with_errors(list(self.index.spec_dirs), self.root)[0])
             affected -= {p for p in candidates if p.exists() and p not in specs_now}
         if affected:
             self._reconcile(affected, batch)
@@ -152,7 +152,7 @@ class Watcher:
                 self._emit("cancelled", spec=state.name, file=str(file))
         self._emit("plan" if act else "load", files=sorted(str(f) for f in files), batch=batch)
         self.ws.hasher.flush()
-        self.ws.hasher = FileHasher(self.ws.db)  # its memo never expires: one per batch, not per watch
+        self.ws.hasher = FileHasher(self.ws.db, self.root)  # its memo never expires: one per batch, not per watch
         existing = sorted(f for f in files if f.is_file())
         for file in sorted(set(files) - set(existing)):
             self._removed(file)

@@ -91,16 +91,24 @@ def test_expansion_depth_is_bounded() -> None:
 def test_file_limits(tmp_path: Path) -> None:
     big = tmp_path / "big.yaml"
     big.write_text("a: " + "x" * (MAX_BYTES + 1) + "\n")
-    binary = tmp_path / "bin.yaml"
-    binary.write_bytes(b"a: \xff\xfe\n")
     empty = tmp_path / "empty.yaml"
     empty.write_text("# nothing\n")
-    for path, message in ((big, "limited to"), (binary, "not UTF-8"), (empty, "empty document")):
+    for path, message in ((big, "limited to"), (empty, "empty document")):
         with pytest.raises(SpecErrors) as caught:
             read(path)
         assert message in str(caught.value)
         assert caught.value.errors[0].line == 0  # whole-file problems have no position
         assert str(caught.value.errors[0]).endswith(caught.value.errors[0].message)
+
+
+def test_non_utf8_is_located(tmp_path: Path) -> None:
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(b"a: 1\nbb: \xff\xfe\n")
+    with pytest.raises(SpecErrors) as caught:
+        read(binary)
+    error = caught.value.errors[0]
+    assert (error.line, error.column) == (2, 5)  # the first bad byte, 1-based
+    assert "not UTF-8" in error.message and "0xff" in error.message
 
 
 def test_bom_is_accepted(tmp_path: Path) -> None:
