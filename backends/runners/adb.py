@@ -23,6 +23,8 @@ from typing import Any
 from backends.errors import TerminalError, TransientError
 from backends.runners import REQUEST_FILE, bench_files, parse_result
 from backends.runners._process import call as bounded_call
+from backends.runners.url import RunnerUrlError
+from backends.runners.url import parse as parse_url
 
 SETUP_TIMEOUT_S = 120.0
 _DEVICE_GONE = ("device offline", "no devices", "device not found", "device unauthorized", "closed")
@@ -39,11 +41,14 @@ class AdbRunner:
 
     @classmethod
     def from_url(cls, url: str) -> AdbRunner:
-        serial = url.removeprefix("adb://")
-        if not serial:
-            raise TerminalError(f"evaluate.runner {url}: expected adb://serial")
+        try:
+            parsed = parse_url(url)
+        except RunnerUrlError as exc:
+            raise TerminalError(f"evaluate.runner {exc}") from None
+        if parsed.scheme != "adb":
+            raise TerminalError(f"evaluate.runner {url!r}: not an adb:// URL")
         return cls(
-            serial=serial,
+            serial=parsed.host,
             python=os.environ.get("NPUCTL_ADB_PYTHON", "python3"),
             adb=os.environ.get("NPUCTL_ADB", "adb"),
         )

@@ -27,6 +27,8 @@ from typing import Any
 from backends.errors import TerminalError, TransientError
 from backends.runners import REQUEST_FILE, bench_files, parse_result
 from backends.runners._process import call as bounded_call
+from backends.runners.url import RunnerUrlError
+from backends.runners.url import parse as parse_url
 
 CONNECTION_FAILED = 255
 SETUP_TIMEOUT_S = 60.0
@@ -45,16 +47,18 @@ class SshRunner:
 
     @classmethod
     def from_url(cls, url: str) -> SshRunner:
-        """ssh://user@host[:port], with the reach settings from the environment."""
-        rest = url.removeprefix("ssh://")
-        user, sep, hostport = rest.partition("@")
-        if not sep or not user or not hostport:
-            raise TerminalError(f"evaluate.runner {url}: expected ssh://user@host[:port]")
-        host, _, port = hostport.partition(":")
+        """ssh://user@host[:port] (parsed strictly, backends.runners.url), with the reach settings from
+        the environment."""
+        try:
+            parsed = parse_url(url)
+        except RunnerUrlError as exc:
+            raise TerminalError(f"evaluate.runner {exc}") from None
+        if parsed.scheme != "ssh":
+            raise TerminalError(f"evaluate.runner {url!r}: not an ssh:// URL")
         return cls(
-            user=user,
-            host=host,
-            port=int(port) if port else 22,
+            user=parsed.user,
+            host=parsed.host,
+            port=parsed.port,
             key=os.environ.get("NPUCTL_SSH_KEY") or None,
             options=tuple(shlex.split(os.environ.get("NPUCTL_SSH_OPTIONS", ""))),
             python=os.environ.get("NPUCTL_SSH_PYTHON", "python3"),
@@ -76,8 +80,16 @@ class SshRunner:
             opts += ["-i", self.key, "-o", "IdentitiesOnly=yes"]
         return opts + list(self.options)
 
+    def _destination(self) -> str:
+        return f"{self.user}@{self.host}"
+
+    def _scp_host(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.user}@{host}"
+
     def ssh_command(self, remote: str) -> list[str]:
-        return ["ssh", "-p", str(self.port), *self._common(), f"{self.user}@{self.host}", remote]
+        """`--` ends the options: nothing after it (the destination) is ever read as one."""
+        return ["ssh", "-p", str(self.port), *self._common(), "--", self._destination(), remote]
 
     def scp_to(self, files: Sequence[Path], remote_dir: str) -> list[str]:
         return [
@@ -86,8 +98,9 @@ class SshRunner:
             "-P",
             str(self.port),
             *self._common(),
+            "--",
             *map(str, files),
-            f"{self.user}@{self.host}:{remote_dir}/",
+            f"{self._scp_host()}:{remote_dir}/",
         ]
 
     def scp_from(self, remote_file: str, local: Path) -> list[str]:
@@ -97,7 +110,8 @@ class SshRunner:
             "-P",
             str(self.port),
             *self._common(),
-            f"{self.user}@{self.host}:{remote_file}",
+            "--",
+            f"{self._scp_host()}:{remote_file}",
             str(local),
         ]
 

@@ -10,6 +10,7 @@ from reconciler.spec._discover import discover_with_errors
 from reconciler.spec._errors import SpecError, display_path
 from reconciler.spec._load import LoadedSpec, attempt
 from reconciler.spec._semantic import semantic_errors
+from reconciler.spec._yaml import Flat
 
 
 @dataclass(frozen=True)
@@ -29,23 +30,54 @@ class SpecReport:
 
 
 def check(paths: Sequence[Path], root: Path, semantic: bool = True) -> list[SpecReport]:
-    """A report per spec file under `paths`, with schema and (if `semantic`) semantic errors."""
+    """A report per spec file under `paths`, with schema and (if `semantic`) semantic errors.
+
+    A `metadata.name` claimed by two specs is an error in both, each naming the other's file and line,
+    so neither is built: a new spec can never take over another's name, heads and ledger. Specs beside
+    an explicitly named file count too (watch applies one file at a time).
+    """
     files, missing = discover_with_errors(paths, root)
     reports = [SpecReport(error.file, None, None, (error,)) for error in missing]
-    owners: dict[str, Path] = {}
-    for file in files:
-        spec, flat, errors = attempt(file, root)
+    attempts = {file: attempt(file, root) for file in files}
+    claims = _claims(attempts)
+    for file in _siblings(paths, files, root):
+        for claimed, where in _claims({file: attempt(file, root)}).items():
+            claims.setdefault(claimed, []).extend(where)
+    for file, (spec, flat, errors) in attempts.items():
         name = _name(flat.data if flat is not None else None)
         if spec is not None:
             if semantic:
                 errors = semantic_errors(spec, root)
-            if spec.name in owners:
-                message = f"name {spec.name!r} is already used by {display_path(owners[spec.name])}"
+            others = [w for w in claims.get(spec.name, []) if w.file != file]
+            if others:
+                listed = ", ".join(f"{display_path(w.file)}:{w.line}" for w in others)
+                message = f"name {spec.name!r} is also claimed by {listed}: neither spec is built"
                 errors = [_error_at(spec, ("metadata", "name"), message), *errors]
-            else:
-                owners[spec.name] = file
         reports.append(SpecReport(file, name, spec, tuple(errors)))
     return reports
+
+
+def _claims(
+    attempts: dict[Path, tuple[LoadedSpec | None, Flat | None, list[SpecError]]],
+) -> dict[str, list[SpecError]]:
+    """name -> where each spec claims it (file, line, column of metadata.name), invalid specs too."""
+    out: dict[str, list[SpecError]] = {}
+    for file, (_spec, flat, _errors) in attempts.items():
+        name = _name(flat.data if flat is not None else None)
+        if name is None or flat is None:
+            continue
+        mark, _ = flat.nearest(("metadata", "name"))
+        out.setdefault(name, []).append(SpecError(file, mark.line, mark.column, "metadata.name", name))
+    return out
+
+
+def _siblings(paths: Sequence[Path], files: list[Path], root: Path) -> list[Path]:
+    """Spec files beside the explicitly named ones, not among `files`."""
+    folders = {Path(p).absolute().parent for p in paths if not Path(p).is_dir()}
+    if not folders:
+        return []
+    found, _ = discover_with_errors(sorted(folders), root)
+    return [f for f in found if f not in set(files)]
 
 
 def load_all(paths: Sequence[Path], root: Path) -> tuple[list[LoadedSpec], list[SpecError]]:

@@ -8,10 +8,21 @@ so adding a field here changes no build key until a stage declares that it reads
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
+
+from backends.runners import url as runner_url
 
 API_VERSION = "npuctl/v1"
 
@@ -26,17 +37,33 @@ def _scalar_shape(value: Any) -> Any:
     return [] if value == SCALAR else value
 
 
+MAX_INPUT_ELEMENTS = 1 << 28
+"""Elements one input may hold (268 M: 1 GiB of float32); validate refuses more before anything is
+allocated (`[1000000000, 1, 8, 8]` would ask a build for 477 GiB)."""
+MAX_TIMEOUT_S = 86_400.0
+"""A runner timeout is finite: at most a day."""
+
+
+def _bounded_elements(dims: list[int]) -> list[int]:
+    if math.prod(dims) > MAX_INPUT_ELEMENTS:
+        raise ValueError(
+            f"{dims} holds {math.prod(dims)} elements, more than the limit of {MAX_INPUT_ELEMENTS} per input"
+        )
+    return dims
+
+
 _Dims = Annotated[list[PositiveInt], Field(max_length=8)]
 Shape = Annotated[
     _Dims,
     BeforeValidator(_scalar_shape, json_schema_input_type=_Dims | Literal["scalar"]),
+    AfterValidator(_bounded_elements),
 ]
 """Fixed dimensions of one input; `[]` or `scalar` for a rank-0 input."""
 IntType = Literal["int8", "uint8", "int16", "uint16"]
 
 _NAME = r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$"
 _SHA256 = r"^[0-9a-f]{64}$"
-_RUNNER = r"^(local|ssh://[A-Za-z0-9._-]+@[A-Za-z0-9.-]+(:[0-9]{1,5})?|adb://[A-Za-z0-9._:-]+)$"
+_RUNNER = runner_url.PATTERN
 
 
 class _Strict(BaseModel):
@@ -281,7 +308,18 @@ class Evaluate(_Strict):
     )
     warmup: NonNegativeInt = Field(default=10, le=10_000, description="Untimed runs first.")
     runs: PositiveInt = Field(default=100, le=100_000, description="Timed runs.")
-    timeout_s: PositiveFloat = Field(default=600, description="Per-run timeout of the runner.")
+    timeout_s: PositiveFloat = Field(
+        default=600, le=MAX_TIMEOUT_S, description="Per-run timeout of the runner, seconds (finite)."
+    )
+
+    @field_validator("runner")
+    @classmethod
+    def _runner_url(cls, v: str) -> str:
+        try:
+            runner_url.parse(v)  # the port range and everything the pattern cannot say
+        except runner_url.RunnerUrlError as exc:
+            raise ValueError(str(exc)) from None
+        return v
 
 
 class LatencySLO(_Strict):

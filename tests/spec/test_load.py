@@ -101,11 +101,16 @@ def test_one_broken_spec_never_stops_the_others(repo: Repo) -> None:
 def test_names_are_unique(repo: Repo) -> None:
     repo.write("specs/a.yaml", GOOD)
     repo.write("specs/b.yaml", GOOD)
+    repo.write("specs/c.yaml", GOOD.replace("squeeze-cpu", "other"))
     specs, errors = load_all([repo.root / "specs"], repo.root)
-    assert [s.path.name for s in specs] == ["a.yaml"]
+    assert [s.path.name for s in specs] == ["c.yaml"]  # neither claimant is built
     assert [str(e) for e in errors] == [
-        "specs/b.yaml:4:9: metadata.name: name 'squeeze-cpu' is already used by specs/a.yaml"
+        "specs/a.yaml:4:9: metadata.name: name 'squeeze-cpu' is also claimed by specs/b.yaml:4: neither spec is built",
+        "specs/b.yaml:4:9: metadata.name: name 'squeeze-cpu' is also claimed by specs/a.yaml:4: neither spec is built",
     ]
+    # naming one file still sees the spec beside it (watch applies one file at a time)
+    specs, errors = load_all([repo.root / "specs" / "b.yaml"], repo.root)
+    assert specs == [] and "claimed by specs/a.yaml:4" in str(errors[0])
 
 
 def test_missing_path_is_an_error_not_a_crash(repo: Repo) -> None:
