@@ -122,7 +122,7 @@ class OpenVinoEvaluate:
             "properties": settings["properties"],
             "runtime": {k: result.get(k) for k in ("runtime", "runtime_version", "providers", "threads")},
             "host": result.get("device"),
-            "latency_ms": {k: v for k, v in result["latency_ms"].items() if k != "samples"},
+            "latency_ms": result["latency_ms"],  # with the raw samples: the report draws their distribution
             "memory": result["memory"],
             "accuracy": accuracy.as_dict(),
             "data": {"source": data_source, "samples": len(samples)},

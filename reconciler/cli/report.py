@@ -50,7 +50,6 @@ def command(spec: str, output: Path | None) -> int:
         return 1
     try:
         import jinja2  # noqa: F401
-        import plotly  # noqa: F401
     except ImportError as exc:
         click.echo(
             f"npuctl report needs the report extra: pip install 'npuctl[report]' ({exc.name} missing)",

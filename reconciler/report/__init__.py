@@ -2,7 +2,9 @@
 
 - `data`: gathers what is recorded (lock file, stage records, store artifacts, audit history), noting
   every section it cannot fill instead of failing.
-- `graph`: the placement graph laid out by topological layers, nodes coloured by device, partitions outlined.
-- `charts`: Plotly figures (latency distribution, per-layer quantization sensitivity, SLO history).
-- `render`: the Jinja2 template with plotly.js inlined, so the file opens offline and can be attached to a PR.
+- `graph`: the placement graph as inline SVG: NPU partitions collapsed into boxes, CPU fallbacks and
+  boundary transfers drawn one by one, laid out by topological layers.
+- `charts`: Chart.js configurations (latency distribution, per-layer quantization sensitivity, SLO history).
+- `render`: the Jinja2 template with Chart.js inlined (vendored, MIT, 210 KB), so the file opens offline,
+  stays well under 1 MB and can be attached to a PR.
 """

@@ -1,4 +1,9 @@
-"""Plotly figures for the report: latency distribution, quantization sensitivity, SLO history."""
+"""Chart.js configurations for the report: latency distribution, quantization sensitivity, SLO history.
+
+Each function returns a plain JSON-able dict (`{"type", "data", "options"}`) that the page hands to
+Chart.js (vendored under static/, 210 KB, so a page stays far below 1 MB and works offline). Returning
+data rather than markup keeps the charts testable: a test reads the points a chart will draw.
+"""
 
 from __future__ import annotations
 
@@ -6,142 +11,152 @@ from typing import Any
 
 from reconciler.audit.entries import AuditEntry
 
-PASS, FAIL, OTHER = "#2ca02c", "#d62728", "#7f7f7f"
+PASS, FAIL, OTHER, BLUE = "#2ca02c", "#d62728", "#7f7f7f", "#1f77b4"
+PALETTE = (BLUE, "#ff7f0e", "#9467bd", "#8c564b", "#17becf")
 
 
-def latency(per_variant: dict[str, dict[str, Any]], verdicts: list[dict[str, Any]]) -> Any:
-    """Histogram of evaluate's raw timed runs per variant, with the latency SLO bounds as lines."""
-    import plotly.graph_objects as go
+def _title(text: str) -> dict[str, Any]:
+    return {"display": True, "text": text}
 
-    fig = go.Figure()
-    for variant, data in per_variant.items():
-        fig.add_trace(
-            go.Histogram(x=data["samples"], name=f"{variant} ({len(data['samples'])} runs)", opacity=0.75)
+
+def latency(per_variant: dict[str, dict[str, Any]], verdicts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Histogram of evaluate's raw timed runs per variant (shared bins), latency SLO bounds as lines."""
+    import numpy as np
+
+    everything = [float(s) for d in per_variant.values() for s in d.get("samples") or []]
+    edges = np.histogram_bin_edges(everything, bins=min(40, max(5, len(everything) // 3)))
+    width = float(edges[1] - edges[0]) if len(edges) > 1 else 1.0
+    datasets: list[dict[str, Any]] = []
+    for i, (variant, data) in enumerate(per_variant.items()):
+        counts, _ = np.histogram([float(s) for s in data.get("samples") or []], bins=edges)
+        datasets.append(
+            {
+                "type": "bar",
+                "label": f"{variant} ({len(data.get('samples') or [])} runs)",
+                "data": [
+                    {"x": float(x) + width / 2, "y": int(c)} for x, c in zip(edges[:-1], counts, strict=True)
+                ],
+                "backgroundColor": PALETTE[i % len(PALETTE)] + "b0",
+                "barPercentage": 1.0,
+                "categoryPercentage": 1.0,
+            }
         )
-    largest = max((max(d["samples"]) for d in per_variant.values() if d.get("samples")), default=0.0)
+    tallest = max((p["y"] for d in datasets for p in d["data"]), default=1)
+    largest = max(everything, default=0.0)
     off_scale = []
     for v in verdicts:
         if not str(v.get("name", "")).startswith("latency_ms.") or v.get("threshold") is None:
             continue
-        if v["threshold"] <= 3 * largest:  # a bound far right of every sample would crush the histogram
-            fig.add_vline(
-                x=v["threshold"],
-                line={"color": FAIL, "dash": "dash"},
-                annotation_text=f"{v['name']} SLO ≤ {v['threshold']}",
+        bound = float(v["threshold"])
+        if bound <= 3 * largest:  # a bound far right of every sample would crush the histogram
+            datasets.append(
+                {
+                    "type": "line",
+                    "label": f"{v['name']} SLO ≤ {bound:g} ms",
+                    "data": [{"x": bound, "y": 0}, {"x": bound, "y": tallest}],
+                    "borderColor": FAIL,
+                    "borderDash": [6, 4],
+                    "pointRadius": 0,
+                }
             )
         else:
-            off_scale.append(f"{v['name']} ≤ {v['threshold']} ms")
+            off_scale.append(f"{v['name']} ≤ {bound:g} ms")
     title = "latency distribution" + (f" (SLO bounds off scale: {', '.join(off_scale)})" if off_scale else "")
-    fig.update_layout(
-        barmode="overlay",
-        height=360,
-        margin={"l": 40, "r": 20, "t": 30, "b": 40},
-        xaxis_title="latency per run (ms)",
-        yaxis_title="runs",
-        title={"text": title},
-    )
-    return fig
+    return {
+        "type": "bar",
+        "data": {"datasets": datasets},
+        "options": {
+            "plugins": {"title": _title(title)},
+            "scales": {
+                "x": {"type": "linear", "title": {"display": True, "text": "latency per run (ms)"}},
+                "y": {"beginAtZero": True, "title": {"display": True, "text": "runs"}},
+            },
+        },
+    }
 
 
-def sensitivity(table: list[dict[str, Any]], chosen: set[str], metric: str) -> Any:
-    """Per layer, what keeping it in float gains: task metric (left) and SQNR in dB (right), ranked."""
-    from plotly.subplots import make_subplots
-
+def sensitivity(table: list[dict[str, Any]], chosen: set[str], metric: str) -> list[dict[str, Any]]:
+    """Two ranked bar charts (most sensitive first): the task metric, and the output SQNR, of the float
+    model with only that layer quantized; kept layers in red. Lower means more sensitive."""
     rows = table[:40]
     labels = [f"{r.get('layer')} ({r.get('op_type', '?')})" for r in rows]
-    colors = [FAIL if r.get("layer") in chosen else "#1f77b4" for r in rows]
-    fig = make_subplots(
-        rows=1,
-        cols=2,
-        shared_yaxes=True,
-        horizontal_spacing=0.04,
-        subplot_titles=[f"{metric} gained", "SQNR gained (dB)"],
-    )
-    fig.add_bar(
-        x=[float(r.get("accuracy_gain") or 0.0) for r in rows],
-        y=labels,
-        orientation="h",
-        marker={"color": colors},
-        showlegend=False,
-        row=1,
-        col=1,
-    )
-    fig.add_bar(
-        x=[float(r.get("sqnr_gain_db") or 0.0) for r in rows],
-        y=labels,
-        orientation="h",
-        marker={"color": colors},
-        showlegend=False,
-        row=1,
-        col=2,
-    )
-    fig.update_yaxes(autorange="reversed", automargin=True)
-    fig.update_layout(
-        height=180 + 24 * len(rows),
-        margin={"l": 20, "r": 20, "t": 60, "b": 40},
-        title={
-            "text": "per-layer quantization sensitivity: gain when the layer is kept in float (red: kept)"
-        },
-    )
-    return fig
+    colors = [FAIL if r.get("layer") in chosen else BLUE for r in rows]
+
+    def bars(key: str, label: str) -> dict[str, Any]:
+        return {
+            "type": "bar",
+            "data": {
+                "labels": labels,
+                "datasets": [
+                    {
+                        "label": label,
+                        "data": [float(r.get(key) or 0.0) for r in rows],
+                        "backgroundColor": colors,
+                    }
+                ],
+            },
+            "options": {
+                "indexAxis": "y",
+                "plugins": {
+                    "title": _title(f"{label}, with only this layer quantized (red: kept in float)"),
+                    "legend": {"display": False},
+                },
+            },
+            "height": 120 + 22 * len(rows),
+        }
+
+    return [bars("alone_accuracy", metric), bars("alone_sqnr_db", "output SQNR (dB)")]
 
 
-def history(entries: list[AuditEntry]) -> Any | None:
-    """One panel per SLO: its value over the lock file's history (oldest first), threshold dashed, verdict coloured."""
-    from plotly.subplots import make_subplots
-
-    if not entries:
-        return None
-    labels = [f"{e.label}<br>{e.time.strftime('%m-%d %H:%M')}" for e in entries]
+def history(entries: list[AuditEntry]) -> list[dict[str, Any]]:
+    """One line chart per SLO: its value over the lock file's history (oldest first), threshold dashed
+    and stepped, each point coloured by its verdict."""
+    labels = [f"{e.label} {e.time.strftime('%m-%d %H:%M')}" for e in entries]
     names = sorted(
         {str(v["name"]) for e in entries for v in e.verdicts if v.get("variant") in (None, "default")}
     )
-    if not names:
-        return None
-    fig = make_subplots(
-        rows=len(names), cols=1, shared_xaxes=True, subplot_titles=names, vertical_spacing=0.08
-    )
-    for row, name in enumerate(names, start=1):
+    charts = []
+    for name in names:
         points = [_point(e, name) for e in entries]
         colors = [
             PASS if p and p.get("passed") is True else FAIL if p and p.get("passed") is False else OTHER
             for p in points
         ]
-        fig.add_scatter(
-            x=labels,
-            y=[p.get("value") if p else None for p in points],
-            mode="lines+markers",
-            name=name,
-            marker={"size": 10, "color": colors},
-            line={"color": "#1f77b4"},
-            showlegend=False,
-            row=row,
-            col=1,
-            hovertext=[
-                f"{p.get('value')} {p.get('comparison')} {p.get('threshold')} ({p.get('evidence')})"
-                if p
-                else ""
-                for p in points
-            ],
+        values = [p.get("value") if p else None for p in points]
+        thresholds = [p.get("threshold") if p else None for p in points]
+        log = _wide_positive([*values, *thresholds])
+        charts.append(
+            {
+                "type": "line",
+                "data": {
+                    "labels": labels,
+                    "datasets": [
+                        {
+                            "label": name,
+                            "data": values,
+                            "borderColor": BLUE,
+                            "pointBackgroundColor": colors,
+                            "pointRadius": 6,
+                            "spanGaps": True,
+                        },
+                        {
+                            "label": f"{name} SLO",
+                            "data": thresholds,
+                            "borderColor": FAIL,
+                            "borderDash": [6, 4],
+                            "stepped": True,
+                            "pointRadius": 0,
+                        },
+                    ],
+                },
+                "options": {
+                    "plugins": {"title": _title(name)},
+                    "scales": {"y": {"type": "logarithmic" if log else "linear"}},
+                },
+                "height": 200,
+            }
         )
-        fig.add_scatter(
-            x=labels,
-            y=[p.get("threshold") if p else None for p in points],
-            mode="lines",
-            name=f"{name} SLO",
-            line={"color": FAIL, "dash": "dash", "shape": "hv"},
-            showlegend=False,
-            row=row,
-            col=1,
-        )
-        if _wide_positive([p.get(k) for p in points if p for k in ("value", "threshold")]):
-            fig.update_yaxes(type="log", row=row, col=1)
-    fig.update_layout(
-        height=140 + 170 * len(names),
-        margin={"l": 50, "r": 20, "t": 40, "b": 60},
-        title={"text": "SLOs over the lock file's history (green pass, red fail, dashed: threshold)"},
-    )
-    return fig
+    return charts
 
 
 def _wide_positive(values: list[Any]) -> bool:
@@ -154,3 +169,8 @@ def _point(entry: AuditEntry, name: str) -> dict[str, Any] | None:
     return next(
         (v for v in entry.verdicts if v["name"] == name and v.get("variant") in (None, "default")), None
     )
+
+
+def points(config: dict[str, Any]) -> int:
+    """How many data points a chart draws (tests assert every chart has some)."""
+    return sum(1 for d in config["data"]["datasets"] for p in d["data"] if p is not None)

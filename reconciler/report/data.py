@@ -46,6 +46,9 @@ class ReportData:
     verdicts: list[dict[str, Any]] = field(default_factory=list)
     measurements: dict[str, dict[str, Any]] = field(default_factory=dict)
     placement: Placement | None = None
+    """The placement of the model the compiler receives (after the rewrite stage when it ran)."""
+    placement_before: Placement | None = None
+    """The check stage's placement of the imported model, when the rewrite changed it."""
     latency: dict[str, dict[str, Any]] = field(default_factory=dict)
     """variant -> evaluate's latency_ms report (samples, percentiles)."""
     quantize: dict[str, Any] | None = None
@@ -108,33 +111,52 @@ def model_edges(model_path: Path, placed: set[str]) -> list[tuple[str, str]]:
     return sorted(edges)
 
 
-def _placement(store: Store, records: dict[str, Record], notes: list[str]) -> Placement | None:
-    for stage in ("rewrite", "check"):
-        path = _artifact(store, records.get(stage), "placement")
-        if path is None:
-            continue
+def _placement(store: Store, records: dict[str, Record], stage: str, notes: list[str]) -> Placement | None:
+    """The placement `stage` (check: the imported model; rewrite: after replacing unsupported ops)
+    recorded, with the edges of the model it placed; None (and a note) when it is unreadable."""
+    path = _artifact(store, records.get(stage), "placement")
+    if path is None:
+        return None
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        notes.append(f"placement: the {stage} stage's placement.json is unreadable ({exc})")
+        return None
+    if not isinstance(report, dict) or not isinstance(report.get("nodes"), list):
+        notes.append(f"placement: the {stage} stage's placement.json has no node list")
+        return None
+    model_stage = "rewrite" if stage == "rewrite" else "import"
+    model = _artifact(store, records.get(model_stage), "model")
+    placed = {str(n.get("name")) for n in report["nodes"]}
+    edges: list[tuple[str, str]] = []
+    if model is None:
+        notes.append("placement: the model is not in the local store, so the graph has no edges")
+    else:
         try:
-            report = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            notes.append(f"placement: the {stage} stage's placement.json is unreadable ({exc})")
-            return None
-        if not isinstance(report, dict) or not isinstance(report.get("nodes"), list):
-            notes.append(f"placement: the {stage} stage's placement.json has no node list")
-            return None
-        model_stage = "rewrite" if stage == "rewrite" else "import"
-        model = _artifact(store, records.get(model_stage), "model")
-        placed = {str(n.get("name")) for n in report["nodes"]}
-        edges: list[tuple[str, str]] = []
-        if model is None:
-            notes.append("placement: the model is not in the local store, so the graph has no edges")
-        else:
-            try:
-                edges = model_edges(model, placed)
-            except Exception as exc:  # a model onnx cannot read still has a placement worth showing
-                notes.append(f"placement: edges unavailable ({type(exc).__name__}: {exc})")
-        return Placement(report, edges, stage)
-    notes.append("placement: no placement.json recorded (the check stage has not run here)")
-    return None
+            edges = model_edges(model, placed)
+        except Exception as exc:  # a model onnx cannot read still has a placement worth showing
+            notes.append(f"placement: edges unavailable ({type(exc).__name__}: {exc})")
+    return Placement(report, edges, stage)
+
+
+def _placements(
+    store: Store, records: dict[str, Record], notes: list[str]
+) -> tuple[Placement | None, Placement | None]:
+    """(what the compiler receives: after rewrite when it ran, else check; before the rewrite, when the
+    rewrite changed the placement)."""
+    after = _placement(store, records, "rewrite", notes)
+    before = _placement(store, records, "check", notes)
+    if after is None and before is None:
+        notes.append("placement: no placement.json recorded (the check stage has not run here)")
+        return None, None
+    if after is None:
+        return before, None
+    changed = before is not None and _devices(before) != _devices(after)
+    return after, before if changed else None
+
+
+def _devices(placement: Placement) -> list[tuple[str, str]]:
+    return [(str(n.get("name")), str(n.get("device"))) for n in placement.report.get("nodes", [])]
 
 
 def _history(root: Path, spec: LoadedSpec, notes: list[str]) -> list[AuditEntry]:
@@ -183,7 +205,8 @@ def gather(root: Path, spec: LoadedSpec) -> ReportData:
         quantization_mode=str((spec.field("quantization") or {}).get("mode", "none")),
         notes=notes,
     )
-    data.placement = _placement(store, default, notes) if default else None
+    if default:
+        data.placement, data.placement_before = _placements(store, default, notes)
     for variant, recs in records.items():
         evaluate = recs.get("evaluate")
         latency = (evaluate.report.get("latency_ms") if evaluate is not None else None) or {}

@@ -1,19 +1,80 @@
-"""The placement graph: nodes by topological layer (left to right), coloured by device, partitions outlined.
+"""The placement graph as inline SVG: readable at any model size.
 
-Layers come from the longest path from a graph input, so a chain reads left to right and parallel
-branches stack vertically. Each partition (a connected same-device subgraph the runtime executes as one
-unit) gets a rounded outline in its device's colour around its nodes' bounding box.
+A 440-node detector drawn node by node is a solid bar. What a user needs to see is where the model
+leaves the NPU: so every NPU partition (a connected subgraph the runtime runs as one unit) is drawn as
+one box, CPU fallback nodes are drawn one by one (they are what a rewrite removes), and every edge that
+crosses devices is a boundary transfer, drawn red and counted. Models of at most SMALL nodes are drawn
+node by node. Boxes are layered by longest path (a chain reads left to right, branches stack).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from html import escape
 from typing import Any
 
 from reconciler.report.data import Placement
 
 COLORS = {"NPU": "#2ca02c", "CPU": "#ff7f0e"}
 OTHER = "#7f7f7f"
+TRANSFER = "#d62728"
+SMALL = 40
+"""Up to this many nodes, every node is its own box."""
+CPU_RUN = 8
+"""A CPU partition of more nodes than this is collapsed too (a CPU-only target is one box)."""
+BOX_W, BOX_H, GAP_X, GAP_Y = 150, 40, 40, 16
+
+
+@dataclass
+class Box:
+    id: str
+    device: str
+    label: str
+    members: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def detail(self) -> str:
+        if len(self.members) == 1:
+            node = self.members[0]
+            why = "; ".join(map(str, node.get("failed") or []))
+            return f"{node.get('name')}: {node.get('op_type', '?')} on {self.device}" + (
+                f" ({why})" if why else ""
+            )
+        ops = Counter(str(n.get("op_type", "?")) for n in self.members)
+        top = ", ".join(f"{op}×{n}" for op, n in ops.most_common(6))
+        return f"{self.label} on {self.device}: {len(self.members)} nodes ({top})"
+
+
+@dataclass
+class Graph:
+    boxes: list[Box]
+    edges: list[tuple[str, str, bool]]
+    """(from box, to box, crosses devices)"""
+
+    @property
+    def transfers(self) -> int:
+        return sum(1 for *_, crossing in self.edges if crossing)
+
+
+def collapse(nodes: list[dict[str, Any]], edges: list[tuple[str, str]]) -> Graph:
+    """Boxes in graph order (by each box's first node) and the deduplicated edges between them."""
+    partition_size = Counter(int(n.get("partition", -1)) for n in nodes)
+    box_of: dict[str, str] = {}
+    boxes: dict[str, Box] = {}
+    for node in nodes:
+        device, pid = str(node.get("device")), int(node.get("partition", -1))
+        whole = len(nodes) > SMALL and (device != "CPU" or partition_size[pid] > CPU_RUN)
+        box_id = f"partition {pid}" if whole else str(node["name"])
+        label = f"{device} partition {pid}" if whole else str(node.get("op_type", "?"))
+        boxes.setdefault(box_id, Box(box_id, device, label)).members.append(node)
+        box_of[str(node["name"])] = box_id
+    linked: set[tuple[str, str, bool]] = set()
+    for source, dest in edges:
+        a, b = box_of.get(source), box_of.get(dest)
+        if a is not None and b is not None and a != b:
+            linked.add((a, b, boxes[a].device != boxes[b].device))
+    return Graph(list(boxes.values()), sorted(linked))
 
 
 def layout(names: list[str], edges: list[tuple[str, str]]) -> dict[str, tuple[float, float]]:
@@ -22,7 +83,7 @@ def layout(names: list[str], edges: list[tuple[str, str]]) -> dict[str, tuple[fl
     for source, dest in edges:
         incoming[dest].append(source)
     layer: dict[str, int] = {}
-    for name in names:  # placement lists nodes in graph (topological) order
+    for name in names:  # boxes come in graph (topological) order
         layer[name] = max((layer[s] + 1 for s in incoming[name] if s in layer), default=0)
     by_layer: dict[int, list[str]] = defaultdict(list)
     for name in names:
@@ -34,90 +95,40 @@ def layout(names: list[str], edges: list[tuple[str, str]]) -> dict[str, tuple[fl
     return out
 
 
-def _partition_shapes(
-    nodes: list[dict[str, Any]], pos: dict[str, tuple[float, float]]
-) -> list[dict[str, Any]]:
-    groups: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for node in nodes:
-        groups[int(node.get("partition", -1))].append(node)
-    shapes = []
-    for pid, members in sorted(groups.items()):
-        xs = [pos[str(m["name"])][0] for m in members]
-        ys = [pos[str(m["name"])][1] for m in members]
-        color = COLORS.get(str(members[0].get("device")), OTHER)
-        shapes.append(
-            {
-                "type": "rect",
-                "x0": min(xs) - 0.4,
-                "x1": max(xs) + 0.4,
-                "y0": min(ys) - 0.4,
-                "y1": max(ys) + 0.4,
-                "line": {"color": color, "width": 2, "dash": "dot"},
-                "fillcolor": color,
-                "opacity": 0.12,
-                "layer": "below",
-                "name": f"partition {pid}",
-            }
-        )
-    return shapes
-
-
-def figure(placement: Placement) -> Any:
-    import plotly.graph_objects as go
-
+def svg(placement: Placement) -> tuple[str, Graph]:
+    """The SVG markup and the collapsed graph it draws."""
     nodes = [n for n in placement.report.get("nodes", []) if n.get("name") is not None]
-    names = [str(n["name"]) for n in nodes]
-    pos = layout(names, placement.edges)
-    fig = go.Figure()
-    edge_x: list[float | None] = []
-    edge_y: list[float | None] = []
-    for source, dest in placement.edges:
-        if source in pos and dest in pos:
-            edge_x += [pos[source][0], pos[dest][0], None]
-            edge_y += [pos[source][1], pos[dest][1], None]
-    fig.add_trace(
-        go.Scatter(
-            x=edge_x,
-            y=edge_y,
-            mode="lines",
-            line={"color": "#b0b0b0", "width": 1},
-            hoverinfo="skip",
-            showlegend=False,
+    graph = collapse(nodes, placement.edges)
+    pos = layout([b.id for b in graph.boxes], [(a, b) for a, b, _ in graph.edges])
+    if not pos:
+        return "", graph
+    top = max(y for _, y in pos.values())
+    xs = {k: x * (BOX_W + GAP_X) + 10 for k, (x, _) in pos.items()}
+    ys = {k: (top - y) * (BOX_H + GAP_Y) + 10 for k, (_, y) in pos.items()}
+    width = max(xs.values()) + BOX_W + 10
+    height = max(ys.values()) + BOX_H + 10
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
+        f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="sans-serif" font-size="11">',
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" '
+        'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#999"/></marker></defs>',
+    ]
+    for a, b, crossing in graph.edges:
+        color, stroke = (TRANSFER, 2) if crossing else ("#b0b0b0", 1)
+        parts.append(
+            f'<line x1="{xs[a] + BOX_W:.0f}" y1="{ys[a] + BOX_H / 2:.0f}" x2="{xs[b]:.0f}" y2="{ys[b] + BOX_H / 2:.0f}" '
+            f'stroke="{color}" stroke-width="{stroke}" marker-end="url(#arrow)">'
+            f"<title>{'boundary transfer: ' if crossing else ''}{escape(a)} → {escape(b)}</title></line>"
         )
-    )
-    for device in sorted({str(n.get("device")) for n in nodes}):
-        members = [n for n in nodes if str(n.get("device")) == device]
-        hover = [
-            f"{n['name']}<br>{n.get('op_type', '?')} on {device}, partition {n.get('partition')}"
-            + (f"<br>{'; '.join(map(str, n['failed']))}" if n.get("failed") else "")
-            for n in members
-        ]
-        fig.add_trace(
-            go.Scatter(
-                x=[pos[str(n["name"])][0] for n in members],
-                y=[pos[str(n["name"])][1] for n in members],
-                mode="markers+text" if len(nodes) <= 60 else "markers",
-                marker={
-                    "size": 16,
-                    "color": COLORS.get(device, OTHER),
-                    "line": {"color": "#333", "width": 1},
-                },
-                text=[str(n.get("op_type", "")) for n in members],
-                textposition="top center",
-                hovertext=hover,
-                hoverinfo="text",
-                name=f"{device} ({len(members)} nodes)",
-            )
+    for box in graph.boxes:
+        color = COLORS.get(box.device, OTHER)
+        count = f" · {len(box.members)}" if len(box.members) > 1 else ""
+        parts.append(
+            f'<g class="box" data-device="{escape(box.device)}"><title>{escape(box.detail)}</title>'
+            f'<rect x="{xs[box.id]:.0f}" y="{ys[box.id]:.0f}" width="{BOX_W}" height="{BOX_H}" rx="6" '
+            f'fill="{color}" fill-opacity="0.18" stroke="{color}" stroke-width="2"/>'
+            f'<text x="{xs[box.id] + BOX_W / 2:.0f}" y="{ys[box.id] + BOX_H / 2 + 4:.0f}" text-anchor="middle">'
+            f"{escape(box.label[:24])}{count}</text></g>"
         )
-    width = max(pos.values(), key=lambda p: p[0])[0] if pos else 0
-    fig.update_layout(
-        shapes=_partition_shapes(nodes, pos),
-        height=320 + 12 * min(40, len({p[1] for p in pos.values()})),
-        margin={"l": 20, "r": 20, "t": 30, "b": 20},
-        xaxis={"visible": False, "range": [-1, width + 1]},
-        yaxis={"visible": False},
-        plot_bgcolor="white",
-        legend={"orientation": "h"},
-        title={"text": f"placement ({placement.source} stage): {len(nodes)} nodes"},
-    )
-    return fig
+    parts.append("</svg>")
+    return "".join(parts), graph

@@ -1,60 +1,80 @@
-"""The HTML page: a Jinja2 template, Plotly figures as <div>s, plotly.js inlined once (works offline)."""
+"""The HTML page: a Jinja2 template, inline SVG for the placement graph, Chart.js configs as JSON.
+
+Chart.js (MIT, vendored under static/) is inlined once, so the page works offline and stays small.
+"""
 
 from __future__ import annotations
 
+import json
+from importlib.resources import files
 from typing import Any
 
 from reconciler.report import charts, graph
-from reconciler.report.data import ReportData
+from reconciler.report.data import Placement, ReportData
 
 VERDICT_CLASS = {"pass": "pass", "fail": "fail", "met on estimate": "estimate", "fail (estimated)": "fail"}
 
 
-def _div(fig: Any, div_id: str) -> str:
-    html: str = fig.to_html(
-        full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False}
-    )
-    return html
+def chartjs() -> str:
+    return files("reconciler.report").joinpath("static/chart.umd.min.js").read_text(encoding="utf-8")
 
 
-def _sensitivity(data: ReportData) -> tuple[str | None, list[dict[str, Any]], str]:
-    """(chart, kept layers, why there is no chart)."""
-    if data.quantize is None:
-        return None, [], f"quantization.mode is {data.quantization_mode}: nothing was quantized"
-    kept = list(data.quantize.get("kept") or [])
-    auto = data.quantize.get("auto") or {}
-    table = auto.get("table") or []
-    if not table:
-        why = "no per-layer sensitivity was measured (set quantization.sensitive_layers.auto to rank layers)"
-        return None, kept, why
+def chart_configs(data: ReportData) -> dict[str, list[dict[str, Any]]]:
+    """Section -> the Chart.js configs it shows (empty when the section has no data)."""
+    out: dict[str, list[dict[str, Any]]] = {"latency": [], "history": [], "sensitivity": []}
+    if data.latency:
+        out["latency"] = [charts.latency(data.latency, data.verdicts)]
+    if data.history:
+        out["history"] = charts.history(data.history)
+    table, chosen, metric = _sensitivity_table(data)
+    if table:
+        out["sensitivity"] = charts.sensitivity(table, chosen, metric)
+    return out
+
+
+def _sensitivity_table(data: ReportData) -> tuple[list[dict[str, Any]], set[str], str]:
+    auto = (data.quantize or {}).get("auto") or {}
     chosen = {str(c.get("layer")) for c in auto.get("chosen") or []}
-    fig = charts.sensitivity(table, chosen, str(auto.get("metric", "accuracy")))
-    return _div(fig, "sensitivity"), kept, ""
+    return list(auto.get("table") or []), chosen, str(auto.get("metric", "accuracy"))
+
+
+def _sensitivity_why(data: ReportData) -> str:
+    if data.quantize is None:
+        return f"quantization.mode is {data.quantization_mode}: nothing was quantized"
+    return "no per-layer sensitivity was measured (set quantization.sensitive_layers.auto to rank layers)"
+
+
+def _placement_view(placement: Placement | None) -> dict[str, Any] | None:
+    if placement is None:
+        return None
+    markup, drawn = graph.svg(placement)
+    return {"svg": markup, "boxes": len(drawn.boxes), "transfers": drawn.transfers, "placement": placement}
+
+
+def _script_json(config: dict[str, Any]) -> str:
+    """JSON safe inside <script>: layer names come from the model, and "</script>" in one must not end it."""
+    return json.dumps(config, sort_keys=True).replace("<", "\\u003c")
 
 
 def html(data: ReportData) -> str:
     import jinja2
-    from plotly.offline import get_plotlyjs
 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("reconciler.report", "templates"),
         autoescape=jinja2.select_autoescape(["html", "j2"]),
         undefined=jinja2.StrictUndefined,
     )
-    placement_div = _div(graph.figure(data.placement), "placement") if data.placement else None
-    latency_div = _div(charts.latency(data.latency, data.verdicts), "latency") if data.latency else None
-    history_fig = charts.history(data.history)
-    sensitivity_div, kept, sensitivity_why = _sensitivity(data)
+    configs = chart_configs(data)
     template = env.get_template("report.html.j2")
     return template.render(
         d=data,
         verdict_class=VERDICT_CLASS,
-        plotlyjs=get_plotlyjs(),
-        placement_div=placement_div,
-        latency_div=latency_div,
-        history_div=_div(history_fig, "history") if history_fig is not None else None,
-        sensitivity_div=sensitivity_div,
-        sensitivity_why=sensitivity_why,
-        kept=kept,
+        chartjs=chartjs(),
+        charts={k: [_script_json(c) for c in v] for k, v in configs.items()},
+        heights={k: [int(c.get("height", 320)) for c in v] for k, v in configs.items()},
+        placement=_placement_view(data.placement),
+        placement_before=_placement_view(data.placement_before),
+        sensitivity_why=_sensitivity_why(data),
+        kept=list((data.quantize or {}).get("kept") or []),
         colors=graph.COLORS,
     )

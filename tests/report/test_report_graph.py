@@ -1,9 +1,12 @@
-"""The placement graph on its own: layering, device colours, partition outlines."""
+"""The placement graph on its own: layering, device colours, collapsed partitions, boundary transfers."""
 
 from __future__ import annotations
 
+import re
+from itertools import pairwise
+
 from reconciler.report.data import Placement
-from reconciler.report.graph import COLORS, figure, layout
+from reconciler.report.graph import COLORS, SMALL, TRANSFER, collapse, layout, svg
 
 NODES = [
     {"name": "conv", "op_type": "Conv", "device": "NPU", "partition": 0},
@@ -21,21 +24,60 @@ def test_layout_layers_by_longest_path() -> None:
     assert pos["topk"][1] != pos["side"][1], "parallel branches stack vertically"
 
 
-def test_figure_colours_devices_and_outlines_partitions() -> None:
-    fig = figure(Placement({"nodes": NODES}, EDGES, "check"))
-    traces = {t.name: t for t in fig.data if t.name}
-    assert traces["NPU (4 nodes)"].marker.color == COLORS["NPU"]
-    assert traces["CPU (1 nodes)"].marker.color == COLORS["CPU"]
-    assert "k must be constant" in traces["CPU (1 nodes)"].hovertext[0]
-    shapes = fig.layout.shapes
-    assert [s.name for s in shapes] == ["partition 0", "partition 1", "partition 2"]
-    assert [s.line.color for s in shapes] == [COLORS["NPU"], COLORS["CPU"], COLORS["NPU"]]
-    cpu = shapes[1]
-    assert cpu.x0 < 2 < cpu.x1, "the CPU partition's outline surrounds its node"
-    edges = next(t for t in fig.data if t.mode == "lines")
-    assert len([x for x in edges.x if x is None]) == len(EDGES)
+def test_a_small_model_is_drawn_node_by_node_with_its_transfers() -> None:
+    markup, graph = svg(Placement({"nodes": NODES}, EDGES, "check"))
+    assert [b.id for b in graph.boxes] == ["conv", "relu", "topk", "side", "add"]
+    assert graph.transfers == 2, "relu -> topk and topk -> add cross devices"
+    assert markup.count('<g class="box"') == 5
+    assert markup.count(f'stroke="{TRANSFER}"') == 2
+    assert f'fill="{COLORS["CPU"]}"' in markup and "k must be constant" in markup
 
 
-def test_no_edges_still_draws_every_node() -> None:
-    fig = figure(Placement({"nodes": NODES}, [], "rewrite"))
-    assert sum(len(t.x) for t in fig.data if t.mode != "lines") == len(NODES)
+def _big(npu_runs: int, run: int) -> tuple[list[dict[str, object]], list[tuple[str, str]]]:
+    """A chain of `npu_runs` NPU partitions of `run` nodes each, with one CPU fallback between each pair."""
+    nodes: list[dict[str, object]] = []
+    pid = 0
+    for r in range(npu_runs):
+        nodes += [
+            {"name": f"n{r}_{i}", "op_type": "Conv", "device": "NPU", "partition": pid} for i in range(run)
+        ]
+        pid += 1
+        if r < npu_runs - 1:
+            nodes.append(
+                {"name": f"cpu{r}", "op_type": "NonMaxSuppression", "device": "CPU", "partition": pid}
+            )
+            pid += 1
+    names = [str(n["name"]) for n in nodes]
+    return nodes, list(pairwise(names))
+
+
+def test_a_large_model_collapses_npu_partitions_and_keeps_every_fallback_visible() -> None:
+    nodes, edges = _big(npu_runs=4, run=110)  # 443 nodes: once a solid green bar
+    assert len(nodes) > SMALL
+    markup, graph = svg(Placement({"nodes": nodes}, edges, "rewrite"))
+    assert [b.label for b in graph.boxes] == [
+        "NPU partition 0",
+        "NonMaxSuppression",
+        "NPU partition 2",
+        "NonMaxSuppression",
+        "NPU partition 4",
+        "NonMaxSuppression",
+        "NPU partition 6",
+    ]
+    assert graph.transfers == 6, "into and out of each of the 3 fallbacks"
+    assert "110 nodes (Conv×110)" in graph.boxes[0].detail
+    width = int(re.search(r'width="(\d+)"', markup).group(1))  # type: ignore[union-attr]
+    assert width < 2000, "seven boxes in a row, not 443 nodes"
+
+
+def test_a_cpu_only_model_is_one_box() -> None:
+    nodes = [{"name": f"n{i}", "op_type": "Conv", "device": "CPU", "partition": 0} for i in range(100)]
+    graph = collapse(nodes, [(f"n{i}", f"n{i + 1}") for i in range(99)])
+    assert len(graph.boxes) == 1 and graph.transfers == 0
+
+
+def test_no_edges_still_draws_every_node_and_names_are_escaped() -> None:
+    nodes = [*NODES, {"name": "</script><b>x", "op_type": "<Op>", "device": "CPU", "partition": 3}]
+    markup, graph = svg(Placement({"nodes": nodes}, [], "rewrite"))
+    assert len(graph.boxes) == len(nodes) and graph.edges == []
+    assert "</script>" not in markup and "&lt;Op&gt;" in markup
