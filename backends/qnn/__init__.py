@@ -1,6 +1,17 @@
-"""Qualcomm Hexagon (HTP) backend through the QNN SDK: a bundle adapter (see backends.sdk).
+"""Qualcomm Hexagon (HTP) backend on onnxruntime-qnn (QNN's HTP library, run here in simulation).
 
-The QNN SDK cannot be installed here. compile writes what the SDK takes (toolchains.md §5):
+Stages it implements itself (backends.qnn.stages; the QNN library only ever runs in a child process,
+backends.qnn.worker):
+- check: QNN's own per-node validation for the target's htp_arch/soc_model (it wins over the op
+  table; the report's source names it, and each rejected node carries QNN's reason);
+- quantize: the shared ptq pass with the HTP's types (uint8/uint16 activations, int8 weights);
+- compile: an EPContext model + context binary prepared by the HTP backend for the target, and the
+  QNN SDK bundle beside it (below);
+- evaluate: the context model on the HTP simulator, accuracy vs the float ONNX (`measured:host
+  simulator`) and the simulated cycles (`estimated: QNN HTP simulator cycles`, never device time).
+
+The QNN binaries come with onnxruntime-qnn from the package index (Qualcomm's licence: never vendored
+here). The full QNN SDK cannot be installed here; the extra bundle holds what it takes (toolchains.md §5):
 `build.sh` with the `qnn-onnx-converter`, `qnn-model-lib-generator` and `qnn-context-binary-generator`
 command lines, a `--quantization_overrides` JSON (AIMET encodings format) for the sensitive layers,
 the HTP backend extension config (`htp_backend_extensions.json` -> `htp_config.json`: VTCM,
@@ -15,14 +26,31 @@ section and the layers kept at higher precision.
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
+from importlib.util import find_spec
 from typing import Any
 
 from backends.base import StageImpl
 from backends.catalog import Target
-from backends.sdk import BundleEvaluate, Sdk
+from backends.sdk import Sdk
 
 NAME = "qnn"
 ADAPTER_VERSION = "1"
+INSTALL = "pip install 'npuctl[qnn]' (onnxruntime-qnn, beside onnxruntime >= 1.24.2)"
+
+
+def _version(dist: str) -> str:
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "missing"
+
+
+def fingerprint() -> dict[str, str]:
+    """Read from package metadata, never by loading the QNN library."""
+    return {"onnxruntime_qnn": _version("onnxruntime-qnn"), "onnxruntime": _version("onnxruntime")}
+
+
 SDK = Sdk(
     name="qnn",
     env_var="QNN_SDK_ROOT",
@@ -84,32 +112,38 @@ OPTIONS_SCHEMA: dict[str, Any] = {
 
 class QnnBackend:
     name = NAME
-    evidence_here = "unverified: QNN SDK bundle only"
+    evidence_here = (
+        "measured:host simulator (accuracy on the HTP simulator); estimated: QNN HTP simulator cycles"
+    )
 
     def serves(self, target: Target) -> bool:
         return target.backend == NAME
 
     def fingerprint(self) -> dict[str, str]:
-        return {"qnn_sdk": SDK.version(), "adapter": ADAPTER_VERSION}
+        return {"qnn_sdk": SDK.version(), "adapter": ADAPTER_VERSION, **fingerprint()}
 
     def options_schema(self) -> dict[str, Any]:
         return OPTIONS_SCHEMA
 
     def missing_toolchain(self) -> str | None:
-        return None  # the bundle is written without the SDK; evaluate reports the SDK as missing
+        if find_spec("onnxruntime_qnn") is None:
+            return f"onnxruntime-qnn not installed: {INSTALL}"
+        return None
 
     def implementation(self, stage: str) -> StageImpl | None:
-        from backends.qnn import adapter
+        from backends.qnn import adapter, stages
 
         impl: StageImpl
-        if stage == "preprocess":
+        if stage == "check":
+            impl = stages.QnnCheck()
+        elif stage == "preprocess":
             impl = adapter.QnnPreprocess()
         elif stage == "quantize":
-            impl = adapter.QnnQuantize()
+            impl = stages.QnnQuantize()
         elif stage == "compile":
-            impl = adapter.QnnCompile()
+            impl = stages.QnnCompile()
         elif stage == "evaluate":
-            impl = BundleEvaluate(SDK, "context")
+            impl = stages.QnnEvaluate()
         else:
             return None
         return impl

@@ -1,0 +1,413 @@
+"""QNN stages on onnxruntime-qnn: QNN's own check, HTP-typed quantization, EPContext compile, and the
+HTP simulator for accuracy with its cycles as the latency estimate.
+
+Every call into the QNN library runs in a child process (backends.qnn.driver). The SoC is named to
+QNN by number (`qnn_soc_id` in the catalog; `compile.options.soc_model` may override it).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from backends.base import StageOutput, StageRequest
+from backends.catalog import Target
+from backends.errors import TerminalError
+from backends.onnx.check import CheckPass
+from backends.qnn import adapter, driver, fingerprint
+from backends.qnn.validation import device_map, parse
+
+HTP_ACTIVATIONS = ("uint8", "uint16")
+CONTEXT_STEPS = 3
+CONTEXT_COSINE = 0.99
+"""compile's tolerance, context model on the HTP simulator vs its source on ORT CPU (one seeded random
+input): a quantized output within CONTEXT_STEPS quantization steps (the two round differently), a
+float output at cosine >= CONTEXT_COSINE."""
+
+
+def soc(target: Target, config: Mapping[str, Any]) -> dict[str, str]:
+    """QNN's htp_arch ("75") and soc_model (a number) for the target; compile.options.dsp_arch and
+    soc_model (a number, or a SoC name the catalog knows, e.g. SM8650) override them."""
+    from backends.catalog import targets
+
+    options: Mapping[str, Any] = (config.get("compile") or {}).get("options") or {}
+    arch = str(options.get("dsp_arch") or target.extra.get("htp_arch") or "")
+    wanted = str(options.get("soc_model") or target.extra.get("qnn_soc_id") or "")
+    model = wanted
+    if wanted and not wanted.isdigit():
+        ids = {str(t.extra.get("qnn_soc_model")): t.extra.get("qnn_soc_id") for t in targets().values()}
+        model = str(ids.get(wanted) or "")
+    if not arch or not model.isdigit():
+        raise TerminalError(
+            f"qnn: target {target.id} needs htp_arch and a QNN soc_model number "
+            f"(catalog qnn_soc_id or compile.options.soc_model; {wanted or 'none'!r} is not one)"
+        )
+    return {"htp_arch": arch.removeprefix("v"), "soc_model": model}
+
+
+def _source(answer: Mapping[str, Any], chip: Mapping[str, str]) -> str:
+    return (
+        f"onnxruntime-qnn {answer.get('onnxruntime_qnn')} HTP validation "
+        f"(htp_arch v{chip['htp_arch']}, soc_model {chip['soc_model']})"
+    )
+
+
+class QnnCheck(CheckPass):
+    """The placement from QNN's own per-node validation (it wins over the op table; the report's
+    `source` names it), with QNN's reason on each node it rejects."""
+
+    version = "1-qnn"
+
+    def fingerprint(self) -> dict[str, str]:
+        return {**super().fingerprint(), **fingerprint()}
+
+    def run(self, request: StageRequest) -> StageOutput:
+        import onnx
+
+        from backends.onnx import placement as P
+        from backends.onnx.check import _write_log, dump_json, quantization_config, summarize
+        from backends.onnx.facts import name_nodes
+
+        chip = soc(request.target, request.config)
+        model = onnx.load(str(request.inputs["model"]))
+        name_nodes(model)
+        with tempfile.TemporaryDirectory(prefix="npuctl-qnn-check-") as tmp:
+            job = Path(tmp)
+            onnx.save(model, str(job / "model.onnx"))
+            native = job / "native.log"
+            answer = driver.call({"mode": "validate", "model": "model.onnx", **chip}, job, native)
+            found = parse(native.read_text(errors="replace"))
+        if not found.verdicts:
+            raise TerminalError("qnn check: onnxruntime-qnn logged no per-node validation")
+        source = _source(answer, chip)
+        names = [n.name for n in model.graph.node]
+        report = P.compute(
+            model,
+            request.target,
+            quantization_config(request.config),
+            device_map=device_map(names, found),
+            device_map_source=source,
+        )
+        for node in report["nodes"]:
+            verdict = found.verdicts.get(node["name"])
+            if verdict is not None and verdict.reason:
+                node["failed"] = [f"QNN: {verdict.reason}"]
+        path = request.workdir / "placement.json"
+        path.write_text(dump_json(report))
+        _write_log(request.log, report)
+        summary = summarize(report)
+        summary["measurements"] = P.measurements(report)
+        summary["qnn_validation"] = {
+            "source": source,
+            "passed": sum(1 for v in found.verdicts.values() if v.passed),
+            "failed": {
+                v.node: v.reason or "validation failed" for v in found.verdicts.values() if not v.passed
+            },
+            "placed_on_cpu": sorted(found.cpu),
+        }
+        cov = report["coverage"]["nodes"]
+        note = f"{cov['npu']}/{cov['total']} nodes on the HTP ({source})"
+        return StageOutput(artifacts={"placement": path}, report=summary, note=note)
+
+
+class QnnQuantize(adapter.QnnQuantize):
+    """The shared ptq pass with the HTP's types: uint8 activations (uint16 for int16 keeps), int8
+    symmetric weights; a signed activation type is refused, the HTP computes unsigned ones."""
+
+    version = "1+record+htp"
+
+    def run(self, request: StageRequest) -> StageOutput:
+        from backends.onnx.quant_policy import resolve
+
+        policy = resolve(request.config, request.target)
+        if policy.mode == "ptq" and policy.activations not in HTP_ACTIVATIONS:
+            raise TerminalError(
+                f"quantization.activations: {policy.activations} is not an HTP activation type "
+                f"(the QNN HTP runs {' or '.join(HTP_ACTIVATIONS)})"
+            )
+        output = super().run(request)
+        output.report["htp_types"] = {"activations": policy.activations, "weights": policy.weights}
+        return output
+
+
+def context_files(ctx_model: Path) -> list[str]:
+    """The context binaries an EPContext model names (embed_mode 0)."""
+    import onnx
+
+    model = onnx.load(str(ctx_model), load_external_data=False)
+    out = []
+    for node in model.graph.node:
+        if node.op_type != "EPContext":
+            continue
+        attrs = {a.name: a for a in node.attribute}
+        if attrs.get("embed_mode") is not None and attrs["embed_mode"].i == 0:
+            out.append(attrs["ep_cache_context"].s.decode())
+    return out
+
+
+class QnnCompile(adapter.QnnCompile):
+    """An EPContext model + context binary for the target's htp_arch/soc_model, prepared by QNN's HTP
+    backend here; the SDK bundle (qnn-onnx-converter / DLC users) stays as an extra artifact."""
+
+    version = "2-epcontext"
+
+    def fingerprint(self) -> dict[str, str]:
+        return {**super().fingerprint(), **fingerprint()}
+
+    def run(self, request: StageRequest) -> StageOutput:
+        import onnx
+
+        output = super().run(request)
+        chip = soc(request.target, request.config)
+        source = Path(request.inputs["model"])
+        with tempfile.TemporaryDirectory(prefix="npuctl-qnn-compile-") as tmp:
+            job = Path(tmp)
+            shutil.copyfile(source, job / "model.onnx")
+            request_ = {"mode": "compile", "model": "model.onnx", "context_model": "model_ctx.onnx", **chip}
+            answer = driver.call(request_, job, job / "native.log")
+            ctx = job / "model_ctx.onnx"
+            binaries = context_files(ctx) if ctx.is_file() else []
+            if not binaries or not all((job / b).is_file() for b in binaries):
+                raise TerminalError("qnn compile: onnxruntime-qnn wrote no EPContext model with its binary")
+            if len(binaries) != 1:
+                raise TerminalError(f"qnn compile: {len(binaries)} context binaries; one partition expected")
+            model = onnx.load(str(ctx), load_external_data=False)
+            ops = sorted({n.op_type for n in model.graph.node})
+            agreed = check_context(job, source, chip)
+            shutil.copyfile(ctx, request.workdir / "model_ctx.onnx")
+            # the binary keeps the name the EPContext node refers to: the pair loads side by side
+            shutil.copyfile(job / binaries[0], request.workdir / binaries[0])
+        bin_path = request.workdir / binaries[0]
+        output.artifacts["context_model"] = request.workdir / "model_ctx.onnx"
+        output.artifacts["context_binary"] = bin_path
+        cpu_nodes = [n.op_type for n in model.graph.node if n.op_type != "EPContext"]
+        output.report["epcontext"] = {
+            "onnxruntime_qnn": answer.get("onnxruntime_qnn"),
+            "htp_arch": f"v{chip['htp_arch']}",
+            "soc_model": chip["soc_model"],
+            "context_binary_bytes": bin_path.stat().st_size,
+            "binary_name": binaries[0],
+            "graph_ops": ops,
+            "nodes_outside_context": len(cpu_nodes),
+            "check": {
+                "outputs": agreed,
+                "tolerance": f"{CONTEXT_STEPS} quantization steps, or cosine >= {CONTEXT_COSINE} for float",
+                "how": "HTP simulator vs ONNX Runtime CPU on the model compiled, one seeded random input",
+            },
+        }
+        output.note = (
+            f"EPContext model + {bin_path.stat().st_size} byte context binary for v{chip['htp_arch']} "
+            f"(soc_model {chip['soc_model']}); SDK bundle beside it"
+        )
+        return output
+
+
+def output_steps(source: Path) -> dict[str, float]:
+    """Graph output -> the quantization step of the DequantizeLinear that produces it (scalar scales)."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(source), load_external_data=False)
+    inits = {t.name: t for t in model.graph.initializer}
+    producer = {out: node for node in model.graph.node for out in node.output}
+    steps = {}
+    for output in model.graph.output:
+        node = producer.get(output.name)
+        if node is None or node.op_type != "DequantizeLinear" or node.input[1] not in inits:
+            continue
+        scale = numpy_helper.to_array(inits[node.input[1]])
+        if scale.size == 1:
+            steps[output.name] = float(scale.reshape(-1)[0])
+    return steps
+
+
+def agreement(got: Any, want: Any, step: float | None) -> tuple[bool, str]:
+    import numpy as np
+
+    a, b = np.ravel(got).astype(np.float64), np.ravel(want).astype(np.float64)
+    diff = float(np.max(np.abs(a - b))) if a.size else 0.0
+    if step:
+        return diff <= CONTEXT_STEPS * step, f"max |diff| {diff:.6g} (step {step:.6g})"
+    denom = float(np.linalg.norm(a) * np.linalg.norm(b))
+    cosine = float(a @ b / denom) if denom else float(diff <= 1e-6)
+    return cosine >= CONTEXT_COSINE, f"cosine {cosine:.6f}"
+
+
+def check_context(job: Path, source: Path, chip: Mapping[str, str]) -> dict[str, str]:
+    """The compiled context model against its source; TerminalError outside the tolerance."""
+    from backends.onnx import accuracy, data
+
+    specs = data.model_inputs(source)
+    sample = data.random_samples(specs, 1, seed=0)[0]
+    _write_samples(job / "check.npz", [[sample.feed[spec.name] for spec in specs]])
+    request = {
+        "mode": "run",
+        "model": "model_ctx.onnx",
+        "samples": "check.npz",
+        "count": 1,
+        "inputs": [spec.name for spec in specs],
+        "outputs": "check-out.npz",
+        "profile": str(job / "check-profile.csv"),
+        **chip,
+    }
+    driver.call(request, job, job / "check.log")
+    reference = accuracy.run_model(source, [dict(sample.feed)])
+    got = _read_outputs(job / "check-out.npz", 1, reference)
+    steps = output_steps(source)
+    found = {}
+    for name, a, b in zip(reference.names, got.values[0], reference.values[0], strict=True):
+        ok, how = agreement(a, b, steps.get(name))
+        found[name] = how
+        if not ok:
+            raise TerminalError(
+                f"qnn compile: the context model disagrees with its source on the HTP simulator "
+                f"(output {name}: {how})"
+            )
+    return found
+
+
+_CYCLES = re.compile(r"^(.*?)(?::OpId_\d+)? \(cycles\)$")
+
+
+def read_profile(path: Path) -> dict[str, Any]:
+    """Total and per-op simulated cycles from QNN's detailed profile (CSV)."""
+    import csv
+
+    total: int | None = None
+    per_op: dict[str, int] = {}
+    with path.open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            if row.get("Unit of Measurement") != "CYCLES":
+                continue
+            event, value = row.get("Event Identifier", ""), int(float(row.get("Time") or 0))
+            if event == "Accelerator (execute) time (cycles)":
+                total = value if total is None else max(total, value)
+            elif row.get("Event Level") == "SUB-EVENT":
+                match = _CYCLES.match(event)
+                if match:
+                    per_op[match.group(1)] = value
+    return {"total": total, "per_op": per_op}
+
+
+class QnnEvaluate:
+    """The EPContext model on the HTP simulator: accuracy against the float ONNX (`measured:host
+    simulator`) and its simulated cycles (`estimated`: simulator cycles, not device time)."""
+
+    stage = "evaluate"
+    version = "1-simulator"
+
+    def fingerprint(self) -> dict[str, str]:
+        return fingerprint()
+
+    def run(self, request: StageRequest) -> StageOutput:
+        from backends.onnx import accuracy, data
+
+        evaluate: Mapping[str, Any] = request.config.get("evaluate") or {}
+        runner = str(evaluate.get("runner", "local"))
+        if runner != "local":
+            raise TerminalError(f"qnn evaluate: runner {runner!r}: on-device QNN runs are not supported yet")
+        ctx, binary = request.inputs.get("context_model"), request.inputs.get("context_binary")
+        if ctx is None or binary is None:
+            raise TerminalError("qnn evaluate needs compile's context_model and context_binary")
+        chip = soc(request.target, request.config)
+        specs = data.model_inputs(Path(request.inputs["model"]))
+        folder = request.inputs.get("eval_data")
+        if folder is not None:
+            samples = data.load_samples(Path(folder), specs, None, 0, "evaluate.data")
+            data_source = f"evaluate.data ({Path(folder).name})"
+        else:
+            samples, data_source = data.random_samples(specs, 4, seed=0), "random inputs (seed 0)"
+        with tempfile.TemporaryDirectory(prefix="npuctl-qnn-eval-") as tmp:
+            job = Path(tmp)
+            name = context_files(Path(ctx))[0]
+            shutil.copyfile(ctx, job / "model_ctx.onnx")
+            shutil.copyfile(binary, job / name)
+            _write_samples(job / "samples.npz", [[s.feed[spec.name] for spec in specs] for s in samples])
+            run_request = {
+                "mode": "run",
+                "model": "model_ctx.onnx",
+                "samples": "samples.npz",
+                "count": len(samples),
+                "inputs": [spec.name for spec in specs],
+                "outputs": "outputs.npz",
+                "profile": str(job / "profile.csv"),
+                **chip,
+            }
+            answer = driver.call(run_request, job, job / "native.log")
+            reference = accuracy.run_model(
+                Path(request.inputs["float_model"]), [dict(s.feed) for s in samples]
+            )
+            outputs = _read_outputs(job / "outputs.npz", len(samples), reference)
+            cycles = read_profile(job / "profile.csv") if (job / "profile.csv").is_file() else {}
+        labels = None
+        if request.inputs.get("labels") is not None:
+            path = Path(request.inputs["labels"])
+            labels = data.labels_for([s.name for s in samples], data.read_labels(path), path.name)
+        scored = accuracy.score(outputs, reference, labels, evaluate.get("metric", "top1"))
+        sim = f"QNN HTP simulator (onnxruntime-qnn {answer.get('onnxruntime_qnn')}, htp_arch v{chip['htp_arch']})"
+        found: dict[str, dict[str, Any]] = {
+            "accuracy": {
+                "value": scored.accuracy,
+                "evidence": "measured:host simulator",
+                "detail": f"{sim}, {scored.samples} samples of {data_source}, {scored.metric} vs float ONNX; "
+                f"cosine {scored.fidelity.cosine:.5f}",
+            },
+            "accuracy.reference": {
+                "value": scored.reference,
+                "evidence": "measured:host",
+                "detail": "float ONNX on ONNX Runtime CPU, same samples",
+            },
+            "size_mb": {
+                "value": round((Path(ctx).stat().st_size + Path(binary).stat().st_size) / 1e6, 6),
+                "evidence": "measured:host",
+                "detail": "EPContext model + context binary bytes",
+            },
+        }
+        if cycles.get("total") is not None:
+            found["htp_cycles"] = {
+                "value": int(cycles["total"]),
+                "evidence": "estimated: QNN HTP simulator cycles",
+                "detail": f"{sim}: simulated accelerator cycles per inference (last sample), not device time",
+            }
+        report = {
+            "measurements": found,
+            "accuracy": scored.as_dict(),
+            "simulator": {"runtime": sim, "cycles_per_op": cycles.get("per_op", {})},
+            "runner": "local (QNN HTP simulator)",
+            "data": {"source": data_source, "samples": len(samples)},
+        }
+        note = f"HTP simulator {scored.metric} {scored.accuracy:.4f} (float {scored.reference:.4f})"
+        if cycles.get("total") is not None:
+            note += f", {cycles['total']} simulated cycles"
+        return StageOutput(report=report, note=note)
+
+
+def _write_samples(path: Path, samples: list[list[Any]]) -> None:
+    import numpy as np
+
+    arrays = {f"s{i:06d}_{j}": value for i, feeds in enumerate(samples) for j, value in enumerate(feeds)}
+    with path.open("wb") as fh:
+        np.savez(fh, **arrays)
+
+
+def _read_outputs(path: Path, count: int, reference: Any) -> Any:
+    import numpy as np
+
+    from backends.onnx import accuracy
+
+    out = accuracy.ModelOutputs(reference.names)
+    with np.load(path) as archive:
+        for i in range(count):
+            out.values.append(
+                [
+                    np.asarray(archive[f"s{i:06d}_{k}"], dtype=np.float32).reshape(
+                        reference.values[i][k].shape
+                    )
+                    for k in range(len(reference.names))
+                ]
+            )
+    return out

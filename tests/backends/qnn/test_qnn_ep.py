@@ -1,0 +1,157 @@
+"""The qnn backend on onnxruntime-qnn: QNN's own validation, EPContext compile, the HTP simulator."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from backends.base import StageRequest
+from backends.catalog import targets
+from backends.qnn.stages import QnnCheck, context_files
+from backends.qnn.validation import device_map, parse
+from reconciler.state.store import Store
+from tests.conftest import DIGITS_SPEC, run_npuctl
+
+pytest.importorskip("onnxruntime_qnn")
+
+LOG = """\
+2026-12-01 22:16:34.596398345 [V:onnxruntime:, qnn_execution_provider.cc:1713 LogNodeSupport] \
+Validation PASSED for 1 nodes in OrtNodeUnit (Sin) :
+\tOperator type: Sin Node name: sin Node index: 1
+
+2026-12-01 22:16:34.596403492 [V:onnxruntime:, qnn_execution_provider.cc:1713 LogNodeSupport] \
+Validation FAILED for 1 nodes in OrtNodeUnit (Erf) :
+\tOperator type: Erf Node name: erf Node index: 2
+\tREASON : Operators of type `Erf` are not supported by QNN EP.
+
+2026-12-01 22:16:34.734658599 [V:onnxruntime:, session_state.cc:1598 VerifyEachNodeIsAssignedToAnEp] Node placements
+2026-12-01 22:16:34.734669289 [V:onnxruntime:, session_state.cc:1604 VerifyEachNodeIsAssignedToAnEp]  \
+Node(s) placed on [QNNExecutionProvider]. Number of nodes: 1
+2026-12-01 22:16:34.734673693 [V:onnxruntime:, session_state.cc:1606 VerifyEachNodeIsAssignedToAnEp]   \
+QNNExecutionProvider_1 (QNNExecutionProvider_QNNExecutionProvider_1_0)
+2026-12-01 22:16:34.734677364 [V:onnxruntime:, session_state.cc:1604 VerifyEachNodeIsAssignedToAnEp]  \
+Node(s) placed on [CPUExecutionProvider]. Number of nodes: 2
+2026-12-01 22:16:34.734679709 [V:onnxruntime:, session_state.cc:1606 VerifyEachNodeIsAssignedToAnEp]   Erf (erf)
+2026-12-01 22:16:34.734679709 [V:onnxruntime:, session_state.cc:1606 VerifyEachNodeIsAssignedToAnEp]   Sin (sin)
+"""
+
+
+def test_the_validation_log_gives_qnns_verdict_and_ort_placement() -> None:
+    found = parse(LOG)
+    assert found.verdicts["sin"].passed and not found.verdicts["erf"].passed
+    assert "`Erf` are not supported" in found.verdicts["erf"].reason
+    assert found.cpu == {"erf", "sin"}
+    assert device_map(["sin", "erf", "other"], found) == {"sin": "CPU", "erf": "CPU", "other": "CPU"}
+
+
+def _odd_model(path: Path) -> Path:
+    """Relu -> Sin -> Erf -> Relu: QNN's HTP rejects Erf (the shared op table cannot know that)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="relu"),
+        helper.make_node("Sin", ["a"], ["b"], name="sin"),
+        helper.make_node("Erf", ["b"], ["c"], name="erf"),
+        helper.make_node("Relu", ["c"], ["y"], name="relu2"),
+    ]
+    model = helper.make_model(
+        helper.make_graph(nodes, "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)]
+    )
+    onnx.save(model, str(path))
+    return path
+
+
+def test_check_places_nodes_by_qnns_own_validation(tmp_path: Path) -> None:
+    model = _odd_model(tmp_path / "odd.onnx")
+    work = tmp_path / "work"
+    work.mkdir()
+    target = targets()["qualcomm-htp-v75"]
+    config = {"target": target.id, "quantization.mode": "none", "compile": {"options": {}}}
+    out = QnnCheck().run(StageRequest("check", target, config, {"model": model}, work, work / "log.txt"))
+    assert out.report["source"].startswith("onnxruntime-qnn ") and "HTP validation" in out.report["source"]
+    assert "soc_model 57" in out.report["source"] and "htp_arch v75" in out.report["source"]
+    placement = json.loads(out.artifacts["placement"].read_text())
+    devices = {n["name"]: n["device"] for n in placement["nodes"]}
+    assert devices == {"relu": "NPU", "sin": "NPU", "erf": "CPU", "relu2": "NPU"}
+    erf = next(n for n in placement["nodes"] if n["name"] == "erf")
+    assert erf["failed"] and erf["failed"][0].startswith("QNN: ") and "Erf" in erf["failed"][0]
+    assert out.report["qnn_validation"]["failed"].keys() == {"erf"}
+
+
+QUANT = """\
+  quantization:
+    mode: ptq
+    calibration: {data: ../data/calib, samples: 16, method: minmax}
+"""
+
+
+@pytest.mark.slow
+def test_apply_builds_an_epcontext_binary_and_measures_it_on_the_htp_simulator(digits_repo: Path) -> None:
+    spec = digits_repo / "specs" / "digits.yaml"
+    text = DIGITS_SPEC.format(name="digits").replace("target: cpu", "target: qualcomm-htp-v75")
+    spec.write_text(text.replace("  evaluate:", QUANT + "  evaluate:"))
+    result = run_npuctl(digits_repo, "apply", "--json")
+    assert result.returncode in (0, 3), result.stdout + result.stderr
+    out = json.loads(result.stdout)["specs"][0]
+    assert all(s["action"] == "built" for s in out["stages"]), out["stages"]
+    verdicts = {v["name"]: v for v in out["slo"]}
+    assert verdicts["accuracy.min"]["evidence"] == "measured:host simulator"
+    assert verdicts["accuracy.min"]["passed"] is True
+    assert verdicts["latency_ms.p90"]["passed"] is not True, "no latency is ever measured on a simulator"
+    lock = json.loads((digits_repo / "specs" / "digits.lock.json").read_text())
+    variant = lock["variants"]["default"]
+    artifacts = variant["stages"]["compile"]["artifacts"]
+    assert {"context_model", "context_binary", "bundle"} <= set(artifacts)
+    cycles = variant["measurements"]["htp_cycles"]
+    assert cycles["evidence"] == "estimated: QNN HTP simulator cycles" and cycles["value"] > 0
+    assert "not device time" in cycles["detail"]
+    # the artifact is what ONNX Runtime's QNN EP loads: an EPContext node naming the binary beside it
+    store = Store(digits_repo / ".npuctl" / "store")
+    ctx = store.path(artifacts["context_model"]["digest"])
+    binary = store.path(artifacts["context_binary"]["digest"])
+    assert "EPContext" in {n.op_type for n in onnx.load(str(ctx)).graph.node}
+    assert context_files(ctx) == [artifacts["context_binary"]["file"]]
+    assert binary.stat().st_size == artifacts["context_binary"]["size"] > 10_000
+    # simulator accuracy against the float model's, computed here from the labels
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(digits_repo / "models" / "digits.onnx"))
+    labels = dict(line.split() for line in (digits_repo / "data/eval/labels.txt").read_text().splitlines())
+    hits = [
+        int(
+            np.argmax(session.run(None, {"image": np.load(digits_repo / "data/eval" / name)})[0])
+            == int(label)
+        )
+        for name, label in labels.items()
+    ]
+    float_top1 = sum(hits) / len(hits)
+    measured = variant["measurements"]
+    assert measured["accuracy.reference"]["value"] == pytest.approx(float_top1)
+    assert abs(measured["accuracy"]["value"] - float_top1) <= 0.05, measured["accuracy"]
+    check = json.loads((digits_repo / "specs" / "digits.lock.json").read_text())
+    assert check == lock
+
+
+@pytest.mark.slow
+def test_a_real_detector_compiles_for_the_htp_and_agrees_with_float_on_the_simulator(git_repo: Path) -> None:
+    from tests.backends.detector import write_det_repo
+
+    write_det_repo(git_repo, "qualcomm-htp-v73")
+    result = run_npuctl(git_repo, "apply", "--json")
+    assert result.returncode in (0, 3), result.stdout + result.stderr
+    lock = json.loads((git_repo / "specs" / "det.lock.json").read_text())
+    variant = lock["variants"]["default"]
+    compiled = variant["stages"]["compile"]
+    assert {"context_model", "context_binary", "bundle"} <= set(compiled["artifacts"])
+    assert compiled["artifacts"]["context_binary"]["size"] > 100_000
+    placement = variant["stages"]["check"]
+    measured = variant["measurements"]
+    assert "HTP validation (htp_arch v73, soc_model 60)" in measured["npu_coverage"]["detail"], placement
+    assert measured["accuracy"]["evidence"] == "measured:host simulator"
+    assert measured["accuracy"]["value"] >= 0.5, measured["accuracy"]
+    assert measured["htp_cycles"]["value"] > measured["accuracy"]["value"]
