@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "status": "Ready / Reconciling / Stalled per spec, with the last verdicts.",
     "explain": "Why a stage is (not) up to date: its key's inputs, field by field.",
     "gc": "Remove store objects nothing refers to.",
+    "fsck": "Verify the store, database and lock files; quarantine and rebuild what is corrupt.",
     "init": "Write a starter spec for an ONNX model.",
     "targets": "List the target catalog, or show one target.",
     "watch": "Watch specs and their inputs; re-plan and apply what changed, cancelling stale builds.",

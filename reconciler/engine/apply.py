@@ -76,6 +76,8 @@ class _ChainRun:
             assert record is not None
             return self._done(setup, record, "cached", "up to date")
         why = reason(self.ws.db.record(head_key) if head_key else None, key_inputs)
+        if corrupt := self.ws.corrupt_in(record):
+            why = f"stored output {corrupt[0][:12]} was corrupt (quarantined in .npuctl/corrupt): rebuilt"
         if isinstance(setup.error, ToolchainMissing):
             return self._not_run(setup, key, f"not built: toolchain not installed: {setup.error}")
         if setup.error is not None:

@@ -58,6 +58,8 @@ def _materialize(ws: Workspace, linked: dict[str, dict[str, Any]], indir: Path) 
     """Upstream artifacts appear under their own file names, so tools that sniff extensions work."""
     out = {}
     for name, meta in sorted(linked.items()):
+        if not ws.intact(meta["digest"]):  # verified when its record was used; memoized, so cheap
+            raise TransientError(f"input {name} ({meta['digest'][:12]}) is missing or corrupt in the store")
         dest = indir / name / meta["file"]
         _link(ws.store.path(meta["digest"]), dest)
         out[name] = dest

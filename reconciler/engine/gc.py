@@ -23,7 +23,7 @@ class GcReport:
     temp_removed: list[str] = field(default_factory=list)
 
 
-def _lock_files(root: Path) -> list[Path]:
+def lock_files(root: Path) -> list[Path]:
     skip = {".git", ".npuctl", "node_modules", ".venv"}
     out = []
     for dirpath, dirnames, filenames in os.walk(root):
@@ -41,7 +41,7 @@ head names them; the verdict itself stays in the ledger and in the lock file's g
 def referenced(ws: Workspace) -> set[str]:
     """Digests to keep: lock files, the heads (last build per stage), and what logged verdicts judged."""
     keep: set[str] = set()
-    for path in _lock_files(ws.layout.root):
+    for path in lock_files(ws.layout.root):
         data = lockfile.read(path)
         if data is not None:
             keep |= lockfile.digests(data)

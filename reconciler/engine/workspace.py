@@ -1,8 +1,15 @@
-"""The state handles one run works with, opened once and passed explicitly."""
+"""The state handles one run works with, opened once and passed explicitly.
+
+Store objects are verified against their digest whenever a record's outputs are about to be used
+(as a later stage's input, a cache hit, or an artifact copied out): cheaply, through the file-hash
+cache (a re-read only when the object's inode, size or mtime changed since it was last verified). A
+corrupt object is moved to `.npuctl/corrupt/` and its record counts as absent, so the stage that made
+it is rebuilt and nothing is ever built from it: a flipped byte never spreads.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from backends import pathpolicy
@@ -34,6 +41,32 @@ class Workspace:
         self.hasher.flush()
         self.db.close()
 
+    quarantined: list[str] = field(default_factory=list)
+    """Digests found corrupt (and moved aside) during this run."""
+
+    def intact(self, digest: str) -> bool:
+        """The object is in the store and its content still hashes to its name; a corrupt one is
+        quarantined (so the next check, and every other process, sees it absent)."""
+        path = self.store.path(digest)
+        if not path.is_file():
+            return False
+        try:
+            actual = self.hasher.file(path)
+        except (OSError, ValueError):
+            actual = ""
+        if actual == digest:
+            return True
+        self.hasher.forget(path)
+        self.store.quarantine(digest, self.layout.state_dir / "corrupt")
+        self.quarantined.append(digest)
+        return False
+
     def usable(self, record: Record | None) -> bool:
-        """A record counts only while every artifact it names is in the store."""
-        return record is not None and all(self.store.has(a["digest"]) for a in record.artifacts.values())
+        """A record counts only while every artifact it names is in the store, intact."""
+        return record is not None and all(self.intact(a["digest"]) for a in record.artifacts.values())
+
+    def corrupt_in(self, record: Record | None) -> list[str]:
+        """The record's artifacts found corrupt in this run (for the rebuild's reason)."""
+        if record is None:
+            return []
+        return [a["digest"] for a in record.artifacts.values() if a["digest"] in self.quarantined]

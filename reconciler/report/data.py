@@ -21,7 +21,7 @@ from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec
 from reconciler.state import lockfile
 from reconciler.state.db import Database, Record
-from reconciler.state.store import Store
+from reconciler.state.store import Store, sha256_file
 
 
 @dataclass
@@ -86,7 +86,8 @@ def _artifact(store: Store, record: Record | None, name: str) -> Path | None:
     digest = meta.get("digest")
     if not digest or not store.has(digest):
         return None
-    return store.path(digest)
+    path = store.path(digest)
+    return path if sha256_file(path) == digest else None  # copied out into the page: verified
 
 
 def model_edges(model_path: Path, placed: set[str]) -> list[tuple[str, str]]:

@@ -110,6 +110,11 @@ class Database:
     def close(self) -> None:
         self.conn.close()
 
+    def integrity(self) -> str:
+        """SQLite's own check of the file: "ok", or its first complaint."""
+        row = self.conn.execute("PRAGMA integrity_check").fetchone()
+        return str(row[0]) if row else "no answer"
+
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         self.conn.execute("BEGIN IMMEDIATE")
@@ -203,6 +208,10 @@ class Database:
             (prefix, prefix + "\U0010ffff"),
         )
         return {str(r[0]): (int(r[1]), int(r[2]), int(r[3]), str(r[4])) for r in rows}
+
+    def forget_hash(self, path: str) -> None:
+        with self.transaction() as conn:
+            conn.execute("DELETE FROM file_hashes WHERE path = ?", (path,))
 
     def put_hashes(self, rows: list[tuple[str, int, int, int, str]]) -> None:
         if rows:

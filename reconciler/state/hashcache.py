@@ -76,6 +76,13 @@ class FileHasher:
         self._memo[base + os.sep] = listing.hexdigest()
         return self._memo[base + os.sep]
 
+    def forget(self, path: Path) -> None:
+        """Drops what this run and the cache know of `path` (its content is known to have changed)."""
+        key = str(path.resolve())
+        self._memo.pop(key, None)
+        self._pending = [row for row in self._pending if row[0] != key]
+        self.db.forget_hash(key)
+
     def flush(self) -> None:
         self.db.put_hashes(self._pending)
         self._pending = []

@@ -10,6 +10,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -81,6 +82,16 @@ class Store:
             for obj in sorted(sub.iterdir()):
                 if not obj.name.startswith(".tmp-"):
                     yield sub.name + obj.name
+
+    def quarantine(self, digest: str, folder: Path) -> Path | None:
+        """Moves a corrupt object out of the store (kept for inspection); None when it was gone."""
+        folder.mkdir(parents=True, exist_ok=True)
+        dest = folder / f"{digest}.{time.time_ns()}"
+        try:
+            os.replace(self.path(digest), dest)
+        except FileNotFoundError:
+            return None
+        return dest
 
     def remove(self, digest: str) -> None:
         self.path(digest).unlink(missing_ok=True)

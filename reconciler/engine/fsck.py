@@ -1,0 +1,68 @@
+"""fsck: check everything npuctl keeps against what it claims, and repair by rebuilding.
+
+Every store object is re-hashed in full (no cache: this is the check that catches a flipped bit the
+file-hash cache cannot see), the database runs SQLite's own integrity check, and every record, head
+and lock file is checked for the objects it names. A corrupt object is quarantined (moved to
+`.npuctl/corrupt/`); the caller then re-applies the specs, which rebuilds exactly the stages whose
+outputs went missing, under the same keys (builds are reproducible, so lock files do not change).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from reconciler.engine.gc import lock_files
+from reconciler.engine.workspace import Workspace
+from reconciler.state import lockfile
+from reconciler.state.store import sha256_file
+
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass
+class FsckReport:
+    objects: int = 0
+    corrupt: list[str] = field(default_factory=list)
+    """Objects whose content no longer matches their name (quarantined unless check-only)."""
+    misnamed: list[str] = field(default_factory=list)
+    """Store entries that are not named by a digest (left alone, reported)."""
+    database: str = "ok"
+    """SQLite's integrity_check verdict."""
+    missing: list[str] = field(default_factory=list)
+    """"<what>: <digest>" for records, heads and lock files naming an object the store lacks."""
+
+    @property
+    def clean(self) -> bool:
+        return not (self.corrupt or self.misnamed or self.missing) and self.database == "ok"
+
+
+def check(ws: Workspace, quarantine: bool = True) -> FsckReport:
+    report = FsckReport()
+    for digest in ws.store.digests():
+        report.objects += 1
+        path = ws.store.path(digest)
+        if not _DIGEST.match(digest):
+            report.misnamed.append(str(path))
+            continue
+        try:
+            actual = sha256_file(path)
+        except OSError:
+            actual = ""
+        if actual != digest:
+            report.corrupt.append(digest)
+            if quarantine:
+                ws.hasher.forget(path)
+                ws.store.quarantine(digest, ws.layout.state_dir / "corrupt")
+    report.database = ws.db.integrity()
+    present = {d for d in ws.store.digests()}
+    heads = ws.db.head_keys()
+    for record in ws.db.all_records():
+        for meta in record.artifacts.values():
+            if meta["digest"] not in present and record.key in heads:
+                report.missing.append(f"head {record.stage} {record.key[:12]}: {meta['digest']}")
+    for path in lock_files(ws.layout.root):
+        data = lockfile.read(path)
+        for digest in sorted(lockfile.digests(data or {}) - present):
+            report.missing.append(f"{path.relative_to(ws.layout.root)}: {digest}")
+    return report
