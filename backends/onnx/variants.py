@@ -28,6 +28,19 @@ from typing import Any
 
 FORMAT_VERSION = 1
 
+ENTRY_SUFFIXES = (".onnx", ".ort", ".xml", ".rknn", ".tflite", ".dlc", ".om", ".mlpackage")
+"""File types a runtime opens first, by preference: when a compile stage writes several files (OpenVINO's
+.xml beside its .bin weights), the manifest's `artifact` is the one the app loads; all are in `files`."""
+
+
+def entry_file(files: Sequence[str]) -> str:
+    """The file an app opens first among one variant's files (ENTRY_SUFFIXES order, else the first)."""
+    for suffix in ENTRY_SUFFIXES:
+        for name in sorted(files):
+            if name.endswith(suffix):
+                return name
+    return sorted(files)[0]
+
 
 @dataclass(frozen=True)
 class VariantResult:

@@ -27,6 +27,8 @@ COMMANDS: dict[str, str] = {
     "audit": "Which model version met which SLO, from the lock files' git history and the ledger.",
     "report": "Write a self-contained HTML report for a spec: placement, latency, sensitivity, SLO history.",
     "toolchain": "Install or list managed toolchain environments.",
+    "artifacts": "List a spec's deployable files: names, sizes, digests, where they are.",
+    "export": "Copy a spec's deployable files (verified) into a folder, with a manifest and SHA256SUMS.",
 }
 """Subcommand name -> one-line help; the implementation is `reconciler.cli.<name>:command`."""
 

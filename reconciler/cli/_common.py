@@ -37,6 +37,19 @@ def paths_argument(func: F) -> F:
     return click.argument("paths", nargs=-1, type=click.Path(path_type=Path))(func)
 
 
+def find_spec(spec: str, root: Path) -> Path | None:
+    """A spec file path, or the file of the spec named `spec` under specs/."""
+    candidate = Path(spec)
+    if candidate.suffix in (".yaml", ".yml") or candidate.is_file():
+        return candidate.resolve() if candidate.exists() else None
+    from reconciler.spec import check
+
+    for report in check([Layout(root).default_specs()], root, semantic=False):
+        if report.name == spec:
+            return report.file
+    return None
+
+
 def chosen_format(fmt: str, as_json: bool) -> str:
     return "json" if as_json else fmt
 

@@ -33,5 +33,11 @@ def command(paths: tuple[Path, ...], fmt: str, as_json: bool) -> int:
             results = loaded.invalid + apply_all(ws, loaded.specs, reporter)
     finally:
         ws.close()
-    _render.emit(results, _common.chosen_format(fmt, as_json), "apply")
+    chosen = _common.chosen_format(fmt, as_json)
+    _render.emit(results, chosen, "apply")
+    if chosen == "text":
+        from reconciler.cli.artifacts import where_lines
+
+        for line in where_lines(loaded.root, list(results)):
+            click.echo(line)
     return exit_code(results)

@@ -7,20 +7,6 @@ from pathlib import Path
 import click
 
 
-def _find(spec: str, root: Path) -> Path | None:
-    """A spec file path, or the file of the spec named `spec` under specs/."""
-    candidate = Path(spec)
-    if candidate.suffix in (".yaml", ".yml") or candidate.is_file():
-        return candidate.resolve() if candidate.exists() else None
-    from reconciler.repo import Layout
-    from reconciler.spec import check
-
-    for report in check([Layout(root).default_specs()], root, semantic=False):
-        if report.name == spec:
-            return report.file
-    return None
-
-
 @click.command(
     help="Write a self-contained HTML report for a spec: placement, latency, sensitivity, SLO history."
 )
@@ -36,7 +22,9 @@ def command(spec: str, output: Path | None) -> int:
     from reconciler.spec import SpecErrors, load
 
     root = find_root(Path.cwd())
-    path = _find(spec, root)
+    from reconciler.cli._common import find_spec
+
+    path = find_spec(spec, root)
     if path is None:
         click.echo(
             f"npuctl report: no spec file or spec named {spec!r} (looked in {Layout(root).default_specs()})",

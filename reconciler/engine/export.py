@@ -1,0 +1,148 @@
+"""The deployable files of a spec, as its lock file records them: list them, or copy them out.
+
+The store names objects by digest, which is right for a cache and useless to an app developer. What
+ships is the compile stage's output of every shape variant, under the file names the toolchain gave
+them, beside a shape-variant manifest (backends.onnx.variants) and a SHA256SUMS list (`sha256sum -c`).
+Every byte copied out is hashed on the way and compared with the digest the lock file recorded, so a
+corrupt store object is never exported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from backends.onnx import variants
+from reconciler.state.store import Store
+
+CHUNK = 1 << 20
+
+
+class ExportError(Exception):
+    """One line: why the spec's artifacts cannot be listed or exported here."""
+
+
+@dataclass(frozen=True)
+class Artifact:
+    variant: str
+    name: str
+    """The compile stage's name for it (e.g. openvino_xml)."""
+    file: str
+    digest: str
+    size: int
+    stored: Path | None
+    """Where it lies in the local store; None when only the lock file records it."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    inputs: dict[str, list[int]]
+    artifacts: tuple[Artifact, ...]
+
+    @property
+    def folder(self) -> str:
+        """Where this variant's files go in an export: the top for a single variant, else one folder per
+        input shape (file names repeat across variants)."""
+        return variants.shape_key(self.inputs).replace("=", "-").replace(";", "_")
+
+
+def deployables(lock: dict[str, Any], store: Store) -> list[Variant]:
+    """Every variant's compile output; ExportError when a variant has none recorded."""
+    out = []
+    for name, variant in sorted(
+        (lock.get("variants") or {}).items(), key=lambda kv: (kv[0] != "default", kv[0])
+    ):
+        compiled = ((variant.get("stages") or {}).get("compile") or {}).get("artifacts") or {}
+        if not compiled:
+            raise ExportError(f"variant {name!r} has no compiled artifact recorded: run `npuctl apply`")
+        arts = tuple(
+            Artifact(
+                name,
+                art_name,
+                str(meta["file"]),
+                str(meta["digest"]),
+                int(meta.get("size", 0)),
+                store.path(meta["digest"]) if store.has(meta["digest"]) else None,
+            )
+            for art_name, meta in sorted(compiled.items())
+        )
+        out.append(Variant(name, {k: list(v) for k, v in (variant.get("inputs") or {}).items()}, arts))
+    if not out:
+        raise ExportError("the lock file records no variant: run `npuctl apply`")
+    return out
+
+
+def primary(variant: Variant) -> Artifact:
+    """The file an app loads first: the artifact the stage named `model`, else by file type."""
+    named = [a for a in variant.artifacts if a.name == "model"]
+    if named:
+        return named[0]
+    entry = variants.entry_file([a.file for a in variant.artifacts])
+    return next(a for a in variant.artifacts if a.file == entry)
+
+
+def export(found: Sequence[Variant], dest: Path, model: str, target: str) -> list[Path]:
+    """Copies every file (verified) into `dest`, then manifest.json and SHA256SUMS. Written into a
+    temporary folder beside `dest` and moved into place, so an interrupted export leaves no half folder."""
+    missing = [a for v in found for a in v.artifacts if a.stored is None]
+    if missing:
+        names = ", ".join(sorted({a.file for a in missing}))
+        raise ExportError(
+            f"not in the local store: {names} (recorded in the lock file): run `npuctl apply` here to build them"
+        )
+    if dest.exists() and any(dest.iterdir()):
+        raise ExportError(f"{dest} exists and is not empty")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
+    try:
+        single = len(found) == 1
+        results, sums = [], []
+        for variant in found:
+            folder = "" if single else variant.folder
+            for art in variant.artifacts:
+                relative = f"{folder}/{art.file}" if folder else art.file
+                _copy_verified(art, staging / relative)
+                sums.append(f"{art.digest}  {relative}")
+            main = primary(variant)
+
+            def placed(a: Artifact, folder: str = folder) -> str:
+                return f"{folder}/{a.file}" if folder else a.file
+
+            files = [{"file": placed(a), "sha256": a.digest, "size": a.size} for a in variant.artifacts]
+            results.append(
+                variants.VariantResult(variant.inputs, placed(main), main.digest, main.size, {"files": files})
+            )
+        manifest = variants.build_manifest(model, target, results)
+        variants.write_manifest(staging / "manifest.json", manifest)
+        manifest_digest = hashlib.sha256((staging / "manifest.json").read_bytes()).hexdigest()
+        sums.append(f"{manifest_digest}  manifest.json")
+        (staging / "SHA256SUMS").write_text("\n".join(sorted(sums, key=lambda s: s.split("  ", 1)[1])) + "\n")
+        if dest.exists():
+            dest.rmdir()
+        os.replace(staging, dest)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return sorted(p for p in dest.rglob("*") if p.is_file())
+
+
+def _copy_verified(art: Artifact, target: Path) -> None:
+    assert art.stored is not None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    with art.stored.open("rb") as src, target.open("wb") as out:
+        while chunk := src.read(CHUNK):
+            digest.update(chunk)
+            out.write(chunk)
+    if digest.hexdigest() != art.digest:
+        raise ExportError(
+            f"{art.file}: the store object {art.stored} does not match its recorded digest {art.digest[:12]}… "
+            "(corrupt store: run `npuctl apply` to rebuild it)"
+        )
