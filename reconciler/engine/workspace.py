@@ -9,11 +9,13 @@ it is rebuilt and nothing is ever built from it: a flipped byte never spreads.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from backends import pathpolicy
 from reconciler.repo import Layout
+from reconciler.state import scratch
 from reconciler.state.db import Database, Record
 from reconciler.state.hashcache import FileHasher
 from reconciler.state.store import Store
@@ -35,14 +37,20 @@ class Workspace:
         if not gitignore.exists():
             gitignore.write_text("*\n")
         db = Database(layout.database)
-        return cls(layout, db, Store(layout.store), FileHasher(db, layout.root))
+        ws = cls(layout, db, Store(layout.store), FileHasher(db, layout.root))
+        ws._undo_tmp = scratch.redirect(layout.tmp)
+        return ws
 
     def close(self) -> None:
-        self.hasher.flush()
-        self.db.close()
+        try:
+            self.hasher.flush()
+            self.db.close()
+        finally:
+            self._undo_tmp()
 
     quarantined: list[str] = field(default_factory=list)
     """Digests found corrupt (and moved aside) during this run."""
+    _undo_tmp: Callable[[], None] = field(default=lambda: None, repr=False)
 
     def intact(self, digest: str) -> bool:
         """The object is in the store and its content still hashes to its name; a corrupt one is
