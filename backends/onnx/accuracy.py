@@ -1,12 +1,6 @@
-"""The one accuracy implementation: evaluate, the quantize stage's sensitive-layer search and the SLOs
-all score a model the same way.
-
-With labels it is task accuracy (top-1 or top-5 of the first output). Without labels it is fidelity
-to the float model, measured the way the first output is read (`fidelity_measure`): top-1 agreement
-for class scores, which catches what cosine similarity hides (a detector whose class scores round
-to 0/1 keeps cosine 0.9993 at 39 % class agreement); the IoU of the binarized maps for a dense
-single-channel map (a text or segmentation probability map, where an argmax over a spatial axis
-means nothing); cosine similarity for anything else. Mean cosine and SQNR are always reported.
+"""Running models and scoring them: evaluate, the quantize stage's sensitive-layer search and the SLOs
+all score a model through `Tally`, which hands each sample to the declared task's metric
+(backends.tasks: decoder + metric, one module per task) and reports cosine and SQNR per output beside it.
 """
 
 from __future__ import annotations
@@ -14,14 +8,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
+from backends import tasks
 from backends.errors import TerminalError
 from backends.onnx.metrics import SQNR_CAP_DB as SQNR_CAP_DB  # re-exported: reports cite it
 from backends.onnx.metrics import (
-    MapIou,
     Sqnr,
-    TaskHits,
     Top1,
     as_float,
     cosine,
@@ -33,25 +26,8 @@ if TYPE_CHECKING:
 
     from backends.onnx.data import Sample
 
-Metric = Literal["top1", "top5", "fidelity"]
 SampleOutputs = Sequence[Sequence[Any]]
 """Per sample, per output: the arrays `session.run(None, feed)` returns."""
-
-
-def task_accuracy(outputs: Sequence[Any], labels: Sequence[int], metric: Metric = "top1") -> float:
-    """Fraction of samples whose label is the top-1 (or among the top-5) score.
-
-    `outputs` holds one score array per sample (the first model output, any shape that squeezes to
-    one vector: [1, C], [1, C, 1, 1]). Ties go to the lower class index.
-    """
-    if metric not in ("top1", "top5"):
-        raise TerminalError(f"task accuracy metric must be top1 or top5, got {metric!r}")
-    if len(outputs) != len(labels):
-        raise TerminalError(f"{len(outputs)} outputs but {len(labels)} labels")
-    hits = TaskHits()
-    for scores, label in zip(outputs, labels, strict=True):
-        hits.add(scores, label)
-    return hits.value(metric)
 
 
 @dataclass(frozen=True)
@@ -106,42 +82,53 @@ def top1_agreement(reference: Sequence[Any], outputs: Sequence[Any]) -> float | 
     return total.value()
 
 
-def binary_map_iou(reference: Sequence[Any], outputs: Sequence[Any], threshold: float = 0.5) -> float | None:
-    """IoU of single-channel dense maps ([N, 1, H, W] with H, W > 1: a text or segmentation probability
-    map) binarized at `threshold` (0.5 or 0), over all given samples; None for any other output shape.
-    Top-1 agreement over a spatial axis means nothing for such maps, while the binarized map is what a
-    detector's post-processing reads."""
-    total = MapIou()
-    for r, o in zip(reference, outputs, strict=False):
-        total.add(r, o)
-    return total.value(threshold)
-
-
 @dataclass(frozen=True)
 class AccuracyResult:
     """What an SLO on accuracy is judged on: `accuracy` of the model and `reference` of the float model,
-    in the same metric (task accuracy with labels; without, fidelity in `measure`, reference 1.0)."""
+    in the same task measure (against labels, or against the float model's decoded outputs, where the
+    float model scores 1.0)."""
 
-    metric: Metric
+    metric: str
+    """The measure's short name (`top1`, `box_f1@0.5`, `exact_match`, `cosine`, ...)."""
     accuracy: float
     reference: float
     samples: int
     fidelity: Fidelity
-    measure: str = ""
-    """What was measured: the task metric, or the fidelity measure (see `Tally.measure`)."""
+    task: str = "generic"
+    text: str = ""
+    """The measure in words, with what it was measured against: every verdict carries it."""
+    against: str = tasks.AGAINST_FLOAT
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def measure(self) -> str:
+        return self.metric
+
+    @property
+    def labelled(self) -> bool:
+        return self.against == tasks.AGAINST_LABELS
 
     @property
     def drop(self) -> float:
         return self.reference - self.accuracy
 
+    def note(self) -> str:
+        """For a stage note: `detection box_f1@0.5 0.9231 vs the float model`."""
+        against = "vs labels" if self.labelled else "vs the float model"
+        return f"{self.task} {self.metric} {self.accuracy:.4f} {against}"
+
     def as_dict(self) -> dict[str, Any]:
         return {
+            "task": self.task,
             "metric": self.metric,
-            "measure": self.measure or self.metric,
+            "measure": self.metric,
+            "text": self.text,
+            "against": self.against,
             "accuracy": self.accuracy,
             "reference": self.reference,
             "drop": self.drop,
             "samples": self.samples,
+            "extra": dict(sorted(self.extra.items())),
             "fidelity": self.fidelity.as_dict(),
         }
 
@@ -163,18 +150,18 @@ class _OutputTally:
 
 class Tally:
     """The accuracy decision, fed one sample at a time: `add` each sample's outputs of the float
-    reference and of the model, then `result()`. With labels and a task metric it is task accuracy of
-    both models; otherwise fidelity to the reference in `measure()`: `map_iou@T` for a dense
-    single-channel map, `top1_agreement` for class scores, else `cosine`."""
+    reference and of the model, then `result()`. The task's metric (backends.tasks) decodes and scores
+    them, against `labels` when given, else against the float model; cosine and SQNR per output are
+    always reported beside it."""
 
-    def __init__(self, names: Sequence[str], labels: Sequence[int] | None = None, metric: Metric = "top1"):
+    def __init__(
+        self, names: Sequence[str], task: tasks.TaskConfig | None = None, labels: Sequence[Any] | None = None
+    ):
         self.names = list(names)
-        self.labels = labels if metric != "fidelity" else None
-        self.metric = metric
+        self.labels = labels
         self.samples = 0
         self._outputs = [_OutputTally() for _ in self.names]
-        self._map = MapIou()
-        self._hits, self._reference_hits = TaskHits(), TaskHits()
+        self._metric = tasks.metric_for(task, self.names, labels is not None)
 
     def add(self, reference: Sequence[Any], outputs: Sequence[Any]) -> None:
         index = self.samples
@@ -189,12 +176,12 @@ class Tally:
             tally.top1.add(ra, oa)
             tally.sqnr.add(ra, oa)
             tally.cosine += cosine(ra, oa)
-        self._map.add(reference[0], outputs[0])
+        label = None
         if self.labels is not None:
             if index >= len(self.labels):
                 raise TerminalError(f"more than {len(self.labels)} outputs for {len(self.labels)} labels")
-            self._hits.add(outputs[0], self.labels[index])
-            self._reference_hits.add(reference[0], self.labels[index])
+            label = self.labels[index]
+        self._metric.add(reference, outputs, label)
         self.samples += 1
 
     def fidelity(self) -> Fidelity:
@@ -213,32 +200,22 @@ class Tally:
             samples=self.samples,
         )
 
-    def measure(self) -> str:
-        """How fidelity is measured, decided by the reference's first output (see the class doc); the
-        map is binarized at 0.5 for probabilities in [0, 1], else at 0 (logits)."""
-        if self._map.value() is not None:
-            return f"map_iou@{self._map.threshold():g}"
-        if self.fidelity().top1_agreement is not None:
-            return "top1_agreement"
-        return "cosine"
-
     def result(self) -> AccuracyResult:
         fid = self.fidelity()
-        if self.labels is not None:
-            if len(self.labels) != self.samples:
-                raise TerminalError(f"{self.samples} outputs but {len(self.labels)} labels")
-            metric = self.metric
-            accuracy, reference = self._hits.value(metric), self._reference_hits.value(metric)
-            return AccuracyResult(metric, accuracy, reference, self.samples, fid, metric)
-        measure = self.measure()
-        if measure.startswith("map_iou@"):
-            value = self._map.value()
-        elif measure == "top1_agreement":
-            value = fid.top1_agreement
-        else:
-            value = fid.cosine
-        assert value is not None
-        return AccuracyResult("fidelity", value, 1.0, self.samples, fid, measure)
+        if self.labels is not None and len(self.labels) != self.samples:
+            raise TerminalError(f"{self.samples} outputs but {len(self.labels)} labels")
+        got = self._metric.result()
+        return AccuracyResult(
+            got.measure,
+            got.value,
+            got.reference,
+            self.samples,
+            fid,
+            got.task,
+            got.text,
+            got.against,
+            got.extra,
+        )
 
 
 def _pairs(reference: SampleOutputs, outputs: SampleOutputs) -> Iterable[tuple[Sequence[Any], Sequence[Any]]]:
@@ -261,32 +238,15 @@ def fidelity(
 def score(
     outputs: ModelOutputs,
     reference: ModelOutputs,
-    labels: Sequence[int] | None = None,
-    metric: Metric = "top1",
+    labels: Sequence[Any] | None = None,
+    task: tasks.TaskConfig | None = None,
 ) -> AccuracyResult:
-    """The accuracy decision in one place (see Tally), for outputs already in memory."""
-    tally = Tally(outputs.names, labels, metric)
+    """The accuracy decision in one place (see Tally), for outputs already in memory: callable on any
+    two sets of outputs of the same samples (float reference, candidate)."""
+    tally = Tally(outputs.names, task, labels)
     for r, o in _pairs(reference.values, outputs.values):
         tally.add(r, o)
     return tally.result()
-
-
-def fidelity_measure(reference: ModelOutputs) -> str:
-    """The fidelity measure `score` uses for models with these reference outputs."""
-    tally = Tally(reference.names)
-    for values in reference.values:
-        tally.add(values, values)
-    return tally.measure()
-
-
-MEASURE_TEXT = {"top1_agreement": "top-1 agreement", "cosine": "cosine similarity"}
-
-
-def describe_measure(measure: str) -> str:
-    """Words for a report: `map_iou@0.5` -> "IoU of the maps binarized at 0.5"."""
-    if measure.startswith("map_iou@"):
-        return f"IoU of the maps binarized at {measure.split('@', 1)[1]}"
-    return MEASURE_TEXT.get(measure, measure)
 
 
 def session(model: Path, threads: int = 1, level: str = "all") -> Any:
@@ -354,8 +314,8 @@ def compare_models(
     model: Path,
     reference_model: Path,
     samples: Sequence[Sample],
-    labels: Sequence[int] | None = None,
-    metric: Metric = "top1",
+    labels: Sequence[Any] | None = None,
+    task: tasks.TaskConfig | None = None,
     threads: int = 1,
     reference: ModelOutputs | None = None,
 ) -> Comparison:
@@ -364,4 +324,4 @@ def compare_models(
     compares many candidates with one reference)."""
     ref = reference if reference is not None else run_model(reference_model, samples, threads)
     out = run_model(model, samples, threads)
-    return Comparison(score(out, ref, labels, metric), out, ref)
+    return Comparison(score(out, ref, labels, task), out, ref)

@@ -1,7 +1,7 @@
 """The arithmetic of accuracy and fidelity, one sample at a time.
 
 Every measure here is a sum over samples (agreeing positions, signal and noise energy, map
-intersections and unions, label hits), so evaluate can score an evaluation set of any size while
+intersections and unions), so evaluate can score an evaluation set of any size while
 holding one sample's outputs of each model, never all of them. The decisions (which measure, what
 an SLO is judged on) are in backends.onnx.accuracy.
 """
@@ -11,8 +11,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-
-from backends.errors import TerminalError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -133,37 +131,3 @@ class MapIou:
             return None
         i = MAP_THRESHOLDS.index(self.threshold() if threshold is None else threshold)
         return self.inter[i] / self.union[i] if self.union[i] else 1.0
-
-
-@dataclass
-class TaskHits:
-    """Top-1 and top-5 hits of one score vector per sample against its label (ties: lower index)."""
-
-    top1: int = 0
-    top5: int = 0
-    samples: int = 0
-    classes: set[int] = field(default_factory=set)
-
-    def add(self, scores: Any, label: int) -> None:
-        import numpy as np
-
-        vector = np.squeeze(as_float(scores))
-        if vector.ndim != 1:
-            raise TerminalError(
-                f"task accuracy needs one score vector per sample; sample {self.samples} has scores of shape "
-                f"{list(np.shape(scores))} (evaluate without labels to measure fidelity instead)"
-            )
-        self.classes.add(int(vector.shape[0]))
-        if len(self.classes) != 1:
-            raise TerminalError(f"samples have different class counts: {sorted(self.classes)}")
-        order = np.argsort(-vector, kind="stable")
-        self.top1 += int(order[0] == label)
-        self.top5 += int(label in order[:5].tolist())
-        self.samples += 1
-
-    def value(self, metric: str) -> float:
-        if metric not in ("top1", "top5"):
-            raise TerminalError(f"task accuracy metric must be top1 or top5, got {metric!r}")
-        if not self.samples:
-            raise TerminalError("task accuracy needs at least one sample")
-        return (self.top1 if metric == "top1" else self.top5) / self.samples

@@ -37,6 +37,7 @@ from backends.onnx.quant_policy import (
     quant_type,
     resolve,
 )
+from backends.onnx.search_set import SearchSet, search_set
 
 if TYPE_CHECKING:
     import onnx
@@ -81,7 +82,7 @@ class QuantizePass:
     """Stage "quantize"."""
 
     stage = "quantize"
-    version = "2"  # 2: the quantizer's Q/DQ names are shortened (qdq_names)
+    version = "3"  # 3: the auto search measures on the SLO's data and task metric (search_set)
 
     def fingerprint(self) -> dict[str, str]:
         return {name: _dist_version(name) for name in ("onnx", "onnxruntime", "numpy")}
@@ -136,12 +137,13 @@ def _auto_note(auto: Mapping[str, Any] | None) -> str:
         return ""
     budget = auto["budget"]
     chosen = len(auto["chosen"])
+    where = (auto.get("data") or {}).get("text", "calibration samples")
     if auto["budget_met"]:
-        return f"; auto: {chosen} layers kept, budget met"
+        return f"; auto: {chosen} layers kept, budget met ({auto['metric']} drop <= {budget['max_accuracy_drop']} on {where})"
     drop = float(auto["steps"][-1]["drop"])
     return (
         f"; auto: budget NOT met with {chosen} layers (max {budget['max_layers']}): {auto['metric']} "
-        f"drop {drop:.4f} > {budget['max_accuracy_drop']}"
+        f"drop {drop:.4f} > {budget['max_accuracy_drop']} on {where}"
     )
 
 
@@ -329,8 +331,11 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
 
         chosen: list[sensitivity.Layer] = []
         if rules is not None and rules.auto is not None:
+            measured_on = search_set(
+                request.config, request.inputs, reference, files, _search_count(reference, files)
+            )
             auto_report, chosen = run_auto(
-                model, prepared, reference, files, explicit, build, rules.auto, keep, scratch, log
+                model, reference, measured_on, explicit, build, rules.auto, keep, scratch, log
             )
             report["auto"] = auto_report
         for layer in chosen:
@@ -344,7 +349,7 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
             notes.append(fp16_note)
         report["renamed_qdq_names"] = _save_compact(built, model, out)
         if "auto" in report:
-            final = _final_score(out, reference, files, log)
+            final = _final_score(out, reference, measured_on, log)
             report["auto"]["final"] = final
     report["kept"] = [{"node": n, "precision": p, "rule": r} for n, (p, r) in sorted(kept.items())]
     report["kept_summary"] = dict(Counter(p for p, _ in kept.values()))
@@ -387,9 +392,8 @@ def _match(model: onnx.ModelProto, source: Path, rules: Any) -> dict[str, str]:
 
 def run_auto(
     model: onnx.ModelProto,
-    prepared: Path,
     reference: Path,
-    files: Sequence[Path],
+    measured_on: SearchSet,
     explicit: Mapping[str, str],
     build: Callable[..., Path],
     budget: Any,
@@ -397,15 +401,18 @@ def run_auto(
     scratch: Path,
     log: Logger,
 ) -> tuple[dict[str, Any], list[sensitivity.Layer]]:
-    """Ranks every layer by measured sensitivity, then keeps the most sensitive greedily."""
+    """Ranks every layer by measured sensitivity, then keeps the most sensitive greedily; the budget is
+    judged on `measured_on` (the SLO's data and metric when evaluate.data is set)."""
     inputs = data.model_inputs(reference)
-    rank_n, search_n = sensitivity.sample_counts(_elements(inputs), len(files))
-    samples = [data.read_sample(p, inputs) for p in files[:search_n]]
+    samples, labels = measured_on.samples, measured_on.labels
     sensitivity.check_samples(samples)
-    rank_scorer = sensitivity.Scorer(reference, samples[:rank_n])
-    search_scorer = sensitivity.Scorer(reference, samples)
+    rank_n, _ = sensitivity.sample_counts(_elements(inputs), len(samples))
+    rank_labels = labels[:rank_n] if labels is not None else None
+    rank_scorer = sensitivity.Scorer(reference, samples[:rank_n], task=measured_on.task, labels=rank_labels)
+    search_scorer = sensitivity.Scorer(reference, samples, task=measured_on.task, labels=labels)
     candidates = [layer for layer in sensitivity.layers(model) if not any(n in explicit for n in layer.nodes)]
     base_model = build([], explicit_activations=True)
+    log(f"auto: budget measured as {search_scorer.text} on {measured_on.describe()}")
     log(
         f"auto: ranking {len(candidates)} layers on {len(rank_scorer.samples)} samples ({rank_scorer.metric})"
     )
@@ -414,8 +421,8 @@ def run_auto(
     log(sensitivity.format_table(table, rank_scorer.metric))
     base = search_scorer(build([]))
     log(
-        f"auto: greedy search on {len(samples)} samples, budget drop <= {budget.max_accuracy_drop}, "
-        f"at most {budget.max_layers} layers"
+        f"auto: greedy search on {len(samples)} samples, budget drop <= {budget.max_accuracy_drop} "
+        f"(float {search_scorer.reference_accuracy:.4f}), at most {budget.max_layers} layers"
     )
     search = sensitivity.greedy(
         ranked,
@@ -424,12 +431,22 @@ def run_auto(
         base,
         budget.max_accuracy_drop,
         budget.max_layers,
+        reference_accuracy=search_scorer.reference_accuracy,
         log=log,
     )
     report = {
         "keep": keep,
         "ranking": "each layer quantized alone (all other nodes float), ranked by output SQNR, lowest first",
         "metric": search_scorer.metric,
+        "measure": search_scorer.text,
+        "data": {
+            "source": measured_on.source,
+            "samples": len(samples),
+            "labels": labels is not None,
+            "slo_data": measured_on.slo_data,
+            "text": measured_on.describe(),
+        },
+        "reference_accuracy": round(search_scorer.reference_accuracy, 6),
         "samples": {"rank": len(rank_scorer.samples), "search": len(samples)},
         "budget": {"max_accuracy_drop": budget.max_accuracy_drop, "max_layers": budget.max_layers},
         "table": table,
@@ -450,14 +467,27 @@ def _elements(inputs: Sequence[data.InputSpec]) -> int:
     return total
 
 
-def _final_score(model: Path, reference: Path, files: Sequence[Path], log: Logger) -> dict[str, Any]:
-    inputs = data.model_inputs(reference)
-    _, search_n = sensitivity.sample_counts(_elements(inputs), len(files))
-    samples = [data.read_sample(p, inputs) for p in files[:search_n]]
-    scorer = sensitivity.Scorer(reference, samples)
+def _search_count(reference: Path, files: Sequence[Path]) -> int:
+    """Calibration samples the search measures on when there is no evaluation set."""
+    return sensitivity.sample_counts(_elements(data.model_inputs(reference)), len(files))[1]
+
+
+def _final_score(model: Path, reference: Path, measured_on: SearchSet, log: Logger) -> dict[str, Any]:
+    scorer = sensitivity.Scorer(
+        reference, measured_on.samples, task=measured_on.task, labels=measured_on.labels
+    )
     got = scorer(model)
-    log(f"auto: final artifact {scorer.metric} {got.accuracy:.4f}, sqnr {got.sqnr_db:.2f} dB")
-    return {"metric": scorer.metric, "accuracy": round(got.accuracy, 6), "sqnr_db": round(got.sqnr_db, 3)}
+    drop = scorer.reference_accuracy - got.accuracy
+    log(
+        f"auto: final artifact {scorer.metric} {got.accuracy:.4f} (drop {drop:.4f}), sqnr {got.sqnr_db:.2f} dB"
+    )
+    return {
+        "metric": scorer.metric,
+        "accuracy": round(got.accuracy, 6),
+        "reference": round(scorer.reference_accuracy, 6),
+        "drop": round(drop, 6),
+        "sqnr_db": round(got.sqnr_db, 3),
+    }
 
 
 def keep_fp16(built: Path, nodes: Sequence[str], target: Target) -> tuple[Path, str]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from backends import tasks
 from backends.errors import TerminalError
 from backends.onnx import accuracy
 from backends.onnx.quant_policy import COMPUTE_OPS
@@ -122,21 +123,35 @@ class Score:
 
 
 class Scorer:
-    """Scores models against the float reference on fixed samples with the one accuracy implementation
-    (backends.onnx.accuracy.score): the same measure evaluate and the SLOs use."""
+    """Scores models against the float reference on fixed samples through the one accuracy
+    implementation (backends.onnx.accuracy.score with the declared task, against labels when given):
+    the same measure evaluate and the SLOs use. `reference_accuracy` is the float model's own score
+    (1.0 against itself), so a drop here is the drop an `accuracy.max_drop` SLO judges."""
 
-    def __init__(self, reference_model: Path, samples: Sequence[Sample], threads: int = 1) -> None:
+    def __init__(
+        self,
+        reference_model: Path,
+        samples: Sequence[Sample],
+        threads: int = 1,
+        task: tasks.TaskConfig | None = None,
+        labels: Sequence[Any] | None = None,
+    ) -> None:
         self.samples = list(samples)
         self.threads = threads
+        self.task = task
+        self.labels = list(labels) if labels is not None else None
         self.reference = accuracy.run_model(reference_model, self.samples, threads)
-        self.metric = accuracy.fidelity_measure(self.reference)
+        itself = accuracy.score(self.reference, self.reference, self.labels, task)
+        self.metric = f"{itself.task} {itself.metric}"
+        self.reference_accuracy = itself.reference
+        self.text = itself.text
 
     def __call__(self, model: Path) -> Score:
         outputs = accuracy.run_model(model, self.samples, self.threads)
         return self.score(outputs)
 
     def score(self, outputs: accuracy.ModelOutputs) -> Score:
-        result = accuracy.score(outputs, self.reference)
+        result = accuracy.score(outputs, self.reference, self.labels, self.task)
         return Score(result.accuracy, result.fidelity.sqnr_db)
 
 

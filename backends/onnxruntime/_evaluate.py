@@ -15,17 +15,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from backends import tasks
 from backends.base import StageOutput, StageRequest
 from backends.errors import TerminalError
-from backends.onnx.accuracy import AccuracyResult, ModelOutputs, Tally, describe_measure, iter_outputs
+from backends.onnx.accuracy import AccuracyResult, ModelOutputs, Tally, iter_outputs
 from backends.onnx.data import (
     InputSpec,
     Sample,
     SampleSet,
-    labels_for,
     model_inputs,
     random_samples,
-    read_labels,
     sample_set,
 )
 from backends.onnxruntime import fingerprint
@@ -42,7 +41,7 @@ _LATENCY_KEYS = ("p50", "p90", "p95", "p99", "mean")
 
 class EvaluatePass:
     stage = "evaluate"
-    version = "2"  # 2: fidelity of a dense map is the IoU of the binarized maps
+    version = "3"  # 3: the declared task's metric (backends.tasks)
 
     def fingerprint(self) -> dict[str, str]:
         return fingerprint()
@@ -54,15 +53,13 @@ class EvaluatePass:
         model, reference_model = _models(request)
         inputs = model_inputs(model)
         samples, data_source = _samples(request, inputs)
-        labels = _labels(request, samples)
+        task, labels = task_and_labels(request, samples, reference_model)
         threads = int(settings.get("intra_op_num_threads", 0))
         with tempfile.TemporaryDirectory(prefix="npuctl-eval-") as tmp:
             job = Path(tmp)
             _prepare_job(job, artifact, settings, samples, inputs, cfg)
             result = runner.run(job, float(cfg.get("timeout_s", 600)), request.log)
-            accuracy = score_job(
-                job, result, reference_model, samples, labels, cfg.get("metric", "top1"), threads
-            )
+            accuracy = score_job(job, result, reference_model, samples, labels, task, threads)
         report = {
             "measurements": measurements(result, runner, accuracy, artifact, data_source),
             "runner": runner.describe(),
@@ -78,7 +75,7 @@ class EvaluatePass:
             "session": settings,
         }
         lat = result["latency_ms"]
-        note = f"p50 {lat['p50']:.3f} ms, p90 {lat['p90']:.3f} ms, {accuracy.metric} {accuracy.accuracy:.4f}"
+        note = f"p50 {lat['p50']:.3f} ms, p90 {lat['p90']:.3f} ms, {accuracy.note()}"
         return StageOutput(report=report, note=note)
 
 
@@ -113,16 +110,16 @@ def _samples(request: StageRequest, inputs: list[InputSpec]) -> tuple[Samples, s
     return sample_set(Path(folder), inputs, role="evaluate.data"), f"evaluate.data ({Path(folder).name})"
 
 
-def _labels(request: StageRequest, samples: Samples) -> list[int] | None:
-    path = request.inputs.get("labels")
-    if path is None:
-        return None
-    if request.inputs.get("eval_data") is None:
-        raise TerminalError(
-            "evaluate.labels is set but evaluate.data is not: labels need the samples they label"
-        )
+def task_and_labels(
+    request: StageRequest, samples: Samples, reference_model: Path
+) -> tuple[tasks.TaskConfig | None, list[Any] | None]:
+    """The declared task (resolved against the float model's graph) and each sample's label."""
+    from backends.tasks.setup import declared, sample_labels
+
+    cfg = request.config.get("evaluate") or {}
+    task = declared(cfg, request.inputs, reference_model)
     names = samples.names if isinstance(samples, SampleSet) else [s.name for s in samples]
-    return labels_for(names, read_labels(Path(path)), source=Path(path).name)
+    return task, sample_labels(cfg, request.inputs, task, names)
 
 
 def _prepare_job(
@@ -183,13 +180,13 @@ def score_job(
     result: dict[str, Any],
     reference_model: Path,
     samples: Samples,
-    labels: list[int] | None,
-    metric: Any,
+    labels: list[Any] | None,
+    task: tasks.TaskConfig | None,
     threads: int = 1,
 ) -> AccuracyResult:
     """Scores the runner's outputs against the float reference run here, one sample of each model in
     memory at a time, however large the evaluation set."""
-    tally = Tally(_output_names(result), labels, metric)
+    tally = Tally(_output_names(result), task, labels)
     _, reference = iter_outputs(reference_model, samples, threads)
     for ref, out in zip(reference, _runner_outputs(job, result, len(samples)), strict=True):
         tally.add(ref, out)
@@ -236,10 +233,7 @@ def _runtime_detail(result: dict[str, Any], runner: Runner) -> str:
 def _accuracy_detail(accuracy: AccuracyResult, data_source: str) -> str:
     fid = accuracy.fidelity
     quality = f"cosine {fid.cosine:.6f}, SQNR {fid.sqnr_db:.1f} dB"
-    if accuracy.metric == "fidelity":
-        measure = describe_measure(accuracy.measure)
-        return f"{measure} with the float model on {accuracy.samples} samples of {data_source}; {quality}"
-    return f"{accuracy.metric} against labels on {accuracy.samples} samples of {data_source}; {quality}"
+    return f"{accuracy.task}: {accuracy.text}, on {accuracy.samples} samples of {data_source}; {quality}"
 
 
 def measurements(
@@ -272,13 +266,14 @@ def measurements(
     }
     out["accuracy"] = {
         "value": accuracy.accuracy,
+        "measure": f"{accuracy.task} {accuracy.metric}",
         "evidence": runner.evidence,
         "detail": f"{_accuracy_detail(accuracy, data_source)}; {runtime}",
     }
     reference = (
-        "fidelity reference: the float model agrees with itself (1.0 by definition)"
-        if accuracy.metric == "fidelity"
-        else f"{accuracy.metric} of the float model under onnxruntime on this host"
+        f"{accuracy.task} {accuracy.metric} of the float model under onnxruntime on this host, same samples"
+        if accuracy.labelled
+        else f"{accuracy.metric}: the float model against itself (1.0 by definition)"
     )
     out["accuracy.reference"] = {
         "value": accuracy.reference,

@@ -18,7 +18,7 @@ from backends.base import StageOutput, StageRequest
 from backends.errors import TerminalError
 from backends.openvino import fingerprint
 
-VERSION = "3"  # 3: fidelity of a dense map is the IoU of the binarized maps
+VERSION = "4"  # 4: the declared task's metric (backends.tasks)
 
 
 def _settings(request: StageRequest) -> tuple[Path, Path, dict[str, Any]]:
@@ -81,7 +81,12 @@ class OpenVinoEvaluate:
 
     def run(self, request: StageRequest) -> StageOutput:
         from backends.onnx.data import model_inputs
-        from backends.onnxruntime._evaluate import _labels, _samples, measurements, score_job
+        from backends.onnxruntime._evaluate import (
+            _samples,
+            measurements,
+            score_job,
+            task_and_labels,
+        )
         from backends.runners import runner_for
 
         cfg = dict(request.config.get("evaluate") or {})
@@ -92,14 +97,12 @@ class OpenVinoEvaluate:
             raise TerminalError("evaluate needs the model and the float reference (model, float_model)")
         inputs = model_inputs(Path(model))
         samples, data_source = _samples(request, inputs)
-        labels = _labels(request, samples)
+        task, labels = task_and_labels(request, samples, Path(reference_model))
         with tempfile.TemporaryDirectory(prefix="npuctl-ov-eval-") as tmp:
             job = Path(tmp)
             prepare_job(job, xml, binary, settings, samples, inputs, cfg)
             result = runner.run(job, float(cfg.get("timeout_s", 600)), request.log)
-            accuracy = score_job(
-                job, result, Path(reference_model), samples, labels, cfg.get("metric", "top1")
-            )
+            accuracy = score_job(job, result, Path(reference_model), samples, labels, task)
         precision = settings["properties"].get("INFERENCE_PRECISION_HINT", "?")
         evidence, ran = evidence_for(
             runner, settings["device"], settings.get("target_device", "NPU"), precision
@@ -128,5 +131,5 @@ class OpenVinoEvaluate:
             "data": {"source": data_source, "samples": len(samples)},
         }
         lat = result["latency_ms"]
-        note = f"{ran}: p50 {lat['p50']:.3f} ms, p90 {lat['p90']:.3f} ms, {accuracy.metric} {accuracy.accuracy:.4f}"
+        note = f"{ran}: p50 {lat['p50']:.3f} ms, p90 {lat['p90']:.3f} ms, {accuracy.note()}"
         return StageOutput(report=report, note=note)

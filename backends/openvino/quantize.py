@@ -94,7 +94,9 @@ class NncfQuantize:
             )
         scope_args = ignored_scope_args(model, rules) if rules is not None and rules.explicit else None
         inputs = data.model_inputs(model)
-        samples = data.load_samples(Path(folder), inputs, policy.samples, policy.seed, "quantization.calibration.data")
+        samples = data.load_samples(
+            Path(folder), inputs, policy.samples, policy.seed, "quantization.calibration.data"
+        )
         dataset = nncf.Dataset([s.feed for s in samples])
         preset = (
             nncf.QuantizationPreset.PERFORMANCE

@@ -21,7 +21,7 @@ from backends.rknn import driver
 
 QUANTIZE_VERSION = "1"
 COMPILE_VERSION = "3"
-EVALUATE_VERSION = "6"  # 6: fidelity of a dense map is the IoU of the binarized maps
+EVALUATE_VERSION = "7"  # 7: the declared task's metric (backends.tasks)
 
 _DTYPES = {
     ("int8", "int8"): "w8a8",
@@ -262,6 +262,13 @@ class RknnCompile:
 # ---------------------------------------------------------------- evaluate
 
 
+def _task_and_labels(request: StageRequest, evaluate: Mapping[str, Any], names: list[str]) -> tuple[Any, Any]:
+    from backends.tasks.setup import declared, sample_labels
+
+    task = declared(evaluate, request.inputs, Path(request.inputs["float_model"]))
+    return task, sample_labels(evaluate, request.inputs, task, names)
+
+
 class RknnEvaluate:
     """Stage "evaluate". Runner local: accuracy on the RKNN simulator against the float ONNX (evidence
     "measured:host simulator"), a per-layer accuracy summary, and the artifact size; the simulator gives
@@ -303,7 +310,9 @@ class RknnEvaluate:
             raw = B.raw_inputs(data.model_inputs(prep.onnx), prep.meta)
             folder = request.inputs.get("eval_data")
             if folder is not None:
-                samples = data.load_samples(Path(folder), raw, None, 0, "evaluate.data", B.color_of(prep.meta))
+                samples = data.load_samples(
+                    Path(folder), raw, None, 0, "evaluate.data", B.color_of(prep.meta)
+                )
                 source = f"evaluate.data ({Path(folder).name})"
             else:
                 samples, source = data.random_samples(raw, 8, seed=0), "random inputs (seed 0)"
@@ -359,13 +368,8 @@ class RknnEvaluate:
                 for vals, ref in zip(got.values, reference.values, strict=True)
             ]
             got.names = reference.names
-            labels = None
-            labels_file = request.inputs.get("labels")
-            if labels_file is not None:
-                labels = data.labels_for(
-                    [s.name for s in samples], data.read_labels(Path(labels_file)), Path(labels_file).name
-                )
-            scored = accuracy.score(got, reference, labels, evaluate.get("metric", "top1"))
+            task, labels = _task_and_labels(request, evaluate, [s.name for s in samples])
+            scored = accuracy.score(got, reference, labels, task)
             found = measurements(result, runner, scored, Path(request.inputs["rknn"]), source)
         report = {
             "measurements": found,
@@ -375,7 +379,7 @@ class RknnEvaluate:
             "accuracy": scored.as_dict(),
         }
         lat = result["latency_ms"]
-        note = f"{runner.describe()} ({rknn_meta['core_mask']['name']}): p50 {lat['p50']:.3f} ms, {scored.metric} {scored.accuracy:.4f}"
+        note = f"{runner.describe()} ({rknn_meta['core_mask']['name']}): p50 {lat['p50']:.3f} ms, {scored.note()}"
         return StageOutput(report=report, note=note)
 
     def _run(
@@ -435,13 +439,8 @@ class RknnEvaluate:
                         for k in range(len(reference.names))
                     ]
                 )
-        labels_file = request.inputs.get("labels")
-        labels = None
-        if labels_file is not None:
-            labels = data.labels_for(
-                [s.name for s in samples], data.read_labels(Path(labels_file)), Path(labels_file).name
-            )
-        scored = accuracy.score(outputs, reference, labels, evaluate.get("metric", "top1"))
+        task, labels = _task_and_labels(request, evaluate, [s.name for s in samples])
+        scored = accuracy.score(outputs, reference, labels, task)
         analysis = None
         if result.get("analysis"):
             analysis = json.loads((sim / "analysis.json").read_text())
@@ -449,11 +448,16 @@ class RknnEvaluate:
         verified = result["rknn"]["sha256"] == _sha256(rknn_path)
         detail = (
             f"rknn-toolkit2 {result.get('sdk')} simulator ({rknn_meta['target_platform']}), {scored.samples} samples, "
-            f"{scored.metric} vs float ONNX; cosine {scored.fidelity.cosine:.5f}"
+            f"{scored.task}: {scored.text}; cosine {scored.fidelity.cosine:.5f}"
             + ("" if verified else "; simulated build differs in bytes from the compiled artifact")
         )
         measurements = {
-            "accuracy": {"value": scored.accuracy, "evidence": "measured:host simulator", "detail": detail},
+            "accuracy": {
+                "value": scored.accuracy,
+                "measure": f"{scored.task} {scored.metric}",
+                "evidence": "measured:host simulator",
+                "detail": detail,
+            },
             "accuracy.reference": {
                 "value": scored.reference,
                 "evidence": "measured:host",
@@ -472,5 +476,5 @@ class RknnEvaluate:
             "accuracy_analysis": analysis,
             "runner": "local (rknn-toolkit2 simulator)",
         }
-        note = f"simulator {scored.metric} {scored.accuracy:.4f} (float {scored.reference:.4f})"
+        note = f"simulator {scored.note()} (float {scored.reference:.4f})"
         return StageOutput(report=report, note=note)

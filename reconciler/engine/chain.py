@@ -94,7 +94,10 @@ def _implementation(
 
 def _file_path(spec: LoadedSpec, root: Path, field_path: str, paths: dict[str, Path]) -> Path | None:
     """The file a spec field names, confined to the repository; memoized, many specs share data."""
-    value = spec.field(field_path)
+    try:
+        value = spec.field(field_path)
+    except KeyError:  # a field of another variant of a union (evaluate.task.charset of a detection task)
+        return None
     if value is None:
         return None
     memo = f"{spec.path.parent}\0{root}\0{field_path}\0{json.dumps(value, sort_keys=True)}"
@@ -117,12 +120,25 @@ def build_chain(spec: LoadedSpec, variant: Variant, root: Path, hasher: FileHash
     override = spec.field("compile.backend")
     chain = []
     for stage in STAGES:
-        config = {path: (variant.inputs if path == "inputs" else spec.field(path)) for path in stage.reads}
+        config = {
+            path: (variant.inputs if path == "inputs" else spec.field(path))
+            for path in stage.reads
+            if path not in stage.when
+        }
+        config.update(
+            {
+                path: spec.field(path)
+                for path in stage.when
+                if path in stage.reads and stage.wants(path, config)
+            }
+        )
         active = stage.active(config)
         files: dict[str, Path] = {}
         digests: dict[str, str | None] = {}
         if active:
             for name, field_path in stage.files.items():
+                if not stage.wants(name, config):
+                    continue
                 path = _file_path(spec, root, field_path, hasher.resolved)
                 if path is not None and not os.path.exists(path):
                     raise _spec_error(spec, field_path, f"{path} does not exist")

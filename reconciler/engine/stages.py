@@ -26,10 +26,28 @@ class Stage:
     active: Callable[[Config], bool] = lambda config: True
     """False means nothing to do: the stage is an identity that passes its `uses` inputs through."""
     idle_reason: str = ""
+    when: Mapping[str, Callable[[Config], bool]] = field(default_factory=dict)
+    """Read paths or file input names that enter the key (and the request) only when their predicate
+    holds on the stage's other reads: quantize reads the evaluation set only for the auto search."""
+
+    def wants(self, name: str, config: Config) -> bool:
+        predicate = self.when.get(name)
+        return predicate is None or predicate(config)
 
 
 def _get(config: Config, path: str) -> Any:
     return config.get(path)
+
+
+def _auto_search(config: Config) -> bool:
+    """The quantize stage's auto sensitive-layer search measures on the evaluation set (one data set
+    for one number), so that set enters quantize's key only when the search runs."""
+    quantization = _get(config, "quantization") or {}
+    sensitive = quantization.get("sensitive_layers") or {}
+    return quantization.get("mode") == "ptq" and sensitive.get("auto") is not None
+
+
+_EVAL_SET = ("evaluate.data", "evaluate.labels", "evaluate.task", "evaluate.metric")
 
 
 STAGES: tuple[Stage, ...] = (
@@ -59,11 +77,17 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "quantize",
-        reads=("quantization", "target"),
+        reads=("quantization", "target", *_EVAL_SET),
         uses={"model": ("preprocess", "model"), "float_model": ("preprocess", "model")},
-        files={"calibration_data": "quantization.calibration.data"},
+        files={
+            "calibration_data": "quantization.calibration.data",
+            "eval_data": "evaluate.data",
+            "labels": "evaluate.labels",
+            "charset": "evaluate.task.charset",
+        },
         active=lambda c: (_get(c, "quantization") or {}).get("mode", "none") != "none",
         idle_reason="identity: quantization.mode is none",
+        when={name: _auto_search for name in (*_EVAL_SET, "eval_data", "labels", "charset")},
     ),
     Stage(
         "compile",
@@ -79,7 +103,7 @@ STAGES: tuple[Stage, ...] = (
             "float_model": ("preprocess", "model"),
             "placement": ("rewrite", "placement"),
         },
-        files={"eval_data": "evaluate.data", "labels": "evaluate.labels"},
+        files={"eval_data": "evaluate.data", "labels": "evaluate.labels", "charset": "evaluate.task.charset"},
     ),
 )
 
@@ -89,14 +113,26 @@ VERIFY = "verify"
 """The last step: judges SLOs on recorded measurements; never builds, never measures, has no key."""
 
 
-def readers(field_path: str) -> list[str]:
-    """Stages whose key covers a spec field (itself, a parent or a child of it)."""
+def readers(field_path: str, spec: Mapping[str, Any] | None = None) -> list[str]:
+    """Stages whose key covers a spec field (itself, a parent or a child of it). Given the spec's JSON
+    (`spec:` section), a conditional read counts only where its predicate holds for that spec."""
     out = []
     for stage in STAGES:
-        paths = (*stage.reads, *stage.files.values())
+        config = None if spec is None else {p: _lookup(spec, p) for p in stage.reads}
+        paths = [p for p in stage.reads if config is None or stage.wants(p, config)]
+        paths += [p for name, p in stage.files.items() if config is None or stage.wants(name, config)]
         if any(_overlaps(field_path, p) for p in paths):
             out.append(stage.name)
     return out
+
+
+def _lookup(spec: Mapping[str, Any], path: str) -> Any:
+    node: Any = spec
+    for part in path.split("."):
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(part)
+    return node
 
 
 def _overlaps(a: str, b: str) -> bool:

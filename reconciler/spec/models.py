@@ -24,6 +24,8 @@ from pydantic import (
 
 from backends.runners import url as runner_url
 
+from reconciler.spec.task_models import Task
+
 API_VERSION = "npuctl/v1"
 
 PositiveInt = Annotated[int, Field(gt=0)]
@@ -303,8 +305,17 @@ class Evaluate(_Strict):
         default=None,
         description="Labels file; with labels, task accuracy; without, fidelity to the float model.",
     )
+    task: Task | None = Field(
+        default=None,
+        description="What the outputs mean, so accuracy is the application's measure: classification, "
+        "detection, ctc, dense or regression. Evaluate, the auto sensitive-layer search and the SLOs all use "
+        "it. None: integer labels imply classification; without labels the generic measure (map IoU for a "
+        "single-channel map, else cosine to the float model), named as generic in every verdict.",
+    )
     metric: Literal["top1", "top5", "fidelity"] = Field(
-        default="top1", description="Task metric used with labels; fidelity is used without labels."
+        default="top1",
+        description="Without a task: the classification metric used with labels (fidelity ignores the "
+        "labels). A task sets its own metric.",
     )
     warmup: NonNegativeInt = Field(default=10, le=10_000, description="Untimed runs first.")
     runs: PositiveInt = Field(default=100, le=100_000, description="Timed runs.")

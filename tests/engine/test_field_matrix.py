@@ -105,6 +105,7 @@ CHANGES: dict[str, Any] = {
     "evaluate.data": "../images/eval-copy",
     "evaluate.labels": "../images/eval-copy/labels.txt",
     "evaluate.metric": "top5",
+    "evaluate.task": {"type": "classification", "metric": "top5"},
     "evaluate.timeout_s": 300.0,
 }
 SKIP: dict[str, str] = {
@@ -238,6 +239,13 @@ def _mutated(applied_base: Path, tmp_path: Path, path: str, value: Any) -> Path:
     return repo
 
 
+def _get_spec(path: str) -> dict[str, Any]:
+    """The mutated spec section, for the stage table's conditional reads."""
+    spec = copy.deepcopy(BASE)
+    _set(spec, f"spec.{path}", changed_value(path))
+    return dict(spec["spec"])
+
+
 def _default_stages(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {s["name"]: s for s in result["stages"] if s["variant"] == "default"}
 
@@ -248,7 +256,7 @@ def test_changing_a_field_rebuilds_its_readers_and_at_most_their_dependants(
     applied_base: Path, tmp_path: Path, path: str
 ) -> None:
     repo = _mutated(applied_base, tmp_path, f"spec.{path}", changed_value(path))
-    direct = set(readers(path))
+    direct = set(readers(path, _get_spec(path)))
     if not direct:  # read by no stage of this chain (a label, or another variant's chain)
         planned = _default_stages(_plan(repo))
         assert {s["action"] for n, s in planned.items() if n in ORDER} == {"cached"}, path

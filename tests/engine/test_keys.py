@@ -33,3 +33,14 @@ def test_chain_order_and_uses_point_backwards() -> None:
     for index, name in enumerate(ORDER):
         for upstream, _ in BY_NAME[name].uses.values():
             assert ORDER.index(upstream) < index
+
+
+def test_quantize_reads_the_evaluation_set_only_for_the_auto_search() -> None:
+    """One data set for one number: the auto search measures on evaluate.data with evaluate.task, so
+    they enter quantize's key, but only when the search runs (no needless rebuilds otherwise)."""
+    plain = {"quantization": {"mode": "ptq", "sensitive_layers": {"op_types": ["Gemm"]}}}
+    auto = {"quantization": {"mode": "ptq", "sensitive_layers": {"auto": {"max_accuracy_drop": 0.01}}}}
+    for field in ("evaluate.data", "evaluate.labels", "evaluate.task", "evaluate.task.charset"):
+        assert readers(field, plain) == ["evaluate"], field
+        assert readers(field, auto) == ["quantize", "evaluate"], field
+    assert readers("evaluate.runs", auto) == ["evaluate"]

@@ -54,7 +54,11 @@ def run_quantize(
     calib: Path | None = DIGITS_CALIB,
     cache_dir: Path | None = None,
     target_id: str = "cpu",
+    evaluate: Mapping[str, Any] | None = None,
+    extra_inputs: Mapping[str, Path] | None = None,
 ) -> StageOutput:
+    """The quantize stage on `model`; `evaluate` holds the `evaluate.*` fields the auto search reads
+    (flat paths, e.g. {"evaluate.task": {...}}) and `extra_inputs` their files (eval_data, labels)."""
     from backends.onnx.quantize import QuantizePass
 
     workdir.mkdir(parents=True, exist_ok=True)
@@ -63,10 +67,11 @@ def run_quantize(
         inputs["calibration_data"] = calib
     if cache_dir is not None:
         inputs["cache_dir"] = cache_dir
+    inputs.update(extra_inputs or {})
     request = StageRequest(
         "quantize",
         target(target_id),
-        {"quantization": json.loads(json.dumps(config)), "target": target_id},
+        {"quantization": json.loads(json.dumps(config)), "target": target_id, **dict(evaluate or {})},
         inputs,
         workdir,
         workdir / "quantize.log",

@@ -11,46 +11,51 @@ import onnx
 import pytest
 
 from backends.errors import TerminalError
+from backends.tasks import Classification
 from backends.onnx.accuracy import (
     SQNR_CAP_DB,
     ModelOutputs,
     Tally,
     compare_models,
-    describe_measure,
     fidelity,
-    fidelity_measure,
     iter_outputs,
     run_model,
     score,
     sqnr_db,
-    task_accuracy,
     top1_agreement,
 )
 from backends.onnx.data import Sample
 
 
+def _scores(vectors: list[np.ndarray]) -> ModelOutputs:
+    return ModelOutputs(["p"], [[v] for v in vectors])
+
+
 def test_top1_and_top5() -> None:
-    scores = [
-        np.array([[0.1, 0.7, 0.2]]),  # top1 = 1
-        np.array([[0.5, 0.2, 0.3]]).reshape(1, 3, 1, 1),  # top1 = 0, squeezenet-like shape
-        np.array([0.2, 0.2, 0.6]),  # top1 = 2
-        np.array([[0.4, 0.4, 0.2]]),  # tie: the lower index wins
-    ]
-    assert task_accuracy(scores, [1, 0, 2, 0]) == 1.0
-    assert task_accuracy(scores, [1, 1, 2, 1], "top1") == 0.5
-    wide = [np.arange(10.0)[::-1].copy(), np.arange(10.0)]  # top-5: {0..4} and {5..9}
-    assert task_accuracy(wide, [4, 4], "top5") == 0.5
-    assert task_accuracy(wide, [5, 9], "top5") == 0.5
-    assert task_accuracy(wide, [0, 9], "top5") == 1.0
+    scores = _scores(
+        [
+            np.array([[0.1, 0.7, 0.2]]),  # top1 = 1
+            np.array([[0.5, 0.2, 0.3]]).reshape(1, 3, 1, 1),  # top1 = 0, squeezenet-like shape
+            np.array([0.2, 0.2, 0.6]),  # top1 = 2
+            np.array([[0.4, 0.4, 0.2]]),  # tie: the lower index wins
+        ]
+    )
+    top1, top5 = Classification(), Classification(metric="top5")
+    assert score(scores, scores, [1, 0, 2, 0], top1).accuracy == 1.0
+    assert score(scores, scores, [1, 1, 2, 1], top1).accuracy == 0.5
+    wide = _scores([np.arange(10.0)[::-1].copy(), np.arange(10.0)])  # top-5: {0..4} and {5..9}
+    assert score(wide, wide, [4, 4], top5).accuracy == 0.5
+    assert score(wide, wide, [5, 9], top5).accuracy == 0.5
+    assert score(wide, wide, [0, 9], top5).accuracy == 1.0
 
 
-def test_task_accuracy_rejects_what_it_cannot_score() -> None:
+def test_classification_rejects_what_it_cannot_score() -> None:
+    grid = _scores([np.zeros((1, 4, 3))])
     with pytest.raises(TerminalError, match="one score vector per sample"):
-        task_accuracy([np.zeros((1, 4, 3))], [0])
-    with pytest.raises(TerminalError, match="2 outputs but 1 labels"):
-        task_accuracy([np.zeros(3), np.zeros(3)], [0])
-    with pytest.raises(TerminalError, match="top1 or top5"):
-        task_accuracy([np.zeros(3)], [0], "top3")  # type: ignore[arg-type]
+        score(grid, grid, [0], Classification())
+    two = _scores([np.zeros(3), np.zeros(3)])
+    with pytest.raises(TerminalError, match="labels"):
+        score(two, two, [0], Classification())
 
 
 def test_sqnr_known_values() -> None:
@@ -96,21 +101,22 @@ def test_fidelity_shape_mismatch_is_an_error() -> None:
         fidelity([[np.zeros(3)]], [[np.zeros(3)], [np.zeros(3)]])
 
 
-def test_score_picks_task_accuracy_with_labels_and_fidelity_without() -> None:
+def test_score_with_labels_against_the_float_model_without() -> None:
     ref = ModelOutputs(["p"], [[np.array([[0.1, 0.9]])], [np.array([[0.8, 0.2]])]])
     out = ModelOutputs(["p"], [[np.array([[0.6, 0.4]])], [np.array([[0.7, 0.3]])]])
-    labelled = score(out, ref, labels=[1, 0], metric="top1")
+    labelled = score(out, ref, labels=[1, 0], task=Classification())
     assert (labelled.metric, labelled.accuracy, labelled.reference) == ("top1", 0.5, 1.0)
-    assert labelled.drop == 0.5
-    unlabelled = score(out, ref)
-    assert (unlabelled.metric, unlabelled.accuracy, unlabelled.reference) == ("fidelity", 0.5, 1.0)
-    assert score(out, ref, labels=[1, 0], metric="fidelity").metric == "fidelity"
-    assert unlabelled.measure == "top1_agreement" and labelled.measure == "top1"
-    keys = {"metric", "measure", "accuracy", "reference", "drop", "samples", "fidelity"}
-    assert set(unlabelled.as_dict()) == keys
+    assert labelled.drop == 0.5 and labelled.labelled
+    agreement = score(out, ref, task=Classification())
+    assert (agreement.metric, agreement.accuracy, agreement.reference) == ("top1_agreement", 0.5, 1.0)
+    generic = score(out, ref)
+    assert generic.task == "generic" and generic.metric == "cosine"
+    assert "generic measure" in generic.text and not generic.labelled
+    keys = {"task", "metric", "measure", "text", "against", "accuracy", "reference", "drop", "samples", "extra"}
+    assert set(generic.as_dict()) == keys | {"fidelity"}
 
 
-def test_fidelity_of_a_dense_map_is_the_iou_of_the_binarized_maps() -> None:
+def test_the_generic_measure_of_a_dense_map_is_the_iou_of_the_binarized_maps() -> None:
     """A text map [1, 1, H, W]: top-1 agreement over the width axis would be meaningless."""
     ref_map = np.zeros((1, 1, 8, 8), np.float32)
     ref_map[0, 0, 2:6, 2:6] = 0.9  # 16 text pixels
@@ -118,20 +124,21 @@ def test_fidelity_of_a_dense_map_is_the_iou_of_the_binarized_maps() -> None:
     out_map[0, 0, 2:4, 2:6] = 0.4  # half of them fall under 0.5
     ref, out = ModelOutputs(["maps"], [[ref_map]]), ModelOutputs(["maps"], [[out_map]])
     result = score(out, ref)
-    assert result.measure == "map_iou@0.5"
+    assert result.measure == "map_iou@0.5" and result.task == "generic"
     assert result.accuracy == pytest.approx(0.5)
-    assert describe_measure(result.measure) == "IoU of the maps binarized at 0.5"
+    assert result.text.startswith("IoU of the maps binarized at 0.5")
     logits = ModelOutputs(["maps"], [[ref_map * 10 - 5]])
-    assert fidelity_measure(logits) == "map_iou@0"
+    assert score(logits, logits).measure == "map_iou@0"
 
 
-def test_fidelity_without_a_class_axis_or_map_is_cosine() -> None:
+def test_the_generic_measure_without_a_map_is_cosine() -> None:
     """One value per sample (a regression head): no class axis, no map."""
     ref = ModelOutputs(["v"], [[np.array([[1.0]])], [np.array([[2.0]])]])
     out = ModelOutputs(["v"], [[np.array([[1.0]])], [np.array([[-2.0]])]])  # sign flipped on sample 1
     result = score(out, ref)
     assert result.measure == "cosine"
     assert result.accuracy == pytest.approx(0.0) == pytest.approx(result.fidelity.cosine)
+    assert result.extra["max_relative_error"] == pytest.approx(2.0)  # |-2 - 2| / 2
 
 
 def _linear_model(path: Path, scale: float) -> Path:
@@ -154,9 +161,9 @@ def test_compare_models_runs_two_sessions(tmp_path: Path) -> None:
     flipped = _linear_model(tmp_path / "flipped.onnx", -1.0)
     rng = np.random.default_rng(0)
     samples = [Sample(f"s{i}", {"x": rng.standard_normal((1, 8)).astype(np.float32)}) for i in range(16)]
-    good = compare_models(same, reference, samples)
+    good = compare_models(same, reference, samples, task=Classification())
     assert good.result.accuracy == 1.0 and good.result.fidelity.sqnr_db == SQNR_CAP_DB
-    bad = compare_models(flipped, reference, samples, reference=good.reference)
+    bad = compare_models(flipped, reference, samples, task=Classification(), reference=good.reference)
     assert bad.result.accuracy < 0.5
     assert bad.result.fidelity.cosine < 0
     assert bad.reference is good.reference
@@ -168,11 +175,12 @@ def test_tally_one_sample_at_a_time_equals_score_over_lists() -> None:
     ref = ModelOutputs(["p", "q"], [[rng.random((1, 5)), rng.random((1, 3, 2))] for _ in range(6)])
     out = ModelOutputs(["p", "q"], [[r + rng.normal(0, 0.1, r.shape) for r in s] for s in ref.values])
     labels = [int(np.argmax(s[0])) for s in ref.values]
-    for given, metric in ((None, "top1"), (labels, "top5"), (labels, "top1")):
-        tally = Tally(out.names, given, metric)  # type: ignore[arg-type]
+    cases = ((None, None), (None, Classification()), (labels, Classification("p", "top5")), (labels, None))
+    for given, task in cases:
+        tally = Tally(out.names, task, given)
         for r, o in zip(ref.values, out.values, strict=True):
             tally.add(r, o)
-        assert tally.result() == score(out, ref, given, metric)  # type: ignore[arg-type]
+        assert tally.result() == score(out, ref, given, task)
 
 
 def test_iter_outputs_runs_nothing_until_asked(tmp_path: Path) -> None:

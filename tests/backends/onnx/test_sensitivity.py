@@ -129,10 +129,12 @@ def test_auto_on_digits_reports_a_ranked_table_and_steps(tmp_path: Path) -> None
         activations="int8",
         sensitive_layers={"keep": "fp32", "auto": {"max_accuracy_drop": 0.0, "max_layers": 2}},
     )
-    out = run_quantize(config, model, tmp_path / "w")
+    task = {"evaluate.task": {"type": "classification"}}
+    out = run_quantize(config, model, tmp_path / "w", evaluate=task)
     auto = out.report["auto"]
     print(sensitivity.format_table(auto["table"], auto["metric"]))
-    assert auto["metric"] == "top1_agreement"
+    assert auto["metric"] == "classification top1_agreement"
+    assert auto["data"]["source"] == "quantization.calibration.data" and not auto["data"]["slo_data"]
     assert [row["rank"] for row in auto["table"]] == [1, 2, 3, 4]
     assert {row["layer"] for row in auto["table"]} == {
         "/conv1/Conv",
@@ -163,7 +165,7 @@ def test_scorer_uses_map_iou_for_single_channel_maps(tmp_path: Path) -> None:
         for i in range(3)
     ]
     scorer = sensitivity.Scorer(path, samples)
-    assert scorer.metric == "map_iou@0.5"
+    assert scorer.metric == "generic map_iou@0.5"
     assert scorer(path).accuracy == 1.0
 
 
@@ -176,8 +178,10 @@ def test_the_stage_note_says_whether_the_auto_budget_was_met(tmp_path: Path) -> 
     )
     out = run_quantize(config, model, tmp_path / "w")
     auto = out.report["auto"]
+    where = "64 samples of quantization.calibration.data against the float model: not the SLO's data"
+    assert where in out.note
     if auto["budget_met"]:
-        assert out.note.endswith(f"auto: {len(auto['chosen'])} layers kept, budget met")
+        assert f"auto: {len(auto['chosen'])} layers kept, budget met (generic cosine drop <= 0.0" in out.note
     else:
         drop = auto["steps"][-1]["drop"]
         assert f"auto: budget NOT met with {len(auto['chosen'])} layers (max 1)" in out.note

@@ -72,7 +72,8 @@ def test_latency_memory_size_and_fidelity(tmp_path: Path, compiled: StageOutput,
     assert len(out.report["latency_ms"]["samples"]) == 20
     fid = out.report["accuracy"]["fidelity"]
     assert fid["cosine"] == pytest.approx(1.0) and fid["samples"] == RANDOM_SAMPLES
-    assert out.report["accuracy"]["metric"] == "fidelity"
+    assert (out.report["accuracy"]["task"], out.report["accuracy"]["metric"]) == ("generic", "cosine")
+    assert "generic measure: no evaluate.task declared" in m["accuracy"]["detail"]
     assert out.artifacts == {}
 
 
@@ -89,7 +90,9 @@ def test_task_accuracy_against_labels(tmp_path: Path, compiled: StageOutput, cls
     right = _evaluate(tmp_path, compiled, cls_onnx, cls_onnx, "right", eval_data=data, labels=labels)
     acc = right.report["accuracy"]
     assert (acc["metric"], acc["accuracy"], acc["reference"], acc["samples"]) == ("top1", 1.0, 1.0, 6)
-    assert "top1 against labels on 6 samples" in right.report["measurements"]["accuracy"]["detail"]
+    detail = right.report["measurements"]["accuracy"]["detail"]
+    assert "classification: top1 accuracy against labels (implied by integer labels" in detail
+    assert "on 6 samples" in detail
     labels.write_text("".join(f"{i:02d}.npy {1 - p}\n" for i, p in enumerate(predicted)))
     wrong = _evaluate(tmp_path, compiled, cls_onnx, cls_onnx, "wrong", eval_data=data, labels=labels)
     assert wrong.report["measurements"]["accuracy"]["value"] == 0.0

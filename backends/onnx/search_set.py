@@ -1,0 +1,69 @@
+"""The data and the metric the auto sensitive-layer search measures its budget on.
+
+One data set for one number: with `evaluate.data` the search scores every candidate on the evaluation
+set, against `evaluate.labels` when given, with the declared `evaluate.task`: exactly what the
+accuracy SLO is judged on, so "budget met" means the quantized ONNX meets `max_drop` of the same size
+on that data (the compiled artifact meets it too when the compile keeps the numerics, which the
+compile stage checks). Without `evaluate.data` it falls back to the calibration samples against the
+float model, and the report says that the SLO is judged on other data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from backends.onnx import data
+from backends.tasks import TaskConfig
+
+
+@dataclass(frozen=True)
+class SearchSet:
+    samples: list[data.Sample]
+    labels: list[Any] | None
+    task: TaskConfig | None
+    source: str
+    """Where the samples come from, in words (stage note and report)."""
+    slo_data: bool
+    """True when these are the samples (and labels) the accuracy SLO is judged on."""
+
+    def describe(self) -> str:
+        against = "labels" if self.labels is not None else "the float model"
+        same = (
+            "the data the accuracy SLO is judged on"
+            if self.slo_data
+            else "not the SLO's data (set evaluate.data to measure the budget on it)"
+        )
+        return f"{len(self.samples)} samples of {self.source} against {against}: {same}"
+
+
+def evaluate_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The `evaluate` section as the quantize stage reads it (flat field paths, present only for auto)."""
+    return {
+        "task": config.get("evaluate.task"),
+        "metric": config.get("evaluate.metric") or "top1",
+    }
+
+
+def search_set(
+    config: Mapping[str, Any],
+    inputs: Mapping[str, Any],
+    reference: Path,
+    calibration: Sequence[Path],
+    calibration_count: int,
+) -> SearchSet:
+    from backends.tasks.setup import declared, sample_labels
+
+    evaluate = evaluate_config(config)
+    folder = inputs.get("eval_data")
+    specs = data.model_inputs(reference)
+    if folder is None:
+        task = declared(evaluate, {k: v for k, v in inputs.items() if k == "charset"}, reference)
+        samples = [data.read_sample(p, specs) for p in calibration[:calibration_count]]
+        return SearchSet(samples, None, task, "quantization.calibration.data", False)
+    chosen = data.sample_set(Path(folder), specs, role="evaluate.data")
+    task = declared(evaluate, inputs, reference)
+    labels = sample_labels(evaluate, inputs, task, chosen.names)
+    return SearchSet(list(chosen), labels, task, f"evaluate.data ({Path(folder).name})", True)

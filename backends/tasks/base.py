@@ -1,0 +1,72 @@
+"""What every task metric is: fed one sample at a time (the float model's outputs, the candidate's
+outputs, the sample's label if any), it decodes both the way the application would and scores the
+candidate against the labels, or against the float model's decoded result without labels.
+
+A metric never runs a model: it sees arrays only, so evaluate, the auto sensitive-layer search and the
+SLOs (and anything that compares two sets of outputs) compute the same number from the same outputs.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from backends.errors import TerminalError
+
+AGAINST_LABELS = "labels"
+AGAINST_FLOAT = "the float model"
+
+
+@dataclass(frozen=True)
+class TaskScore:
+    task: str
+    """classification | detection | ctc | dense | regression, or generic (no task declared)."""
+    measure: str
+    """The measure's short name, e.g. `box_f1@0.5`, `exact_match`, `cosine`."""
+    text: str
+    """The measure in words, for every verdict: what was computed, against what."""
+    against: str
+    value: float
+    """The candidate's score (higher is better, 1.0 is perfect)."""
+    reference: float
+    """The float model's score on the same labels; 1.0 against the float model itself."""
+    extra: dict[str, float] = field(default_factory=dict)
+    """Secondary numbers of the same task (mAP beside F1, CER beside exact match, max relative error)."""
+
+
+class TaskMetric(ABC):
+    task = ""
+
+    def __init__(self, names: Sequence[str], labelled: bool) -> None:
+        self.names = list(names)
+        self.labelled = labelled
+        self.samples = 0
+
+    def add(self, reference: Sequence[Any], outputs: Sequence[Any], label: Any = None) -> None:
+        if self.labelled and label is None:
+            raise TerminalError(f"sample {self.samples} has no label")
+        self._add(reference, outputs, label)
+        self.samples += 1
+
+    @abstractmethod
+    def _add(self, reference: Sequence[Any], outputs: Sequence[Any], label: Any) -> None: ...
+
+    @abstractmethod
+    def result(self) -> TaskScore: ...
+
+    @property
+    def against(self) -> str:
+        return AGAINST_LABELS if self.labelled else AGAINST_FLOAT
+
+
+def output_index(names: Sequence[str], wanted: str | None, task: str) -> int:
+    """Index of the output a task reads: the named one, else the first."""
+    if wanted is None:
+        return 0
+    if wanted not in names:
+        raise TerminalError(
+            f"evaluate.task.output: the model has no output {wanted!r} (outputs: {', '.join(names)}) for {task}"
+        )
+    return list(names).index(wanted)

@@ -1,0 +1,207 @@
+"""The task an evaluation measures, as the spec's `evaluate.task` declares it (parsed from the stage config).
+
+The pydantic models in reconciler.spec validate the spec; this module reads the resulting JSON into
+frozen dataclasses so that backends never import the engine. `resolve` then fills what the spec left
+to the model (`head: auto`, whether a detector's boxes still need their grid decode) from the graph,
+once, so the metrics themselves only ever see arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from backends.errors import TerminalError
+
+if TYPE_CHECKING:
+    import onnx
+
+Head = Literal["auto", "yolov8", "yolox", "ssd"]
+
+
+@dataclass(frozen=True)
+class Classification:
+    output: str | None = None
+    metric: Literal["top1", "top5"] = "top1"
+    implied: bool = False
+    """True when no task was declared and integer labels implied classification."""
+    type: str = "classification"
+
+
+@dataclass(frozen=True)
+class Detection:
+    head: Head = "auto"
+    outputs: tuple[str, ...] = ()
+    box_format: Literal["auto", "cxcywh", "xyxy"] = "auto"
+    grid_strides: tuple[int, ...] | None = None
+    """Strides of a YOLOX-style head whose boxes are still grid offsets (exp and stride not applied in
+    the graph); None: the boxes are decoded in the graph. `resolve` decides it from the graph."""
+    input_hw: tuple[int, int] | None = None
+    """The model input's height and width (for the grid decode), filled by `resolve`."""
+    background_class: int | None = None
+    score_threshold: float = 0.25
+    nms_iou: float = 0.45
+    match_iou: float = 0.5
+    class_agnostic_nms: bool = False
+    max_detections: int = 300
+    metric: Literal["f1", "map"] = "f1"
+    type: str = "detection"
+
+
+@dataclass(frozen=True)
+class Ctc:
+    output: str | None = None
+    blank: int = 0
+    charset: tuple[str, ...] | None = None
+    """Characters of the non-blank classes (or of every class) in index order, read from the charset file."""
+    metric: Literal["exact", "char_accuracy"] = "exact"
+    type: str = "ctc"
+
+
+@dataclass(frozen=True)
+class Dense:
+    output: str | None = None
+    threshold: float | None = None
+    """Binarization threshold; None: 0.5 for probabilities in [0, 1], else 0 (logits)."""
+    generic: bool = False
+    type: str = "dense"
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """Regression, embeddings, recurrent state: outputs compared as numbers."""
+
+    outputs: tuple[str, ...] = ()
+    generic: bool = False
+    """True when no task was declared: the generic measure, named as such in every verdict."""
+    type: str = "regression"
+
+
+TaskConfig = Classification | Detection | Ctc | Dense | Tensor
+TASK_TYPES = ("classification", "detection", "ctc", "dense", "regression")
+
+
+def _outputs(raw: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(str(o) for o in (raw.get("outputs") or ()))
+
+
+def from_evaluate(evaluate: Mapping[str, Any] | None, charset: Path | None = None) -> TaskConfig | None:
+    """The declared task of an `evaluate` config, or None when the spec declares none (`generic` then
+    decides from the outputs and the labels). `charset` is the file `evaluate.task.charset` names."""
+    evaluate = evaluate or {}
+    raw = evaluate.get("task")
+    if not raw:
+        return None
+    kind = raw.get("type")
+    if kind == "classification":
+        return Classification(raw.get("output"), raw.get("metric") or "top1")
+    if kind == "detection":
+        strides = raw.get("grid_strides")
+        return Detection(
+            head=raw.get("head") or "auto",
+            outputs=_outputs(raw),
+            box_format=raw.get("box_format") or "auto",
+            grid_strides=tuple(int(s) for s in strides) if strides else None,
+            background_class=raw.get("background_class"),
+            score_threshold=float(raw.get("score_threshold", 0.25)),
+            nms_iou=float(raw.get("nms_iou", 0.45)),
+            match_iou=float(raw.get("match_iou", 0.5)),
+            class_agnostic_nms=bool(raw.get("class_agnostic_nms", False)),
+            max_detections=int(raw.get("max_detections", 300)),
+            metric=raw.get("metric") or "f1",
+        )
+    if kind == "ctc":
+        chars = read_charset(charset) if charset is not None else None
+        return Ctc(raw.get("output"), int(raw.get("blank", 0)), chars, raw.get("metric") or "exact")
+    if kind == "dense":
+        threshold = raw.get("threshold")
+        return Dense(raw.get("output"), None if threshold is None else float(threshold))
+    if kind == "regression":
+        return Tensor(_outputs(raw))
+    raise TerminalError(f"evaluate.task.type must be one of {', '.join(TASK_TYPES)}, got {kind!r}")
+
+
+def read_charset(path: Path) -> tuple[str, ...]:
+    """One character (or token) per line, in class-index order; a line holding only a space is the space."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TerminalError(f"evaluate.task.charset: cannot read {path.name}: {exc}") from exc
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    chars = tuple(line.rstrip("\r") for line in lines)
+    if not chars:
+        raise TerminalError(f"evaluate.task.charset: {path.name} is empty")
+    return chars
+
+
+@dataclass(frozen=True)
+class Graph:
+    """What `resolve` needs of the model: its input sizes and which ops feed each output's head."""
+
+    input_hw: tuple[int, int] | None
+    output_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    """Output name -> its static shape (0 for an unknown dimension)."""
+    head_ops: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Output name -> op types between the output and the last Conv/MatMul/Gemm before it."""
+
+
+def graph_facts(model: Path | onnx.ModelProto) -> Graph:
+    import onnx
+
+    proto = onnx.load(str(model), load_external_data=False) if isinstance(model, Path) else model
+    inits = {t.name for t in proto.graph.initializer}
+    hw = None
+    for value in proto.graph.input:
+        if value.name in inits:
+            continue
+        dims = [d.dim_value for d in value.type.tensor_type.shape.dim]
+        if len(dims) == 4 and dims[2] > 0 and dims[3] > 0:
+            hw = (dims[2], dims[3])
+        break
+    producer = {o: n for n in proto.graph.node for o in n.output}
+    heads: dict[str, frozenset[str]] = {}
+    for out in proto.graph.output:
+        ops: set[str] = set()
+        seen: set[str] = set()
+        frontier = [out.name]
+        while frontier:
+            node = producer.get(frontier.pop())
+            if node is None or node.name in seen or len(seen) > 2000:
+                continue
+            seen.add(node.name or str(id(node)))
+            ops.add(node.op_type)
+            if node.op_type not in ("Conv", "MatMul", "Gemm"):
+                frontier.extend(i for i in node.input if i and i not in inits)
+        heads[out.name] = frozenset(ops)
+    shapes = {o.name: tuple(d.dim_value for d in o.type.tensor_type.shape.dim) for o in proto.graph.output}
+    return Graph(hw, shapes, heads)
+
+
+YOLO_STRIDES = (8, 16, 32)
+
+
+def resolve(task: TaskConfig | None, model: Path | onnx.ModelProto | None) -> TaskConfig | None:
+    """`task` with what the graph decides filled in: for a YOLOX-style head with no Exp between its
+    convolutions and the output (the boxes are still grid offsets), the strides whose grid has exactly
+    as many cells as the head has rows."""
+    if not isinstance(task, Detection) or model is None:
+        return task
+    facts = graph_facts(model)
+    task = replace(task, input_hw=task.input_hw or facts.input_hw)
+    if task.grid_strides is not None or task.head in ("yolov8", "ssd"):
+        return task
+    ops = frozenset().union(*facts.head_ops.values()) if facts.head_ops else frozenset()
+    if "Exp" in ops or task.input_hw is None:
+        return task
+    cells = grid_cells(task.input_hw, YOLO_STRIDES)
+    if not any(cells in shape for shape in facts.output_shapes.values()):
+        return task
+    return replace(task, grid_strides=YOLO_STRIDES)
+
+
+def grid_cells(input_hw: tuple[int, int], strides: tuple[int, ...]) -> int:
+    return sum((input_hw[0] // s) * (input_hw[1] // s) for s in strides)

@@ -1,0 +1,117 @@
+"""`evaluate.task`: what the model's outputs mean, so accuracy is measured the way the application reads
+them (one metric for evaluate, the auto sensitive-layer search and the SLOs; backends.tasks computes it).
+
+Part of the spec models (reconciler.spec.models); a discriminated union on `type`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Fraction = Annotated[float, Field(ge=0, le=1)]
+OutputName = Annotated[str, Field(min_length=1, max_length=256)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class ClassificationTask(_Strict):
+    type: Literal["classification"] = Field(..., description="Class scores, one vector per sample.")
+    output: OutputName | None = Field(
+        default=None, description="Output holding the scores; default: the first."
+    )
+    metric: Literal["top1", "top5"] = Field(
+        default="top1",
+        description="With integer labels: top-1 or top-5 accuracy. Without labels: top-1 agreement with the "
+        "float model.",
+    )
+
+
+class DetectionTask(_Strict):
+    type: Literal["detection"] = Field(..., description="Boxes with class scores, decoded then matched.")
+    head: Literal["auto", "yolov8", "yolox", "ssd"] = Field(
+        default="auto",
+        description="Head layout. auto decides from the output shapes: one [1, 4+C, N] output is YOLOv8-style "
+        "(no objectness), one [1, N, 5+C] output is YOLOX/YOLOv5-style (objectness x class score), a boxes "
+        "[1, N, 4] and a scores [1, N, C] output are SSD-style. A YOLOX head without the grid decode in its "
+        "graph (no Exp after its last convolution) is decoded with strides 8, 16, 32.",
+    )
+    outputs: list[OutputName] = Field(
+        default_factory=list, max_length=4, description="Outputs the head reads; default: all of them."
+    )
+    box_format: Literal["auto", "cxcywh", "xyxy"] = Field(
+        default="auto", description="Box coordinates; auto: cxcywh for YOLO heads, xyxy for SSD."
+    )
+    grid_strides: list[Annotated[int, Field(gt=0, le=1024)]] | None = Field(
+        default=None,
+        max_length=8,
+        description="Strides of a YOLOX head whose boxes are still grid offsets; default: decided from the graph.",
+    )
+    background_class: Annotated[int, Field(ge=0)] | None = Field(
+        default=None, description="A score column that is background (SSD), skipped."
+    )
+    score_threshold: Fraction = Field(default=0.25, description="Boxes scoring above this are kept.")
+    nms_iou: Fraction = Field(default=0.45, description="NMS drops a box overlapping a kept one by more.")
+    match_iou: Fraction = Field(default=0.5, description="IoU at which a box matches a true one (F1, mAP).")
+    class_agnostic_nms: bool = Field(default=False, description="NMS across classes instead of per class.")
+    max_detections: Annotated[int, Field(gt=0, le=100_000)] = Field(
+        default=300, description="At most this many boxes per sample after NMS."
+    )
+    metric: Literal["f1", "map"] = Field(
+        default="f1",
+        description="f1: box F1 at match_iou; map: mean average precision at match_iou. Against the boxes of "
+        "evaluate.labels (JSON: file name -> [[x1, y1, x2, y2, class], ...]) or the float model's boxes.",
+    )
+
+
+class CtcTask(_Strict):
+    type: Literal["ctc"] = Field(..., description="Sequence recognition with CTC (text lines).")
+    output: OutputName | None = Field(
+        default=None,
+        description="Output of per-step class scores [1, T, C] or [T, 1, C]; default: the first.",
+    )
+    blank: Annotated[int, Field(ge=0)] = Field(default=0, description="Class index of the CTC blank.")
+    charset: str | None = Field(
+        default=None,
+        description="Characters file, one per line in class order (with or without the blank), relative to "
+        "the spec; needed for text labels (`<file name><TAB><text>` lines).",
+    )
+    metric: Literal["exact", "char_accuracy"] = Field(
+        default="exact",
+        description="exact: string exact-match rate; char_accuracy: 1 - character error rate. Both are "
+        "reported; against the labels or the float model's strings.",
+    )
+
+
+class DenseTask(_Strict):
+    type: Literal["dense"] = Field(..., description="Single-channel dense map [N, 1, H, W] (text, mask).")
+    output: OutputName | None = Field(default=None, description="Output holding the map; default: the first.")
+    threshold: float | None = Field(
+        default=None,
+        description="Binarization threshold, 0.5 or 0; default 0.5 for probabilities, 0 for logits.",
+    )
+
+    @field_validator("threshold")
+    @classmethod
+    def _known_threshold(cls, v: float | None) -> float | None:
+        if v is not None and v not in (0.0, 0.5):
+            raise ValueError("threshold must be 0.5 (probabilities) or 0 (logits)")
+        return v
+
+
+class RegressionTask(_Strict):
+    type: Literal["regression"] = Field(
+        ..., description="Numbers compared as numbers (regression, embeddings, recurrent state)."
+    )
+    outputs: list[OutputName] = Field(
+        default_factory=list, max_length=64, description="Outputs compared; default: all of them."
+    )
+
+
+Task = Annotated[
+    ClassificationTask | DetectionTask | CtcTask | DenseTask | RegressionTask,
+    Field(discriminator="type"),
+]

@@ -1,0 +1,169 @@
+"""Real models from PyPI wheels for the task-metric tests, perturbed copies of them, and inputs.
+
+ddddocr's models come out of its wheel (`pip download --no-deps ddddocr==1.6.1`, as bench/quant.py
+fetches it: ddddocr cannot be installed beside rapidocr because of opencv), cached in
+~/.cache/npuctl/bench; the rapidocr models come from the installed rapidocr-onnxruntime wheel.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import numpy_helper
+
+DDDDOCR = "ddddocr==1.6.1"
+BENCH_CACHE = Path.home() / ".cache" / "npuctl" / "bench"
+FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+
+
+def ddddocr_model(name: str) -> Path:
+    """`ddddocr/<name>` from the wheel, fetched once into the bench cache."""
+    target = BENCH_CACHE / DDDDOCR.replace("==", "-") / name
+    if target.is_file():
+        return target
+    with tempfile.TemporaryDirectory() as tmp:
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", DDDDOCR, "-d", tmp],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        wheels = sorted(Path(tmp).glob("ddddocr-*.whl"))
+        assert done.returncode == 0 and wheels, f"cannot fetch {DDDDOCR}: {done.stderr[-500:]}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            for member in ("common_det.onnx", "common.onnx"):
+                partial = target.parent / (member + ".part")
+                partial.write_bytes(wheel.read(f"ddddocr/{member}"))
+                partial.replace(target.parent / member)
+    return target
+
+
+def rapidocr_model(name: str) -> Path:
+    rapidocr = pytest.importorskip("rapidocr_onnxruntime")
+    return Path(rapidocr.__file__).parent / "models" / name
+
+
+def noisy(model: Path, out: Path, sigma: float, seed: int = 0) -> Path:
+    """`model` with Gaussian noise of `sigma` x each weight tensor's std added to every float weight of
+    rank >= 2 (initializers and Constant nodes, where paddle2onnx keeps them): a perturbed candidate whose task metric is neither trivially 1.0 nor 0."""
+    proto = onnx.load(str(model))
+    rng = np.random.default_rng(seed)
+    constants = [
+        a.t for n in proto.graph.node if n.op_type == "Constant" for a in n.attribute if a.name == "value"
+    ]
+    for tensor in [*proto.graph.initializer, *constants]:
+        if tensor.data_type != onnx.TensorProto.FLOAT or len(tensor.dims) < 2:
+            continue
+        w = numpy_helper.to_array(tensor)
+        w = w + rng.standard_normal(w.shape).astype(np.float32) * np.float32(sigma * float(w.std()))
+        tensor.CopyFrom(numpy_helper.from_array(w.astype(np.float32), tensor.name))
+    onnx.save(proto, str(out))
+    return out
+
+
+def run(model: Path, feeds: list[dict[str, np.ndarray]]) -> list[list[np.ndarray]]:
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.intra_op_num_threads = 2
+    session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+    return [[np.asarray(v) for v in session.run(None, feed)] for feed in feeds]
+
+
+def text_frames(
+    count: int, size: tuple[int, int], chars: int, seed: int
+) -> tuple[list[np.ndarray], list[list[list[float]]]]:
+    """White frames (H, W, 3 uint8) with `chars` dark characters each, and each character's box
+    [x1, y1, x2, y2, 0] from the font's own bounding box."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    rng = np.random.default_rng(seed)
+    h, w = size
+    frames, boxes = [], []
+    letters = "ABCDEFGHJKLMNPRSTUVWXYZ23456789"
+    for _ in range(count):
+        img = Image.new("RGB", (w, h), (255, 255, 255))
+        draw = ImageDraw.Draw(img)
+        found: list[list[float]] = []
+        for _ in range(chars * 10):
+            if len(found) == chars:
+                break
+            font = ImageFont.truetype(FONT, int(rng.integers(h // 8, h // 5)))
+            ch = letters[int(rng.integers(len(letters)))]
+            x, y = int(rng.integers(0, w - h // 5)), int(rng.integers(0, h - h // 4))
+            box = draw.textbbox((x, y), ch, font=font)
+            if box[2] >= w or box[3] >= h:
+                continue
+            if any(not (box[2] < b[0] or b[2] < box[0] or box[3] < b[1] or b[3] < box[1]) for b in found):
+                continue
+            color = tuple(int(c) for c in rng.integers(0, 90, 3))
+            draw.text((x, y), ch, font=font, fill=color)
+            found.append([float(v) for v in box] + [0.0])
+        frames.append(np.asarray(img))
+        boxes.append(found)
+    return frames, boxes
+
+
+def text_line(text: str, height: int, width: int) -> np.ndarray:
+    """A gray text line (H, W uint8), dark on white."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    img = Image.new("L", (width, height), 255)
+    draw = ImageDraw.Draw(img)
+    font = ImageFont.truetype(FONT, int(height * 0.7))
+    draw.text((4, height * 0.1), text, font=font, fill=20)
+    return np.asarray(img)
+
+
+def yolov8_head(yolox: Path, out: Path, strides: tuple[int, ...] = (8, 16, 32)) -> Path:
+    """The YOLOX model with its grid decode built in and one output [1, 4+C, N] (YOLOv8's layout):
+    centre = (offset + cell) * stride, size = exp(raw) * stride, class score = objectness x class."""
+    from onnx import TensorProto, helper
+
+    proto = onnx.load(str(yolox))
+    (h, w) = [d.dim_value for d in proto.graph.input[0].type.tensor_type.shape.dim][2:]
+    raw = proto.graph.output[0].name
+    cells, scale = [], []
+    for s in strides:
+        ys, xs = np.meshgrid(np.arange(h // s), np.arange(w // s), indexing="ij")
+        cells.append(np.stack([xs.reshape(-1), ys.reshape(-1)], 1))
+        scale.append(np.full((xs.size, 1), s))
+    grid = np.concatenate(cells)[None].astype(np.float32)
+    stride = np.concatenate(scale)[None].astype(np.float32)
+    consts = {
+        "h_grid": grid,
+        "h_stride": stride,
+        "h_s0": np.array([0], np.int64),
+        "h_s2": np.array([2], np.int64),
+        "h_s4": np.array([4], np.int64),
+        "h_s5": np.array([5], np.int64),
+        "h_end": np.array([1 << 30], np.int64),
+        "h_axis": np.array([2], np.int64),
+    }
+    proto.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in consts.items())
+    nodes = [
+        helper.make_node("Slice", [raw, "h_s0", "h_s2", "h_axis"], ["h_xy"]),
+        helper.make_node("Slice", [raw, "h_s2", "h_s4", "h_axis"], ["h_wh"]),
+        helper.make_node("Slice", [raw, "h_s4", "h_s5", "h_axis"], ["h_obj"]),
+        helper.make_node("Slice", [raw, "h_s5", "h_end", "h_axis"], ["h_cls"]),
+        helper.make_node("Add", ["h_xy", "h_grid"], ["h_xy1"]),
+        helper.make_node("Mul", ["h_xy1", "h_stride"], ["h_xy2"]),
+        helper.make_node("Exp", ["h_wh"], ["h_wh1"]),
+        helper.make_node("Mul", ["h_wh1", "h_stride"], ["h_wh2"]),
+        helper.make_node("Mul", ["h_cls", "h_obj"], ["h_score"]),
+        helper.make_node("Concat", ["h_xy2", "h_wh2", "h_score"], ["h_cat"], axis=2),
+        helper.make_node("Transpose", ["h_cat"], ["boxes_scores"], perm=[0, 2, 1]),
+    ]
+    proto.graph.node.extend(nodes)
+    del proto.graph.output[:]
+    proto.graph.output.append(helper.make_tensor_value_info("boxes_scores", TensorProto.FLOAT, None))
+    onnx.save(proto, str(out))
+    return out
