@@ -55,7 +55,9 @@ def command(model: Path, target: str, name: str | None, output: Path | None) -> 
     except (ModelError, ValueError) as exc:
         click.echo(f"error: {model}: {exc}", err=True)
         return 1
-    text = render(summary, reference, name, target, _schema_ref(output.parent, root), model.name)
+    text = render(
+        summary, reference, name, target, _schema_ref(output.parent, root), model.name, _task(model)
+    )
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         with output.open("x") as handle:
@@ -139,8 +141,28 @@ def _input_lines(name: str, dims: tuple[int | str | None, ...]) -> list[str]:
     return lines
 
 
+def _task(model: Path) -> list[str]:
+    """The most likely `evaluate.task`, commented out: a guess from the output shapes to confirm."""
+    from backends.tasks.guess import guess, yaml_line
+
+    try:
+        found = guess(model)
+    except Exception as exc:  # onnx raises its own types; init still writes the spec
+        return [f"    # task: ...  # could not read the outputs to guess the task ({type(exc).__name__})"]
+    return [
+        f"    # {yaml_line(found)}  # CONFIRM: guessed because {found.why}; uncomment it",
+        "    #   (without a task, accuracy is the generic measure: cosine to the float model, or map IoU)",
+    ]
+
+
 def render(
-    summary: ModelSummary, reference: tuple[str | None, str], name: str, target: str, schema: str, model: str
+    summary: ModelSummary,
+    reference: tuple[str | None, str],
+    name: str,
+    target: str,
+    schema: str,
+    model: str,
+    task: list[str] | None = None,
 ) -> str:
     """The starter spec text."""
     package, path = reference
@@ -188,6 +210,7 @@ def render(
         "    optimization_level: 3",
         "  evaluate:",
         "    runner: local  # local | ssh://user@host | adb://serial",
+        *(task or []),
         "    warmup: 10",
         "    runs: 100",
         "  slo: {}  # judged on the measurements; changing a threshold rebuilds nothing",

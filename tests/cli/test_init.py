@@ -145,3 +145,26 @@ def test_the_commented_quantization_block_validates_once_uncommented(repo: Repo)
     assert report.valid, [str(e) for e in report.errors]
     assert report.spec is not None
     assert report.spec.deployment.spec.quantization.sensitive_layers is not None
+
+
+@pytest.mark.parametrize(
+    ("model", "task"),
+    [
+        ("ch_ppocr_mobile_v2.0_cls_infer.onnx", "task: {type: classification}"),
+        ("ch_PP-OCRv4_rec_infer.onnx", "task: {type: ctc, blank: 0}"),
+        ("ch_PP-OCRv4_det_infer.onnx", "task: {type: dense}"),
+    ],
+)
+def test_the_guessed_task_is_written_commented_and_validates_once_uncommented(
+    repo: Repo, model: str, task: str
+) -> None:
+    """init reads the outputs and suggests the most likely evaluate.task; the user confirms it."""
+    assert init(str(CLS.parent / model), "--target", "cpu", "--name", "guess").return_value == 0
+    path = repo.root / "specs" / "guess.yaml"
+    text = path.read_text()
+    line = next(ln for ln in text.splitlines() if "task: {" in ln)
+    assert line.startswith(f"    # {task}  # CONFIRM: guessed because output "), line
+    path.write_text(text.replace(f"    # {task}", f"    {task}"))
+    (report,) = check([path], repo.root)
+    assert report.valid, [str(e) for e in report.errors]
+    assert report.spec is not None and report.spec.deployment.spec.evaluate.task is not None

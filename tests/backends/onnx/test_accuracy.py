@@ -11,7 +11,6 @@ import onnx
 import pytest
 
 from backends.errors import TerminalError
-from backends.tasks import Classification
 from backends.onnx.accuracy import (
     SQNR_CAP_DB,
     ModelOutputs,
@@ -25,6 +24,7 @@ from backends.onnx.accuracy import (
     top1_agreement,
 )
 from backends.onnx.data import Sample
+from backends.tasks import Classification
 
 
 def _scores(vectors: list[np.ndarray]) -> ModelOutputs:
@@ -112,7 +112,18 @@ def test_score_with_labels_against_the_float_model_without() -> None:
     generic = score(out, ref)
     assert generic.task == "generic" and generic.metric == "cosine"
     assert "generic measure" in generic.text and not generic.labelled
-    keys = {"task", "metric", "measure", "text", "against", "accuracy", "reference", "drop", "samples", "extra"}
+    keys = {
+        "task",
+        "metric",
+        "measure",
+        "text",
+        "against",
+        "accuracy",
+        "reference",
+        "drop",
+        "samples",
+        "extra",
+    }
     assert set(generic.as_dict()) == keys | {"fidelity"}
 
 

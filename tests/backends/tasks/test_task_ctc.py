@@ -107,7 +107,7 @@ def test_text_labels_need_a_charset_and_a_charset_must_fit_the_classes(
 ) -> None:
     names = ["softmax"]
     ref = ModelOutputs(names, ppocr["ref"])
-    with pytest.raises(TerminalError, match="set evaluate.task.charset"):
+    with pytest.raises(TerminalError, match=r"set evaluate\.task\.charset"):
         score(ref, ref, TEXTS, Ctc())
     short = tmp_path / "short.txt"
     short.write_text("a\nb\n")
