@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from backends import pathpolicy
 from backends.errors import TerminalError
@@ -444,7 +444,13 @@ def _is_int(text: str) -> bool:
     return True
 
 
-def labels_for(names: Sequence[str], labels: Mapping[str, int], source: str = "labels file") -> list[int]:
+_Label = TypeVar("_Label")
+"""A label of any task: a class index, a text line, a list of boxes (backends.tasks.labels)."""
+
+
+def labels_for(
+    names: Sequence[str], labels: Mapping[str, _Label], source: str = "labels file"
+) -> list[_Label]:
     """The label of every sample (by file name), in order; a sample without a label is an error."""
     missing = [name for name in names if name not in labels]
     if missing:

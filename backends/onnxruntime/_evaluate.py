@@ -114,12 +114,10 @@ def task_and_labels(
     request: StageRequest, samples: Samples, reference_model: Path
 ) -> tuple[tasks.TaskConfig | None, list[Any] | None]:
     """The declared task (resolved against the float model's graph) and each sample's label."""
-    from backends.tasks.setup import declared, sample_labels
+    from backends.tasks.setup import task_and_labels as for_request
 
-    cfg = request.config.get("evaluate") or {}
-    task = declared(cfg, request.inputs, reference_model)
     names = samples.names if isinstance(samples, SampleSet) else [s.name for s in samples]
-    return task, sample_labels(cfg, request.inputs, task, names)
+    return for_request(request.config.get("evaluate"), request.inputs, reference_model, names)
 
 
 def _prepare_job(

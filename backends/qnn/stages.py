@@ -298,7 +298,7 @@ class QnnEvaluate:
     simulator`) and its simulated cycles (`estimated`: simulator cycles, not device time)."""
 
     stage = "evaluate"
-    version = "1-simulator"
+    version = "2-simulator"  # 2: the declared task's metric (backends.tasks)
 
     def fingerprint(self) -> dict[str, str]:
         return fingerprint()
@@ -343,17 +343,19 @@ class QnnEvaluate:
             )
             outputs = _read_outputs(job / "outputs.npz", len(samples), reference)
             cycles = read_profile(job / "profile.csv") if (job / "profile.csv").is_file() else {}
-        labels = None
-        if request.inputs.get("labels") is not None:
-            path = Path(request.inputs["labels"])
-            labels = data.labels_for([s.name for s in samples], data.read_labels(path), path.name)
-        scored = accuracy.score(outputs, reference, labels, evaluate.get("metric", "top1"))
+        from backends.tasks.setup import task_and_labels
+
+        task, labels = task_and_labels(
+            evaluate, request.inputs, Path(request.inputs["float_model"]), [s.name for s in samples]
+        )
+        scored = accuracy.score(outputs, reference, labels, task)
         sim = f"QNN HTP simulator (onnxruntime-qnn {answer.get('onnxruntime_qnn')}, htp_arch v{chip['htp_arch']})"
         found: dict[str, dict[str, Any]] = {
             "accuracy": {
                 "value": scored.accuracy,
+                "measure": f"{scored.task} {scored.metric}",
                 "evidence": "measured:host simulator",
-                "detail": f"{sim}, {scored.samples} samples of {data_source}, {scored.metric} vs float ONNX; "
+                "detail": f"{sim}, {scored.samples} samples of {data_source}, {scored.task}: {scored.text}; "
                 f"cosine {scored.fidelity.cosine:.5f}",
             },
             "accuracy.reference": {
@@ -380,7 +382,7 @@ class QnnEvaluate:
             "runner": "local (QNN HTP simulator)",
             "data": {"source": data_source, "samples": len(samples)},
         }
-        note = f"HTP simulator {scored.metric} {scored.accuracy:.4f} (float {scored.reference:.4f})"
+        note = f"HTP simulator {scored.note()} (float {scored.reference:.4f})"
         if cycles.get("total") is not None:
             note += f", {cycles['total']} simulated cycles"
         return StageOutput(report=report, note=note)

@@ -263,10 +263,9 @@ class RknnCompile:
 
 
 def _task_and_labels(request: StageRequest, evaluate: Mapping[str, Any], names: list[str]) -> tuple[Any, Any]:
-    from backends.tasks.setup import declared, sample_labels
+    from backends.tasks.setup import task_and_labels
 
-    task = declared(evaluate, request.inputs, Path(request.inputs["float_model"]))
-    return task, sample_labels(evaluate, request.inputs, task, names)
+    return task_and_labels(evaluate, request.inputs, Path(request.inputs["float_model"]), names)
 
 
 class RknnEvaluate:

@@ -78,8 +78,6 @@ def _boxes(path: Path) -> dict[str, list[list[float]]]:
 
 def for_samples(names: list[str], labels: dict[str, Any], source: str) -> list[Any]:
     """The label of every sample (by file name), in order; a sample without a label is an error."""
-    missing = [name for name in names if name not in labels]
-    if missing:
-        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-        raise TerminalError(f"{source} has no label for {len(missing)} samples: {shown}")
-    return [labels[name] for name in names]
+    from backends.onnx.data import labels_for
+
+    return labels_for(names, labels, source)

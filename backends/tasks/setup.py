@@ -42,3 +42,11 @@ def sample_labels(
         )
     found = _labels.read(task, Path(path))
     return _labels.for_samples(list(names), found, f"evaluate.labels ({Path(path).name})")
+
+
+def task_and_labels(
+    evaluate: Mapping[str, Any] | None, inputs: Mapping[str, Any], model: Path, names: Sequence[str]
+) -> tuple[TaskConfig | None, list[Any] | None]:
+    """`declared` and `sample_labels` together: what every evaluate scores with."""
+    task = declared(evaluate, inputs, model)
+    return task, sample_labels(evaluate, inputs, task, names)
