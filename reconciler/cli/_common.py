@@ -68,7 +68,11 @@ def load(paths: tuple[Path, ...], semantic: bool = True) -> Loaded:
     root = find_root(Path.cwd())
     targets = list(paths) or [Layout(root).default_specs()]
     specs, invalid = [], []
-    for report in check(targets, root, semantic=semantic):
+    reports = check(targets, root, semantic=semantic)
+    from reconciler.cli import _ci
+
+    _ci.annotate(_ci.spec_error_annotations(e for r in reports for e in r.errors))
+    for report in reports:
         if report.valid:
             specs.append(report.spec)
             continue
@@ -121,15 +125,12 @@ class ProgressReporter(Reporter):
         self.console.print(f"waiting for lock on {what}: held by {holder}")
 
 
-class QuietReporter(Reporter):
-    def waiting(self, what: str, holder: str) -> None:
-        click.echo(f"waiting for lock on {what}: held by {holder}", err=True)
-
-
 @contextmanager
 def reporter() -> Iterator[Reporter]:
     if not interactive():
-        yield QuietReporter()
+        from reconciler.cli._ci import HeartbeatReporter
+
+        yield HeartbeatReporter()
         return
     progress = ProgressReporter()
     with progress.progress:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import click
@@ -23,9 +24,11 @@ def exit_code(results: list[SpecResult]) -> int:
 @_common.paths_argument
 @_common.output_options()
 def command(paths: tuple[Path, ...], fmt: str, as_json: bool) -> int:
+    from reconciler.cli import _ci
     from reconciler.engine.apply import apply_all
     from reconciler.engine.workspace import Workspace
 
+    started = time.monotonic()
     loaded = _common.load(paths)
     ws = Workspace.open(loaded.root)
     try:
@@ -40,4 +43,8 @@ def command(paths: tuple[Path, ...], fmt: str, as_json: bool) -> int:
 
         for line in where_lines(loaded.root, list(results)):
             click.echo(line)
-    return exit_code(results)
+    _ci.annotate(_ci.result_annotations(results, loaded.specs))
+    code = exit_code(results)
+    summary = _ci.summary_line(results, "apply", time.monotonic() - started) + f"; exit {code}"
+    click.echo(summary, err=chosen != "text")
+    return code

@@ -7,6 +7,7 @@ the SLO table base -> now once the lock file is applied. The exit code stays the
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,19 +40,27 @@ def exit_code(results: list[SpecResult]) -> int:
 )
 @_common.output_options()
 def command(paths: tuple[Path, ...], base_ref: str | None, fmt: str, as_json: bool) -> int:
+    from reconciler.cli import _ci
     from reconciler.engine.plan import plan_all
     from reconciler.engine.workspace import Workspace
 
+    started = time.monotonic()
     loaded = _common.load(paths)
     ws = Workspace.open(loaded.root)
     try:
         results = loaded.invalid + plan_all(ws, loaded.specs)
         if base_ref is not None:
-            return _with_base(ws, paths, base_ref, loaded, results, _common.chosen_format(fmt, as_json))
+            code = _with_base(ws, paths, base_ref, loaded, results, _common.chosen_format(fmt, as_json))
+        else:
+            _render.emit(results, _common.chosen_format(fmt, as_json), "plan")
+            code = exit_code(results)
     finally:
         ws.close()
-    _render.emit(results, _common.chosen_format(fmt, as_json), "plan")
-    return exit_code(results)
+    chosen = _common.chosen_format(fmt, as_json)
+    click.echo(
+        _ci.summary_line(results, "plan", time.monotonic() - started) + f"; exit {code}", err=chosen != "text"
+    )
+    return code
 
 
 def _with_base(

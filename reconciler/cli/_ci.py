@@ -1,0 +1,144 @@
+"""Output for CI logs: a heartbeat line per stage that did work, a closing summary line, and GitHub
+Actions annotations (`::error file=,line=,col=::`) when GITHUB_ACTIONS is set.
+
+A terminal gets rich progress bars instead (reconciler.cli._common.ProgressReporter). Everything here goes
+to stderr, so `--json` and `--format markdown` on stdout stay machine-clean; the Actions runner reads
+workflow commands from both streams.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+import click
+
+from reconciler.engine.reporter import Reporter
+from reconciler.engine.results import SpecResult, StageResult
+
+
+class HeartbeatReporter(Reporter):
+    """One line per stage that built, failed or was skipped (cached stages stay silent, so a no-op run
+    prints nothing), with the spec's progress and the time since the run started."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.totals: dict[str, int] = {}
+        self.done: Counter[str] = Counter()
+
+    def spec_started(self, spec: str, total_stages: int) -> None:
+        self.totals[spec] = total_stages
+
+    def stage_finished(self, spec: str, result: StageResult) -> None:
+        self.done[spec] += 1
+        if result.action == "cached":
+            return
+        took = f" in {result.duration_ms / 1000:.1f} s" if result.duration_ms is not None else ""
+        progress = f"{self.done[spec]}/{self.totals.get(spec, '?')}"
+        line = f"npuctl: {spec} [{result.variant}] {result.name} {result.action}{took} ({progress} stages, {self._clock()})"
+        if result.action == "failed":
+            line += f": {result.reason}"
+        click.echo(line, err=True)
+
+    def waiting(self, what: str, holder: str) -> None:
+        click.echo(f"npuctl: waiting for lock on {what}: held by {holder}", err=True)
+
+    def _clock(self) -> str:
+        return f"{time.monotonic() - self.started:.1f} s"
+
+
+def summary_line(results: Sequence[SpecResult], command: str, seconds: float) -> str:
+    """`apply: 3 specs (2 Synced/Healthy, 1 ...); stages 4 built, 17 cached, 0 failed; 12.3 s`."""
+    states = Counter(r.status for r in results)
+    actions = Counter(s.action for r in results for s in r.stages)
+    state_text = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
+    action_text = ", ".join(f"{n} {action}" for action, n in sorted(actions.items())) or "none"
+    return f"{command}: {len(results)} spec(s) ({state_text}); stages: {action_text}; {seconds:.1f} s"
+
+
+def github_actions() -> bool:
+    return os.environ.get("GITHUB_ACTIONS") == "true"
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotation(
+    level: str, message: str, file: str | None = None, line: int = 0, col: int = 0, title: str = ""
+) -> str:
+    """One workflow command (https://docs.github.com/actions/reference/workflow-commands-for-github-actions)."""
+    props = []
+    if file:
+        props.append(f"file={_escape_property(file)}")
+        if line > 0:
+            props.append(f"line={line}")
+            if col > 0:
+                props.append(f"col={col}")
+    if title:
+        props.append(f"title={_escape_property(title)}")
+    head = f"::{level} {','.join(props)}" if props else f"::{level}"
+    return f"{head}::{_escape_data(message)}"
+
+
+def annotate(lines: Iterable[str]) -> None:
+    """Prints annotations when running under GitHub Actions; nothing otherwise."""
+    if not github_actions():
+        return
+    for line in lines:
+        click.echo(line, err=True)
+
+
+def spec_error_annotations(errors: Iterable[object]) -> list[str]:
+    """SpecErrors (file, line, column, field, message) as error annotations on the spec's own lines."""
+    from reconciler.spec._errors import SpecError, display_path
+
+    out = []
+    for e in errors:
+        if isinstance(e, SpecError):
+            message = f"{e.field}: {e.message}" if e.field else e.message
+            out.append(
+                annotation("error", message, display_path(e.file), e.line, e.column, "npuctl: invalid spec")
+            )
+    return out
+
+
+def result_annotations(results: Sequence[SpecResult], specs: Sequence[object]) -> list[str]:
+    """Failed stages (at the spec's `target` line) and failed or unverified SLOs (at the SLO's line)."""
+    from reconciler.spec._errors import display_path
+
+    by_name = {getattr(s, "name", None): s for s in specs}
+    out = []
+    for result in results:
+        spec = by_name.get(result.name)
+
+        def where(dotted: str, spec: object = spec, result: SpecResult = result) -> tuple[str, int, int]:
+            if spec is None:
+                return result.file, 0, 0
+            file, line, col = spec.position(dotted)  # type: ignore[attr-defined]
+            return display_path(file), line, col
+
+        for stage in result.stages:
+            if stage.action == "failed":
+                file, line, col = where("target")
+                message = f"{stage.name} [{stage.variant}] failed: {stage.reason}"
+                out.append(annotation("error", message, file, line, col, f"npuctl: {result.name}"))
+        for verdict in result.slo:
+            if verdict.passed is True:
+                continue
+            file, line, col = where(f"slo.{verdict.name}")
+            value = "no measurement" if verdict.value is None else f"{verdict.value:g}"
+            state = "failed" if verdict.passed is False else "not verified here"
+            message = (
+                f"{verdict.name} [{verdict.variant}] {state}: {value} (SLO {verdict.comparison} {verdict.threshold:g}"
+                f"{', ' + verdict.evidence if verdict.evidence else ''})"
+            )
+            level = "error" if verdict.passed is False else "warning"
+            out.append(annotation(level, message, file, line, col, f"npuctl: {result.name}"))
+    return out
