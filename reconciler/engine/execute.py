@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backends.base import StageRequest
+from backends import stage_child
+from backends.base import StageImpl, StageOutput, StageRequest
 from backends.catalog import Target
+from backends.child_call import ChildKilled, ChildLost, Unloadable
 from backends.errors import BackendError, TerminalError, ToolchainMissing, TransientError
 from reconciler.engine import keys
 from reconciler.engine.chain import StageSetup
@@ -92,6 +94,29 @@ def _inputs_unchanged(ws: Workspace, setup: StageSetup) -> bool:
     return all(fresh.digest(path) == setup.file_digests[name] for name, path in setup.files.items())
 
 
+def _run_impl(ws: Workspace, impl: StageImpl, request: StageRequest) -> StageOutput:
+    """The stage in the run's child interpreter, so a toolchain crash fails this stage only; an
+    implementation the child cannot load by name runs here, and the log says so."""
+    reason = stage_child.in_process_reason(impl)
+    if reason is None:
+        who = stage_child.toolchain_name(impl)
+        try:
+            data = ws.child.call(
+                "backends.stage_child:run_stage", stage_child.request_json(impl, request), request.log, who
+            )
+            return stage_child.output_from_json(data)
+        except Unloadable as exc:
+            reason = f"the child interpreter cannot load it ({exc})"
+        except (ChildKilled, ChildLost) as exc:
+            with request.log.open("a") as fh:
+                fh.write(f"npuctl: {request.stage} ran in a child process: {exc}\n")
+            raise type(exc)(f"{request.stage} failed: {exc}") from exc
+    output = impl.run(request)
+    with request.log.open("a") as fh:  # after the run: a stage empties its log when it starts
+        fh.write(f"npuctl: {request.stage} ran in the npuctl process: {reason}\n")
+    return output
+
+
 def run_once(
     ws: Workspace,
     setup: StageSetup,
@@ -114,7 +139,7 @@ def run_once(
         cache_dir.mkdir(parents=True, exist_ok=True)
         inputs["cache_dir"] = cache_dir
         request = StageRequest(stage, target, dict(setup.config), inputs, outdir, log)
-        output = setup.impl.run(request)
+        output = _run_impl(ws, setup.impl, request)
         if not _inputs_unchanged(ws, setup):
             raise InputsChanged(f"{stage}: an input file changed while it ran; result discarded")
         report = _json_report(output.report, stage)

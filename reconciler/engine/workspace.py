@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backends import pathpolicy
+from backends.child_call import Child
 from reconciler.repo import Layout
 from reconciler.state import scratch
 from reconciler.state.db import Database, Record
@@ -27,6 +28,8 @@ class Workspace:
     db: Database
     store: Store
     hasher: FileHasher
+    child: Child = field(default_factory=Child)
+    """The child interpreter stages run in (started on first use, one per run)."""
 
     @classmethod
     def open(cls, root: Path) -> Workspace:
@@ -44,6 +47,7 @@ class Workspace:
     def close(self) -> None:
         try:
             self.hasher.flush()
+            self.child.close()
             self.db.close()
         finally:
             self._undo_tmp()

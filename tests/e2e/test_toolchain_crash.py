@@ -1,0 +1,60 @@
+"""A toolchain child that dies of a real SIGSEGV fails its stage with the signal named; the other spec in
+the same `apply` is built and reported, and the crashed spec's lock file keeps what it recorded before.
+
+The crash comes from backends.child_call's test-only hook (NPUCTL_TEST_ONLY_SIGSEGV, matched against
+the stage's log path): the child sends itself SIGSEGV, as ONNX Runtime does on some graphs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import DIGITS_SPEC, copy_digits, git, run_npuctl
+
+
+def _spec(name: str, level: int) -> str:
+    return DIGITS_SPEC.format(name=name).replace(
+        "  evaluate:", f"  compile: {{optimization_level: {level}}}\n  evaluate:"
+    )
+
+
+def _lock(repo: Path, name: str) -> dict:
+    data: dict = json.loads((repo / "specs" / f"{name}.lock.json").read_text())
+    return data
+
+
+def test_a_segfaulting_child_fails_one_stage_and_the_other_spec_carries_on(git_repo: Path) -> None:
+    copy_digits(git_repo, eval_samples=10, calib_samples=10)
+    for name in ("crashy", "healthy"):
+        (git_repo / "specs" / f"{name}.yaml").write_text(_spec(name, 2))
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-qm", "specs")
+    first = run_npuctl(git_repo, "apply", "--json")
+    assert first.returncode == 0, first.stdout + first.stderr
+    before = _lock(git_repo, "crashy")["variants"]["default"]["measurements"]
+    assert before["latency_ms.p50"]["evidence"] == "measured:host"
+
+    for name, level in (("crashy", 1), ("healthy", 0)):  # both compiles rebuild, under different keys
+        (git_repo / "specs" / f"{name}.yaml").write_text(_spec(name, level))
+    crash = {"NPUCTL_TEST_ONLY_SIGSEGV": "/crashy/default/compile-"}
+    done = run_npuctl(git_repo, "apply", "--json", env=crash)
+    assert done.returncode == 1, done.stdout + done.stderr  # a failed stage, not a dead reconciler (139)
+    specs = {s["name"]: s for s in json.loads(done.stdout)["specs"]}
+    compile_ = next(s for s in specs["crashy"]["stages"] if s["name"] == "compile")
+    assert compile_["action"] == "failed"
+    assert compile_["reason"].startswith("compile failed: onnxruntime child killed by SIGSEGV"), compile_
+    assert "SIGSEGV" in Path(compile_["log"]).read_text()
+    healthy = {s["name"]: s["action"] for s in specs["healthy"]["stages"]}
+    assert healthy["compile"] == "built" and healthy["evaluate"] == "built", specs["healthy"]
+    assert specs["healthy"]["status"] == "Ready"
+    assert {v["name"]: v["passed"] for v in specs["healthy"]["slo"]} == {
+        "accuracy.min": True,
+        "latency_ms.p90": True,
+    }
+
+    after = _lock(git_repo, "crashy")
+    assert any("SIGSEGV" in e for e in after["errors"]), after["errors"]
+    # a SIGSEGV is deterministic: the stage is stalled, not retried until its inputs change
+    again = run_npuctl(git_repo, "apply", "--json", "specs/crashy.yaml")
+    (stalled,) = json.loads(again.stdout)["specs"]
+    assert next(s for s in stalled["stages"] if s["name"] == "compile")["reason"].startswith("stalled: ")
