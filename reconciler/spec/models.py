@@ -23,7 +23,6 @@ from pydantic import (
 )
 
 from backends.runners import url as runner_url
-
 from reconciler.spec.task_models import Task
 
 API_VERSION = "npuctl/v1"

@@ -139,7 +139,7 @@ def leaves(node: dict[str, Any], prefix: str = "") -> dict[str, dict[str, Any]]:
     return out
 
 
-SPEC_LEAVES = leaves(SCHEMA["$defs"]["DeploymentSpec"])
+SPEC_LEAVES = leaves(SCHEMA["$defs"]["PartialDeploymentSpec"])
 BUILD_LEAVES = sorted(p for p in SPEC_LEAVES if not p.startswith("slo.") and p not in SKIP)
 SLO_LEAVES = sorted(p for p in SPEC_LEAVES if p.startswith("slo."))
 

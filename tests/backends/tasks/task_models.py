@@ -74,6 +74,8 @@ def run(model: Path, feeds: list[dict[str, np.ndarray]]) -> list[list[np.ndarray
     options = ort.SessionOptions()
     options.log_severity_level = 3
     options.intra_op_num_threads = 2
+    if model.suffix == ".ort":  # an ORT-format artifact runs as saved, as npuctl's runner loads it
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
     return [[np.asarray(v) for v in session.run(None, feed)] for feed in feeds]
 

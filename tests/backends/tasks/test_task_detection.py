@@ -24,7 +24,7 @@ STRIDES = (8, 16, 32)
 def detector(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     folder = tmp_path_factory.mktemp("det")
     yolox = ddddocr_model("common_det.onnx")
-    frames, boxes = text_frames(6, (416, 416), 5, seed=0)
+    frames, boxes = text_frames(4, (416, 416), 5, seed=0)
     feeds = [{"images": f.astype(np.float32).transpose(2, 0, 1)[None]} for f in frames]
     v8 = yolov8_head(yolox, folder / "v8.onnx")
     noisy_yolox = noisy(yolox, folder / "yolox-noisy.onnx", 0.05)
