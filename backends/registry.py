@@ -20,6 +20,7 @@ BUILTIN: dict[str, str] = {
     "rknn": "backends.rknn:RknnBackend",
     "qnn": "backends.qnn:QnnBackend",
     "cann": "backends.cann:CannBackend",
+    "ethos-u": "backends.ethosu:EthosUBackend",
 }
 """name -> "module:Class"; modules are imported only when the backend is first used."""
 

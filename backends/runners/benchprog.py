@@ -285,13 +285,89 @@ class RknnLiteSession:
         return list(outs)
 
 
+class LiteRtSession:
+    """A .tflite on LiteRT (ai-edge-litert), fed and read in the ONNX model's layout: options["io"] ties
+    each TFLite tensor to its ONNX name, permutation (onnx2tf goes channels-last) and int quantization."""
+
+    name = "litert"
+
+    @staticmethod
+    def preload() -> None:
+        try:
+            from ai_edge_litert.interpreter import Interpreter  # noqa: F401
+        except ImportError as exc:
+            raise BenchError(f"ai-edge-litert is not installed here ({_first_line(exc)})") from exc
+
+    def __init__(self, model: Path, options: dict[str, Any]) -> None:
+        from ai_edge_litert.interpreter import Interpreter
+
+        self.threads = int(options.get("threads", 0)) or None
+        self._interpreter = Interpreter(model_path=str(model), num_threads=self.threads)
+        self._interpreter.allocate_tensors()
+        self._io = options["io"]
+        index = {d["name"]: d["index"] for d in self._interpreter.get_input_details()}
+        self._in = [(spec, index[spec["name"]]) for spec in self._io["inputs"]]
+        index = {d["name"]: d["index"] for d in self._interpreter.get_output_details()}
+        self._out = [(spec, index[spec["name"]]) for spec in self._io["outputs"]]
+        self.output_names = [spec["onnx"] for spec in self._io["outputs"]]
+
+    @property
+    def version(self) -> str:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("ai-edge-litert")
+        except PackageNotFoundError:
+            return "unknown"
+
+    @property
+    def providers(self) -> list[str]:
+        return ["LiteRT CPU (XNNPACK)"]
+
+    def inputs(self) -> list[dict[str, Any]]:
+        out = []
+        for spec, _ in self._in:
+            shape = list(spec["shape"])
+            if spec["perm"]:
+                shape = [shape[spec["perm"].index(i)] for i in range(len(shape))]
+            out.append({"name": spec["onnx"], "shape": shape, "dtype": "float32"})
+        return out
+
+    def infer(self, feed: dict[str, Any]) -> list[Any]:
+        import numpy as np
+
+        for spec, index in self._in:
+            x = np.asarray(feed[spec["onnx"]], dtype=np.float32)
+            if spec["perm"]:
+                x = x.transpose(spec["perm"])
+            if spec["dtype"] not in ("float32", "float16"):
+                info = np.iinfo(spec["dtype"])
+                x = np.clip(np.round(x / spec["scale"] + spec["zero_point"]), info.min, info.max)
+            self._interpreter.set_tensor(index, np.ascontiguousarray(x.astype(spec["dtype"])))
+        self._interpreter.invoke()
+        result = []
+        for spec, index in self._out:
+            y = self._interpreter.get_tensor(index)
+            if spec["dtype"] not in ("float32", "float16"):
+                y = (y.astype(np.float32) - spec["zero_point"]) * spec["scale"]
+            if spec["perm"]:
+                y = y.transpose(np.argsort(spec["perm"]))
+            result.append(np.asarray(y, dtype=np.float32))
+        return result
+
+
 def _ov_text(value: Any) -> str:
     """An OpenVINO property value as text ("f32", not "<Type: 'float32'>")."""
     name = getattr(value, "get_type_name", None)
     return str(name()) if callable(name) else str(value)
 
 
-RUNTIMES: dict[str, Any] = {"onnxruntime": OrtSession, "openvino": OvSession, "rknnlite": RknnLiteSession}
+RUNTIMES: dict[str, Any] = {
+    "onnxruntime": OrtSession,
+    "openvino": OvSession,
+    "rknnlite": RknnLiteSession,
+    "litert": LiteRtSession,
+}
 
 
 def _first_line(exc: BaseException) -> str:

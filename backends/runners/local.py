@@ -28,11 +28,15 @@ class LocalRunner:
     name = "local"
     evidence = "measured:host"
 
+    def __init__(self, interpreter: str | None = None) -> None:
+        self.interpreter = interpreter
+        """Another Python (a managed toolchain venv whose runtime the main stack cannot import)."""
+
     def describe(self) -> str:
         return "local"
 
     def command(self, job_dir: Path) -> list[str]:
-        return script_argv(BENCHPROG, str(job_dir / REQUEST_FILE))
+        return script_argv(BENCHPROG, str(job_dir / REQUEST_FILE), interpreter=self.interpreter)
 
     def run(self, job_dir: Path, timeout_s: float, log: Path | None = None) -> dict[str, Any]:
         proc = subprocess.Popen(

@@ -1,0 +1,296 @@
+"""quantize (ONNX -> TFLite with onnx2tf) and evaluate (LiteRT on the host) for TFLite-taking backends.
+
+quantize picks one onnx2tf variant from the spec: mode none -> float32, fp16 -> float16, ptq -> full
+int8 (int8 in and out) calibrated on `quantization.calibration`, or int16 activations with int8 weights
+(16x8) when the spec asks for 16-bit activations or keeps sensitive layers at int16. onnx2tf quantizes
+the whole model with one setting, so an int16 rule widens every layer (the report says so) and a float
+keep is refused rather than silently dropped. The converted float32 model is checked against the ONNX
+it came from before anything is recorded (CONVERSION_COSINE).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from backends.base import StageLog, StageOutput, StageRequest
+from backends.catalog import Target
+from backends.errors import TerminalError
+from backends.onnx.quant_policy import FLOAT_KEEPS, Policy, match_rules, resolve
+from backends.tflite import convert, fingerprint
+
+CONVERSION_COSINE = 0.999
+CONVERSION_ATOL = 1e-4
+"""The float32 TFLite against the ONNX model on one calibration sample: onnx2tf must not change the
+function. Cosine >= CONVERSION_COSINE, or every output within CONVERSION_ATOL x max(1, |reference|)
+(cosine means nothing on a near-empty map); anything else is a conversion bug, not rounding."""
+INT16 = ("int16", "uint16")
+
+
+def choose(policy: Policy, target: Target, allowed: tuple[str, ...]) -> tuple[str, list[str]]:
+    """(onnx2tf variant, notes) for the spec's quantization policy on `target`."""
+    notes: list[str] = []
+    if policy.mode == "none":
+        variant = "float32"
+    elif policy.mode == "fp16":
+        variant = "float16"
+    elif policy.mode == "ptq":
+        rules = policy.sensitive
+        if rules is not None and rules.keep in FLOAT_KEEPS:
+            raise TerminalError(
+                f"quantization.sensitive_layers.keep: {rules.keep} layers are not possible through onnx2tf "
+                "(it quantizes the whole model with one setting); use keep: int16"
+            )
+        wide = policy.activations in INT16 or (rules is not None and rules.keep == "int16")
+        variant = "int16_act" if wide else "full_int8"
+        if rules is not None and rules.keep == "int16":
+            notes.append(
+                "keep int16: onnx2tf widens every layer's activations to int16, not only the kept ones"
+            )
+        if policy.activations == "uint8":
+            notes.append("TFLite quantizes activations as asymmetric int8 (the same grid as uint8, shifted)")
+    else:
+        raise TerminalError(
+            f"quantization.mode {policy.mode}: the tflite toolchain converts float models only"
+        )
+    if variant not in allowed:
+        raise TerminalError(
+            f"quantization.mode {policy.mode}: target {target.id} takes {' or '.join(allowed)} TFLite "
+            f"(its precisions: {', '.join(target.precisions)}); set quantization.mode: ptq"
+        )
+    return variant, notes
+
+
+def converted_faithfully(check: Mapping[str, float]) -> bool:
+    bound = CONVERSION_ATOL * max(1.0, float(check.get("max_abs_reference", 0.0)))
+    return check["cosine"] >= CONVERSION_COSINE or check["max_abs_diff"] <= bound
+
+
+def write_calibration(folder: Path, source: Path, policy: Policy, job: Path) -> dict[str, str]:
+    """One stacked .npy per input, channels last for 4-D inputs (onnx2tf's calibration layout)."""
+    import numpy as np
+
+    from backends.onnx import data
+
+    specs = data.model_inputs(source)
+    samples = data.load_samples(
+        folder, specs, policy.samples or None, policy.seed, "quantization.calibration.data"
+    )
+    if not samples:
+        raise TerminalError("quantization.calibration.data: no samples")
+    out: dict[str, str] = {}
+    for spec in specs:
+        stacked = np.concatenate([np.asarray(s.feed[spec.name], dtype=np.float32) for s in samples])
+        if stacked.ndim >= 3:
+            stacked = stacked.transpose(0, *range(2, stacked.ndim), 1)
+        path = job / f"calib-{len(out)}.npy"
+        np.save(path, np.ascontiguousarray(stacked))
+        out[spec.name] = str(path)
+    return out
+
+
+def build(
+    request: StageRequest, allowed: tuple[str, ...], out_dir: Path
+) -> tuple[Path, Path, dict[str, Any]]:
+    """Converts request.inputs["model"] (ONNX) to the TFLite the spec asks for: (model.tflite,
+    tflite.json (variant + I/O ties), report)."""
+    import onnx
+
+    log = StageLog(Path(request.log))
+    policy = resolve(request.config, request.target)
+    source = Path(request.inputs["model"])
+    variant, notes = choose(policy, request.target, allowed)
+    kept: dict[str, str] = {}
+    if policy.sensitive is not None and policy.sensitive.explicit and policy.mode == "ptq":
+        kept = match_rules(onnx.load(str(source), load_external_data=False), policy.sensitive)
+    with tempfile.TemporaryDirectory(prefix="npuctl-tflite-") as tmp:
+        job = Path(tmp)
+        shutil.copyfile(source, job / "model.onnx")
+        calibration: dict[str, str] = {}
+        if policy.mode == "ptq":
+            folder = request.inputs.get("calibration_data")
+            if folder is None:
+                raise TerminalError("quantization.calibration.data: ptq needs a calibration folder")
+            calibration = write_calibration(Path(folder), source, policy, job)
+        req = {"model": str(job / "model.onnx"), "output": str(job / "out"), "calibration": calibration}
+        result = convert({**req, "variant": variant}, job, request.log)
+        chosen = result["variants"].get(variant)
+        if chosen is None:
+            raise TerminalError(f"onnx2tf wrote no {variant} model")
+        checks = result.get("checks", {})
+        conversion = checks.get("float32")
+        if conversion is not None and not converted_faithfully(conversion):
+            raise TerminalError(
+                f"onnx2tf changed the model: float32 TFLite vs ONNX cosine {conversion['cosine']:.5f} "
+                f"< {CONVERSION_COSINE} (max |diff| {conversion['max_abs_diff']:.4g})"
+            )
+        out = out_dir / "model.tflite"
+        shutil.copyfile(chosen["file"], out)
+        samples = _count(calibration)
+    io_path = out_dir / "tflite.json"
+    record = {"format_version": 1, "variant": variant, "io": chosen["io"]}
+    io_path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    report: dict[str, Any] = {
+        "mode": policy.mode,
+        "variant": variant,
+        "policy": policy.describe(),
+        "tflite": {"inputs": chosen["inputs"], "outputs": chosen["outputs"]},
+        "checks": checks,
+        "calibration": {"samples": samples},
+        "kept": [{"node": n, "precision": "int16", "rule": r} for n, r in sorted(kept.items())],
+        "toolchain": {"onnx2tf": result.get("onnx2tf"), "tensorflow": result.get("tensorflow")},
+        "size_bytes": out.stat().st_size,
+    }
+    if notes:
+        report["notes"] = notes
+    log(json.dumps(report, indent=1, sort_keys=True))
+    return out, io_path, report
+
+
+def note_for(report: Mapping[str, Any], out: Path) -> str:
+    check = report["checks"].get(report["variant"])
+    note = f"onnx2tf {report['variant']} TFLite ({out.stat().st_size} bytes)"
+    if check is not None:
+        note += (
+            f"; vs ONNX on a calibration sample: cosine {check['cosine']:.4f}, "
+            f"max |diff| {check['max_abs_diff']:.3g}"
+        )
+    return note
+
+
+class TfliteQuantize:
+    """Stage "quantize" for TFLite-taking backends; `allowed` lists the variants the target runs. The
+    artifact `model` is a tar of model.tflite + tflite.json (compile unpacks it, see `tflite_of`)."""
+
+    stage = "quantize"
+    version = "1-onnx2tf"
+
+    def __init__(self, allowed: tuple[str, ...]) -> None:
+        self.allowed = allowed
+
+    def fingerprint(self) -> dict[str, str]:
+        return fingerprint()
+
+    def run(self, request: StageRequest) -> StageOutput:
+        from backends import bundles
+
+        with tempfile.TemporaryDirectory(prefix="npuctl-tflite-out-") as tmp:
+            tflite, io_path, report = build(request, self.allowed, Path(tmp))
+            note = note_for(report, tflite)
+            bundle = bundles.write(
+                request.workdir / "model.tflite.tar", {"model.tflite": tflite, "tflite.json": io_path}
+            )
+        return StageOutput(artifacts={"model": bundle}, report=report, note=note)
+
+
+def tflite_of(request: StageRequest, allowed: tuple[str, ...]) -> tuple[Path, Path, dict[str, Any] | None]:
+    """compile's TFLite: unpacked from quantize's bundle, or converted here (float) when quantize was
+    idle (quantization.mode none passes the ONNX through). Files land in request.workdir."""
+    from backends import bundles
+
+    source = Path(request.inputs["model"])
+    if bundles.is_bundle(source):
+        folder = bundles.extract(source, request.workdir / "tflite")
+        return folder / "model.tflite", folder / "tflite.json", None
+    tflite, io_path, report = build(request, allowed, request.workdir)
+    return tflite, io_path, report
+
+
+def _count(calibration: Mapping[str, str]) -> int:
+    import numpy as np
+
+    for path in calibration.values():
+        return int(np.load(path, mmap_mode="r").shape[0])
+    return 0
+
+
+class TfliteEvaluate:
+    """The .tflite on LiteRT on this host (benchprog in the tflite venv): accuracy against the float ONNX,
+    `measured:host`. Host latency is kept in the report only when `host_latency` is False: an x86 CPU
+    says nothing about a microcontroller's or an APU's time, so those backends give their own estimate."""
+
+    stage = "evaluate"
+    version = "1-litert"
+    host_latency = False
+
+    def fingerprint(self) -> dict[str, str]:
+        return fingerprint()
+
+    def run(self, request: StageRequest) -> StageOutput:
+        result, found, report = self.measure(request)
+        lat = result["latency_ms"]
+        accuracy = report["accuracy"]
+        note = (
+            f"LiteRT on this host ({report['variant']}): {accuracy['metric']} {accuracy['accuracy']:.4f} "
+            f"(float {accuracy['reference']:.4f}), host p50 {lat['p50']:.3f} ms"
+        )
+        return StageOutput(report={**report, "measurements": found}, note=note)
+
+    def measure(self, request: StageRequest) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        from backends.onnx.data import model_inputs
+        from backends.onnxruntime._evaluate import (
+            _labels,
+            _samples,
+            measurements,
+            score_job,
+            write_job_samples,
+        )
+        from backends.runners import write_request
+        from backends.runners.benchprog import FORMAT_VERSION
+        from backends.runners.local import LocalRunner
+        from backends.tflite import venv_python
+
+        cfg: Mapping[str, Any] = request.config.get("evaluate") or {}
+        if str(cfg.get("runner", "local")) != "local":
+            raise TerminalError(f"evaluate.runner {cfg.get('runner')!r}: TFLite runs here only on the host")
+        model, io_file, reference = (request.inputs.get(k) for k in ("tflite", "tflite_io", "float_model"))
+        if model is None or io_file is None or reference is None:
+            raise TerminalError("evaluate needs compile's tflite and tflite_io, and the float ONNX")
+        record = json.loads(Path(io_file).read_text())
+        specs = model_inputs(Path(reference))
+        samples, data_source = _samples(request, specs)
+        labels = _labels(request, samples)
+        runner = LocalRunner(interpreter=str(venv_python()))
+        threads = int((request.config.get("compile") or {}).get("cores") or 2)
+        with tempfile.TemporaryDirectory(prefix="npuctl-litert-") as tmp:
+            job = Path(tmp)
+            shutil.copyfile(model, job / "model.tflite")
+            write_job_samples(job / "samples.npz", samples, specs)
+            write_request(
+                job,
+                {
+                    "format_version": FORMAT_VERSION,
+                    "runtime": "litert",
+                    "model": "model.tflite",
+                    "options": {"io": record["io"], "threads": threads},
+                    "warmup": int(cfg.get("warmup", 10)),
+                    "runs": int(cfg.get("runs", 100)),
+                    "seed": 0,
+                    "samples": "samples.npz",
+                    "sample_inputs": [spec.name for spec in specs],
+                    "outputs": "outputs.npz",
+                },
+            )
+            result = runner.run(job, float(cfg.get("timeout_s", 600)), request.log)
+            accuracy = score_job(job, result, Path(reference), samples, labels, cfg.get("metric", "top1"))
+        found = measurements(result, runner, accuracy, Path(model), data_source)
+        ran = f"LiteRT {result.get('runtime_version')} on this host, {record['variant']} TFLite"
+        for value in found.values():
+            if value["evidence"] == "measured:host":
+                value["detail"] = f"{ran}; {value['detail']}"
+        if not self.host_latency:
+            for key in [k for k in found if k.startswith("latency_ms.") or k == "peak_memory_mb"]:
+                del found[key]
+        report = {
+            "variant": record["variant"],
+            "runner": f"local ({ran})",
+            "host_latency_ms": {k: v for k, v in result["latency_ms"].items() if k != "samples"},
+            "host_memory": result["memory"],
+            "accuracy": accuracy.as_dict(),
+            "data": {"source": data_source, "samples": len(samples)},
+        }
+        return result, found, report
