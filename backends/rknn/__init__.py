@@ -29,6 +29,8 @@ NAME = "rknn"
 class RknnBackend:
     name = NAME
     evidence_here = "measured:host simulator (accuracy, no latency); measured:device through ssh/adb"
+    managed_toolchain = "rknn"
+    """The managed environment (backends.toolchains) it runs in: `npuctl toolchain install --needed` reads it."""
 
     def serves(self, target: Target) -> bool:
         return target.backend == NAME

@@ -31,6 +31,13 @@ def command(paths: tuple[Path, ...], as_json: bool) -> int:
     targets = list(paths) or [root / "specs"]
     reports = check(targets, root)
     bases = {base: check_base(base) for base in discover_bases(targets)}
+    from reconciler.cli import _ci
+
+    _ci.annotate(
+        _ci.spec_error_annotations(
+            [e for r in reports for e in r.errors] + [e for es in bases.values() for e in es]
+        )
+    )
     invalid = [r for r in reports if not r.valid]
     invalid_bases = [b for b, errors in bases.items() if errors]
     if as_json:

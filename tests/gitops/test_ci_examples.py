@@ -1,147 +1,173 @@
-"""The shipped CI examples, run locally: the GitHub Actions steps that call npuctl, and the pre-commit hook.
-
-The workflow's `run:` scripts are executed as Actions would (bash -eo pipefail, GITHUB_OUTPUT and
-GITHUB_STEP_SUMMARY files, `${{ github.base_ref }}` substituted) in a clone of a real repository with a
-pull-request branch; `npuctl` on PATH is this checkout. Steps needing GitHub (pip install, the comment)
-are checked for shape only.
+"""The shipped CI examples, run end to end on this machine: the pull-request workflow and the comment
+workflow through a local stand-in for GitHub's runner (tests/gitops/actions_local.py: real `run:` steps,
+emulated `uses:` actions, a FakeGitHubAPI for `gh api`), and the pre-commit hook.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from tests.conftest import ROOT, git, run_npuctl
+from tests.gitops.actions_local import JobRun, Runner, fake_gh
 from tests.gitops.conftest import commit_all, edit
 
 WORKFLOW = ROOT / "examples" / "ci" / "github-actions.yml"
+COMMENT_WORKFLOW = ROOT / "examples" / "ci" / "github-actions-comment.yml"
 HOOKS = ROOT / ".pre-commit-hooks.yaml"
 PRE_COMMIT_CONFIG = ROOT / "examples" / "ci" / "pre-commit-config.yaml"
-EXPRESSIONS = {"${{ github.base_ref }}": "main"}
+MARKER = "<!-- npuctl-plan -->"
 
 
-def _steps() -> list[dict[str, Any]]:
-    workflow = yaml.safe_load(WORKFLOW.read_text())
-    [job] = workflow["jobs"].values()
-    steps: list[dict[str, Any]] = job["steps"]
-    return steps
+def _source_copy(dest: Path) -> Path:
+    """This checkout's package sources, copied so that pip's in-tree build never writes into it."""
+    import shutil
 
-
-def _npuctl_steps() -> list[dict[str, Any]]:
-    return [s for s in _steps() if re.search(r"^\s*npuctl ", s.get("run", ""), re.MULTILINE)]
-
-
-@pytest.fixture
-def shim(tmp_path: Path) -> Path:
-    """A bin folder whose `npuctl` is this checkout's."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    script = bin_dir / "npuctl"
-    script.write_text(f'#!/bin/sh\nPYTHONPATH="{ROOT}" exec "{sys.executable}" -m reconciler "$@"\n')
-    script.chmod(0o755)
-    return bin_dir
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copyfile(ROOT / name, dest / name)
+    for package in ("reconciler", "backends"):
+        shutil.copytree(ROOT / package, dest / package, ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
 
 
 @pytest.fixture
-def pr_clone(digits_repo: Path, tmp_path: Path) -> Path:
-    """origin: main with the applied digits spec; the clone has a PR branch changing evaluate.runs."""
+def origin(digits_repo: Path, tmp_path: Path) -> Path:
+    """main: the applied digits spec with its lock file, and the requirements file the workflow installs
+    from (this checkout's sources, as a user's file would pin a release)."""
     assert run_npuctl(digits_repo, "apply").returncode == 0
+    (digits_repo / ".github").mkdir()
+    (tmp_path / "npuctl-source").mkdir()
+    source = _source_copy(tmp_path / "npuctl-source")
+    (digits_repo / ".github" / "npuctl-requirements.txt").write_text(f"npuctl @ {source.as_uri()}\n")
     commit_all(digits_repo, "main: digits")
-    clone = tmp_path / "clone"
-    git(tmp_path, "clone", "-q", str(digits_repo), str(clone))
+    return digits_repo
+
+
+def _pr(origin: Path, tmp_path: Path, name: str, old: str, new: str) -> Path:
+    clone = tmp_path / name
+    git(tmp_path, "clone", "-q", str(origin), str(clone))
     git(clone, "checkout", "-q", "-b", "pr")
-    edit(clone / "specs" / "digits.yaml", "runs: 5", "runs: 6")
-    commit_all(clone, "pr: more timed runs")
+    edit(clone / "specs" / "digits.yaml", old, new)
+    commit_all(clone, f"pr: {new}")
     return clone
 
 
-def _run_step(
-    step: dict[str, Any], repo: Path, shim: Path, tmp_path: Path
-) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
-    script = step["run"]
-    for expression, value in EXPRESSIONS.items():
-        script = script.replace(expression, value)
-    assert "${{" not in script, f"unhandled expression in {step['name']}: {script}"
-    output, summary = tmp_path / "github_output", tmp_path / "step_summary"
-    env = {
-        **os.environ,
-        "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}",
-        "CI": "true",
-        "GITHUB_OUTPUT": str(output),
-        "GITHUB_STEP_SUMMARY": str(summary),
-        "NPUCTL_RETRY_BASE_S": "0.05",
+def _runner(tmp_path: Path, repo: Path) -> Runner:
+    work = tmp_path / "runner"
+    work.mkdir(exist_ok=True)
+    context = {
+        "github.base_ref": "main",
+        "github.event.pull_request.number": "7",
+        "github.event.workflow_run.event": "pull_request",
+        "github.event.workflow_run.id": "1",
+        "github.repository": "team/models",
+        "github.token": "read-only-in-tests",
     }
-    done = subprocess.run(
-        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    return Runner(work, context, {"GITHUB_WORKSPACE": str(repo), "NPUCTL_RETRY_BASE_S": "0.05"})
+
+
+def _job(runner: Runner, repo: Path) -> JobRun:
+    runner.env["GITHUB_WORKSPACE"] = str(repo)
+    return runner.run_job(WORKFLOW, repo)
+
+
+def test_the_pull_request_job_never_needs_a_write_token() -> None:
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    assert workflow["permissions"] == {"contents": "read"}, "safe for pull requests from forks"
+    assert "gh " not in WORKFLOW.read_text(), "the PR job never comments itself"
+    comment = yaml.safe_load(COMMENT_WORKFLOW.read_text())
+    assert list(comment[True]) == ["workflow_run"], (
+        "runs in the base repository"
+    )  # YAML 1.1 reads `on` as True
+    assert "checkout" not in COMMENT_WORKFLOW.read_text(), "the comment job never runs the PR's code"
+
+
+@pytest.mark.slow
+def test_the_workflow_runs_end_to_end_and_comments_once(origin: Path, tmp_path: Path) -> None:
+    pr = _pr(origin, tmp_path, "pr", "runs: 5", "runs: 6")
+    runner = _runner(tmp_path, pr)
+    job = _job(runner, pr)
+    assert not job.failed, [(s.name, s.returncode, s.stderr[-800:]) for s in job.steps if s.returncode]
+    assert job.step("Plan against the base branch").outputs["exit_code"] == "2", "changes pending is no error"
+    assert job.step("Apply (merge gate)").outputs["exit_code"] == "0"
+    assert "every spec built and every SLO met" in job.step("Gate on apply's exit code").stdout
+    beats = job.step("Apply (merge gate)").stderr
+    assert "npuctl: digits [default] evaluate built" in beats, "CI shows a heartbeat per stage"
+    assert "| `spec.evaluate.runs` | `5` | `6` | evaluate |" in job.summary
+    comment = (runner.work / "artifacts" / "npuctl-comment" / "comment.md").read_text()
+    assert comment.startswith(MARKER) and "### npuctl plan against `origin/main`" in comment
+    assert (runner.work / "artifacts" / "npuctl-reports" / "digits.html").stat().st_size > 10_000
+
+    api = tmp_path / "github-comments.json"
+    bin_dir = fake_gh(tmp_path / "fake-gh", api).parent
+    runner.env["PATH"] = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    commenter = tmp_path / "commenter"
+    commenter.mkdir()
+    first = runner.run_job(COMMENT_WORKFLOW, commenter)
+    assert not first.failed and "created a comment on #7" in first.steps[-1].stdout
+    second = runner.run_job(COMMENT_WORKFLOW, commenter)
+    assert not second.failed and "updated comment" in second.steps[-1].stdout
+    stored = json.loads(api.read_text())
+    assert len(stored) == 1 and stored[0]["body"] == comment, "one marker comment, updated in place"
+
+    again = _pr(origin, tmp_path, "fresh", "runs: 5", "runs: 6")  # a new runner's checkout, same cache
+    rerun = _job(runner, again)
+    assert not rerun.failed
+    assert " built" not in rerun.step("Apply (merge gate)").stderr, (
+        "the restored .npuctl cache builds nothing"
     )
-    return done, output, summary
-
-
-def test_workflow_shape() -> None:
-    steps = _steps()
-    checkout = next(s for s in steps if s.get("uses", "").startswith("actions/checkout"))
-    assert checkout["with"]["fetch-depth"] == 0, "plan --base needs the base branch's history"
-    names = [s["name"] for s in _npuctl_steps()]
-    assert names == ["Validate specs", "Plan against the base branch", "Apply (merge gate)"]
-    comment = next(s for s in steps if "gh pr comment" in s.get("run", ""))
-    assert "--body-file plan.md" in comment["run"]
-    plan = _npuctl_steps()[1]["run"]
-    assert 'npuctl plan --base "origin/${{ github.base_ref }}" --format markdown > plan.md' in plan
 
 
 @pytest.mark.slow
-def test_workflow_steps_pass_on_a_good_pr(pr_clone: Path, shim: Path, tmp_path: Path) -> None:
-    validate, plan, apply = _npuctl_steps()
-    done, _, _ = _run_step(validate, pr_clone, shim, tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
-    done, output, summary = _run_step(plan, pr_clone, shim, tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "exit_code=2" in output.read_text(), "changes pending is not an error"
-    comment = (pr_clone / "plan.md").read_text()
-    assert comment.startswith("### npuctl plan against `origin/main`")
-    assert "| `spec.evaluate.runs` | `5` | `6` | evaluate |" in comment
-    assert comment in summary.read_text()
-    done, _, summary = _run_step(apply, pr_clone, shim, tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "every spec built and every SLO met" in done.stdout
-    assert "### npuctl apply" in summary.read_text()
+def test_the_gate_fails_with_annotations_when_an_slo_fails(origin: Path, tmp_path: Path) -> None:
+    pr = _pr(origin, tmp_path, "pr", "min: 0.5", "min: 0.9999")
+    job = _job(_runner(tmp_path, pr), pr)
+    apply = job.step("Apply (merge gate)")
+    assert apply.outputs["exit_code"] == "3"
+    line = next(
+        i for i, t in enumerate((pr / "specs" / "digits.yaml").read_text().splitlines(), 1) if "0.9999" in t
+    )
+    assert re.search(
+        rf"^::error file=specs/digits.yaml,line={line},col=\d+,title=npuctl%3A digits::accuracy.min",
+        apply.stderr,
+        re.M,
+    )
+    gate = job.step("Gate on apply's exit code")
+    assert gate.returncode == 1 and "::error::an SLO failed or is unverified" in gate.stdout
+    assert (tmp_path / "runner" / "artifacts" / "npuctl-comment" / "comment.md").exists(), (
+        "the comment still goes out"
+    )
 
 
-@pytest.mark.slow
-def test_the_gate_fails_when_an_slo_fails(pr_clone: Path, shim: Path, tmp_path: Path) -> None:
-    edit(pr_clone / "specs" / "digits.yaml", "min: 0.5", "min: 0.9999")
-    commit_all(pr_clone, "pr: impossible accuracy")
-    _, plan, apply = _npuctl_steps()
-    done, output, _ = _run_step(plan, pr_clone, shim, tmp_path)
-    assert done.returncode == 0 and "exit_code=2" in output.read_text()
-    assert "spec.slo.accuracy.min" in (pr_clone / "plan.md").read_text()
-    done, _, summary = _run_step(apply, pr_clone, shim, tmp_path)
-    assert done.returncode == 1
-    assert "::error::an SLO failed or is unverified" in done.stdout
-    assert "❌ fail" in summary.read_text()
-
-
-def test_an_invalid_spec_stops_the_workflow_at_validate(pr_clone: Path, shim: Path, tmp_path: Path) -> None:
-    edit(pr_clone / "specs" / "digits.yaml", "runs: 6", "runs: -1")
-    validate, plan, _ = _npuctl_steps()
-    done, _, _ = _run_step(validate, pr_clone, shim, tmp_path)
-    assert done.returncode == 1
-    assert re.search(r"specs/digits\.yaml:\d+:\d+: spec\.evaluate\.runs", done.stdout + done.stderr)
-    done, output, _ = _run_step(plan, pr_clone, shim, tmp_path)
-    assert done.returncode == 1 and "exit_code=1" in output.read_text()
+def test_an_invalid_spec_stops_the_workflow_at_validate(origin: Path, tmp_path: Path) -> None:
+    pr = _pr(origin, tmp_path, "pr", "runs: 5", "runs: -1")
+    runner = _runner(tmp_path, pr)
+    (runner.work / "python").mkdir(parents=True)  # setup-python's venv: this interpreter, no install step
+    (runner.work / "python" / "bin").mkdir()
+    shim = runner.work / "python" / "bin" / "npuctl"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m reconciler "$@"\n')
+    shim.chmod(0o755)
+    (runner.work / "python" / "bin" / "pip").write_text("#!/bin/sh\nexit 0\n")
+    (runner.work / "python" / "bin" / "pip").chmod(0o755)
+    job = _job(runner, pr)
+    validate = job.step("Validate specs")
+    assert validate.returncode == 1
+    assert re.search(
+        r"^::error file=specs/digits\.yaml,line=\d+,col=\d+,title=npuctl%3A invalid spec::spec\.evaluate\.runs",
+        validate.stderr,
+        re.M,
+    )
+    assert [s.name for s in job.steps if s.returncode] == ["Validate specs"]
+    after = job.steps[[s.name for s in job.steps].index("Validate specs") + 1 :]
+    assert after and all(s.skipped for s in after), "nothing runs after an invalid spec"
 
 
 def _pre_commit(*args: str) -> subprocess.CompletedProcess[str]:
@@ -158,11 +184,25 @@ def test_pre_commit_files_are_valid_for_pre_commit_itself() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.fixture
+def shim(tmp_path: Path) -> Path:
+    """A bin folder whose `npuctl` is this checkout's."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "npuctl"
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m reconciler "$@"\n')
+    script.chmod(0o755)
+    return bin_dir
+
+
 def test_the_pre_commit_hook_runs_validate_on_a_real_repo(digits_repo: Path, shim: Path) -> None:
     [hook] = yaml.safe_load(HOOKS.read_text())
     config = yaml.safe_load(PRE_COMMIT_CONFIG.read_text())
-    used = [h["id"] for repo in config["repos"] for h in repo["hooks"]]
-    assert used == [hook["id"]] == ["npuctl-validate"]
+    [local] = config["repos"]
+    assert local["repo"] == "local", "no tag or URL to keep in step: the installed npuctl runs"
+    [used] = local["hooks"]
+    assert used["id"] == hook["id"] == "npuctl-validate" and used["entry"] == hook["entry"]
+    assert used["files"] == hook["files"] and used["pass_filenames"] is False
     files = re.compile(hook["files"])
     assert files.search("specs/digits.yaml") and files.search("models/digits.onnx")
     assert not files.search("specs/digits.lock.json") and not files.search("README.md")
