@@ -233,10 +233,10 @@ class TfliteEvaluate:
     def measure(self, request: StageRequest) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
         from backends.onnx.data import model_inputs
         from backends.onnxruntime._evaluate import (
-            _labels,
             _samples,
             measurements,
             score_job,
+            task_and_labels,
             write_job_samples,
         )
         from backends.runners import write_request
@@ -253,7 +253,7 @@ class TfliteEvaluate:
         record = json.loads(Path(io_file).read_text())
         specs = model_inputs(Path(reference))
         samples, data_source = _samples(request, specs)
-        labels = _labels(request, samples)
+        task, labels = task_and_labels(request, samples, Path(reference))
         runner = LocalRunner(interpreter=str(venv_python()))
         threads = int((request.config.get("compile") or {}).get("cores") or 2)
         with tempfile.TemporaryDirectory(prefix="npuctl-litert-") as tmp:
@@ -276,7 +276,7 @@ class TfliteEvaluate:
                 },
             )
             result = runner.run(job, float(cfg.get("timeout_s", 600)), request.log)
-            accuracy = score_job(job, result, Path(reference), samples, labels, cfg.get("metric", "top1"))
+            accuracy = score_job(job, result, Path(reference), samples, labels, task)
         found = measurements(result, runner, accuracy, Path(model), data_source)
         ran = f"LiteRT {result.get('runtime_version')} on this host, {record['variant']} TFLite"
         for value in found.values():
