@@ -41,6 +41,9 @@ class Detection:
     input_hw: tuple[int, int] | None = None
     """The model input's height and width (for the grid decode), filled by `resolve`."""
     background_class: int | None = None
+    logits: bool = False
+    """True when no Sigmoid/Softmax follows the head's last convolution: scores are logits and get a
+    sigmoid before the threshold. `resolve` decides it from the graph."""
     score_threshold: float = 0.25
     nms_iou: float = 0.45
     match_iou: float = 0.5
@@ -185,16 +188,20 @@ YOLO_STRIDES = (8, 16, 32)
 
 
 def resolve(task: TaskConfig | None, model: Path | onnx.ModelProto | None) -> TaskConfig | None:
-    """`task` with what the graph decides filled in: for a YOLOX-style head with no Exp between its
-    convolutions and the output (the boxes are still grid offsets), the strides whose grid has exactly
-    as many cells as the head has rows."""
+    """`task` with what the graph decides filled in: whether the scores are logits (no Sigmoid or Softmax
+    after the head's last convolution), and for a YOLOX-style head with no Exp there (the boxes are still
+    grid offsets), the strides whose grid has exactly as many cells as the head has rows."""
     if not isinstance(task, Detection) or model is None:
         return task
     facts = graph_facts(model)
-    task = replace(task, input_hw=task.input_hw or facts.input_hw)
+    ops = frozenset().union(*facts.head_ops.values()) if facts.head_ops else frozenset()
+    task = replace(
+        task,
+        input_hw=task.input_hw or facts.input_hw,
+        logits=task.logits or not (ops & {"Sigmoid", "Softmax", "HardSigmoid"}),
+    )
     if task.grid_strides is not None or task.head in ("yolov8", "ssd"):
         return task
-    ops = frozenset().union(*facts.head_ops.values()) if facts.head_ops else frozenset()
     if "Exp" in ops or task.input_hw is None:
         return task
     cells = grid_cells(task.input_hw, YOLO_STRIDES)

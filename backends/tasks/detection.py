@@ -9,7 +9,9 @@ Heads, decided from the output shapes (and `evaluate.task.head` when given):
   centre = (offset + cell) * stride, size = exp(raw) * stride.
 - SSD-style, two outputs: boxes [1, N, 4] (x1, y1, x2, y2) and scores [1, N, C] (an optional
   background column is skipped).
-Then a score threshold and greedy NMS per class (or class-agnostic). Against ground-truth boxes when
+Scores are probabilities, or logits when no Sigmoid/Softmax follows the head's last convolution
+(`config.resolve`), which get a sigmoid first. Then a score threshold and greedy NMS per class (or
+class-agnostic). Against ground-truth boxes when
 labels are given, against the float model's decoded boxes otherwise: F1 of greedy matches at
 `match_iou`, and the all-point mean average precision at the same IoU.
 """
@@ -73,6 +75,7 @@ def decode(config: Detection, names: Sequence[str], outputs: Sequence[Any]) -> D
 
     chosen = [np.asarray(o, dtype=np.float64) for o in _select(config, names, outputs)]
     head = head_of(config, [a.shape for a in chosen])
+    objectness = None
     if head == "ssd":
         pair = _ssd_pair([a.shape for a in chosen])
         if pair is None:
@@ -88,11 +91,23 @@ def decode(config: Detection, names: Sequence[str], outputs: Sequence[Any]) -> D
             boxes, scores = table[:, :4], table[:, 4:]
         else:
             table = _grid_decoded(config, table)
-            boxes, scores = table[:, :4], table[:, 5:] * table[:, 4:5]
+            boxes, objectness, scores = table[:, :4], table[:, 4:5], table[:, 5:]
         fmt = "cxcywh" if config.box_format == "auto" else config.box_format
     if scores.shape[1] == 0:
         raise TerminalError(f"the {head} head has no class scores (shape {list(chosen[0].shape)})")
+    if config.logits:
+        scores = _sigmoid(scores)
+        objectness = None if objectness is None else _sigmoid(objectness)
+    if objectness is not None:
+        scores = scores * objectness
     return _threshold_nms(config, _xyxy(boxes, fmt), scores)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    import numpy as np
+
+    out: np.ndarray = 1.0 / (1.0 + np.exp(-np.clip(x, -60, 60)))
+    return out
 
 
 def _grid_decoded(config: Detection, table: np.ndarray) -> np.ndarray:

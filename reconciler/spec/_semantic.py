@@ -4,7 +4,8 @@ Data paths must stay inside the repository and exist; compile options must match
 schema; the model file must exist (inside the
 repository or the installed package that ships it), match its sha256 pin, and agree with the spec:
 input names and ranks, every dynamic dimension fixed and every fixed one matching, the preprocess
-input, and every sensitive-layer or rewrite-exclusion rule matching at least one node.
+input, every sensitive-layer or rewrite-exclusion rule matching at least one node, and labels the
+declared evaluate.task can read.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ _DATA_FIELDS = (
     ("quantization.calibration.data", "folder"),
     ("evaluate.data", "folder"),
     ("evaluate.labels", "file"),
+    ("evaluate.task.charset", "file"),
 )
 
 
 def semantic_errors(spec: LoadedSpec, root: Path) -> list[SpecError]:
     """Every semantic problem of a schema-valid spec (empty when it can be built)."""
-    errors = _data_errors(spec, root) + options_errors(spec)
+    errors = _data_errors(spec, root) + options_errors(spec) + _task_errors(spec)
     try:
         path = model_file(spec, root)
     except SpecErrors as exc:
@@ -50,7 +52,10 @@ def semantic_errors(spec: LoadedSpec, root: Path) -> list[SpecError]:
 def _data_errors(spec: LoadedSpec, root: Path) -> list[SpecError]:
     errors: list[SpecError] = []
     for dotted, kind in _DATA_FIELDS:
-        relative = spec.field(dotted)
+        try:
+            relative = spec.field(dotted)
+        except KeyError:  # a field of another task type (evaluate.task.charset of a detection task)
+            continue
         if relative is None:
             continue
         try:
@@ -72,6 +77,26 @@ def _data_errors(spec: LoadedSpec, root: Path) -> list[SpecError]:
         except pathpolicy.PathRefused as exc:
             errors.append(spec.error(dotted, str(exc)))
     return errors
+
+
+def _task_errors(spec: LoadedSpec) -> list[SpecError]:
+    """Labels the declared task cannot read: dense maps and regression outputs are measured against the
+    float model; text labels of a ctc task need the charset that maps classes to characters."""
+    task = spec.field("evaluate.task")
+    if task is None or spec.field("evaluate.labels") is None:
+        return []
+    if task.get("type") in ("dense", "regression"):
+        return [
+            spec.error(
+                "evaluate.labels",
+                f"a {task['type']} task is measured against the float model's outputs; remove the labels",
+            )
+        ]
+    if task.get("type") == "ctc" and task.get("charset") is None:
+        return [
+            spec.error("evaluate.task", "text labels need evaluate.task.charset to map classes to characters")
+        ]
+    return []
 
 
 def _pin_errors(spec: LoadedSpec, graph: ModelSummary) -> list[SpecError]:

@@ -198,3 +198,19 @@ def test_resize_without_source_size_under_ptq_is_caught_before_any_build(repo: R
     fixed = "  preprocess:\n    resize: {height: 224, width: 224, source_height: 480, source_width: 640}\n"
     (report,) = check([repo.write("specs/a.yaml", GOOD + fixed)], repo.root)
     assert report.valid, [str(e) for e in report.errors]
+
+
+@pytest.mark.parametrize(
+    ("task", "message"),
+    [
+        ("{type: dense}", "spec.evaluate.labels: a dense task is measured against the float model's outputs"),
+        ("{type: regression}", "spec.evaluate.labels: a regression task is measured against the float model"),
+        ("{type: ctc}", "spec.evaluate.task: text labels need evaluate.task.charset"),
+        ("{type: ctc, charset: ../data/nochars.txt}", "spec.evaluate.task.charset: file not found"),
+    ],
+)
+def test_labels_the_declared_task_cannot_read(repo: Repo, task: str, message: str) -> None:
+    (repo.root / "data" / "labels.txt").write_text("0000.npy 0\n")
+    text = GOOD_CLS + f"  evaluate:\n    data: ../data/eval\n    labels: ../data/labels.txt\n    task: {task}\n"
+    (report,) = check([repo.write("specs/t.yaml", text)], repo.root)
+    assert any(message in str(e) for e in report.errors), [str(e) for e in report.errors]

@@ -142,3 +142,33 @@ def test_detection_labels_file_is_read_by_sample_name(tmp_path: Path) -> None:
         TerminalError, match=r"boxes.json: a.png: expected a list of \[x1, y1, x2, y2, class\]"
     ):
         labels.read(Detection(), path)
+
+
+def test_a_head_without_its_sigmoids_is_read_as_logits(detector: dict[str, Any], tmp_path: Path) -> None:
+    """The same YOLOX with the head's Sigmoid nodes replaced by Identity outputs logits: the graph
+    says so (resolve), the decoder applies the sigmoid, and the metric is the one of the original."""
+    import onnx
+
+    def stripped(source: Path, out: Path) -> Path:
+        proto = onnx.load(str(source))
+        for node in proto.graph.node:
+            if node.op_type == "Sigmoid" and any(
+                n.op_type == "Concat" for n in proto.graph.node if node.output[0] in n.input
+            ):
+                node.op_type = "Identity"
+        onnx.save(proto, str(out))
+        return out
+
+    frames, _ = text_frames(4, (416, 416), 5, seed=0)
+    feeds = [{"images": f.astype(np.float32).transpose(2, 0, 1)[None]} for f in frames]
+    plain = stripped(detector["yolox"], tmp_path / "logits.onnx")
+    noisy_plain = stripped(noisy(detector["yolox"], tmp_path / "n.onnx", 0.05), tmp_path / "n-logits.onnx")
+    task = resolve(Detection(), plain)
+    assert isinstance(task, Detection) and task.logits and task.grid_strides == STRIDES
+    assert not resolve(Detection(), detector["yolox"]).logits  # type: ignore[union-attr]
+    got = _npuctl(run(noisy_plain, feeds), run(plain, feeds), task, detector["boxes"])
+    want = _npuctl(detector["outputs"]["yolox-noisy"], detector["outputs"]["yolox"],
+                   resolve(Detection(), detector["yolox"]), detector["boxes"])  # fmt: skip
+    assert (
+        got.accuracy == pytest.approx(want.accuracy, abs=1e-6) and got.extra["boxes"] == want.extra["boxes"]
+    )
