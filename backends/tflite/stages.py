@@ -225,7 +225,7 @@ class TfliteEvaluate:
         lat = result["latency_ms"]
         accuracy = report["accuracy"]
         note = (
-            f"LiteRT on this host ({report['variant']}): {accuracy['metric']} {accuracy['accuracy']:.4f} "
+            f"LiteRT on this host ({report['variant']}): {accuracy['task']} {accuracy['metric']} {accuracy['accuracy']:.4f} "
             f"(float {accuracy['reference']:.4f}), host p50 {lat['p50']:.3f} ms"
         )
         return StageOutput(report={**report, "measurements": found}, note=note)
