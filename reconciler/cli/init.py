@@ -1,8 +1,12 @@
 """`npuctl init MODEL.onnx --target T`: a commented starter spec from the model's real inputs.
 
-Dynamic dimensions get the placeholder 1 and a FIXME comment naming them; the spec carries a
-`yaml-language-server` line pointing at the JSON Schema so editors complete it, and `.npuctl/` is
-added to the repository's .gitignore. An existing file is never overwritten.
+npuctl cannot know a dynamic dimension or a latency budget, and a guess that validates (a 1x3x1x1
+detector, `slo: {}`) would pass silently. So dynamic dimensions come from `--input name=1x3x640x640`, or
+are asked for on a terminal, and otherwise get the placeholder 0 with a FIXME comment; the SLOs are FIXME
+placeholders. Both fail `npuctl validate` at their line until the user fills them in. The spec carries a
+`yaml-language-server` line pointing at the JSON Schema so editors complete it, and `.npuctl/` is added
+to the repository's .gitignore. An existing file is never overwritten, and init only runs inside a
+repository (it writes nothing outside the root it finds).
 """
 
 from __future__ import annotations
@@ -36,9 +40,25 @@ _IGNORED = {".npuctl", ".npuctl/", "/.npuctl", "/.npuctl/"}
     "--output", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None,
     help="Spec file to write; default: specs/<name>.yaml at the repository root.",
 )  # fmt: skip
-def command(model: Path, target: str, name: str | None, output: Path | None) -> int:
+@click.option(
+    "--input", "-i", "given", multiple=True, metavar="NAME=SHAPE",
+    help="Fix an input's shape, e.g. images=1x3x640x640 (repeatable); asked for on a terminal otherwise.",
+)  # fmt: skip
+def command(model: Path, target: str, name: str | None, output: Path | None, given: tuple[str, ...]) -> int:
     """Write a starter spec for MODEL.onnx, built from its real inputs."""
     root = find_root(Path.cwd())
+    if not ((root / ".git").exists() or (root / ".npuctl").is_dir()):
+        click.echo(
+            f"error: {root} is not inside a git repository: run `git init` first (npuctl keeps its state "
+            "and lock files in the repository, and writes nothing outside it)",
+            err=True,
+        )
+        return 1
+    try:
+        shapes = _parse_inputs(given)
+    except ValueError as exc:
+        click.echo(f"error: --input: {exc}", err=True)
+        return 1
     model = model.resolve()
     problem = _check_target(target) or (None if model.is_file() else f"model file not found: {model}")
     if problem:
@@ -55,8 +75,13 @@ def command(model: Path, target: str, name: str | None, output: Path | None) -> 
     except (ModelError, ValueError) as exc:
         click.echo(f"error: {model}: {exc}", err=True)
         return 1
+    try:
+        fixed = _fixed_inputs(summary, shapes, ask=_interactive())
+    except ValueError as exc:
+        click.echo(f"error: --input: {exc}", err=True)
+        return 1
     text = render(
-        summary, reference, name, target, _schema_ref(output.parent, root), model.name, _task(model)
+        summary, reference, name, target, _schema_ref(output.parent, root), model.name, _task(model), fixed
     )
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -68,7 +93,7 @@ def command(model: Path, target: str, name: str | None, output: Path | None) -> 
         )
         return 1
     _ignore_state(root)
-    return _report(output, root, text.count("# FIXME"))
+    return _report(output, root, text)
 
 
 def _check_target(target: str) -> str | None:
@@ -126,18 +151,79 @@ def scalar(text: str) -> str:
     return json.dumps(text)
 
 
-def _input_lines(name: str, dims: tuple[int | str | None, ...]) -> list[str]:
+def _parse_inputs(given: tuple[str, ...]) -> dict[str, list[int]]:
+    """`name=1x3x640x640` (or commas) -> {name: [1, 3, 640, 640]}."""
+    out: dict[str, list[int]] = {}
+    for item in given:
+        name, sep, shape = item.rpartition("=")
+        if not sep or not name:
+            raise ValueError(f"{item!r}: write NAME=SHAPE, e.g. images=1x3x640x640")
+        try:
+            dims = [int(d) for d in re.split(r"[x,]", shape.strip()) if d.strip()]
+        except ValueError:
+            raise ValueError(f"{item!r}: the shape must be integers joined by 'x'") from None
+        if not dims or any(d <= 0 for d in dims):
+            raise ValueError(f"{item!r}: every dimension must be > 0")
+        out[name] = dims
+    return out
+
+
+def _interactive() -> bool:
+    return sys.stdin.isatty() and not os.environ.get("CI")
+
+
+def _fixed_inputs(
+    summary: ModelSummary, given: dict[str, list[int]], ask: bool
+) -> dict[str, list[int | None]]:
+    """Each input's dims: the model's static ones, then --input, then an answer on a terminal; None where
+    nobody said (a FIXME placeholder)."""
+    known = {i.name for i in summary.inputs}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise ValueError(
+            f"the model has no input {unknown[0]!r}{suggest(unknown[0], sorted(known), 'inputs')}"
+        )
+    out: dict[str, list[int | None]] = {}
+    for info in summary.inputs:
+        dims = list(info.dims)
+        if info.name in given:
+            wanted = given[info.name]
+            if len(wanted) != len(dims):
+                raise ValueError(f"{info.name} has rank {len(dims)} in the model, got {len(wanted)} dims")
+            for i, (model_dim, size) in enumerate(zip(dims, wanted, strict=True)):
+                if isinstance(model_dim, int) and model_dim != size:
+                    raise ValueError(f"{info.name} dim {i} is fixed at {model_dim} in the model, got {size}")
+            out[info.name] = list(wanted)
+            continue
+        fixed: list[int | None] = []
+        for i, dim in enumerate(dims):
+            if isinstance(dim, int):
+                fixed.append(dim)
+            elif ask:
+                label = dim if dim is not None else "?"
+                fixed.append(
+                    click.prompt(f"{info.name}: size of dim {i} ('{label}')", type=click.IntRange(min=1))
+                )
+            else:
+                fixed.append(None)
+        out[info.name] = fixed
+    return out
+
+
+def _input_lines(name: str, dims: tuple[int | str | None, ...], fixed: list[int | None]) -> list[str]:
     if not dims:
         return [f"    {scalar(name)}: scalar  # rank 0"]
-    if all(isinstance(d, int) for d in dims):
-        return [f"    {scalar(name)}: [{', '.join(str(d) for d in dims)}]"]
+    if all(isinstance(d, int) for d in fixed):
+        return [f"    {scalar(name)}: [{', '.join(str(d) for d in fixed)}]"]
     lines = [f"    {scalar(name)}:"]
-    for dim in dims:
-        if isinstance(dim, int):
-            lines.append(f"      - {dim}")
+    for dim, value in zip(dims, fixed, strict=True):
+        if value is not None:
+            lines.append(f"      - {value}")
         else:
             label = dim if dim is not None else "?"
-            lines.append(f"      - 1  # FIXME: dynamic dim '{label}', pick a value")
+            lines.append(
+                f"      - 0  # FIXME: dynamic dim '{label}': its size (or rerun with --input {name}=...)"
+            )
     return lines
 
 
@@ -163,8 +249,10 @@ def render(
     schema: str,
     model: str,
     task: list[str] | None = None,
+    fixed: dict[str, list[int | None]] | None = None,
 ) -> str:
     """The starter spec text."""
+    fixed = fixed or {i.name: [d if isinstance(d, int) else None for d in i.dims] for i in summary.inputs}
     package, path = reference
     first = summary.inputs[0].name if summary.inputs else "input"
     relative_to = "the package folder" if package else "this file"
@@ -172,7 +260,7 @@ def render(
     if package:
         model_lines.append(f"    package: {package}  # installed package shipping the model (never imported)")
     model_lines.append(f"    # sha256: {summary.sha256}  # uncomment to pin this exact file")
-    inputs = [line for i in summary.inputs for line in _input_lines(i.name, i.dims)]
+    inputs = [line for i in summary.inputs for line in _input_lines(i.name, i.dims, fixed[i.name])]
     lines = [
         f"# yaml-language-server: $schema={schema}",
         f"# Starter spec written by `npuctl init` for {model}. Check it with `npuctl validate`;",
@@ -213,11 +301,11 @@ def render(
         *(task or []),
         "    warmup: 10",
         "    runs: 100",
-        "  slo: {}  # judged on the measurements; changing a threshold rebuilds nothing",
-        "  # slo:",
-        "  #   latency_ms: {p90: 20}",
-        "  #   accuracy: {max_drop: 0.005}",
-        "  #   size_mb: 5",
+        "  slo:  # judged on the measurements; changing a threshold rebuilds nothing",
+        "    latency_ms: {p90: FIXME}  # FIXME: your latency budget in ms, e.g. 20",
+        "    accuracy: {max_drop: FIXME}  # FIXME: the accuracy you can lose to quantization, e.g. 0.01",
+        "    # size_mb: 5",
+        "    # npu_coverage: 1.0  # every compute op on the NPU",
     ]
     return "\n".join(lines) + "\n"
 
@@ -233,15 +321,23 @@ def _ignore_state(root: Path) -> None:
         handle.write(f"{prefix}.npuctl/\n")
 
 
-def _report(output: Path, root: Path, fixmes: int) -> int:
-
+def _report(output: Path, root: Path, text: str) -> int:
+    """Lists what the user must fill in (the FIXME placeholders, each at its line) apart from real
+    errors; exit 1 only for the latter."""
     try:
         errors = semantic_errors(load(output, root), root)
     except SpecErrors as exc:
         errors = exc.errors
-    for error in errors:
+    lines = text.splitlines()
+    todo = [e for e in errors if 0 < e.line <= len(lines) and "FIXME" in lines[e.line - 1]]
+    real = [e for e in errors if e not in todo]
+    for error in real:
         click.echo(str(error), err=True)
     click.echo(f"wrote {display_path(output)}")
-    if fixmes:
-        click.echo(f"{fixmes} dynamic dimension(s) set to 1: search for FIXME and pick real sizes")
-    return 1 if errors else 0
+    if todo:
+        click.echo(
+            f"fill in {len(todo)} FIXME placeholder(s) before `npuctl apply` (validate fails until then):"
+        )
+        for error in todo:
+            click.echo(f"  {display_path(error.file)}:{error.line}: {error.field}")
+    return 1 if real else 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,24 +25,67 @@ def init(*args: str) -> Result:
     return CliRunner().invoke(cli, ["init", *args], standalone_mode=False, catch_exceptions=False)
 
 
-def test_dynamic_model_gets_fixme_placeholders_and_validates(repo: Repo) -> None:
+SLO_FIXMES = {"{p90: FIXME}": "{p90: 20}", "{max_drop: FIXME}": "{max_drop: 0.01}"}
+
+
+def fill_slos(path: Path) -> None:
+    """What a user does after init: put real budgets where the SLO placeholders are."""
+    text = path.read_text()
+    for placeholder, value in SLO_FIXMES.items():
+        assert placeholder in text, placeholder
+        text = text.replace(placeholder, value)
+    path.write_text(text)
+
+
+def test_unknown_dims_and_budgets_are_placeholders_that_fail_validate_at_their_lines(repo: Repo) -> None:
+    """Never a guess that validates: a 1x3x1x1 classifier or `slo: {}` would pass silently."""
     result = init("models/cls.onnx", "--target", "rk3588")
     assert result.return_value == 0, result.output
     path = repo.root / "specs" / "cls-rk3588.yaml"
-    text = path.read_text()
-    lines = text.splitlines()
+    lines = path.read_text().splitlines()
     assert lines[0] == "# yaml-language-server: $schema=../schemas/deployment.schema.json"
-    assert "    x:" in lines
-    fixmes = [line for line in lines if "FIXME" in line]
-    assert fixmes == ["      - 1  # FIXME: dynamic dim '?', pick a value"] * 3  # batch unnamed, H/W named '?'
-    assert "      - 3" in lines
-    assert "3 dynamic dimension(s) set to 1" in result.stdout
+    assert "    x:" in lines and "      - 3" in lines
+    dims = [line for line in lines if "FIXME: dynamic dim" in line]
+    assert dims == ["      - 0  # FIXME: dynamic dim '?': its size (or rerun with --input x=...)"] * 3
+    (report,) = check([path], repo.root)
+    where = sorted((e.line, e.field) for e in report.errors)
+    slo_lines = [i for i, line in enumerate(lines, 1) if ": FIXME}" in line]
+    dim_lines = [i for i, line in enumerate(lines, 1) if "FIXME: dynamic dim" in line]
+    assert [line for line, _ in where] == sorted(dim_lines + slo_lines), where
+    assert "fill in 5 FIXME placeholder(s)" in result.stdout
+    assert (repo.root / ".gitignore").read_text() == ".npuctl/\n"
+
+
+def test_input_shapes_from_the_command_line(repo: Repo) -> None:
+    result = init("models/cls.onnx", "--target", "rk3588", "--input", "x=1x3x48x192")
+    assert result.return_value == 0, result.output
+    path = repo.root / "specs" / "cls-rk3588.yaml"
+    assert "    x: [1, 3, 48, 192]" in path.read_text() and "dynamic dim" not in path.read_text()
+    fill_slos(path)
     (report,) = check([path], repo.root)
     assert report.valid, [str(e) for e in report.errors]
     spec = load(path, repo.root)
-    assert (spec.name, spec.target, spec.field("inputs.x")) == ("cls-rk3588", "rk3588", [1, 3, 1, 1])
+    assert (spec.name, spec.target, spec.field("inputs.x")) == ("cls-rk3588", "rk3588", [1, 3, 48, 192])
     assert spec.field("model.path") == "../models/cls.onnx"
-    assert (repo.root / ".gitignore").read_text() == ".npuctl/\n"
+    for bad, message in (
+        ("x=1x4x48x192", "x dim 1 is fixed at 3 in the model, got 4"),
+        ("x=1x3x48", "x has rank 4 in the model, got 3 dims"),
+        ("y=1x3x48x192", "the model has no input 'y'"),
+        ("x=1x3xhx192", "the shape must be integers"),
+    ):
+        refused = init("models/cls.onnx", "--target", "rk3588", "--name", "other", "--input", bad)
+        assert refused.return_value == 1 and message in refused.stderr, (bad, refused.stderr)
+    assert not (repo.root / "specs" / "other.yaml").exists()
+
+
+def test_outside_a_repository_init_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bare = tmp_path / "bare"
+    (bare / "specs").mkdir(parents=True)
+    (bare / "m.onnx").write_bytes((CLS).read_bytes())
+    monkeypatch.chdir(bare / "specs")
+    result = init("../m.onnx", "--target", "cpu")
+    assert result.return_value == 1 and "not inside a git repository" in result.stderr
+    assert sorted(p.name for p in bare.rglob("*")) == ["m.onnx", "specs"], "no .npuctl, no spec, no cache"
 
 
 def test_named_dynamic_dims_are_named(repo: Repo) -> None:
@@ -67,16 +111,18 @@ def test_named_dynamic_dims_are_named(repo: Repo) -> None:
     result = init("models/odd.onnx", "-t", "cpu", "--name", "odd", "--output", "specs/odd.yaml")
     assert result.return_value == 0, result.output
     text = (repo.root / "specs" / "odd.yaml").read_text()
-    assert "    \"yes\":\n      - 1  # FIXME: dynamic dim 'batch', pick a value\n      - 4\n" in text
+    assert (
+        "    \"yes\":\n      - 0  # FIXME: dynamic dim 'batch': its size (or rerun with --input yes=...)\n      - 4\n"
+        in text
+    )
     assert '    "input:0": [2, 3]\n' in text
-    spec = load(repo.root / "specs" / "odd.yaml", repo.root)
-    assert spec.deployment.spec.inputs == {"yes": [1, 4], "input:0": [2, 3]}
 
 
 def test_static_model_has_no_fixme(repo: Repo) -> None:
     assert init("models/squeezenet.onnx", "--target", "cpu").return_value == 0
     text = (repo.root / "specs" / "squeezenet-cpu.yaml").read_text()
-    assert "    data_0: [1, 3, 224, 224]\n" in text and "FIXME" not in text
+    assert "    data_0: [1, 3, 224, 224]\n" in text and "dynamic dim" not in text
+    fill_slos(repo.root / "specs" / "squeezenet-cpu.yaml")
     (report,) = check([repo.root / "specs" / "squeezenet-cpu.yaml"], repo.root)
     assert report.valid
 
@@ -106,10 +152,11 @@ def test_unknown_target_writes_nothing(repo: Repo) -> None:
 
 
 def test_model_shipped_in_a_package_is_referenced_through_it(repo: Repo) -> None:
-    result = init(str(CLS), "--target", "cpu", "--name", "cls-pkg")
+    result = init(str(CLS), "--target", "cpu", "--name", "cls-pkg", "--input", "x=1x3x48x192")
     assert result.return_value == 0, result.output
+    fill_slos(repo.root / "specs" / "cls-pkg.yaml")
     spec = load(repo.root / "specs" / "cls-pkg.yaml", repo.root)
-    assert spec.field("model.package") == "rapidocr_onnxruntime"
+    assert spec.field("model.package") == "rapidocr_onnxruntime", spec
     assert spec.field("model.path") == "models/ch_ppocr_mobile_v2.0_cls_infer.onnx"
 
 
@@ -141,6 +188,7 @@ def test_the_commented_quantization_block_validates_once_uncommented(repo: Repo)
         assert f"    # {line}" in text, line
         text = text.replace(f"    # {line}", f"    {line}")
     path.write_text(text)
+    fill_slos(path)
     (report,) = check([path], repo.root)
     assert report.valid, [str(e) for e in report.errors]
     assert report.spec is not None
@@ -161,7 +209,8 @@ def test_the_guessed_task_is_written_commented_and_validates_once_uncommented(
     """init reads the outputs and suggests the most likely evaluate.task; the user confirms it."""
     assert init(str(CLS.parent / model), "--target", "cpu", "--name", "guess").return_value == 0
     path = repo.root / "specs" / "guess.yaml"
-    text = path.read_text()
+    fill_slos(path)
+    text = re.sub(r"- 0  # FIXME: dynamic dim .*", "- 32", path.read_text())
     line = next(ln for ln in text.splitlines() if "task: {" in ln)
     assert line.startswith(f"    # {task}  # CONFIRM: guessed because output "), line
     path.write_text(text.replace(f"    # {task}", f"    {task}"))
