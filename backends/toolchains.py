@@ -132,8 +132,21 @@ def venv_python(venv: Path) -> Path:
     return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
+ABSENT_ENV = "NPUCTL_ABSENT_TOOLCHAINS"
+"""Comma-separated toolchain names (rknn, openvino) to treat as not installed: a machine without them,
+simulated honestly (every check that detects the toolchain answers "missing", so fingerprints, keys and
+`missing_toolchain()` are those of that machine)."""
+
+
+def absent(name: str) -> bool:
+    listed = os.environ.get(ABSENT_ENV, "")
+    return name in {part.strip() for part in listed.split(",")}
+
+
 def marker(tc: Toolchain) -> dict[str, object] | None:
     """The completed install's record, or None when the venv is absent or incomplete."""
+    if absent(tc.name):
+        return None
     path = location(tc) / MARKER
     try:
         data = json.loads(path.read_text())

@@ -20,6 +20,7 @@ import glob
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from backends import toolchains
 from backends.base import StageImpl
 from backends.catalog import Target
 
@@ -60,6 +61,8 @@ OPTIONS_SCHEMA: dict[str, Any] = {
 
 
 def dist_version(name: str) -> str:
+    if name in ("openvino", "nncf") and toolchains.absent("openvino"):
+        return "missing"
     try:
         return version(name)
     except PackageNotFoundError:

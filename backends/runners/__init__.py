@@ -93,3 +93,21 @@ def runner_for(spec: str) -> Runner:
 
         return AdbRunner.from_url(spec)
     raise TerminalError(f"unknown evaluate.runner {spec!r} (local, ssh://user@host[:port], adb://serial)")
+
+
+def key_identity(spec: str) -> dict[str, str]:
+    """What besides `evaluate.runner` decides where a remote runner measures (its interpreter, its
+    ssh options): it enters evaluate's key, so changing the device's python re-measures. {} locally,
+    where the interpreter is this one and already in the fingerprint."""
+    try:
+        runner = runner_for(spec)
+    except TerminalError:
+        return {}
+    out = {}
+    python = getattr(runner, "python", None)
+    if spec != "local" and python:
+        out["python"] = str(python)
+    options = getattr(runner, "options", None)
+    if options:
+        out["options"] = " ".join(map(str, options))
+    return out

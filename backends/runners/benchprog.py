@@ -386,20 +386,57 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def _first_text(*paths: str) -> str | None:
+    for path in paths:
+        try:
+            with open(path, "rb") as fh:
+                text = fh.read(200).replace(b"\0", b"").decode("utf-8", "replace").strip()
+        except OSError:
+            continue
+        if text:
+            return text
+    return None
+
+
+def _android_prop(name: str) -> str | None:
+    import os
+    import subprocess
+
+    if not os.path.exists("/system/build.prop"):
+        return None
+    try:
+        done = subprocess.run(["getprop", name], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None
+
+
 def device_info() -> dict[str, Any]:
+    """Who measured: the board or phone model and serial where the system exposes them (device tree,
+    Android properties), the CPU, and the interpreter that ran this program."""
     import os
 
     import numpy
 
-    return {
+    info: dict[str, Any] = {
         "cpu": cpu_model(),
         "cpus": os.cpu_count(),
         "machine": platform.machine(),
         "system": platform.system(),
         "release": platform.release(),
         "python": platform.python_version(),
+        "executable": sys.executable,
         "numpy": numpy.__version__,
     }
+    model = _first_text("/proc/device-tree/model", "/sys/firmware/devicetree/base/model") or _android_prop(
+        "ro.product.model"
+    )
+    serial = _first_text("/proc/device-tree/serial-number") or _android_prop("ro.serialno")
+    if model:
+        info["model"] = model
+    if serial:
+        info["serial"] = serial
+    return info
 
 
 def random_feed(inputs: list[dict[str, Any]], seed: int) -> dict[str, Any]:

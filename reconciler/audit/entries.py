@@ -20,6 +20,7 @@ class AuditEntry:
     lock_file: str
     """Repository-relative path of the lock file."""
     status: str
+    """The lock's health (Healthy / Degraded / Unknown; Ready / Stalled / Failed in format-1 locks)."""
     model_version: str | None
     model_digest: str | None
     """The import stage's output model digest (the normalized model every later stage builds on)."""
@@ -39,11 +40,13 @@ class AuditEntry:
     @property
     def state(self) -> str:
         """pass (every SLO met on a measurement) | fail (an SLO failed or the build failed) | unverified."""
-        if self.status in ("Failed", "Stalled") or any(v.get("passed") is False for v in self.verdicts):
+        failed = self.status in ("Failed", "Stalled", "Degraded")
+        if failed or any(v.get("passed") is False for v in self.verdicts):
             return "fail"
         if self.verdicts and all(v.get("passed") is True for v in self.verdicts):
             return "pass"
-        return "unverified" if self.verdicts else ("pass" if self.status == "Ready" else "unverified")
+        settled = self.status in ("Ready", "Healthy")
+        return "unverified" if self.verdicts else ("pass" if settled else "unverified")
 
     @property
     def model(self) -> str:
@@ -121,7 +124,7 @@ def from_lock(
         spec=str(lock.get("spec", "?")),
         target=str(lock.get("target", "?")),
         lock_file=lock_file,
-        status=str(lock.get("status", "?")),
+        status=str(lock.get("health") or lock.get("status", "?")),  # health: lock format 2
         model_version=model.get("version"),
         model_digest=model_artifact.get("digest"),
         model_file_digest=((lock.get("sources") or {}).get("files") or {}).get("model"),

@@ -17,7 +17,7 @@ COMMANDS: dict[str, str] = {
     "validate": "Check specs (schema and semantics) without building.",
     "plan": "Show, per spec and stage, what apply would build, reuse or re-judge.",
     "apply": "Build what changed, measure, judge SLOs, write lock files.",
-    "status": "Ready / Reconciling / Stalled per spec, with the last verdicts.",
+    "status": "Sync (Synced / OutOfSync / Unknown) and health (Healthy / Degraded / Progressing / Unknown) per spec.",
     "explain": "Why a stage is (not) up to date: its key's inputs, field by field.",
     "gc": "Remove store objects nothing refers to.",
     "fsck": "Verify the store, database and lock files; quarantine and rebuild what is corrupt.",

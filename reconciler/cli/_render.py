@@ -38,6 +38,12 @@ def _value(v: float | None) -> str:
     return f"{v:.4g}"
 
 
+def verdict_text(v: Verdict) -> str:
+    """The verdict, with plan's prediction ("pass -> fail") and the carried-over mark."""
+    text = v.predicted or v.verdict
+    return text + (" (carried over)" if v.carried_over else "")
+
+
 def _slo_rows(verdicts: list[Verdict]) -> list[tuple[str, ...]]:
     return [
         (
@@ -45,20 +51,38 @@ def _slo_rows(verdicts: list[Verdict]) -> list[tuple[str, ...]]:
             v.variant,
             f"{v.comparison} {_value(v.threshold)}",
             _value(v.value),
-            v.verdict,
+            verdict_text(v),
             v.evidence or "—",
         )
         for v in verdicts
     ]
 
 
+def carried_lines(carried: list[str]) -> list[str]:
+    """`variant/stage: why` entries grouped by why: one line per reason, naming its stages."""
+    grouped: dict[str, list[str]] = {}
+    for entry in carried:
+        where, _, why = entry.partition(": ")
+        grouped.setdefault(why, []).append(where)
+    return [f"carried over, not re-verified here: {', '.join(w)} ({why})" for why, w in grouped.items()]
+
+
+def headline(r: SpecResult) -> str:
+    """`Synced, Healthy`; the status word first when it is not the health (Stalled, Failed)."""
+    parts = [r.sync, r.health]
+    if r.status not in (r.sync, r.health):
+        parts.insert(0, r.status)
+    return ", ".join(parts) + (" (carried over)" if r.carried_over else "")
+
+
 def to_markdown(results: list[SpecResult], command: str) -> str:
     lines = [f"### npuctl {command}", ""]
     for r in results:
-        lines.append(f"#### `{r.name}` → `{r.target or '?'}`: **{r.status}**")
+        lines.append(f"#### `{r.name}` → `{r.target or '?'}`: **{headline(r)}**")
         lines.append("")
-        for error in r.errors:
+        for error in [*r.errors, *r.lock_problems]:
             lines.append(f"- ❗ `{error}`")
+        lines += [f"- ↪ {line}" for line in carried_lines(r.carried_over)]
         if r.stages:
             lines += ["| stage | variant | action | reason |", "|---|---|---|---|"]
             for s in r.stages:
@@ -71,11 +95,11 @@ def to_markdown(results: list[SpecResult], command: str) -> str:
                 "| SLO | variant | threshold | value | verdict | evidence |",
                 "|---|---|---|---|---|---|",
             ]
-            for row in _slo_rows(r.slo):
+            for v, row in zip(r.slo, _slo_rows(r.slo), strict=True):
                 name, variant, threshold, value, verdict, evidence = row
-                lines.append(
-                    f"| {name} | {variant} | {threshold} | {value} | {_MARK.get(verdict, verdict)} | {evidence} |"
-                )
+                mark = _MARK.get(v.verdict, v.verdict)
+                shown = mark if verdict == v.verdict else f"{mark.split(' ')[0]} {verdict}"
+                lines.append(f"| {name} | {variant} | {threshold} | {value} | {shown} | {evidence} |")
             lines.append("")
     return "\n".join(lines) + "\n"
 
@@ -104,8 +128,9 @@ def text_lines(results: list[SpecResult]) -> list[str]:
     for r in results:
         settled = r.stages and all(s.action == "cached" for s in r.stages) and not r.errors
         counts = f" ({len(r.stages)} stages cached)" if settled else ""
-        lines.append(f"{r.name} -> {r.target or '?'}: {r.status}{counts}")
-        lines += [f"  {error}" for error in r.errors]
+        lines.append(f"{r.name} -> {r.target or '?'}: {headline(r)}{counts}")
+        lines += [f"  {error}" for error in [*r.errors, *r.lock_problems]]
+        lines += [f"  {line}" for line in carried_lines(r.carried_over)]
         if r.stages and not settled:
             rows: list[tuple[str, ...]] = [("stage", "variant", "action", "reason")]
             for s in r.stages:
@@ -113,7 +138,7 @@ def text_lines(results: list[SpecResult]) -> list[str]:
                 rows.append((s.name, s.variant, s.action, s.reason + log))
             lines += _columns(rows)
             lines += [f"  {s.name}: {s.note}" for s in r.stages if s.action == "built" and s.note]
-        failing = [v for v in r.slo if v.passed is not True]
+        failing = [v for v in r.slo if v.passed is not True or v.predicted]
         if r.slo and (not settled or failing):
             lines += _columns(
                 [("SLO", "variant", "threshold", "value", "verdict", "evidence"), *_slo_rows(r.slo)]

@@ -1,4 +1,7 @@
-"""npuctl plan: exit 0 nothing to do, 2 changes pending, 1 error (Terraform's -detailed-exitcode).
+"""npuctl plan: exit 0 nothing to do, 2 changes pending, 1 error (Terraform's -detailed-exitcode);
+with `--fail-on-regression`, 3 when an SLO that passed would no longer pass (or a new one would fail)
+under the spec's thresholds and the recorded measurements. A lock file that fails its integrity
+checks is an error (1).
 
 With `--base REF` (a pull request's target branch) each spec is also compared with the same spec at
 REF, read from git without touching the work tree: the field-level diff, the stages that rebuild, and
@@ -20,9 +23,13 @@ if TYPE_CHECKING:
     from reconciler.engine.workspace import Workspace
 
 
-def exit_code(results: list[SpecResult]) -> int:
-    if any(r.errors or any(s.action == "stalled" for s in r.stages) for r in results):
+def exit_code(results: list[SpecResult], fail_on_regression: bool = False) -> int:
+    from reconciler.engine.predict import regressions
+
+    if any(r.errors or r.lock_problems or any(s.action == "stalled" for s in r.stages) for r in results):
         return 1
+    if fail_on_regression and regressions(results):
+        return 3
     if any(s.action != "cached" for r in results for s in r.stages):
         return 2
     return 0
@@ -38,8 +45,15 @@ def exit_code(results: list[SpecResult]) -> int:
     help="Also compare every spec with its version at this git revision (e.g. origin/main): "
     "field diff, stages to rebuild, SLO old/new/delta.",
 )
+@click.option(
+    "--fail-on-regression",
+    is_flag=True,
+    help="Exit 3 when any SLO would regress (pass -> fail) on the recorded measurements: a CI gate.",
+)
 @_common.output_options()
-def command(paths: tuple[Path, ...], base_ref: str | None, fmt: str, as_json: bool) -> int:
+def command(
+    paths: tuple[Path, ...], base_ref: str | None, fail_on_regression: bool, fmt: str, as_json: bool
+) -> int:
     from reconciler.cli import _ci
     from reconciler.engine.plan import plan_all
     from reconciler.engine.workspace import Workspace
@@ -50,10 +64,12 @@ def command(paths: tuple[Path, ...], base_ref: str | None, fmt: str, as_json: bo
     try:
         results = loaded.invalid + plan_all(ws, loaded.specs)
         if base_ref is not None:
-            code = _with_base(ws, paths, base_ref, loaded, results, _common.chosen_format(fmt, as_json))
+            chosen = _common.chosen_format(fmt, as_json)
+            code = _with_base(ws, paths, base_ref, loaded, results, chosen, fail_on_regression)
         else:
             _render.emit(results, _common.chosen_format(fmt, as_json), "plan")
-            code = exit_code(results)
+            _say_regressions(results, fail_on_regression)
+            code = exit_code(results, fail_on_regression)
     finally:
         ws.close()
     chosen = _common.chosen_format(fmt, as_json)
@@ -63,6 +79,14 @@ def command(paths: tuple[Path, ...], base_ref: str | None, fmt: str, as_json: bo
     return code
 
 
+def _say_regressions(results: list[SpecResult], fail_on_regression: bool) -> None:
+    from reconciler.engine.predict import regressions
+
+    if fail_on_regression:
+        for line in regressions(results):
+            click.echo(f"npuctl plan: SLO would regress: {line}", err=True)
+
+
 def _with_base(
     ws: Workspace,
     paths: tuple[Path, ...],
@@ -70,6 +94,7 @@ def _with_base(
     loaded: _common.Loaded,
     results: list[SpecResult],
     fmt: str,
+    fail_on_regression: bool = False,
 ) -> int:
     from reconciler.gitops import render
     from reconciler.gitops.compare import compare
@@ -80,7 +105,8 @@ def _with_base(
     except GitError as exc:
         click.echo(f"npuctl plan --base: {exc}", err=True)
         return 1
-    code = exit_code(results)
+    code = exit_code(results, fail_on_regression)
+    _say_regressions(results, fail_on_regression)
     if fmt == "json":
         click.echo(render.to_json(results, comparison))
     elif fmt == "markdown":

@@ -1,4 +1,9 @@
-"""npuctl status: Ready / Reconciling / Stalled per spec, with the last recorded verdicts. Always exit 0."""
+"""npuctl status: sync (Synced / OutOfSync / Unknown) and health (Healthy / Degraded / Progressing /
+Unknown) per spec, with the verdicts and what stands on carried-over evidence. Always exit 0.
+
+Status is the plan's view (local store and committed lock alike), so it reads the same word as plan
+and apply for the same spec; an apply in progress reads Progressing.
+"""
 
 from __future__ import annotations
 
@@ -9,33 +14,43 @@ from typing import Any
 import click
 
 from reconciler.cli import _common
+from reconciler.engine import health
+from reconciler.engine.results import SpecResult
 
 
-def _row(result: Any, lock: dict[str, Any] | None, holder: str | None) -> dict[str, Any]:
-    status = result.status
+def _row(result: SpecResult, lock: dict[str, Any] | None, holder: str | None) -> dict[str, Any]:
+    sync, state, status = result.sync, result.health, result.status
     pending = [s for s in result.stages if s.action != "cached"]
-    why = (
-        result.errors[0] if result.errors else (f"{pending[0].name}: {pending[0].reason}" if pending else "")
-    )
-    if holder is not None and status != "Stalled":
-        status, why = "Reconciling", f"apply in progress ({holder})"
-    verdicts = [
-        v for variant in ((lock or {}).get("variants") or {}).values() for v in variant.get("verdicts", [])
-    ]
+    problems = result.errors or result.lock_problems
+    why = problems[0] if problems else (f"{pending[0].name}: {pending[0].reason}" if pending else "")
+    if holder is not None and status != health.STALLED:
+        state = status = health.PROGRESSING
+        why = f"apply in progress ({holder})"
+    verdicts = [v.to_json() for v in result.slo]
+    if not verdicts and lock is not None and not result.lock_problems:
+        for variant in (lock.get("variants") or {}).values():
+            verdicts += [{**v, "stale": True} for v in variant.get("verdicts", [])]
     if not why:
         why = "; ".join(f"{v['name']}: {v['verdict']}" for v in verdicts if v.get("passed") is not True)
+    if result.carried_over and not problems:
+        carried = f"carried over, not re-verified here: {len(result.carried_over)} stage(s)"
+        why = f"{carried}; {why}" if why else carried
     return {
         "name": result.name,
         "target": result.target,
         "status": status,
+        "sync": sync,
+        "health": state,
         "reason": why,
+        "carried_over": result.carried_over,
+        "lock_problems": result.lock_problems,
         "verdicts": verdicts,
-        "slo_passed": sum(1 for v in verdicts if v.get("passed") is True),
+        "slo_passed": sum(1 for v in verdicts if v.get("passed") is True and not v.get("stale")),
         "slo_total": len(verdicts),
     }
 
 
-@click.command(help="Ready / Reconciling / Stalled per spec, with the last verdicts.")
+@click.command(help="Sync and health per spec, with the last verdicts and carried-over evidence.")
 @_common.paths_argument
 @_common.output_options(markdown=False)
 def command(paths: tuple[Path, ...], fmt: str, as_json: bool) -> int:
@@ -62,10 +77,17 @@ def command(paths: tuple[Path, ...], fmt: str, as_json: bool) -> int:
     from reconciler.cli._render import console as make_console
 
     table = Table(box=None, header_style="bold")
-    for column in ("spec", "target", "status", "SLOs met", "reason"):
+    for column in ("spec", "target", "sync", "health", "SLOs met", "reason"):
         table.add_column(column, overflow="fold")
     for row in rows:
         met = f"{row['slo_passed']}/{row['slo_total']}" if row["slo_total"] else "—"
-        table.add_row(row["name"], row["target"], row["status"], met, row["reason"])
+        table.add_row(row["name"], row["target"], row["sync"], row["health"], met, row["reason"])
     make_console().print(table)
+    from reconciler.cli._render import carried_lines
+
+    for row in rows:
+        for line in carried_lines(row["carried_over"]):
+            click.echo(f"{row['name']}: {line}")
+        for line in row["lock_problems"]:
+            click.echo(f"{row['name']}: lock integrity: {line}")
     return 0

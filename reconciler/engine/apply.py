@@ -1,8 +1,10 @@
 """apply: walk each chain, reuse what is recorded, build what is not, judge SLOs, write the lock file.
 
-One spec failing never stops the others, and within a spec only the dependants of a failed stage
-are skipped. A terminal failure is remembered by key: it is not retried until the stage's inputs
-change (the spec is Stalled).
+Recorded means in the local store or in the committed lock file under the same key; a stage recorded
+only in the lock is rebuilt only when a later stage needs its bytes. One spec failing never stops the
+others, and within a spec only the dependants of a failed stage are skipped. A terminal failure is
+remembered by key: it is not retried until the stage's inputs change (the spec is Stalled). What
+cannot run here keeps the committed evidence (reconciler.engine.lockwrite).
 """
 
 from __future__ import annotations
@@ -13,70 +15,112 @@ from typing import Any
 
 from backends.catalog import Target, targets
 from backends.errors import BackendError, TerminalError, ToolchainMissing
-from reconciler.engine import keys
+from reconciler.engine import health, integrity, keys
 from reconciler.engine.chain import StageSetup, Variant, build_chain, variants
 from reconciler.engine.execute import InputsChanged, RetryPolicy, run_with_retries
+from reconciler.engine.lockwrite import (
+    carried_entry,
+    lock_data,
+    recorded_matches,
+    variant_entry,
+    with_other_runners,
+)
 from reconciler.engine.measurements import collect
 from reconciler.engine.reporter import Reporter
+from reconciler.engine.resolve import Resolved, carried_reason, first_to_build, index_locks, resolve
 from reconciler.engine.results import SpecResult, StageResult
 from reconciler.engine.sources import lock_sources
 from reconciler.engine.verify import judge
-from reconciler.engine.walk import Artifacts, identity_outputs, link_upstream, reason
+from reconciler.engine.walk import Artifacts, link_upstream, previous, reason
 from reconciler.engine.workspace import Workspace
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec, SpecErrors
-from reconciler.state import lockfile, locks
+from reconciler.state import lockfile, lockread, locks
 from reconciler.state.db import Failure, Record
+from reconciler.state.lockread import LOCK_NOTE, LockedVariant, is_lock_record
 
 
 class _ChainRun:
     """The state of one variant's walk; short-lived, one per apply of a variant."""
 
     def __init__(
-        self, ws: Workspace, spec: LoadedSpec, variant: Variant, reporter: Reporter, policy: RetryPolicy
+        self,
+        ws: Workspace,
+        spec: LoadedSpec,
+        variant: Variant,
+        reporter: Reporter,
+        policy: RetryPolicy,
+        locked: LockedVariant,
+        remeasure: bool = False,
     ) -> None:
         self.ws = ws
         self.spec = spec
         self.variant = variant
         self.reporter = reporter
         self.policy = policy
+        self.locked = locked
+        self.remeasure = remeasure
         self.target: Target = targets()[spec.target]
+        self.chain: list[StageSetup] = []
         self.outputs: dict[str, Artifacts | None] = {}
         self.records: dict[str, Record] = {}
         self.results: list[StageResult] = []
+        self.carried: list[str] = []
         self.blocked_by: str | None = None
         self.stalled = False
         self.not_run = False
 
+    @property
+    def complete(self) -> bool:
+        return self.blocked_by is None
+
     def run(self, chain: list[StageSetup]) -> None:
-        for setup in chain:
+        self.chain = chain
+        for index, setup in enumerate(chain):
             name = setup.stage.name
             self.reporter.stage_started(self.spec.name, self.variant.name, name)
-            result = self._stage(setup)
+            result = self._stage(index, setup)
             self.results.append(result)
             self.reporter.stage_finished(self.spec.name, result)
 
     def _result(self, setup: StageSetup, action: str, key: str | None, why: str, **extra: Any) -> StageResult:
         return StageResult(setup.stage.name, self.variant.name, action, key, why, **extra)
 
-    def _stage(self, setup: StageSetup) -> StageResult:
+    def _wanted_again(self, setup: StageSetup) -> bool:
+        return self.remeasure and setup.stage.name == "evaluate"
+
+    def _bytes_needed(self, index: int) -> bool:
+        """Whether a later stage must build (and so needs this stage's artifacts in the store)."""
+        also = frozenset({"evaluate"}) if self.remeasure else frozenset()
+        rest = self.chain[index + 1 :]
+        return first_to_build(self.ws, rest, self.target, self.locked, self.outputs, also) is not None
+
+    def _stage(self, index: int, setup: StageSetup) -> StageResult:
         name = setup.stage.name
         if self.blocked_by is not None:
             self.outputs[name] = None
             return self._result(setup, "skipped", None, f"not run: {self.blocked_by} did not complete")
-        linked = link_upstream(setup, self.outputs)
-        assert linked is not None, "every upstream stage completed"
-        key_inputs = setup.key_inputs(self.target)
-        key = keys.digest(key_inputs)
-        head_key = self.ws.db.head(self.spec.name, self.variant.name, name)
-        if not setup.active:
-            return self._identity(setup, linked, key, key_inputs, head_key)
-        record = self.ws.db.record(key)
-        if self.ws.usable(record):
-            assert record is not None
-            return self._done(setup, record, "cached", "up to date")
-        why = reason(self.ws.db.record(head_key) if head_key else None, key_inputs)
-        if corrupt := self.ws.corrupt_in(record):
+        resolved = resolve(self.ws, setup, self.target, self.outputs, self.locked)
+        assert resolved.key is not None and resolved.key_inputs is not None, "every upstream stage completed"
+        key, key_inputs = resolved.key, resolved.key_inputs
+        if resolved.source == "identity":
+            return self._identity(setup, resolved)
+        if resolved.source == "store" and not self._wanted_again(setup):
+            assert resolved.record is not None
+            return self._done(setup, resolved.record, "cached", "up to date")
+        if resolved.source in ("lock", "carried") and not self._wanted_again(setup):
+            assert resolved.record is not None
+            if not self._bytes_needed(index):
+                why = LOCK_NOTE if resolved.source == "lock" else carried_reason(setup)
+                if resolved.source == "carried":
+                    self.carried.append(f"{self.variant.name}/{name}: {why}")
+                return self._done(setup, resolved.record, "cached", why)
+        self.outputs[name] = None
+        locked_record = self.locked.record(name)
+        why = reason(previous(self.ws.db, self.spec.name, self.variant.name, name, locked_record), key_inputs)
+        if self._wanted_again(setup) and resolved.found:
+            why = "re-measuring on this machine (--remeasure)"
+        if corrupt := self.ws.corrupt_in(self.ws.db.record(key)):
             why = f"stored output {corrupt[0][:12]} was corrupt (quarantined in .npuctl/corrupt): rebuilt"
         if isinstance(setup.error, ToolchainMissing):
             return self._not_run(setup, key, f"not built: toolchain not installed: {setup.error}")
@@ -86,7 +130,6 @@ class _ChainRun:
         if failure is not None:
             self.stalled = True
             self.blocked_by = name
-            self.outputs[name] = None
             return self._result(
                 setup,
                 "failed",
@@ -94,31 +137,40 @@ class _ChainRun:
                 f"stalled: {failure.message} (not retried until its inputs change)",
                 log=failure.log,
             )
+        linked = link_upstream(setup, self.outputs)
+        assert linked is not None
+        missing = [n for n, meta in linked.items() if not self.ws.intact(meta["digest"])]
+        if missing:
+            return self._failed(
+                setup, key, f"inputs recorded in the lock but not in the store: {', '.join(missing)}", False
+            )
         return self._build(setup, linked, key, key_inputs, why)
 
-    def _identity(
-        self,
-        setup: StageSetup,
-        linked: dict[str, Any],
-        key: str,
-        key_inputs: dict[str, Any],
-        head_key: str | None,
-    ) -> StageResult:
-        artifacts = identity_outputs(setup, linked)
-        record = self.ws.db.record(key)
+    def _identity(self, setup: StageSetup, resolved: Resolved) -> StageResult:
+        assert resolved.key is not None and resolved.key_inputs is not None
+        artifacts = self.outputs[setup.stage.name] or {}
+        record = resolved.record
         action = "cached"
-        if record is None:
+        if record is None or is_lock_record(record):
+            head_key = self.ws.db.head(self.spec.name, self.variant.name, setup.stage.name)
             digest = keys.output_digest({k: v["digest"] for k, v in artifacts.items()}, {})
-            record = Record(key, setup.stage.name, key_inputs, artifacts, {}, digest, setup.stage.idle_reason)
-            self.ws.db.put_record(record)
-            action = "built" if head_key != key else "cached"
+            here = all(self.ws.intact(a["digest"]) for a in artifacts.values())
+            # passing through artifacts known only from the lock: a record of the lock, not of this store
+            note = setup.stage.idle_reason if here else f"{setup.stage.idle_reason}; {LOCK_NOTE}"
+            record = Record(resolved.key, setup.stage.name, resolved.key_inputs, artifacts, {}, digest, note)
+            if here:
+                self.ws.db.put_record(record)
+            action = "built" if head_key != resolved.key and resolved.record is None else "cached"
         return self._done(setup, record, action, setup.stage.idle_reason, identity=True)
 
     def _done(self, setup: StageSetup, record: Record, action: str, why: str, **extra: Any) -> StageResult:
         name = setup.stage.name
         self.outputs[name] = record.artifacts
         self.records[name] = record
-        if self.ws.db.head(self.spec.name, self.variant.name, name) != record.key:
+        if (
+            not is_lock_record(record)
+            and self.ws.db.head(self.spec.name, self.variant.name, name) != record.key
+        ):
             self.ws.db.set_head(self.spec.name, self.variant.name, name, record.key)
         return self._result(setup, action, record.key, why, **extra)
 
@@ -130,7 +182,7 @@ class _ChainRun:
         started = time.perf_counter()
         with locks.hold(self.ws.layout.locks, f"key-{key[:40]}", lambda h: self.reporter.waiting(name, h)):
             record = self.ws.db.record(key)
-            if self.ws.usable(record):
+            if self.ws.usable(record) and not self._wanted_again(setup):
                 assert record is not None
                 return self._done(setup, record, "cached", "built by another npuctl process")
             try:
@@ -171,89 +223,91 @@ class _ChainRun:
         return self._result(setup, "failed", key, message, log=log_text or None)
 
 
-def _variant_lock(
-    run: _ChainRun, verdicts: list[dict[str, Any]], measurements: dict[str, Any]
-) -> dict[str, Any]:
-    stages = {
-        name: {
-            "key": record.key,
-            "artifacts": record.artifacts,
-            "identity": record.note.startswith("identity"),
-            "impl": record.key_inputs.get("impl", {}),
-        }
-        for name, record in run.records.items()
-    }
-    return {
-        "inputs": run.variant.inputs,
-        "stages": stages,
-        "measurements": measurements,
-        "verdicts": verdicts,
-    }
+def _judged(spec: LoadedSpec, run: _ChainRun, result: SpecResult) -> tuple[dict[str, Any], bool]:
+    """The variant's lock entry, and whether it is of the spec as it is now (sync)."""
+    variant = run.variant
+    slo = spec.field("slo")
+    if run.complete or not run.locked.raw:
+        measurements = collect(run.records)
+        verdicts = judge(slo, measurements, variant.name)
+        carried = any(c.startswith(f"{variant.name}/evaluate:") for c in run.carried)
+        entry = variant_entry(variant.inputs, run.records, [v.lock_json() for v in verdicts], measurements)
+        if run.remeasure and any(s.name == "evaluate" and s.action == "built" for s in run.results):
+            entry = with_other_runners(entry, run.locked)
+        synced = run.complete
+    else:
+        measurements = run.locked.measurements
+        verdicts = judge(slo, measurements, variant.name)
+        carried = True
+        entry = carried_entry(run.locked, [v.lock_json() for v in verdicts])
+        synced = recorded_matches(run.chain, run.locked)
+        why = next((s.reason for s in run.results if s.action in ("failed", "skipped")), "")
+        result.carried_over.append(
+            f"{variant.name}: the committed build and verdicts (this run did not complete: {why})"
+        )
+    for verdict in verdicts:
+        verdict.carried_over = carried
+    result.slo.extend(verdicts)
+    result.measurements[variant.name] = measurements
+    result.carried_over.extend(run.carried)
+    return entry, synced
 
 
-def _lock_data(
-    spec: LoadedSpec, result: SpecResult, per_variant: dict[str, dict[str, Any]]
-) -> dict[str, Any]:
-    model = per_variant.get("default", {}).get("stages", {}).get("import", {})
-    return {
-        "format_version": lockfile.FORMAT_VERSION,
-        "spec": spec.name,
-        "file": spec.path.name,
-        "target": spec.target,
-        "model": {
-            "version": spec.field("model.version"),
-            "import_key": model.get("key"),
-        },
-        "slo": spec.field("slo"),
-        "status": result.status,
-        "errors": sorted({s.reason for s in result.stages if s.action == "failed"}),
-        "variants": per_variant,
-    }
-
-
-def apply_spec(ws: Workspace, spec: LoadedSpec, reporter: Reporter, policy: RetryPolicy) -> SpecResult:
+def apply_spec(
+    ws: Workspace, spec: LoadedSpec, reporter: Reporter, policy: RetryPolicy, remeasure: bool = False
+) -> SpecResult:
     result = SpecResult(spec.name, str(spec.path), spec.target)
     reporter.spec_started(spec.name, 8 * len(variants(spec)))
     with locks.hold(ws.layout.locks, f"spec-{spec.name}", lambda h: reporter.waiting(spec.name, h)):
+        lock_path = Layout.lock_file(spec.path)
+        previous = lockfile.read(lock_path)
+        result.lock_problems = integrity.problems(previous, lock_path)
+        if result.lock_problems:
+            previous = None  # never carried over nor trusted: rebuilt and rewritten from real records
+        locked = lockread.variants(previous)
         per_variant: dict[str, dict[str, Any]] = {}
-        stalled = not_run = False
+        stalled = failed = False
+        all_synced = True
+        all_fresh = True
         sources: dict[str, Any] = {}
         for variant in variants(spec):
             try:
                 chain = build_chain(spec, variant, ws.layout.root, ws.hasher)
             except SpecErrors as exc:
                 result.errors.extend(str(e) for e in exc.errors)
-                result.status = "Stalled"
+                result.status, result.sync, result.health = health.STALLED, health.UNKNOWN, health.UNKNOWN
                 reporter.spec_finished(result)
                 return result
             sources = sources or lock_sources(spec, chain)
-            run = _ChainRun(ws, spec, variant, reporter, policy)
+            prior = locked.get(variant.name) or LockedVariant(variant.name)
+            run = _ChainRun(ws, spec, variant, reporter, policy, prior, remeasure)
             run.run(chain)
             result.stages.extend(run.results)
-            measurements = collect(run.records)
-            verdicts = judge(spec.field("slo"), measurements, variant.name)
-            result.slo.extend(verdicts)
-            result.measurements[variant.name] = measurements
-            per_variant[variant.name] = _variant_lock(run, [v.to_json() for v in verdicts], measurements)
+            per_variant[variant.name], synced = _judged(spec, run, result)
+            all_synced &= synced
+            all_fresh &= run.complete or not prior.raw
             stalled |= run.stalled
-            not_run |= run.not_run
-        result.status = _status(result, stalled, not_run)
-        lock_path = Layout.lock_file(spec.path)
-        previous = lockfile.read(lock_path)
-        data = {**_lock_data(spec, result, per_variant), "sources": sources}
+            failed |= any(s.action == "failed" for s in run.results)
+        if not all_fresh and previous is not None:
+            sources = previous.get("sources") or sources
+        model_stages = per_variant.get("default", {}).get("stages", {})
+        model = {
+            "version": spec.field("model.version"),
+            "import_key": model_stages.get("import", {}).get("key"),
+        }
+        if not all_fresh and previous is not None and isinstance(previous.get("model"), dict):
+            model = previous["model"]
+        data = lock_data(
+            spec.name, spec.path.name, spec.target, model, spec.field("slo"), sources, per_variant, all_synced
+        )
+        result.sync = health.SYNCED if all_synced and not failed and not stalled else health.OUT_OF_SYNC
+        result.health = health.of_verdicts(result.slo)
+        result.status = health.status(result.sync, result.health, stalled=stalled, failed=failed)
         if lockfile.write(lock_path, data):
             _log_verdicts(ws, spec, result, previous)
         ws.hasher.flush()
     reporter.spec_finished(result)
     return result
-
-
-def _status(result: SpecResult, stalled: bool, not_run: bool) -> str:
-    if stalled or not_run:
-        return "Stalled"
-    if any(s.action == "failed" for s in result.stages):
-        return "Failed"
-    return "Ready"
 
 
 def _log_verdicts(
@@ -264,21 +318,29 @@ def _log_verdicts(
         "verdicts": [v.to_json() for v in result.slo],
         "keys": {f"{s.variant}/{s.name}": s.key for s in result.stages if s.key},
         "status": result.status,
+        "sync": result.sync,
+        "health": result.health,
         "had_lock": previous is not None,
     }
     ws.db.log_attempt(spec.name, "*", "verify", "", "judged", result.status, data=data)
 
 
 def apply_all(
-    ws: Workspace, specs: list[LoadedSpec], reporter: Reporter, policy: RetryPolicy | None = None
+    ws: Workspace,
+    specs: list[LoadedSpec],
+    reporter: Reporter,
+    policy: RetryPolicy | None = None,
+    remeasure: bool = False,
 ) -> list[SpecResult]:
+    """Every spec; an internal error in one is that spec's error and writes nothing to its lock."""
     policy = policy or RetryPolicy.from_env()
+    index_locks(ws, specs)
     results = []
     for spec in specs:
         try:
-            results.append(apply_spec(ws, spec, reporter, policy))
+            results.append(apply_spec(ws, spec, reporter, policy, remeasure))
         except Exception as exc:
-            failed = SpecResult(spec.name, str(spec.path), spec.target, status="Failed")
+            failed = SpecResult(spec.name, str(spec.path), spec.target, status=health.FAILED)
             failed.errors.append(f"{spec.path}: internal error: {type(exc).__name__}: {exc}")
             results.append(failed)
     return results

@@ -92,6 +92,15 @@ def _implementation(
     return _IMPL_CACHE[cache_key]
 
 
+def _with_runner(impl_info: dict[str, Any], evaluate: Any) -> dict[str, Any]:
+    """A remote runner's identity (its interpreter, its options) is part of what evaluate measures on."""
+    from backends.runners import key_identity
+
+    runner = str((evaluate or {}).get("runner", "local"))
+    identity = key_identity(runner) if runner != "local" else {}
+    return {**impl_info, "runner": identity} if identity else impl_info
+
+
 def _file_path(spec: LoadedSpec, root: Path, field_path: str, paths: dict[str, Path]) -> Path | None:
     """The file a spec field names, confined to the repository; memoized, many specs share data."""
     try:
@@ -155,5 +164,7 @@ def build_chain(spec: LoadedSpec, variant: Variant, root: Path, hasher: FileHash
         setup = StageSetup(stage, config, files, digests, active)
         if active:
             setup.impl, setup.impl_info, setup.error = _implementation(target, stage.name, override)
+            if stage.name == "evaluate":
+                setup.impl_info = _with_runner(setup.impl_info, config.get("evaluate"))
         chain.append(setup)
     return chain

@@ -2,29 +2,76 @@
 
 Later stages win, so a measured latency replaces the roofline estimate; the artifact size is read off
 the store when no runner reported it, since it is exact wherever it is read.
+
+Every measurement names the record it came from (`record`: that stage's key) and carries a `digest`
+over its record, value, evidence, detail and runner, so a hand edit of a lock file shows. Evaluate's
+name their runner identity (`runner`: where it ran, the CPU or device model and serial, the
+interpreter), taken from what the benchmark program reported about the machine it ran on.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from reconciler.engine import keys
 from reconciler.state.db import Record
 
 SOURCES = ("check", "rewrite", "evaluate")
+_SIGNED = ("record", "value", "evidence", "detail", "runner")
+
+
+def digest(measurement: dict[str, Any]) -> str:
+    return keys.digest({k: measurement.get(k) for k in _SIGNED})
+
+
+def runner_identity(report: dict[str, Any]) -> str | None:
+    """ "local; Intel(R) Xeon(R) x2; Linux x86_64; python 3.12.3" from evaluate's report."""
+    where = report.get("runner")
+    if not where:
+        return None
+    reported = report.get("device")
+    device: dict[str, Any] = reported if isinstance(reported, dict) else {}
+    parts = [str(where)]
+    for name in ("model", "serial"):
+        if device.get(name):
+            parts.append(f"{name} {device[name]}")
+    if device.get("cpu"):
+        cpus = f" x{device['cpus']}" if device.get("cpus") else ""
+        parts.append(f"{device['cpu']}{cpus}")
+    if device.get("system"):
+        parts.append(f"{device['system']} {device.get('machine', '')}".strip())
+    if device.get("python"):
+        remote = device.get("executable") and str(where) != "local"
+        parts.append(f"python {device['python']}" + (f" ({device['executable']})" if remote else ""))
+    return "; ".join(parts)
+
+
+def _signed(record: Record, measurement: dict[str, Any], runner: str | None) -> dict[str, Any]:
+    if "digest" in measurement:
+        return measurement  # read from a lock file: kept as recorded, checked by integrity
+    out = {**measurement, "record": record.key}
+    if runner and record.stage == "evaluate" and not str(out.get("evidence", "")).startswith("estimated"):
+        out["runner"] = runner
+    out["digest"] = digest(out)
+    return out
 
 
 def collect(records: dict[str, Record]) -> dict[str, dict[str, Any]]:
     merged: dict[str, dict[str, Any]] = {}
     for stage in SOURCES:
         record = records.get(stage)
-        if record is not None:
-            merged.update(record.report.get("measurements") or {})
+        if record is None:
+            continue
+        runner = runner_identity(record.report) if stage == "evaluate" else None
+        for name, measurement in (record.report.get("measurements") or {}).items():
+            if isinstance(measurement, dict):
+                merged[name] = _signed(record, measurement, runner)
     compiled = records.get("compile")
     if "size_mb" not in merged and compiled is not None and compiled.artifacts:
         size = sum(int(a["size"]) for a in compiled.artifacts.values())
-        merged["size_mb"] = {
-            "value": round(size / 1e6, 6),
-            "evidence": "measured:host",
-            "detail": "compiled artifact bytes",
-        }
+        merged["size_mb"] = _signed(
+            compiled,
+            {"value": round(size / 1e6, 6), "evidence": "measured:host", "detail": "compiled artifact bytes"},
+            None,
+        )
     return dict(sorted(merged.items()))

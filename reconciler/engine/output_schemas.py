@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from reconciler.engine.health import HEALTH_STATES, STATUSES, SYNC_STATES
 from reconciler.engine.stages import ORDER, VERIFY
+from reconciler.state.lockfile import FORMAT_VERSION as LOCK_FORMAT
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
 _BASE = "https://npuctl.dev/schemas/"
@@ -46,9 +48,20 @@ VERDICT: dict[str, Any] = {
         },
         "verdict": {"enum": ["pass", "fail", "met on estimate", "fail (estimated)", "unverified"]},
         "detail": {"type": "string"},
+        "carried_over": {
+            "const": True,
+            "description": "judged on evidence carried over from the committed lock, not re-verified here "
+            "(absent otherwise; never in a lock file)",
+        },
+        "predicted": {
+            "type": "string",
+            "description": 'plan: how the outcome differs from the lock\'s ("pass -> fail", "new -> pass")',
+        },
     },
     "additionalProperties": False,
 }
+SYNC = {"enum": list(SYNC_STATES), "description": "are the artifacts those the spec asks for"}
+HEALTH = {"enum": list(HEALTH_STATES), "description": "are the SLOs met (Progressing: being measured)"}
 MEASUREMENT: dict[str, Any] = {
     "type": "object",
     "required": ["value", "evidence"],
@@ -56,6 +69,9 @@ MEASUREMENT: dict[str, Any] = {
         "value": {"type": ["number", "null"]},
         "evidence": {"type": "string"},
         "detail": {"type": "string"},
+        "record": {"description": "key of the stage record it came from", **_DIGEST},
+        "runner": {"type": "string", "description": "who measured: runner, device model/serial, CPU, python"},
+        "digest": {"description": "sha256 over record, value, evidence, detail, runner", **_DIGEST},
     },
 }
 ARTIFACT: dict[str, Any] = {
@@ -94,6 +110,10 @@ def _results(name: str, actions: list[str], statuses: list[str], description: st
             "file": {"type": "string"},
             "target": {"type": "string"},
             "status": {"enum": statuses},
+            "sync": SYNC,
+            "health": HEALTH,
+            "carried_over": {"type": "array", "items": {"type": "string"}},
+            "lock_problems": {"type": "array", "items": {"type": "string"}},
             "errors": {"type": "array", "items": {"type": "string"}},
             "stages": {"type": "array", "items": _stage(actions)},
             "slo": {"type": "array", "items": VERDICT},
@@ -123,12 +143,17 @@ def _results(name: str, actions: list[str], statuses: list[str], description: st
 def _lock() -> dict[str, Any]:
     stage = {
         "type": "object",
-        "required": ["key", "artifacts", "identity", "impl"],
+        "required": ["key", "artifacts", "identity", "impl", "inputs"],
         "properties": {
             "key": _DIGEST,
             "artifacts": {"type": "object", "additionalProperties": ARTIFACT},
             "identity": {"type": "boolean"},
             "impl": {"type": "object"},
+            "inputs": {
+                "type": "object",
+                "description": "the key inputs (key = sha256 of their canonical JSON): plan explains a "
+                "changed key from them on any clone",
+            },
         },
         "additionalProperties": False,
     }
@@ -143,6 +168,22 @@ def _lock() -> dict[str, Any]:
             "stages": {"type": "object", "additionalProperties": stage},
             "measurements": {"type": "object", "additionalProperties": MEASUREMENT},
             "verdicts": {"type": "array", "items": VERDICT},
+            "other_measurements": {
+                "type": "array",
+                "description": "after `apply --remeasure`: other runners' measurements of the same build",
+                "items": {
+                    "type": "object",
+                    "required": ["runner", "measurements"],
+                    "properties": {
+                        "runner": {"type": "string"},
+                        "measurements": {"type": "object", "additionalProperties": MEASUREMENT},
+                    },
+                },
+            },
+            "verdicts_measured_on": {
+                "type": ["string", "null"],
+                "description": "the runner the verdicts used",
+            },
         },
         "additionalProperties": False,
     }
@@ -159,12 +200,12 @@ def _lock() -> dict[str, Any]:
             "target",
             "model",
             "slo",
-            "status",
-            "errors",
+            "sync",
+            "health",
             "variants",
         ],
         "properties": {
-            "format_version": {"const": 1},
+            "format_version": {"const": LOCK_FORMAT},
             "spec": {"type": "string"},
             "file": {"type": "string"},
             "target": {"type": "string"},
@@ -177,8 +218,11 @@ def _lock() -> dict[str, Any]:
                 },
             },
             "slo": {"type": ["object", "null"]},
-            "status": {"enum": ["Ready", "Stalled", "Failed"]},
-            "errors": {"type": "array", "items": {"type": "string"}},
+            "sync": {
+                "enum": ["Synced", "OutOfSync"],
+                "description": "Synced: the recorded stages were built from this spec's fields and files",
+            },
+            "health": {"enum": ["Healthy", "Degraded", "Unknown"], "description": "of the recorded verdicts"},
             "variants": {"type": "object", "additionalProperties": variant},
             "sources": {
                 "type": "object",
@@ -209,23 +253,58 @@ def _with_base(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+def _status() -> dict[str, Any]:
+    row = {
+        "type": "object",
+        "required": ["name", "target", "status", "sync", "health", "reason", "verdicts"],
+        "properties": {
+            "name": {"type": "string"},
+            "target": {"type": "string"},
+            "status": {"enum": list(STATUSES)},
+            "sync": SYNC,
+            "health": HEALTH,
+            "reason": {"type": "string"},
+            "carried_over": {"type": "array", "items": {"type": "string"}},
+            "lock_problems": {"type": "array", "items": {"type": "string"}},
+            "verdicts": {"type": "array", "items": {"type": "object"}},
+            "slo_passed": {"type": "integer"},
+            "slo_total": {"type": "integer"},
+        },
+        "additionalProperties": False,
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"{_BASE}status.schema.json",
+        "title": "npuctl status --json",
+        "description": "`npuctl status --json`. Always exit 0.",
+        "type": "object",
+        "required": ["format_version", "specs"],
+        "properties": {"format_version": {"const": 1}, "specs": {"type": "array", "items": row}},
+        "additionalProperties": False,
+    }
+
+
 def schemas() -> dict[str, dict[str, Any]]:
     return {
         "apply": _results(
             "apply",
             ["built", "cached", "failed", "skipped"],
-            ["Ready", "Stalled", "Failed"],
-            "`npuctl apply --json`. Exit codes: 0 all built and SLOs met, 3 an SLO failed or is unverified, 1 error.",
+            list(STATUSES),
+            "`npuctl apply --json`. Exit codes: 0 built and no SLO failed (SLOs met, met on an estimate or "
+            "carried over), 3 an SLO failed or has no evidence (with --strict: any SLO not passed on a "
+            "measurement), 1 error.",
         ),
         "plan": _with_base(
             _results(
                 "plan",
                 ["build", "cached", "rejudge", "stalled"],
-                ["Ready", "Reconciling", "Stalled"],
-                "`npuctl plan --json`. Exit codes: 0 nothing to do, 2 changes pending, 1 error.",
+                list(STATUSES),
+                "`npuctl plan --json`. Exit codes: 0 nothing to do, 2 changes pending, 3 with "
+                "--fail-on-regression an SLO would regress, 1 error (incl. a lock failing its integrity checks).",
             )
         ),
         "lock": _lock(),
+        "status": _status(),
     }
 
 

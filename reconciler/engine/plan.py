@@ -1,8 +1,10 @@
 """plan: what apply would do, per spec and stage, with the field-level reason. Runs nothing.
 
+Reads the local store and the committed lock file alike, so a fresh CI checkout plans what the
+developer's clone plans: a stage whose key the lock records is up to date ("recorded in the lock").
 A stage below one that must rebuild has no key yet (its upstream digest is unknown until built, and
 early cutoff may still make it cached): it is planned as `build` "after <stage>", Terraform's "known
-after apply".
+after apply". With recorded measurements, verify predicts the verdicts under the spec's thresholds.
 """
 
 from __future__ import annotations
@@ -11,97 +13,99 @@ from typing import Any
 
 from backends.catalog import targets
 from backends.errors import ToolchainMissing
-from reconciler.engine import keys
+from reconciler.engine import health, integrity, keys
 from reconciler.engine.chain import StageSetup, Variant, build_chain, variants
 from reconciler.engine.measurements import collect
-from reconciler.engine.results import SpecResult, StageResult
+from reconciler.engine.predict import predict
+from reconciler.engine.resolve import Resolved, carried_reason, index_locks, walk
+from reconciler.engine.results import SpecResult, StageResult, Verdict
 from reconciler.engine.stages import VERIFY
 from reconciler.engine.verify import judge
-from reconciler.engine.walk import Artifacts, changes, identity_outputs, link_upstream, reason
+from reconciler.engine.walk import changes, previous, reason
 from reconciler.engine.workspace import Workspace
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec, SpecErrors
-from reconciler.state import lockfile
+from reconciler.state import lockfile, lockread
 from reconciler.state.db import Record
+from reconciler.state.lockread import LockedVariant
 
 
-def _pending_reason(ws: Workspace, spec: str, variant: str, setup: StageSetup, after: str) -> str:
+def _pending_reason(ws: Workspace, spec: str, locked: LockedVariant, setup: StageSetup, after: str) -> str:
     """Why a stage whose upstream is still unknown rebuilds: upstream, plus its own changed fields."""
-    head_key = ws.db.head(spec, variant, setup.stage.name)
-    head = ws.db.record(head_key) if head_key else None
+    name = setup.stage.name
+    before = previous(ws.db, spec, locked.name, name, locked.record(name))
     own: list[str] = []
-    if head is not None:
+    if before is not None:
         current = {"fields": setup.config, "files": setup.file_digests, "impl": setup.impl_info}
-        previous = {k: head.key_inputs.get(k) for k in current}
-        own = changes(previous, current)
+        own = changes({k: before.key_inputs.get(k) for k in current}, current)
     return "; ".join([f"after {after} rebuilds", *own[:3]])
 
 
+def _stage_result(
+    ws: Workspace, spec: LoadedSpec, locked: LockedVariant, resolved: Resolved, first_build: str | None
+) -> StageResult:
+    setup, key = resolved.setup, resolved.key
+    name, variant = setup.stage.name, locked.name
+    if resolved.source == "unknown":
+        assert first_build is not None
+        why = _pending_reason(ws, spec.name, locked, setup, first_build)
+        return StageResult(name, variant, "build", None, why, identity=not setup.active)
+    if resolved.source == "identity":
+        action = "cached" if resolved.record is not None else "build"
+        return StageResult(name, variant, action, key, setup.stage.idle_reason, identity=True)
+    if resolved.source == "store":
+        return StageResult(name, variant, "cached", key, "up to date")
+    if resolved.source == "lock":
+        return StageResult(name, variant, "cached", key, lockread.LOCK_NOTE)
+    if resolved.source == "carried":
+        return StageResult(name, variant, "cached", key, carried_reason(setup))
+    assert key is not None and resolved.key_inputs is not None
+    failure = ws.db.failure(key)
+    if failure is not None:
+        why = f"stalled: {failure.message} (not retried until its inputs change)"
+        return StageResult(name, variant, "stalled", key, why, log=failure.log or None)
+    why = reason(previous(ws.db, spec.name, variant, name, locked.record(name)), resolved.key_inputs)
+    if isinstance(setup.error, ToolchainMissing):
+        why += f" (will not be built here: toolchain not installed: {setup.error})"
+    elif setup.error is not None:
+        why += f" (will fail: {setup.error})"
+    return StageResult(name, variant, "build", key, why)
+
+
 def _plan_variant(
-    ws: Workspace, spec: LoadedSpec, variant: Variant, chain: list[StageSetup], result: SpecResult
-) -> tuple[dict[str, Record], str | None]:
-    """Plans the stages; returns the records known so far and the first stage that must build."""
-    target = targets()[spec.target]
-    outputs: dict[str, Artifacts | None] = {}
+    ws: Workspace,
+    spec: LoadedSpec,
+    chain: list[StageSetup],
+    locked: LockedVariant,
+    result: SpecResult,
+) -> tuple[dict[str, Record], bool]:
+    """Plans the stages; returns the records known and whether evaluate's stands on carried evidence."""
     records: dict[str, Record] = {}
     first_build: str | None = None
-    for setup in chain:
-        name = setup.stage.name
-        linked = link_upstream(setup, outputs)
-        if linked is None:
-            assert first_build is not None
-            outputs[name] = None
-            why = _pending_reason(ws, spec.name, variant.name, setup, first_build)
-            result.stages.append(
-                StageResult(name, variant.name, "build", None, why, identity=not setup.active)
-            )
-            continue
-        key_inputs = setup.key_inputs(target)
-        key = keys.digest(key_inputs)
-        record = ws.db.record(key)
-        if not setup.active:
-            outputs[name] = identity_outputs(setup, linked)
-            action = "cached" if record is not None else "build"
-            if record is not None:
-                records[name] = record
-            result.stages.append(
-                StageResult(name, variant.name, action, key, setup.stage.idle_reason, identity=True)
-            )
-            continue
-        if ws.usable(record):
-            assert record is not None
-            outputs[name] = record.artifacts
-            records[name] = record
-            result.stages.append(StageResult(name, variant.name, "cached", key, "up to date"))
-            continue
-        outputs[name] = None
-        first_build = first_build or name
-        failure = ws.db.failure(key)
-        if failure is not None:
-            why = f"stalled: {failure.message} (not retried until its inputs change)"
-            result.stages.append(
-                StageResult(name, variant.name, "stalled", key, why, log=failure.log or None)
-            )
-            continue
-        head_key = ws.db.head(spec.name, variant.name, name)
-        why = reason(ws.db.record(head_key) if head_key else None, key_inputs)
-        if isinstance(setup.error, ToolchainMissing):
-            why += f" (will not be built here: toolchain not installed: {setup.error})"
-        elif setup.error is not None:
-            why += f" (will fail: {setup.error})"
-        result.stages.append(StageResult(name, variant.name, "build", key, why))
-    return records, first_build
+    carried = False
+    for resolved in walk(ws, chain, targets()[spec.target], locked):
+        name = resolved.setup.stage.name
+        if resolved.source == "missing":
+            first_build = first_build or name
+        stage = _stage_result(ws, spec, locked, resolved, first_build)
+        result.stages.append(stage)
+        if resolved.found and resolved.record is not None:
+            records[name] = resolved.record
+        if resolved.source == "carried":
+            result.carried_over.append(f"{locked.name}/{name}: {stage.reason}")
+            carried |= name == "evaluate"
+    return records, carried
 
 
 def _plan_verify(
     spec: LoadedSpec, variant: Variant, records: dict[str, Record], lock: dict[str, Any] | None
-) -> tuple[StageResult, list[Any]]:
+) -> tuple[StageResult, list[Verdict]]:
     if "evaluate" not in records:
         return StageResult(VERIFY, variant.name, "build", None, "after evaluate"), []
-    measurements = collect(records)
-    verdicts = judge(spec.field("slo"), measurements, variant.name)
-    locked = ((lock or {}).get("variants") or {}).get(variant.name) or {}
-    locked_keys = {n: s.get("key") for n, s in (locked.get("stages") or {}).items()}
+    verdicts = judge(spec.field("slo"), collect(records), variant.name)
+    locked = lockread.variant(lock, variant.name)
+    predict(verdicts, locked.verdicts)
+    locked_keys = {n: s.key for n, s in locked.stages.items()}
     current_keys = {n: r.key for n, r in records.items()}
     if lock is None or locked_keys != current_keys:
         return StageResult(VERIFY, variant.name, "rejudge", None, "lock file out of date"), verdicts
@@ -114,27 +118,39 @@ def _plan_verify(
 
 def plan_spec(ws: Workspace, spec: LoadedSpec) -> SpecResult:
     result = SpecResult(spec.name, str(spec.path), spec.target)
-    lock = lockfile.read(Layout.lock_file(spec.path))
+    lock_path = Layout.lock_file(spec.path)
+    lock = lockfile.read(lock_path)
+    result.lock_problems = integrity.problems(lock, lock_path)
+    if result.lock_problems:
+        lock = None  # never read as passed: the plan proceeds as if nothing were committed
+    measuring = False
     for variant in variants(spec):
         try:
             chain = build_chain(spec, variant, ws.layout.root, ws.hasher)
         except SpecErrors as exc:
             result.errors.extend(str(e) for e in exc.errors)
-            result.status = "Stalled"
+            result.status, result.sync, result.health = health.STALLED, health.UNKNOWN, health.UNKNOWN
             return result
-        records, _ = _plan_variant(ws, spec, variant, chain, result)
+        records, carried = _plan_variant(ws, spec, chain, lockread.variant(lock, variant.name), result)
         verify, verdicts = _plan_verify(spec, variant, records, lock)
+        for verdict in verdicts:
+            verdict.carried_over = carried
         result.stages.append(verify)
         result.slo.extend(verdicts)
         result.measurements[variant.name] = collect(records)
-    actions = {s.action for s in result.stages}
-    result.status = (
-        "Stalled" if "stalled" in actions else ("Reconciling" if actions - {"cached"} else "Ready")
+        measuring |= verify.action == "build"
+    builds = any(s.action in ("build", "stalled") for s in result.stages)
+    stalled = any(s.action == "stalled" for s in result.stages)
+    result.sync = (
+        health.UNKNOWN if result.lock_problems else (health.OUT_OF_SYNC if builds else health.SYNCED)
     )
+    result.health = health.PROGRESSING if measuring else health.of_verdicts(result.slo)
+    result.status = health.status(result.sync, result.health, stalled=stalled)
     return result
 
 
 def plan_all(ws: Workspace, specs: list[LoadedSpec]) -> list[SpecResult]:
+    index_locks(ws, specs)
     results = [plan_spec(ws, spec) for spec in specs]
     ws.hasher.flush()
     return results

@@ -39,9 +39,24 @@ class Verdict:
     verdict: str
     """pass | fail | met on estimate | fail (estimated) | unverified"""
     detail: str = ""
+    carried_over: bool = False
+    """Judged on evidence carried over from the committed lock, not re-verified on this machine."""
+    predicted: str | None = None
+    """plan: the verdict the lock records, when the spec's threshold changed ("pass -> fail")."""
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        for optional in ("carried_over", "predicted"):
+            if not out[optional]:
+                out.pop(optional)
+        return out
+
+    def lock_json(self) -> dict[str, Any]:
+        """As the lock records it: nothing that depends on the machine that judged it."""
+        out = asdict(self)
+        out.pop("carried_over")
+        out.pop("predicted")
+        return out
 
 
 @dataclass
@@ -51,8 +66,16 @@ class SpecResult:
     target: str
     stages: list[StageResult] = field(default_factory=list)
     slo: list[Verdict] = field(default_factory=list)
-    status: str = "Ready"
-    """Ready | Reconciling | Stalled | Failed | Invalid"""
+    status: str = "Unknown"
+    """One word from reconciler.engine.health.status: Stalled | Failed | OutOfSync | <health>"""
+    sync: str = "Unknown"
+    """Synced | OutOfSync | Unknown"""
+    health: str = "Unknown"
+    """Healthy | Degraded | Progressing | Unknown"""
+    carried_over: list[str] = field(default_factory=list)
+    """What stands on committed evidence not re-verified here ("default/compile: <why>")."""
+    lock_problems: list[str] = field(default_factory=list)
+    """Integrity findings on the committed lock file ("specs/x.lock.json: field: why")."""
     errors: list[str] = field(default_factory=list)
     measurements: dict[str, dict[str, Any]] = field(default_factory=dict)
     """variant -> measurement name -> {"value", "evidence", "detail"}"""
@@ -71,6 +94,10 @@ class SpecResult:
             "file": self.file,
             "target": self.target,
             "status": self.status,
+            "sync": self.sync,
+            "health": self.health,
+            "carried_over": self.carried_over,
+            "lock_problems": self.lock_problems,
             "errors": self.errors,
             "stages": [s.to_json() for s in self.stages],
             "slo": [v.to_json() for v in self.slo],

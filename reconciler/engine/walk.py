@@ -68,6 +68,15 @@ def changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return [_describe(path, a, b) for path, a, b in keys.diff(old, new)]
 
 
+def previous(db: Any, spec: str, variant: str, stage: str, locked: Record | None) -> Record | None:
+    """What a changed key is explained against: the committed lock's record when it holds the key
+    inputs (so every clone gives the same reason), else this machine's last build."""
+    if locked is not None and locked.key_inputs:
+        return locked
+    head_key = db.head(spec, variant, stage)
+    return db.record(head_key) if head_key else None
+
+
 def reason(head: Record | None, new_inputs: dict[str, Any], limit: int = 3) -> str:
     if head is None:
         return "never built"

@@ -19,6 +19,7 @@ from reconciler.repo import Layout
 from reconciler.state import scratch
 from reconciler.state.db import Database, Record
 from reconciler.state.hashcache import FileHasher
+from reconciler.state.lockread import LockIndex
 from reconciler.state.store import Store
 
 
@@ -30,6 +31,8 @@ class Workspace:
     hasher: FileHasher
     child: Child = field(default_factory=Child)
     """The child interpreter stages run in (started on first use, one per run)."""
+    locks: LockIndex = field(default_factory=LockIndex)
+    """The stage keys every committed lock file of this run's specs records (see engine.resolve)."""
 
     @classmethod
     def open(cls, root: Path) -> Workspace:

@@ -39,6 +39,8 @@ class ReportData:
     target: str
     file: str
     status: str
+    """The lock's health (Healthy / Degraded / Unknown); Unknown when the lock fails its integrity checks."""
+    sync: str
     model_version: str | None
     model_digest: str | None
     generated: str
@@ -57,6 +59,22 @@ class ReportData:
     history: list[AuditEntry] = field(default_factory=list)
     """Oldest first."""
     notes: list[str] = field(default_factory=list)
+
+
+def _health(lock: dict[str, Any], spec: LoadedSpec, notes: list[str]) -> str:
+    from reconciler.engine import health, integrity
+    from reconciler.repo import Layout
+
+    problems = integrity.problems(lock, Layout.lock_file(spec.path))
+    if problems:
+        notes.append(f"the lock file fails its integrity checks, its verdicts are not trusted: {problems[0]}")
+        return health.UNKNOWN
+    return str(
+        lock.get("health")
+        or health.of_verdicts(
+            v for variant in (lock.get("variants") or {}).values() for v in variant.get("verdicts") or []
+        )
+    )
 
 
 def _revision(root: Path) -> str | None:
@@ -196,7 +214,8 @@ def gather(root: Path, spec: LoadedSpec) -> ReportData:
         spec=spec.name,
         target=spec.target,
         file=str(spec.path.relative_to(root)) if spec.path.is_relative_to(root) else str(spec.path),
-        status=str(lock.get("status", "?")),
+        status=_health(lock, spec, notes),
+        sync=str(lock.get("sync", "Unknown")),
         model_version=(lock.get("model") or {}).get("version"),
         model_digest=((model.get("artifacts") or {}).get("model") or {}).get("digest"),
         generated=datetime.now(timezone.utc).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z"),

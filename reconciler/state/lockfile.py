@@ -14,7 +14,8 @@ from typing import Any
 
 from backends import pathpolicy
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: stages record their key inputs, measurements their record and digest, sync and health."""
 LOCK_MODE = 0o644
 
 

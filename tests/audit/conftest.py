@@ -49,6 +49,7 @@ def lock(
             "key": sha("import-key " + model_file),
             "artifacts": {"model": {"digest": imported, "file": "model.onnx", "size": 10}},
             "identity": False,
+            "inputs": {},
             "impl": {
                 "name": "backends.onnx.importer.ImportPass",
                 "version": "1",
@@ -59,25 +60,27 @@ def lock(
             "key": sha("q" + model_file),
             "artifacts": {},
             "identity": True,
+            "inputs": {},
             "impl": {"name": "identity"},
         },
         "compile": {
             "key": sha(f"compile {model_file} {ort}"),
             "artifacts": {},
             "identity": False,
+            "inputs": {},
             "impl": impl,
         },
     }
     verdicts = [verdict("latency_ms.p90", latency, 5.0), verdict("accuracy.min", accuracy, 0.9, ">=")]
     return {
-        "format_version": 1,
+        "format_version": 2,
         "spec": spec,
         "file": f"{spec}.yaml",
         "target": target,
         "model": {"version": version, "import_key": stages["import"]["key"]},
         "slo": {"latency_ms": {"p90": 5.0}, "accuracy": {"min": 0.9}},
-        "status": "Ready",
-        "errors": [],
+        "sync": "Synced",
+        "health": "Healthy" if all(v["passed"] for v in verdicts) else "Degraded",
         "variants": {
             "default": {
                 "inputs": {"image": [1, 1, 8, 8]},

@@ -37,7 +37,7 @@ def test_first_apply_builds_everything_and_output_matches_schema(digits_repo: Pa
     jsonschema.validate(payload, _schema("apply"))
     assert set(_actions(payload).values()) == {"built"}
     spec = payload["specs"][0]
-    assert spec["status"] == "Ready"
+    assert (spec["status"], spec["sync"], spec["health"]) == ("Healthy", "Synced", "Healthy")
     verdicts = {v["name"]: v for v in spec["slo"]}
     assert verdicts["latency_ms.p90"]["evidence"].startswith("measured:host")
     assert verdicts["accuracy.min"]["passed"] is True
@@ -112,7 +112,7 @@ def test_one_broken_spec_never_stops_the_others(digits_repo: Path, npuctl) -> No
     payload = json.loads(done.stdout)
     jsonschema.validate(payload, _schema("apply"))
     by_name = {s["name"]: s for s in payload["specs"]}
-    assert by_name["digits"]["status"] == "Ready"
+    assert by_name["digits"]["status"] == "Healthy"
     [corrupt_error] = by_name["corrupt"]["errors"]
     assert "corrupt.onnx" in corrupt_error and "spec.model.path" in corrupt_error
     assert "\n" not in corrupt_error
@@ -161,14 +161,17 @@ def test_explain_names_the_changed_field(applied: Path, npuctl) -> None:
     assert "fields.evaluate.runs" in text
 
 
-def test_status_reports_ready_then_reconciling(applied: Path, npuctl) -> None:
+def test_status_reports_synced_healthy_then_out_of_sync(applied: Path, npuctl) -> None:
     status = json.loads(npuctl(applied, "status", "--json").stdout)
+    jsonschema.validate(status, _schema("status"))
     [row] = status["specs"]
-    assert row["status"] == "Ready" and row["slo_passed"] == row["slo_total"] == 2
+    assert (row["sync"], row["health"], row["status"]) == ("Synced", "Healthy", "Healthy")
+    assert row["slo_passed"] == row["slo_total"] == 2
     spec = applied / "specs" / "digits.yaml"
     spec.write_text(spec.read_text().replace("runs: 5", "runs: 8"))
     status = json.loads(npuctl(applied, "status", "--json").stdout)
-    assert status["specs"][0]["status"] == "Reconciling"
+    row = status["specs"][0]
+    assert (row["sync"], row["health"], row["status"]) == ("OutOfSync", "Progressing", "OutOfSync")
     assert "evaluate" in status["specs"][0]["reason"]
 
 

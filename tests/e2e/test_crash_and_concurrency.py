@@ -135,4 +135,4 @@ def test_two_applies_at_once_build_each_stage_exactly_once(tmp_path: Path) -> No
     assert len(built) == len({e["key"] for e in ledger if e["action"] == "built"})
     for out, _ in outputs:
         payload = json.loads(out)
-        assert all(s["status"] == "Ready" for s in payload["specs"])
+        assert all(s["status"] == "Healthy" for s in payload["specs"])

@@ -204,7 +204,7 @@ def applied_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 (repo / "images" / folder / "labels.txt").write_text("\n".join(keep) + "\n")
     (repo / "specs" / "matrix.yaml").write_text(yaml.safe_dump(BASE, sort_keys=False))
     results = _apply(repo)
-    assert results["status"] == "Ready", results
+    assert results["sync"] == "Synced" and not results["errors"], results
     return repo
 
 

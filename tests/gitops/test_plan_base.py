@@ -95,11 +95,11 @@ def test_a_fresh_clone_without_state_trusts_an_up_to_date_lock(digits_repo: Path
     commit_all(repo, "pr: runs 6, lock applied")
     clone = tmp_path / "clone"
     git(tmp_path, "clone", "-q", str(repo), str(clone))
-    payload = npuctl_json(clone, "plan", "specs/digits.yaml", "--base", "HEAD~1", codes=(2,))
+    payload = npuctl_json(clone, "plan", "specs/digits.yaml", "--base", "HEAD~1", codes=(0,))
     digits = base_spec(payload, "digits")
     assert digits["applied"] is True, "sources digests in the lock match the spec and files"
     assert all(r["new"] is not None for r in digits["slo"])
-    assert "import" in digits["rebuild"], "no local state: everything would build here"
+    assert digits["rebuild"] == [], "no local state, but the lock records every stage key"
     edit(clone / "specs" / "digits.yaml", "runs: 6", "runs: 7")
     payload = npuctl_json(clone, "plan", "specs/digits.yaml", "--base", "HEAD~1", codes=(2,))
     assert base_spec(payload, "digits")["applied"] is False, "a spec edited after apply: lock is stale"

@@ -1,0 +1,52 @@
+"""Sync apart from health (Argo CD's model), and the one status word every command derives from them.
+
+- sync: are the artifacts those the spec asks for? Synced / OutOfSync / Unknown (invalid spec,
+  tampered lock).
+- health: are the SLOs met? Healthy (every SLO passed) / Degraded (an SLO failed, measured or on an
+  estimate) / Progressing (being built or measured) / Unknown (an SLO is unverified or met only on an
+  estimate: nothing failed, nothing proved).
+- status, one word for tables and badges: Stalled (invalid spec or a terminal failure, not retried
+  until its inputs change), Failed (a transient failure), OutOfSync, else the health. "Healthy" is the
+  only word that reads as good, and it never stands beside a failed or unverified SLO.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+SYNCED, OUT_OF_SYNC, UNKNOWN = "Synced", "OutOfSync", "Unknown"
+HEALTHY, DEGRADED, PROGRESSING = "Healthy", "Degraded", "Progressing"
+STALLED, FAILED = "Stalled", "Failed"
+
+SYNC_STATES = (SYNCED, OUT_OF_SYNC, UNKNOWN)
+HEALTH_STATES = (HEALTHY, DEGRADED, PROGRESSING, UNKNOWN)
+STATUSES = (STALLED, FAILED, OUT_OF_SYNC, HEALTHY, DEGRADED, PROGRESSING, UNKNOWN)
+
+
+def _passed(verdict: Any) -> bool | None:
+    return verdict.get("passed") if isinstance(verdict, dict) else verdict.passed
+
+
+def _verdict(verdict: Any) -> str:
+    return str(verdict.get("verdict") if isinstance(verdict, dict) else verdict.verdict)
+
+
+def of_verdicts(verdicts: Iterable[Any]) -> str:
+    """Health of a set of verdicts (Verdict objects or their JSON)."""
+    listed = list(verdicts)
+    if any(_passed(v) is False or _verdict(v).startswith("fail") for v in listed):
+        return DEGRADED
+    if all(_passed(v) is True for v in listed):
+        return HEALTHY
+    return UNKNOWN
+
+
+def status(sync: str, health: str, stalled: bool = False, failed: bool = False) -> str:
+    if stalled:
+        return STALLED
+    if failed:
+        return FAILED
+    if sync == OUT_OF_SYNC:
+        return OUT_OF_SYNC
+    return health

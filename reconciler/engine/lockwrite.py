@@ -1,0 +1,131 @@
+"""What apply writes into specs/NAME.lock.json, and what it keeps when a build cannot finish here.
+
+The lock holds nothing that depends on the machine that wrote it beyond the measurements themselves
+(which name their runner): no errors of this run, no "not built here". A variant whose chain did not
+complete (toolchain missing, infrastructure error, read-only store, full disk, crashed toolchain)
+keeps its committed entry whole, re-judged against the spec's current SLOs; only a complete build
+replaces it. That is what lets a no-op apply on any machine leave `git status` clean.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconciler.engine import health
+from reconciler.engine.chain import StageSetup
+from reconciler.engine.resolve import SPEC_SIDE
+from reconciler.state import lockfile
+from reconciler.state.db import Record
+from reconciler.state.lockread import LockedVariant
+
+MAX_OTHER_RUNNERS = 4
+"""How many other runners' measurements a variant keeps after explicit re-measuring."""
+
+
+def stage_entry(record: Record) -> dict[str, Any]:
+    return {
+        "key": record.key,
+        "artifacts": record.artifacts,
+        "identity": record.note.startswith("identity"),
+        "impl": record.key_inputs.get("impl", {}),
+        "inputs": record.key_inputs,
+    }
+
+
+def variant_entry(
+    inputs: dict[str, list[int]],
+    records: dict[str, Record],
+    verdicts: list[dict[str, Any]],
+    measurements: dict[str, Any],
+) -> dict[str, Any]:
+    return {
+        "inputs": inputs,
+        "stages": {name: stage_entry(record) for name, record in sorted(records.items())},
+        "measurements": measurements,
+        "verdicts": verdicts,
+    }
+
+
+def measured_on(measurements: dict[str, Any]) -> str | None:
+    """The runner identity the measurements name (evaluate's), if any."""
+    runners = sorted(
+        {str(m["runner"]) for m in measurements.values() if isinstance(m, dict) and m.get("runner")}
+    )
+    return "; ".join(runners) or None
+
+
+def with_other_runners(entry: dict[str, Any], previous: LockedVariant | None) -> dict[str, Any]:
+    """After explicit re-measuring: the previous runner's measurements stay beside the new ones.
+
+    `measurements` (and so the verdicts) are this run's; `other_measurements` are the others',
+    each naming its runner.
+    """
+    if previous is None:
+        return entry
+    now = measured_on(entry["measurements"])
+    kept: list[dict[str, Any]] = []
+    before = measured_on(previous.measurements)
+    if before and before != now:
+        kept.append({"runner": before, "measurements": previous.measurements})
+    for other in previous.raw.get("other_measurements") or []:
+        if isinstance(other, dict) and other.get("runner") not in (now, before):
+            kept.append(other)
+    if kept:
+        entry = {**entry, "other_measurements": kept[:MAX_OTHER_RUNNERS], "verdicts_measured_on": now}
+    return entry
+
+
+def carried_entry(previous: LockedVariant, verdicts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The committed entry, whole, with verdicts re-judged under the current SLOs."""
+    return {**previous.raw, "verdicts": verdicts}
+
+
+def recorded_matches(chain: list[StageSetup], previous: LockedVariant) -> bool:
+    """Whether the committed stages were built from this spec's current fields and files.
+
+    Upstream digests are compared where this run learned them; the implementation (which a machine
+    without the toolchain cannot know) is not.
+    """
+    for setup in chain:
+        locked = previous.stages.get(setup.stage.name)
+        if locked is None or not locked.inputs:
+            return False
+        current = {
+            "stage": setup.stage.name,
+            "fields": setup.config,
+            "files": setup.file_digests,
+            "upstream": setup.upstream,
+        }
+        for part in SPEC_SIDE:
+            if part in ("target", "upstream"):
+                continue
+            if locked.inputs.get(part) != current[part]:
+                return False
+        if setup.upstream and locked.inputs.get("upstream") != setup.upstream:
+            return False
+    return True
+
+
+def lock_data(
+    spec_name: str,
+    file_name: str,
+    target: str,
+    model: dict[str, Any],
+    slo: Any,
+    sources: dict[str, Any],
+    per_variant: dict[str, dict[str, Any]],
+    synced: bool,
+) -> dict[str, Any]:
+    verdicts = [v for entry in per_variant.values() for v in entry.get("verdicts", [])]
+    return {
+        "format_version": lockfile.FORMAT_VERSION,
+        "spec": spec_name,
+        "file": file_name,
+        "target": target,
+        "model": model,
+        "slo": slo,
+        "sync": health.SYNCED if synced else health.OUT_OF_SYNC,
+        "health": health.of_verdicts(verdicts),
+        "sources": sources,
+        "variants": per_variant,
+    }

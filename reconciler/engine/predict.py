@@ -1,0 +1,41 @@
+"""Plan's predicted verdicts: the spec's thresholds applied to the measurements already recorded.
+
+A verdict whose outcome differs from the one the lock records says so ("pass -> fail"); `regressions`
+lists the SLOs a CI gate (`plan --fail-on-regression`) refuses: one that passed and would no longer
+pass, or a new SLO that would fail.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconciler.engine.results import SpecResult, Verdict
+
+
+def predict(verdicts: list[Verdict], recorded: list[dict[str, Any]]) -> None:
+    """Sets `predicted` on each verdict whose outcome or threshold differs from the recorded one."""
+    by_name = {(v.get("name"), v.get("variant")): v for v in recorded}
+    for verdict in verdicts:
+        before = by_name.get((verdict.name, verdict.variant))
+        if before is None:
+            verdict.predicted = f"new -> {verdict.verdict}"
+        elif before.get("verdict") != verdict.verdict:
+            verdict.predicted = f"{before.get('verdict')} -> {verdict.verdict}"
+        elif before.get("threshold") != verdict.threshold:
+            verdict.predicted = (
+                f"{verdict.verdict} (threshold {before.get('threshold')} -> {verdict.threshold})"
+            )
+
+
+def _regressed(verdict: Verdict) -> bool:
+    if verdict.predicted is None:
+        return False
+    before = verdict.predicted.split(" -> ")[0]
+    if before == "new":
+        return verdict.passed is False
+    return (before == "pass" and verdict.passed is not True) or (before != "fail" and verdict.passed is False)
+
+
+def regressions(results: list[SpecResult]) -> list[str]:
+    """`spec variant/slo: pass -> fail` for every SLO the plan predicts to regress."""
+    return [f"{r.name} {v.variant}/{v.name}: {v.predicted}" for r in results for v in r.slo if _regressed(v)]

@@ -1,0 +1,136 @@
+"""Where a stage's result comes from without building it: the local store, or the committed lock file.
+
+Shared by plan (which only looks) and apply (which builds what resolves to nothing). A stage is up to
+date when its key has a usable local record, or when the key equals the one the lock records
+(`lock`): its artifacts are then known by digest, and their bytes are needed only when a later stage
+must build. A stage this machine cannot run (its toolchain is missing, so its key cannot even be
+computed the same way) whose recorded inputs match the spec in every field, file and upstream digest
+is `carried`: the committed evidence stands, not re-verified here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from backends.catalog import Target
+from backends.errors import ToolchainMissing
+from reconciler.engine import integrity, keys
+from reconciler.engine.chain import StageSetup
+from reconciler.engine.walk import Artifacts, identity_outputs, link_upstream
+from reconciler.engine.workspace import Workspace
+from reconciler.repo import Layout
+from reconciler.spec import LoadedSpec
+from reconciler.state import lockfile
+from reconciler.state.db import Record
+from reconciler.state.lockread import LockedVariant
+
+SPEC_SIDE = ("stage", "fields", "files", "upstream", "target")
+"""The key inputs a machine without the stage's toolchain still knows (everything but `impl`)."""
+
+FOUND = ("store", "lock", "carried", "identity")
+
+
+@dataclass
+class Resolved:
+    setup: StageSetup
+    key: str | None
+    """None while an upstream stage is still unknown."""
+    record: Record | None
+    source: str
+    """store | lock | carried | identity | missing | unknown"""
+    key_inputs: dict[str, Any] | None = None
+
+    @property
+    def found(self) -> bool:
+        return self.source in FOUND
+
+
+def spec_side_matches(recorded: dict[str, Any], current: dict[str, Any]) -> bool:
+    return bool(recorded) and all(recorded.get(k) == current.get(k) for k in SPEC_SIDE)
+
+
+def carried_reason(setup: StageSetup) -> str:
+    return f"recorded in the lock; not re-verified on this machine: toolchain not installed: {setup.error}"
+
+
+def resolve(
+    ws: Workspace,
+    setup: StageSetup,
+    target: Target,
+    outputs: dict[str, Artifacts | None],
+    locked: LockedVariant,
+) -> Resolved:
+    """One stage, given the outputs of the stages before it; fills outputs[stage] when found."""
+    name = setup.stage.name
+    linked = link_upstream(setup, outputs)
+    if linked is None:
+        outputs[name] = None
+        return Resolved(setup, None, None, "unknown")
+    key_inputs = setup.key_inputs(target)
+    key = keys.digest(key_inputs)
+    record = ws.db.record(key)
+    in_lock = locked.stages.get(name)
+    lock_record = locked.record(name) if in_lock is not None and in_lock.key == key else None
+    lock_record = lock_record or ws.locks.record(key)
+    if lock_record is not None:
+        lock_record = replace(lock_record, key_inputs=key_inputs)  # the key is their digest
+    if not setup.active:
+        outputs[name] = identity_outputs(setup, linked)
+        return Resolved(setup, key, record or lock_record, "identity", key_inputs)
+    if ws.usable(record):
+        outputs[name] = record.artifacts if record else None
+        return Resolved(setup, key, record, "store", key_inputs)
+    if lock_record is not None:
+        outputs[name] = lock_record.artifacts
+        return Resolved(setup, key, lock_record, "lock", key_inputs)
+    if (
+        isinstance(setup.error, ToolchainMissing)
+        and in_lock is not None
+        and spec_side_matches(in_lock.inputs, key_inputs)
+    ):
+        carried = locked.record(name)
+        outputs[name] = in_lock.artifacts
+        return Resolved(setup, key, carried, "carried", key_inputs)
+    outputs[name] = None
+    return Resolved(setup, key, None, "missing", key_inputs)
+
+
+def walk(
+    ws: Workspace,
+    chain: list[StageSetup],
+    target: Target,
+    locked: LockedVariant,
+    outputs: dict[str, Artifacts | None] | None = None,
+) -> Iterator[Resolved]:
+    """Resolves each stage in order, as far as what is recorded reaches."""
+    known = dict(outputs or {})
+    for setup in chain:
+        yield resolve(ws, setup, target, known, locked)
+
+
+def first_to_build(
+    ws: Workspace,
+    chain: list[StageSetup],
+    target: Target,
+    locked: LockedVariant,
+    outputs: dict[str, Artifacts | None],
+    also: frozenset[str] = frozenset(),
+) -> str | None:
+    """The first stage of `chain` that must build (or is named in `also`), or None: when None, the
+    stages before it may stay recorded-only, since no later stage needs their bytes."""
+    for resolved in walk(ws, chain, target, locked, outputs):
+        name = resolved.setup.stage.name
+        if not resolved.found or (name in also and resolved.setup.active):
+            return name
+    return None
+
+
+def index_locks(ws: Workspace, specs: list[LoadedSpec]) -> None:
+    """Adds every spec's committed lock file to `ws.locks`, skipping any that fails its integrity checks."""
+    for spec in specs:
+        path = Layout.lock_file(spec.path)
+        lock = lockfile.read(path)
+        if lock is not None and not integrity.problems(lock, path):
+            ws.locks.add(lock)
