@@ -148,6 +148,7 @@ def test_bench_files_import_only_stdlib_numpy_and_runtimes() -> None:
         "onnxruntime",
         "openvino",
         "rknnlite",
+        "ai_edge_litert",
         "harness",
         "__future__",
     }
