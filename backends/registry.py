@@ -21,6 +21,7 @@ BUILTIN: dict[str, str] = {
     "qnn": "backends.qnn:QnnBackend",
     "cann": "backends.cann:CannBackend",
     "ethos-u": "backends.ethosu:EthosUBackend",
+    "mediatek": "backends.mediatek:MediaTekBackend",
 }
 """name -> "module:Class"; modules are imported only when the backend is first used."""
 
