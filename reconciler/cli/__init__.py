@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "audit": "Which model version met which SLO, from the lock files' git history and the ledger.",
     "report": "Write a self-contained HTML report for a spec: placement, latency, sensitivity, SLO history.",
     "toolchain": "Install or list managed toolchain environments.",
+    "backends": "List the registered backends (built-in and plug-ins): targets, toolchain state, evidence here.",
     "artifacts": "List a spec's deployable files: names, sizes, digests, where they are.",
     "export": "Copy a spec's deployable files (verified) into a folder, with a manifest and SHA256SUMS.",
 }

@@ -128,7 +128,7 @@ class ProgressReporter(Reporter):
 @contextmanager
 def reporter() -> Iterator[Reporter]:
     if not interactive():
-        from reconciler.cli._ci import HeartbeatReporter
+        from reconciler.cli._heartbeat import HeartbeatReporter
 
         yield HeartbeatReporter()
         return

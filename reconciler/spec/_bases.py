@@ -73,5 +73,5 @@ def _validator() -> Any:
 
     from reconciler.spec.schema import schema
 
-    body = schema()
+    body = schema(plugins=True)  # a base may name a plug-in target installed here
     return jsonschema.validators.validator_for(body)(body)

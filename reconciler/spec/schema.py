@@ -2,6 +2,7 @@
 
     python -m reconciler.spec.schema           # rewrite the checked-in file
     python -m reconciler.spec.schema --check   # exit 1 when it is stale
+    python -m reconciler.spec.schema --plugins -o my-schema.json   # with installed plug-ins' targets
 
 The output is deterministic (sorted keys, fixed indentation), so a stale file shows up as a diff.
 """
@@ -22,11 +23,11 @@ DRAFT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schemas" / "deployment.schema.json"
 
 
-def schema() -> dict[str, Any]:
+def schema(plugins: bool = False) -> dict[str, Any]:
     """The JSON Schema of a deployment spec file (the YAML, read as JSON): complete specs, specs with
     `extends` and `kind: DeploymentBase` files (see _schema_shape)."""
     body = language_schema(
-        Deployment.model_json_schema(by_alias=True, mode="validation"), _targets(), _backend_options()
+        Deployment.model_json_schema(by_alias=True, mode="validation"), _targets(plugins), _backend_options(plugins)
     )
     body["$schema"] = DRAFT
     body["$id"] = SCHEMA_ID
@@ -38,31 +39,31 @@ def schema() -> dict[str, Any]:
     return body
 
 
-def _targets() -> dict[str, str]:
+def _targets(plugins: bool) -> dict[str, str]:
     import backends.catalog as catalog
 
     out = {}
-    for tid, t in catalog.targets().items():
+    for tid, t in catalog.targets(plugins=plugins).items():
         what = t.description or f"{t.vendor} {t.chip} {t.npu}".strip()
         out[tid] = f"{what} (backend {t.backend})"
     return out
 
 
-def _backend_options() -> dict[str, tuple[dict[str, Any], list[str]]]:
-    """Built-in backends' compile.options schemas, with the catalog targets each builds by default.
-    Plug-ins are left out: the checked-in schema must not depend on what happens to be installed."""
+def _backend_options(plugins: bool) -> dict[str, tuple[dict[str, Any], list[str]]]:
+    """Backends' compile.options schemas, with the catalog targets each builds by default. Plug-ins only
+    on request: this repository's checked-in schema must not depend on what happens to be installed."""
     import backends.catalog as catalog
     from backends import registry
 
     out = {}
-    for name in sorted(registry.BUILTIN):
-        ids = sorted(tid for tid, t in catalog.targets().items() if t.backend == name)
+    for name in sorted(registry.known() if plugins else registry.BUILTIN):
+        ids = sorted(tid for tid, t in catalog.targets(plugins=plugins).items() if t.backend == name)
         out[name] = (registry.backend(name).options_schema(), ids)
     return out
 
 
-def render() -> str:
-    return json.dumps(schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+def render(plugins: bool = False) -> str:
+    return json.dumps(schema(plugins), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,8 +72,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--check", action="store_true", help="exit 1 when the checked-in schema is stale")
     parser.add_argument("--output", type=Path, default=SCHEMA_FILE, help="schema file (default: %(default)s)")
+    parser.add_argument(
+        "--plugins",
+        action="store_true",
+        help="include the targets and backends of installed plug-ins (for a team's own schema file)",
+    )
     args = parser.parse_args(argv)
-    text = render()
+    text = render(args.plugins)
     current = args.output.read_text() if args.output.is_file() else None
     if args.check:
         if current != text:

@@ -1,0 +1,1 @@
+"""Example npuctl plug-in (tests/plugins/example_npu): see backend.py and catalog/."""
