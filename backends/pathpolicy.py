@@ -43,9 +43,18 @@ def inside(path: Path, root: Path) -> bool:
 def resolve(path: Path) -> Path:
     """`path` with every symlink followed; a loop or an unreadable link is refused."""
     try:
-        return path.resolve()
+        resolved = path.resolve()
+        os.lstat(resolved)
+    except FileNotFoundError:
+        return resolved  # absent: the caller says "not found" in its own words
     except (RuntimeError, OSError) as exc:  # RuntimeError: symlink loop (Python < 3.13)
-        raise PathRefused(f"{path}: cannot resolve ({exc})") from None
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise PathRefused(f"{_short(str(path))}: cannot resolve ({reason})") from None
+    return resolved
+
+
+def _short(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit // 2] + "..." + text[-limit // 2 :]
 
 
 def confine(path: Path, root: Path, shown: str | None = None) -> Path:
@@ -54,7 +63,7 @@ def confine(path: Path, root: Path, shown: str | None = None) -> Path:
     real_root = resolve(root)
     if not inside(resolved, real_root):
         raise PathRefused(
-            f"{shown or str(path)!r} resolves to {resolved}, outside the repository {real_root}"
+            f"{_short(shown or str(path))!r} resolves to {_short(str(resolved))}, outside the repository {real_root}"
         )
     return resolved
 

@@ -234,13 +234,34 @@ def _check_size(path: Path, inputs: Sequence[InputSpec]) -> None:
         if path.suffix.lower() == ".npz" and zipfile.is_zipfile(path):
             with zipfile.ZipFile(path) as zf:
                 size = max([size, *(info.file_size for info in zf.infolist())])
-    except (OSError, zipfile.BadZipFile) as exc:
+                for info in zf.infolist():
+                    if info.file_size <= limit and info.filename.endswith(".npy"):
+                        with zf.open(info) as member:
+                            size = max(size, _declared_bytes(member))
+        elif path.suffix.lower() == ".npy":
+            with pathpolicy.open_regular(path) as fh:
+                size = max(size, _declared_bytes(fh))
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:  # PathRefused is a ValueError
         raise TerminalError(f"{path.name}: cannot read ({_reason(exc)})") from exc
     if size > limit:
         raise TerminalError(
             f"{path.name}: holds {size} bytes, more than the {limit} the model's inputs can take "
             "(a wrong file, or a zip bomb)"
         )
+
+
+def _declared_bytes(fh: Any) -> int:
+    """The bytes an .npy header says its array holds (read before any allocation; 0 if no header)."""
+    import numpy as np
+
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(fh)
+    except ValueError:
+        return 0  # not an .npy: np.load reports it
+    reader = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+    shape, _fortran, dtype = reader(fh, max_header_size=10_000)
+    return int(math.prod(shape)) * dtype.itemsize
 
 
 def _load_array_file(path: Path, inputs: Sequence[InputSpec]) -> Any:
@@ -418,7 +439,7 @@ def read_labels(path: Path) -> dict[str, int]:
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
-        raise TerminalError(f"cannot read labels file {path}: {exc}") from exc
+        raise TerminalError(f"evaluate.labels: cannot read {path.name}: {_reason(exc)}") from exc
     labels: dict[str, int] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
@@ -426,13 +447,15 @@ def read_labels(path: Path) -> dict[str, int]:
             continue
         parts = line.rsplit(maxsplit=1)
         if len(parts) != 2 or not _is_int(parts[1]):
-            raise TerminalError(f"{path.name}:{number}: expected '<file name> <integer label>', got {line!r}")
+            raise TerminalError(
+                f"evaluate.labels: {path.name}:{number}: expected '<file name> <integer label>', got {line!r}"
+            )
         name = parts[0].strip()
         if name in labels:
-            raise TerminalError(f"{path.name}:{number}: {name} is labelled twice")
+            raise TerminalError(f"evaluate.labels: {path.name}:{number}: {name} is labelled twice")
         labels[name] = int(parts[1])
     if not labels:
-        raise TerminalError(f"labels file {path} has no labels")
+        raise TerminalError(f"evaluate.labels: {path.name} has no labels")
     return labels
 
 

@@ -38,16 +38,16 @@ def check(paths: Sequence[Path], root: Path, semantic: bool = True) -> list[Spec
     """
     files, missing = discover_with_errors(paths, root)
     reports = [SpecReport(error.file, None, None, (error,)) for error in missing]
-    attempts = {file: attempt(file, root) for file in files}
+    attempts = {file: _attempt(file, root) for file in files}
     claims = _claims(attempts)
     for file in _siblings(paths, files, root):
-        for claimed, where in _claims({file: attempt(file, root)}).items():
+        for claimed, where in _claims({file: _attempt(file, root)}).items():
             claims.setdefault(claimed, []).extend(where)
     for file, (spec, flat, errors) in attempts.items():
         name = _name(flat.data if flat is not None else None)
         if spec is not None:
             if semantic:
-                errors = semantic_errors(spec, root)
+                errors = _semantic(spec, root)
             others = [w for w in claims.get(spec.name, []) if w.file != file]
             if others:
                 listed = ", ".join(f"{display_path(w.file)}:{w.line}" for w in others)
@@ -55,6 +55,21 @@ def check(paths: Sequence[Path], root: Path, semantic: bool = True) -> list[Spec
                 errors = [_error_at(spec, ("metadata", "name"), message), *errors]
         reports.append(SpecReport(file, name, spec, tuple(errors)))
     return reports
+
+
+def _attempt(file: Path, root: Path) -> tuple[LoadedSpec | None, Flat | None, list[SpecError]]:
+    """`attempt`, with anything unforeseen turned into this file's error: one spec never stops the others."""
+    try:
+        return attempt(file, root)
+    except Exception as exc:
+        return None, None, [SpecError(file, 0, 0, "", f"cannot load: {type(exc).__name__}: {exc}")]
+
+
+def _semantic(spec: LoadedSpec, root: Path) -> list[SpecError]:
+    try:
+        return semantic_errors(spec, root)
+    except Exception as exc:
+        return [SpecError(spec.path, 0, 0, "", f"cannot check: {type(exc).__name__}: {exc}")]
 
 
 def _claims(

@@ -7,6 +7,7 @@ is rendered `file: message`; an empty field (YAML syntax errors) is rendered `fi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,14 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def printable(text: str) -> str:
+    """Control characters (a newline or NUL inside a hostile path) escaped: an error stays one line."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 @dataclass(frozen=True)
 class SpecError:
     """One problem in one file, at one place."""
@@ -31,10 +40,11 @@ class SpecError:
     message: str
 
     def __str__(self) -> str:
-        where = display_path(self.file)
+        where = printable(display_path(self.file))
         if self.line > 0:
             where += f":{self.line}:{self.column}"
-        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        message = printable(self.message)
+        return f"{where}: {printable(self.field)}: {message}" if self.field else f"{where}: {message}"
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -42,7 +52,7 @@ class SpecError:
             "line": self.line,
             "column": self.column,
             "field": self.field,
-            "message": self.message,
+            "message": printable(self.message),
         }
 
     def sort_key(self) -> tuple[str, int, int, str]:

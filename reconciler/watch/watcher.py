@@ -152,7 +152,8 @@ class Watcher:
                 self._emit("cancelled", spec=state.name, file=str(file))
         self._emit("plan" if act else "load", files=sorted(str(f) for f in files), batch=batch)
         self.ws.hasher.flush()
-        self.ws.hasher = FileHasher(self.ws.db, self.root)  # its memo never expires: one per batch, not per watch
+        # its memo never expires: one per batch, not per watch
+        self.ws.hasher = FileHasher(self.ws.db, self.root)
         existing = sorted(f for f in files if f.is_file())
         for file in sorted(set(files) - set(existing)):
             self._removed(file)
