@@ -27,6 +27,7 @@ def command(check_only: bool, fmt: str, as_json: bool) -> int:
     try:
         report = check(ws, quarantine=not check_only)
         if not report.clean and not check_only:
+            ws.repair = True
             with _common.reporter() as reporter:
                 results = apply_all(ws, loaded.specs, reporter)
             rebuilt = [s.name for r in results for s in r.stages if s.action == "built"]

@@ -110,7 +110,7 @@ class _ChainRun:
             return self._done(setup, resolved.record, "cached", "up to date")
         if resolved.source in ("lock", "carried") and not self._wanted_again(setup):
             assert resolved.record is not None
-            if not self._bytes_needed(index):
+            if not self._bytes_needed(index) and not self.ws.repairing(key):
                 why = LOCK_NOTE if resolved.source == "lock" else carried_reason(setup)
                 if resolved.source == "carried":
                     self.carried.append(f"{self.variant.name}/{name}: {why}")

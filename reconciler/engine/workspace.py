@@ -80,6 +80,13 @@ class Workspace:
         """A record counts only while every artifact it names is in the store, intact."""
         return record is not None and all(self.intact(a["digest"]) for a in record.artifacts.values())
 
+    repair: bool = False
+    """Set by fsck: a stage built here whose output left the store is rebuilt even when the lock file
+    alone would do (apply otherwise rebuilds only what a later stage needs)."""
+
+    def repairing(self, key: str) -> bool:
+        return self.repair and self.db.record(key) is not None
+
     def corrupt_in(self, record: Record | None) -> list[str]:
         """The record's artifacts found corrupt in this run (for the rebuild's reason)."""
         if record is None:

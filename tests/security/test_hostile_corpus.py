@@ -105,7 +105,7 @@ def _paths(args: str) -> list[str]:
 def test_the_valid_spec_beside_them_was_built(run: Run) -> None:
     assert run.code == 1  # hostile specs are errors
     digits = run.by_file["digits.yaml"]
-    assert digits["status"] == "Ready", [s.get("reason") for s in digits["stages"]]
+    assert digits["health"] == "Healthy", [s.get("reason") for s in digits["stages"]]
     assert {s["name"]: s["action"] for s in digits["stages"]}["evaluate"] == "built"
     assert len(CASES) >= 100
 
@@ -168,7 +168,7 @@ def test_case(case: Case, run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
         assert not log or not Path(log).exists() or "retrying" not in Path(log).read_text()
     else:
         assert validate_code == 0, validate.output
-        assert entry["status"] == "Ready", entry
+        assert entry["health"] == "Healthy", entry
         lock = run.repo / "specs" / f"{stem}.lock.json"
         if lock.exists():
             assert not lock.is_symlink()

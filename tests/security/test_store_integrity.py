@@ -40,24 +40,42 @@ def applied(digits_repo: Path) -> Path:
     return digits_repo
 
 
-def test_flipped_byte_is_caught_and_rebuilt_under_the_same_digest(applied: Path) -> None:
+def test_flipped_byte_is_caught_and_never_spreads(applied: Path) -> None:
+    """The compiled artifact is corrupted, then a change makes evaluate rebuild: evaluate must measure
+    a freshly rebuilt artifact (same digest: builds are reproducible), never the corrupt bytes."""
+    lock_path = applied / "specs" / "digits.lock.json"
+    digest = _stage_digest(json.loads(lock_path.read_text()), "compile")
+    obj = _store_object(applied, digest)
+    _flip(obj)
+    spec = applied / "specs" / "digits.yaml"
+    spec.write_text(spec.read_text().replace("runs: 5", "runs: 6"))
+
+    done = run_npuctl(applied, "apply", "--json")
+    assert done.returncode == 0, done.stderr
+    stages = {s["name"]: s for s in json.loads(done.stdout)["specs"][0]["stages"]}
+    assert stages["compile"]["action"] == "built"
+    assert "corrupt" in stages["compile"]["reason"]
+    assert stages["evaluate"]["action"] == "built"
+    assert hashlib.sha256(obj.read_bytes()).hexdigest() == digest  # the store holds the good bytes again
+    quarantined = list((applied / ".npuctl" / "corrupt").iterdir())
+    assert [p.name.split(".")[0] for p in quarantined] == [digest]
+    assert _stage_digest(json.loads(lock_path.read_text()), "compile") == digest
+
+
+def test_a_corrupt_object_nothing_needs_is_quarantined_and_the_lock_kept(applied: Path) -> None:
     lock_path = applied / "specs" / "digits.lock.json"
     lock_before = lock_path.read_bytes()
     digest = _stage_digest(json.loads(lock_before), "import")
     obj = _store_object(applied, digest)
     _flip(obj)
-    assert hashlib.sha256(obj.read_bytes()).hexdigest() != digest
-
     done = run_npuctl(applied, "apply", "--json")
     assert done.returncode == 0, done.stderr
-    stages = {s["name"]: s for s in json.loads(done.stdout)["specs"][0]["stages"]}
-    assert stages["import"]["action"] == "built"
-    assert "corrupt" in stages["import"]["reason"]
-    assert stages["compile"]["action"] == "cached"  # early cutoff: the rebuilt import is byte-identical
-    assert hashlib.sha256(obj.read_bytes()).hexdigest() == digest  # the store holds the good bytes again
-    quarantined = list((applied / ".npuctl" / "corrupt").iterdir())
-    assert [p.name.split(".")[0] for p in quarantined] == [digest]
-    assert lock_path.read_bytes() == lock_before  # nothing built from the corrupt object, nothing changed
+    assert not obj.exists()  # moved aside: no later run or process can build from it
+    assert [p.name.split(".")[0] for p in (applied / ".npuctl" / "corrupt").iterdir()] == [digest]
+    assert lock_path.read_bytes() == lock_before
+    repair = run_npuctl(applied, "fsck", "--json")
+    assert repair.returncode == 0, repair.stdout + repair.stderr
+    assert hashlib.sha256(obj.read_bytes()).hexdigest() == digest
 
 
 def test_fsck_finds_bit_rot_and_repairs_by_rebuilding(applied: Path) -> None:
