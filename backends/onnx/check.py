@@ -64,9 +64,19 @@ class CheckPass:
         _write_log(request.log, report)
         summary = summarize(report)
         summary["measurements"] = P.measurements(report)
-        cov = report["coverage"]["nodes"]
-        note = f"{cov['npu']}/{cov['total']} nodes on the NPU, {len(report['crossings'])} crossings"
-        return StageOutput(artifacts={"placement": path}, report=summary, note=note)
+        return StageOutput(
+            artifacts={"placement": path}, report=summary, note=placement_note(report, request.target)
+        )
+
+
+def placement_note(report: Mapping[str, Any], target: Any) -> str:
+    """One line: how much runs on the NPU and how often the model crosses to the CPU; for a target with
+    no NPU (the host CPU), just where everything runs."""
+    cov = report["coverage"]["nodes"]
+    if not getattr(target, "npu_cores", 1):
+        return f"{cov['total']} nodes, all on the CPU (the {report['target']} target has no NPU)"
+    crossings = len(report.get("crossings") or [])
+    return f"{cov['npu']}/{cov['total']} nodes on the NPU, {crossings} boundary crossing(s) to the CPU"
 
 
 def dump_json(data: Any) -> str:

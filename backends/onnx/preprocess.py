@@ -228,6 +228,16 @@ class Built:
     added_ops: list[str]
 
 
+def _folded_text(folded: Mapping[str, Any]) -> str:
+    """`{"color": True, "std": True, "mean": False, "convs": ["conv1"]}` -> words for the stage note."""
+    parts = [name for name in ("color", "mean", "std") if folded.get(name)]
+    convs = list(folded.get("convs") or [])
+    if not parts:
+        return "nothing folded into the weights"
+    where = f"the weights of {', '.join(convs)}" if convs else "the weights"
+    return f"{', '.join(parts)} folded into {where}"
+
+
 def build(model: onnx.ModelProto, plan: Plan, fold: bool = True) -> Built:
     """The model with the raw input `plan.input` (same name) and the conversion prepended or folded."""
     import onnx
@@ -572,7 +582,5 @@ class PreprocessPass:
             "verified_max_abs_diff": float(f"{diff:.3g}"),
             "forms": forms,
         }
-        note = (
-            f"raw {plan.dtype} {plan.layout} input; {len(built.added_ops)} ops added; folded {built.folded}"
-        )
+        note = f"raw {plan.dtype} {plan.layout} input; {len(built.added_ops)} ops added; {_folded_text(built.folded)}"
         return StageOutput(artifacts={"model": path}, report=report, note=note)

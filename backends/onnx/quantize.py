@@ -118,7 +118,9 @@ def _note(report: Mapping[str, Any]) -> str:
     if mode == "ptq":
         pol = report["policy"]
         kept = report.get("kept_summary", {})
-        cache = report["calibration"]["cache"]
+        cache = {"hit": "calibration reused", "miss": "calibrated now", "off": "calibrated, not cached"}.get(
+            report["calibration"]["cache"], report["calibration"]["cache"]
+        )
         kept_text = ", ".join(f"{v} {k}" for k, v in sorted(kept.items())) or "none kept"
         return (
             f"ptq w{pol['weights']}/a{pol['activations']}, {report['calibration']['samples_used']} samples "

@@ -62,3 +62,13 @@ def test_render_table_has_a_row_per_node(tmp_path: Path) -> None:
     console = Console(width=200, record=True, file=io.StringIO())
     console.print(render_table(report, only_fallback=True, limit=5))
     assert "placement on rk3588" in console.export_text()
+
+
+def test_the_stage_note_says_where_things_run_in_words() -> None:
+    from backends.catalog import target
+    from backends.onnx.check import placement_note
+
+    report = {"target": "cpu", "coverage": {"nodes": {"npu": 0, "total": 10}}, "crossings": []}
+    assert placement_note(report, target("cpu")) == "10 nodes, all on the CPU (the cpu target has no NPU)"
+    npu = {"target": "rk3588", "coverage": {"nodes": {"npu": 8, "total": 10}}, "crossings": [1, 2]}
+    assert placement_note(npu, target("rk3588")) == "8/10 nodes on the NPU, 2 boundary crossing(s) to the CPU"

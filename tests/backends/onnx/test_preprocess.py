@@ -154,3 +154,15 @@ def test_preprocess_stage_is_deterministic_and_keeps_the_input_name(tmp_path: Pa
         assert out.report["input"]["name"] == "x" and out.report["input"]["shape"] == [1, 48, 192, 3]
         assert set(out.report["forms"]) == {"rknn", "cann_aipp", "coreml", "openvino"}
     assert blobs[0] == blobs[1]
+
+
+def test_the_stage_note_names_what_was_folded_in_words() -> None:
+    from backends.onnx.preprocess import _folded_text
+
+    assert _folded_text({"color": True, "std": True, "mean": False, "convs": ["conv1"]}) == (
+        "color, std folded into the weights of conv1"
+    )
+    assert (
+        _folded_text({"color": False, "std": False, "mean": False, "convs": []})
+        == "nothing folded into the weights"
+    )
