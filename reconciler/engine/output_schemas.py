@@ -72,6 +72,10 @@ MEASUREMENT: dict[str, Any] = {
         "record": {"description": "key of the stage record it came from", **_DIGEST},
         "runner": {"type": "string", "description": "who measured: runner, device model/serial, CPU, python"},
         "digest": {"description": "sha256 over record, value, evidence, detail, runner", **_DIGEST},
+        "measure": {
+            "type": "string",
+            "description": "accuracy: the task and its measure (`detection box_f1@0.5`, `generic cosine`)",
+        },
     },
 }
 ARTIFACT: dict[str, Any] = {
