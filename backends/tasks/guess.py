@@ -38,6 +38,44 @@ def guess(model: Path) -> Guess:
     proto = onnx.load(str(model), load_external_data=False)
     outputs = [(o.name, _dims(o)) for o in proto.graph.output]
     producer = {out: n.op_type for n in proto.graph.node for out in n.output}
+    found = _from_shapes(outputs, producer)
+    if found.task["type"] == "regression" and any(d is None for _, dims in outputs for d in dims[1:]):
+        ran = _run_once(model)  # declared shapes are incomplete: the real ones decide
+        if ran is not None:
+            found = _from_shapes(ran, producer)
+            found = Guess(
+                found.task, f"{found.why} (shape from one run on zeros; the model declares another)"
+            )
+    return found
+
+
+def _run_once(model: Path) -> list[tuple[str, Dims]] | None:
+    """Output shapes of one run on zeros, dynamic dims at 1 (first) or 64: None when it cannot run."""
+    try:
+        import numpy as np
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.log_severity_level = 4
+        session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+        feed = {}
+        for value in session.get_inputs():
+            shape = [
+                d if isinstance(d, int) and d > 0 else (1 if k == 0 else 64)
+                for k, d in enumerate(value.shape)
+            ]
+            dtype = np.float32 if "float" in value.type else np.int64
+            feed[value.name] = np.zeros(shape, dtype)
+        names = [o.name for o in session.get_outputs()]
+        return [
+            (n, tuple(int(d) for d in np.shape(v)))
+            for n, v in zip(names, session.run(None, feed), strict=True)
+        ]
+    except Exception:  # onnxruntime raises its own types; a guess falls back to the declared shapes
+        return None
+
+
+def _from_shapes(outputs: list[tuple[str, Dims]], producer: dict[str, str]) -> Guess:
     ssd = _ssd(outputs)
     if ssd is not None:
         return ssd
@@ -47,13 +85,13 @@ def guess(model: Path) -> Guess:
     rank = len(dims)
     if rank == 4 and dims[1] == 1:
         return Guess({"type": "dense"}, f"{shown} is a single-channel map")
-    rest = [d for d in dims[1:] if d != 1]  # the first axis is the batch, fixed or not
-    if rank >= 2 and len(rest) == 1 and rest[0] is not None and rest[0] > 1:
-        return Guess({"type": "classification"}, f"{shown} is one score vector per sample")
     if rank == 3:
         found = _three(dims, shown, op)
         if found is not None:
             return found
+    rest = [d for d in dims[1:] if d != 1]  # the first axis is the batch, fixed or not
+    if rank >= 2 and len(rest) == 1 and rest[0] is not None and rest[0] > 1:
+        return Guess({"type": "classification"}, f"{shown} is one score vector per sample")
     return Guess({"type": "regression"}, f"{shown} has no class, box, sequence or map layout")
 
 

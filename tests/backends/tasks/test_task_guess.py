@@ -10,6 +10,10 @@ from backends.tasks.guess import guess, yaml_line
 def test_guesses_on_real_models() -> None:
     det = guess(ddddocr_model("common_det.onnx"))
     assert det.task == {"type": "detection"} and "YOLOX/YOLOv5-style head [1, N, 5+C]" in det.why
+    ocr = guess(ddddocr_model("common.onnx"))  # declares [1, seqlen]; one run shows [T, 1, C]
+    assert (
+        ocr.task == {"type": "ctc", "blank": 0} and "[T, 1, C]" in ocr.why and "one run on zeros" in ocr.why
+    )
     rec = guess(rapidocr_model("ch_PP-OCRv4_rec_infer.onnx"))
     assert yaml_line(rec) == "task: {type: ctc, blank: 0}"
     assert guess(rapidocr_model("ch_ppocr_mobile_v2.0_cls_infer.onnx")).task == {"type": "classification"}
