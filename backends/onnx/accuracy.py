@@ -15,7 +15,6 @@ from backends.errors import TerminalError
 from backends.onnx.metrics import SQNR_CAP_DB as SQNR_CAP_DB  # re-exported: reports cite it
 from backends.onnx.metrics import (
     Sqnr,
-    Top1,
     as_float,
     cosine,
 )
@@ -33,9 +32,6 @@ SampleOutputs = Sequence[Sequence[Any]]
 @dataclass(frozen=True)
 class OutputFidelity:
     name: str
-    top1_agreement: float | None
-    """Agreement of the argmax over the last axis (trailing 1-dims squeezed), over every position and
-    sample; None when that axis has one element."""
     cosine: float
     """Mean over samples of the cosine similarity of the flattened outputs."""
     sqnr_db: float
@@ -44,11 +40,10 @@ class OutputFidelity:
 
 @dataclass(frozen=True)
 class Fidelity:
-    """Per-output fidelity plus an aggregate: mean top-1 agreement (over outputs where defined), mean
-    cosine, and the worst (minimum) SQNR."""
+    """Per-output closeness to the float model, beside the task measure: mean cosine and the worst
+    (minimum) SQNR. No argmax over an axis guessed from the shape: what an output means is the task's."""
 
     outputs: list[OutputFidelity]
-    top1_agreement: float | None
     cosine: float
     sqnr_db: float
     samples: int
@@ -56,27 +51,15 @@ class Fidelity:
     def as_dict(self) -> dict[str, Any]:
         return {
             "samples": self.samples,
-            "top1_agreement": self.top1_agreement,
             "cosine": self.cosine,
             "sqnr_db": self.sqnr_db,
-            "outputs": [
-                {"name": o.name, "top1_agreement": o.top1_agreement, "cosine": o.cosine, "sqnr_db": o.sqnr_db}
-                for o in self.outputs
-            ],
+            "outputs": [{"name": o.name, "cosine": o.cosine, "sqnr_db": o.sqnr_db} for o in self.outputs],
         }
 
 
 def sqnr_db(reference: Sequence[Any], outputs: Sequence[Any]) -> float:
     """Signal-to-quantization-noise ratio in dB over all given arrays, clamped to +-SQNR_CAP_DB."""
     total = Sqnr()
-    for r, o in zip(reference, outputs, strict=True):
-        total.add(r, o)
-    return total.value()
-
-
-def top1_agreement(reference: Sequence[Any], outputs: Sequence[Any]) -> float | None:
-    """Fraction of positions where argmax over the last axis agrees, over all given arrays."""
-    total = Top1()
     for r, o in zip(reference, outputs, strict=True):
         total.add(r, o)
     return total.value()
@@ -143,7 +126,6 @@ class ModelOutputs:
 
 @dataclass
 class _OutputTally:
-    top1: Top1 = field(default_factory=Top1)
     sqnr: Sqnr = field(default_factory=Sqnr)
     cosine: float = 0.0
 
@@ -173,7 +155,6 @@ class Tally:
                 raise TerminalError(
                     f"output {name} has shape {list(oa.shape)}, the reference {list(ra.shape)} (sample {index})"
                 )
-            tally.top1.add(ra, oa)
             tally.sqnr.add(ra, oa)
             tally.cosine += cosine(ra, oa)
         label = None
@@ -188,13 +169,11 @@ class Tally:
         if not self.samples:
             raise TerminalError("fidelity needs at least one sample")
         per_output = [
-            OutputFidelity(name, t.top1.value(), t.cosine / self.samples, t.sqnr.value())
+            OutputFidelity(name, t.cosine / self.samples, t.sqnr.value())
             for name, t in zip(self.names, self._outputs, strict=True)
         ]
-        agreements = [o.top1_agreement for o in per_output if o.top1_agreement is not None]
         return Fidelity(
             outputs=per_output,
-            top1_agreement=sum(agreements) / len(agreements) if agreements else None,
             cosine=sum(o.cosine for o in per_output) / len(per_output),
             sqnr_db=min(o.sqnr_db for o in per_output),
             samples=self.samples,

@@ -29,12 +29,6 @@ def as_float(x: Any) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
 
 
-def squeeze_trailing(arr: np.ndarray) -> np.ndarray:
-    while arr.ndim > 1 and arr.shape[-1] == 1:
-        arr = arr[..., 0]
-    return arr
-
-
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
     import numpy as np
 
@@ -69,30 +63,6 @@ class Sqnr:
         if self.signal == 0.0:
             return -SQNR_CAP_DB
         return float(max(-SQNR_CAP_DB, min(SQNR_CAP_DB, 10.0 * math.log10(self.signal / self.noise))))
-
-
-@dataclass
-class Top1:
-    """Agreement of the argmax over the last axis (trailing 1-dims squeezed), over every position; None
-    once a sample has no such axis (one element)."""
-
-    agree: int = 0
-    total: int = 0
-    defined: bool = True
-
-    def add(self, reference: Any, output: Any) -> None:
-        import numpy as np
-
-        r, o = squeeze_trailing(as_float(reference)), squeeze_trailing(as_float(output))
-        if r.ndim == 0 or r.shape[-1] <= 1:
-            self.defined = False
-            return
-        equal = np.argmax(r, axis=-1) == np.argmax(o, axis=-1)
-        self.agree += int(equal.sum())
-        self.total += int(equal.size)
-
-    def value(self) -> float | None:
-        return self.agree / self.total if self.defined and self.total else None
 
 
 @dataclass

@@ -23,7 +23,7 @@ def test_the_page_is_self_contained_with_every_section(report_repo: Path, tmp_pa
     for canvas in ('id="latency-0"', 'id="sensitivity-0"', 'id="sensitivity-1"', 'id="history-0"', "<svg"):
         assert canvas in html, canvas
     assert "digits-auto → cpu" in html and "quantization <code>ptq</code>" in html
-    assert "/conv1/Conv" in html and "top1_agreement" in html
+    assert "/conv1/Conv" in html and "classification top1" in html  # the search measured the SLO's metric
     assert html.count("digits v1") == 1 and "digits v2" in html, "history rows name their commits"
     assert "latency_ms.p90" in html and "measured:host" in html
 

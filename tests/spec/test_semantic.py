@@ -211,6 +211,8 @@ def test_resize_without_source_size_under_ptq_is_caught_before_any_build(repo: R
 )
 def test_labels_the_declared_task_cannot_read(repo: Repo, task: str, message: str) -> None:
     (repo.root / "data" / "labels.txt").write_text("0000.npy 0\n")
-    text = GOOD_CLS + f"  evaluate:\n    data: ../data/eval\n    labels: ../data/labels.txt\n    task: {task}\n"
+    text = (
+        GOOD_CLS + f"  evaluate:\n    data: ../data/eval\n    labels: ../data/labels.txt\n    task: {task}\n"
+    )
     (report,) = check([repo.write("specs/t.yaml", text)], repo.root)
     assert any(message in str(e) for e in report.errors), [str(e) for e in report.errors]
