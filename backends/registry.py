@@ -22,6 +22,7 @@ BUILTIN: dict[str, str] = {
     "cann": "backends.cann:CannBackend",
     "ethos-u": "backends.ethosu:EthosUBackend",
     "mediatek": "backends.mediatek:MediaTekBackend",
+    "coreml": "backends.coreml:CoreMlBackend",
 }
 """name -> "module:Class"; modules are imported only when the backend is first used."""
 

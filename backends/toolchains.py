@@ -108,7 +108,27 @@ TFLITE = Toolchain(
     install_hint="run `npuctl toolchain install tflite`",
 )
 
-TOOLCHAINS: dict[str, Toolchain] = {RKNN.name: RKNN, TFLITE.name: TFLITE}
+COREML = Toolchain(
+    name="coreml",
+    version="9.0",
+    # coremltools converts from PyTorch: onnx2torch -> torch.jit.trace -> ct.convert. torch 2.13.0 is
+    # the CPU build on this machine's local disk (any other torch pulls gigabytes of CUDA wheels).
+    requirements=(
+        "numpy==1.26.4",
+        "onnx==1.19.1",
+        "protobuf==4.25.5",
+        "torch==2.13.0",
+        "coremltools==9.0",
+    ),
+    # Without its dependencies: onnx2torch asks for torchvision, whose wheel breaks beside CPU torch
+    # ("operator torchvision::nms does not exist"); the converters used here do not need it.
+    no_deps=("onnx2torch==1.5.15",),
+    check_import="coremltools",
+    fingerprint_dists=("coremltools", "onnx2torch", "torch", "numpy", "onnx"),
+    install_hint="run `npuctl toolchain install coreml`",
+)
+
+TOOLCHAINS: dict[str, Toolchain] = {RKNN.name: RKNN, TFLITE.name: TFLITE, COREML.name: COREML}
 
 
 class InstallError(RuntimeError):

@@ -161,3 +161,12 @@ def test_a_base_file_is_checked_on_its_own(repo: Repo) -> None:
     assert "1 spec(s) checked: 1 valid; 1 base file(s): 0 valid, 1 invalid" in result.stderr
     as_json = json.loads(validate("--json").stdout)
     assert [b["valid"] for b in as_json["bases"]] == [False]
+
+
+def test_every_catalog_target_has_a_backend_that_loads() -> None:
+    from backends import registry
+    from backends.catalog import targets
+
+    for target in targets().values():
+        assert target.backend in registry.known(), target.id
+        assert registry.backend(target.backend).serves(target), target.id

@@ -1,0 +1,211 @@
+"""Core ML stages (see backends.coreml): the recorded quantization plan, the conversion, and the honest
+evaluate that says Core ML cannot run here."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from backends import bundles, toolchains
+from backends.base import StageOutput, StageRequest
+from backends.child import script_argv
+from backends.errors import TerminalError, ToolchainMissing, TransientError
+
+WORKER = Path(__file__).with_name("worker.py")
+TIMEOUT_S = 1800.0
+TORCH_COSINE = 0.999
+TORCH_ATOL = 1e-4
+"""The traced PyTorch model (what coremltools converts) against the ONNX model on ONNX Runtime: cosine
+>= TORCH_COSINE, or every output within TORCH_ATOL x max(1, |reference|)."""
+
+
+def fingerprint() -> dict[str, str]:
+    digest = hashlib.sha256(WORKER.read_bytes()).hexdigest()[:16]
+    return {**toolchains.fingerprint(toolchains.COREML), "coreml_worker": digest}
+
+
+def plan(config: Mapping[str, Any]) -> dict[str, str]:
+    """What compile builds for quantization.mode (ptq: W8 with fp16 activations)."""
+    section: Mapping[str, Any] = config.get("quantization") or {}
+    mode = str(section.get("mode") or config.get("quantization.mode") or "none")
+    if mode == "qat":
+        raise TerminalError("quantization.mode qat: onnx2torch cannot read Q/DQ models for Core ML")
+    activations = str(section.get("activations") or "")
+    if mode == "ptq" and activations.startswith(("int8", "uint8")):
+        raise TerminalError(
+            f"quantization.activations {activations}: W8A8 needs Core ML's activation calibration "
+            "(linear_quantize_activations runs the model), which exists only on macOS; omit activations "
+            "for int8 weights with fp16 activations"
+        )
+    return {"mode": mode, "weights": "int8" if mode == "ptq" else "float", "activations": "fp16"}
+
+
+class CoreMlQuantize:
+    """Stage "quantize": the float model passes on unchanged; the report records compile's plan."""
+
+    stage = "quantize"
+    version = "1-coreml-plan"
+
+    def fingerprint(self) -> dict[str, str]:
+        return fingerprint()
+
+    def run(self, request: StageRequest) -> StageOutput:
+        chosen = plan(request.config)
+        out = request.workdir / "model.onnx"
+        shutil.copyfile(request.inputs["model"], out)
+        note = f"Core ML plan: {chosen['weights']} weights, {chosen['activations']} activations (built at compile)"
+        return StageOutput(artifacts={"model": out}, report={"plan": chosen}, note=note)
+
+
+def _venv() -> Path:
+    py = toolchains.python(toolchains.COREML)
+    if py is None:
+        raise ToolchainMissing(f"coremltools not installed: {toolchains.COREML.install_hint}")
+    return py
+
+
+def _run_worker(request: dict[str, Any], job: Path, log: Path) -> dict[str, Any]:
+    req, res = job / "coreml-request.json", job / "coreml-result.json"
+    req.write_text(json.dumps(request, indent=1, sort_keys=True))
+    argv = script_argv(WORKER, str(req), str(res), interpreter=str(_venv()))
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(job),
+        "LANG": "C.UTF-8",
+        "OMP_NUM_THREADS": "2",
+    }
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as fh:
+        fh.write(f"$ {' '.join(argv)}\n")
+        fh.flush()
+        try:
+            proc = subprocess.run(
+                argv, cwd=job, env=env, stdout=fh, stderr=subprocess.STDOUT, timeout=TIMEOUT_S, check=False
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise TransientError(f"coremltools timed out after {TIMEOUT_S:g} s") from exc
+    try:
+        result: dict[str, Any] = json.loads(res.read_text())
+    except (OSError, ValueError):
+        raise TransientError(f"coremltools crashed (exit {proc.returncode}); see the log") from None
+    if not result.get("ok"):
+        raise TerminalError(f"coremltools: {result.get('error', 'conversion failed')}")
+    return result
+
+
+def _agree(got: Any, want: Any) -> dict[str, float]:
+    import numpy as np
+
+    a, b = np.ravel(got).astype(np.float64), np.ravel(want).astype(np.float64)
+    denom = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return {
+        "cosine": float(a @ b / denom) if denom else float(np.allclose(a, b)),
+        "max_abs_diff": float(np.max(np.abs(a - b))) if a.size else 0.0,
+        "max_abs_reference": float(np.max(np.abs(b))) if b.size else 0.0,
+    }
+
+
+class CoreMlCompile:
+    """Stage "compile": the .mlpackage for apple-ane, packed as model.mlpackage.tar."""
+
+    stage = "compile"
+    version = "1-coremltools"
+
+    def fingerprint(self) -> dict[str, str]:
+        return fingerprint()
+
+    def run(self, request: StageRequest) -> StageOutput:
+        import numpy as np
+
+        from backends.onnx import accuracy, data
+
+        source = Path(request.inputs["model"])
+        chosen = plan(request.config)
+        options: Mapping[str, Any] = (request.config.get("compile") or {}).get("options") or {}
+        precision = str(options.get("compute_precision") or "FLOAT16")
+        specs = data.model_inputs(source)
+        sample = data.random_samples(specs, 1, seed=0)[0]
+        import onnx
+
+        outputs = [o.name for o in onnx.load(str(source), load_external_data=False).graph.output]
+        with tempfile.TemporaryDirectory(prefix="npuctl-coreml-") as tmp:
+            job = Path(tmp)
+            with (job / "sample.npz").open("wb") as fh:
+                arrays: dict[str, Any] = {f"i{k}": sample.feed[s.name] for k, s in enumerate(specs)}
+                np.savez(fh, **arrays)
+            req = {
+                "model": str(source),
+                "sample": str(job / "sample.npz"),
+                "torch_outputs": str(job / "torch.npz"),
+                "inputs": [{"name": s.name, "shape": list(s.shape)} for s in specs],
+                "outputs": outputs,
+                "compute_units": str(options.get("compute_units", "CPU_AND_NE")),
+                "compute_precision": precision,
+                "deployment_target": str(options.get("deployment_target", "iOS17")),
+                "weights": chosen["weights"],
+                "output": str(job / "model.mlpackage"),
+                "description": f"npuctl: {request.target.id}",
+            }
+            result = _run_worker(req, job, request.log)
+            reference = accuracy.run_model(source, [dict(sample.feed)])
+            with np.load(job / "torch.npz") as traced:
+                checks = {
+                    name: _agree(traced[f"o{k}"], reference.values[0][k])
+                    for k, name in enumerate(reference.names)
+                }
+            for name, check in checks.items():
+                bound = TORCH_ATOL * max(1.0, check["max_abs_reference"])
+                if check["cosine"] < TORCH_COSINE and check["max_abs_diff"] > bound:
+                    raise TerminalError(
+                        f"coreml compile: the traced PyTorch model disagrees with the ONNX model on output "
+                        f"{name} (cosine {check['cosine']:.5f}, max |diff| {check['max_abs_diff']:.3g})"
+                    )
+            package = job / "model.mlpackage"
+            if not (package / "Manifest.json").is_file():
+                raise TerminalError("coremltools wrote no .mlpackage (Manifest.json missing)")
+            members: dict[str, bytes | Path] = {
+                str(p.relative_to(job)): p for p in sorted(package.rglob("*")) if p.is_file()
+            }
+            # compute units are chosen when the app loads the model (MLModel(compute_units=...)), not
+            # stored in the package: the sidecar says which ones the spec asked for
+            load = {k: req[k] for k in ("compute_units", "compute_precision", "deployment_target")}
+            members["coreml.json"] = (json.dumps(load, indent=1, sort_keys=True) + "\n").encode()
+            bundle = bundles.write(request.workdir / "model.mlpackage.tar", members)
+        report = {
+            "plan": chosen,
+            "compute_units": req["compute_units"],
+            "compute_precision": precision,
+            "deployment_target": req["deployment_target"],
+            "coremltools": result.get("coremltools"),
+            "torch": result.get("torch"),
+            "spec_version": result.get("spec_version"),
+            "check": {"against": "ONNX Runtime CPU, one seeded random input", "torch_vs_onnx": checks},
+            "files": sorted(members),
+            "not_run": "Core ML prediction exists only on macOS/iOS",
+        }
+        note = (
+            f".mlpackage ({chosen['weights']} weights, {precision}, {req['compute_units']}); "
+            "not run here (Core ML is macOS-only)"
+        )
+        return StageOutput(artifacts={"mlpackage": bundle}, report=report, note=note)
+
+
+class CoreMlEvaluate:
+    """Stage "evaluate": Core ML cannot run on this machine; the stage is not run, SLOs stay unverified."""
+
+    stage = "evaluate"
+    version = "1"
+
+    def fingerprint(self) -> dict[str, str]:
+        return fingerprint()
+
+    def run(self, request: StageRequest) -> StageOutput:
+        raise ToolchainMissing(
+            "Core ML prediction runs only on macOS/iOS: the .mlpackage was built and checked, not run here"
+        )

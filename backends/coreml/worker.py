@@ -1,0 +1,107 @@
+"""Runs inside the managed coreml venv: `python -I worker.py REQUEST.json RESULT.json`.
+
+Standalone (standard library, numpy, onnx, onnx2torch, torch, coremltools). ONNX -> onnx2torch ->
+torch.jit.trace -> coremltools ML Program (.mlpackage), optionally with int8 weights
+(linear_quantize_weights). Also writes the traced PyTorch model's outputs on the given input, so the
+parent can check the conversion against ONNX Runtime (Core ML itself cannot run on Linux).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+
+def _without_torchvision() -> None:
+    """onnx2torch imports torchvision for its NonMaxSuppression/RoiAlign converters only, and PyPI's
+    torchvision breaks beside the CPU torch build. A named stand-in module lets it import; a model that
+    really uses those ops fails with this message instead of converting wrongly."""
+    import importlib.util
+    import types
+
+    if importlib.util.find_spec("torchvision") is not None:
+        return
+
+    def missing(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError("NonMaxSuppression/RoiAlign need torchvision, not installed beside CPU torch")
+
+    stub = types.ModuleType("torchvision")
+    ops = types.ModuleType("torchvision.ops")
+    ops.nms = ops.box_convert = ops.roi_align = missing  # type: ignore[attr-defined]
+    stub.ops = ops  # type: ignore[attr-defined]
+    stub.__doc__ = "npuctl stand-in: torchvision is not installed"
+    sys.modules["torchvision"], sys.modules["torchvision.ops"] = stub, ops
+
+
+def convert(request: dict[str, Any]) -> dict[str, Any]:
+    _without_torchvision()
+    import coremltools as ct
+    import numpy as np
+    import onnx
+    import torch
+    from onnx2torch import convert as to_torch
+
+    torch.manual_seed(0)
+    model = onnx.load(request["model"])
+    module = to_torch(model).eval()
+    with np.load(request["sample"]) as sample:
+        feed = [
+            torch.from_numpy(np.asarray(sample[f"i{k}"], dtype=np.float32))
+            for k in range(len(request["inputs"]))
+        ]
+    with torch.no_grad():
+        traced = torch.jit.trace(module, tuple(feed))
+        outs = traced(*feed)
+    outs = outs if isinstance(outs, (list, tuple)) else [outs]
+    np.savez(request["torch_outputs"], **{f"o{k}": o.detach().numpy() for k, o in enumerate(outs)})
+    inputs = [ct.TensorType(name=spec["name"], shape=tuple(spec["shape"])) for spec in request["inputs"]]
+    outputs = [ct.TensorType(name=name) for name in request["outputs"]]
+    mlmodel = ct.convert(
+        traced,
+        inputs=inputs,
+        outputs=outputs,
+        convert_to="mlprogram",
+        compute_units=getattr(ct.ComputeUnit, request["compute_units"]),
+        compute_precision=getattr(ct.precision, request["compute_precision"]),
+        minimum_deployment_target=getattr(ct.target, request["deployment_target"]),
+    )
+    if request.get("weights") == "int8":
+        from coremltools.optimize.coreml import (
+            OpLinearQuantizerConfig,
+            OptimizationConfig,
+            linear_quantize_weights,
+        )
+
+        config = OptimizationConfig(
+            global_config=OpLinearQuantizerConfig(mode="linear_symmetric", dtype="int8")
+        )
+        mlmodel = linear_quantize_weights(mlmodel, config)
+    mlmodel.short_description = request.get("description", "")
+    mlmodel.save(request["output"])
+    spec = mlmodel.get_spec()
+    return {
+        "coremltools": ct.__version__,
+        "torch": torch.__version__,
+        "spec_version": int(spec.specificationVersion),
+        "inputs": [i.name for i in spec.description.input],
+        "outputs": [o.name for o in spec.description.output],
+    }
+
+
+def main(argv: list[str]) -> int:
+    request = json.loads(Path(argv[0]).read_text())
+    try:
+        result = {"ok": True, **convert(request)}
+    except Exception as exc:  # noqa: BLE001 - reported to the parent as one line
+        traceback.print_exc()
+        lines = str(exc).strip().splitlines()
+        result = {"ok": False, "error": (lines[0] if lines else type(exc).__name__)[:400]}
+    Path(argv[1]).write_text(json.dumps(result, indent=1, sort_keys=True))
+    return 0 if result["ok"] else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
