@@ -234,6 +234,15 @@ def _accuracy_detail(accuracy: AccuracyResult, data_source: str) -> str:
     return f"{accuracy.task}: {accuracy.text}, on {accuracy.samples} samples of {data_source}; {quality}"
 
 
+def noise_text(latency: dict[str, Any]) -> str:
+    """The spread of the timed runs, and the repeat when the machine looked busy, for verdict details."""
+    noise = latency.get("noise") or {}
+    if noise.get("suspected"):
+        return f"; noisy host: {noise['why']}"
+    ratio = noise.get("p90_over_p50")
+    return f"; spread p90/p50 {ratio}" if ratio is not None else ""
+
+
 def measurements(
     result: dict[str, Any], runner: Runner, accuracy: AccuracyResult, artifact: Path, data_source: str
 ) -> dict[str, dict[str, Any]]:
@@ -242,6 +251,7 @@ def measurements(
     runtime = _runtime_detail(result, runner)
     timing = (
         f"{runtime}; {lat.get('runs')} runs after {lat.get('warmup')} warm-up, {result.get('timed_feed')}"
+        f"{noise_text(lat)}"
     )
     out: dict[str, dict[str, Any]] = {}
     for key in _LATENCY_KEYS:

@@ -65,3 +65,51 @@ def test_benchmark_creates_then_builds_the_feed_then_times() -> None:
     assert data["latency_ms"]["runs"] == 2 and len(data["latency_ms"]["samples"]) == 2
     assert "samples" not in result.as_dict(with_samples=False)["latency_ms"]
     assert data["memory"]["peak_rss_mb"] > 0
+
+
+class ScriptedClock:
+    """Stands in for perf_counter_ns: each call of the scripted `infer` advances it by the next duration,
+    so a test states exactly what a busy or a quiet machine looked like."""
+
+    def __init__(self, durations_ms: list[float]) -> None:
+        self.now = 0
+        self.durations = iter(durations_ms)
+
+    def perf_counter_ns(self) -> int:
+        return self.now
+
+    def infer(self, _feed: object) -> None:
+        self.now += int(next(self.durations) * 1e6)
+
+
+def _timed(monkeypatch: pytest.MonkeyPatch, durations: list[float], runs: int = 20) -> harness.Steady:
+    clock = ScriptedClock(durations)
+    monkeypatch.setattr(harness.time, "perf_counter_ns", clock.perf_counter_ns)
+    return harness.time_steady(clock.infer, None, 0, runs)
+
+
+def test_a_quiet_machine_is_timed_once_and_its_spread_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    steady = _timed(monkeypatch, [1.0] * 15 + [1.2] * 5)
+    assert len(steady.rounds) == 1 and steady.kept == 0
+    record = steady.as_dict()
+    expected_p90 = float(np.percentile([1.0] * 15 + [1.2] * 5, 90))
+    assert record["suspected"] is False and record["p90_over_p50"] == round(expected_p90 / 1.0, 3)
+
+
+def test_a_busy_round_is_repeated_and_the_steadiest_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    busy = [1.0] * 16 + [20.0] * 4  # another process took the core for the last runs
+    quiet = [1.0] * 19 + [1.1]
+    steady = _timed(monkeypatch, busy + quiet)
+    assert len(steady.rounds) == 2 and steady.kept == 1
+    assert max(steady.timing.samples_ms()) == pytest.approx(1.1)
+    record = steady.as_dict()
+    assert record["suspected"] is True and "timed 2 rounds, kept round 2" in record["why"]
+    assert record["rounds"][0]["p90"] == pytest.approx(float(np.percentile(busy, 90)))
+
+
+def test_a_model_that_is_simply_spread_keeps_its_spread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three rounds at most: a tail that never goes away is the model's, and stays in the record."""
+    spread = [1.0] * 17 + [5.0] * 3
+    steady = _timed(monkeypatch, spread * 3)
+    assert len(steady.rounds) == harness.MAX_ROUNDS
+    assert steady.timing.summary_ms()["p90"] == pytest.approx(float(np.percentile(spread, 90)))
