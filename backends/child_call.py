@@ -239,5 +239,7 @@ def main() -> None:
             replies.flush()
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # run as the imported module, so its exception classes are the callers'
+    from backends.child_call import main as module_main
+
+    module_main()

@@ -31,7 +31,7 @@ def _log(path: Path, message: str) -> None:
 
 class CompilePass:
     stage = "compile"
-    version = "1"
+    version = "2"  # 2: the .ort checked against its source before it is recorded
 
     def fingerprint(self) -> dict[str, str]:
         return fingerprint()
@@ -48,7 +48,9 @@ class CompilePass:
         details = compile_ort(Path(source), artifact, settings, request.log)
         session_file = workdir / "session.json"
         session_file.write_text(json.dumps(settings, indent=1, sort_keys=True) + "\n")
+        check = check_ort(request, artifact, settings, Path(source))
         report = {
+            "check": check,
             "artifact": {"file": artifact.name, "size_bytes": artifact.stat().st_size},
             "session": settings,
             **details,
@@ -57,6 +59,29 @@ class CompilePass:
         if not details["reproducible"]:
             note += f"; WARNING: bytes not canonical ({details['canonical_error']})"
         return StageOutput(artifacts={"ort": artifact, "session": session_file}, report=report, note=note)
+
+
+def check_ort(
+    request: StageRequest, artifact: Path, settings: dict[str, Any], source: Path
+) -> dict[str, Any]:
+    """The .ort run through the local runner (benchprog, the shared harness) on the check samples,
+    against the source ONNX; a disagreement fails this compile (backends.artifact_check)."""
+    from backends import artifact_check as A
+    from backends.onnx.data import model_inputs
+    from backends.onnxruntime._evaluate import _prepare_job
+    from backends.runners.local import LocalRunner
+
+    inputs = model_inputs(source)
+    samples, data = A.check_samples(request, inputs)
+    with tempfile.TemporaryDirectory(prefix="npuctl-ort-check-") as tmp:
+        job = Path(tmp)
+        _prepare_job(job, artifact, settings, samples, inputs, {"warmup": 0, "runs": 1})
+        result = LocalRunner().run(job, 600.0, request.log)
+        outputs = A.runner_outputs(job, result)
+    quantized = settings.get("quantization_mode") in ("ptq", "qat")
+    limit = A.tolerance("f32", quantized)
+    what = f"compile: the .ort (level {settings['graph_optimization_level']})"
+    return A.require(A.agreement(A.run_source(source, samples), outputs), limit, what, data, request.log)
 
 
 def session_settings(config: Any) -> dict[str, Any]:

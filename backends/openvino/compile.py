@@ -1,5 +1,10 @@
 """OpenVINO compile: the prepared ONNX read by OpenVINO, compiled with explicit properties, saved as IR.
 
+The ONNX is converted with `ov.convert_model` (the issue behind it: under OpenVINO 2026.4.1,
+`core.read_model` of an NNCF-quantized detector gave an IR that found no boxes while convert_model's
+was right), and whichever path is used, the saved IR is checked against its source before it is
+recorded (backends.artifact_check): a compile that changes the numerics fails here.
+
 INFERENCE_PRECISION_HINT is always set: on a CPU with AMX the plugin's default is bf16, so a "float"
 run would silently be bf16. Weights are saved uncompressed (`compress_to_fp16=False`) unless the spec
 asks for fp16. The compile is done for real (core.compile_model) on the device evaluate will use, so a
@@ -17,7 +22,7 @@ from backends.base import StageOutput, StageRequest
 from backends.errors import TerminalError
 from backends.openvino import fingerprint
 
-VERSION = "2"
+VERSION = "3"  # 3: ov.convert_model, and the IR checked against its source before it is recorded
 
 
 def device(options: Mapping[str, Any], available: list[str]) -> str:
@@ -49,19 +54,25 @@ def properties(compile_cfg: Mapping[str, Any], mode: str) -> dict[str, str]:
     return dict(sorted(props.items()))
 
 
-def canonical_names(model: Any) -> int:
-    """Renames OpenVINO's auto-generated op names (`<Type>_<counter>`, from a process-wide counter, so
-    they depend on what the process read before) to names from the op's position: the same ONNX then
-    gives the same IR bytes in any process. Returns how many ops were renamed."""
-    import re
-
+def canonical_names(model: Any, source_names: set[str]) -> int:
+    """Renames the ops OpenVINO named itself (from a process-wide counter, `Multiply_2550`, so they
+    depend on what the process converted before) to names from the op's position: the same ONNX then
+    gives the same IR bytes in any process. Names the ONNX gave (its node and tensor names) are kept.
+    Returns how many ops were renamed."""
     renamed = 0
     for index, op in enumerate(model.get_ordered_ops()):
-        kind = op.get_type_name()
-        if re.fullmatch(rf"{re.escape(kind)}_\d+", op.get_friendly_name()):
-            op.set_friendly_name(f"{kind}_n{index}")
+        if op.get_friendly_name() not in source_names:
+            op.set_friendly_name(f"{op.get_type_name()}_n{index}")
             renamed += 1
     return renamed
+
+
+def onnx_names(path: Path) -> set[str]:
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    names = {n.name for n in model.graph.node} | {t for n in model.graph.node for t in (*n.input, *n.output)}
+    return names | {v.name for v in (*model.graph.input, *model.graph.output)}
 
 
 def _effective(compiled: Any, keys: list[str]) -> dict[str, str]:
@@ -74,6 +85,31 @@ def _effective(compiled: Any, keys: list[str]) -> dict[str, str]:
         except Exception:
             continue
     return out
+
+
+def check_ir(
+    request: StageRequest, xml: Path, settings: dict[str, Any], source: Path, mode: str
+) -> dict[str, Any]:
+    """The saved IR run through the local runner (benchprog, the shared harness) on the check samples,
+    against the source ONNX under ONNX Runtime; a disagreement fails this compile (artifact_check)."""
+    import tempfile
+
+    from backends import artifact_check as A
+    from backends.onnx.data import model_inputs
+    from backends.openvino.evaluate import prepare_job
+    from backends.runners.local import LocalRunner
+
+    inputs = model_inputs(source)
+    samples, data = A.check_samples(request, inputs)
+    with tempfile.TemporaryDirectory(prefix="npuctl-ov-check-") as tmp:
+        job = Path(tmp)
+        prepare_job(job, xml, xml.with_suffix(".bin"), settings, samples, inputs, {"warmup": 0, "runs": 1})
+        result = LocalRunner().run(job, 600.0, request.log)
+        outputs = A.runner_outputs(job, result)
+    precision = str(settings["properties"].get("INFERENCE_PRECISION_HINT", "f32"))
+    limit = A.tolerance(precision, quantized=mode in ("ptq", "qat"))
+    what = f"compile: the OpenVINO IR ({settings['device']}, {precision})"
+    return A.require(A.agreement(A.run_source(source, samples), outputs), limit, what, data, request.log)
 
 
 class OpenVinoCompile:
@@ -95,8 +131,8 @@ class OpenVinoCompile:
         dev = device(compile_cfg.get("options") or {}, list(core.available_devices))
         props = properties(compile_cfg, mode)
         try:
-            model = core.read_model(str(source))
-            canonical_names(model)
+            model = ov.convert_model(str(source))  # see the module doc: read_model alone lost boxes
+            canonical_names(model, onnx_names(Path(source)))
             compiled = core.compile_model(model, dev, props)
         except Exception as exc:
             raise TerminalError(
@@ -120,14 +156,19 @@ class OpenVinoCompile:
         request.log.write_text(
             json.dumps({"settings": settings, "effective": effective}, indent=1, sort_keys=True) + "\n"
         )
+        check = check_ir(request, xml, settings, Path(source), mode)
         report = {
+            "check": check,
             "device": dev,
             "properties": props,
             "effective_properties": effective,
             "compress_to_fp16": compress,
             "fusion": "rewrite.fusion is applied by the shared rewrite pass; OpenVINO fuses at compile time",
         }
-        note = f"OpenVINO IR for {dev}, {props['INFERENCE_PRECISION_HINT']}, {props['PERFORMANCE_HINT']}"
+        note = (
+            f"OpenVINO IR for {dev}, {props['INFERENCE_PRECISION_HINT']}, {props['PERFORMANCE_HINT']}; "
+            f"agrees with its source within {check['worst_channel_error']:.2g} (tolerance {check['tolerance']:g})"
+        )
         return StageOutput(
             artifacts={
                 "openvino_xml": xml,

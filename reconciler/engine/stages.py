@@ -93,6 +93,7 @@ STAGES: tuple[Stage, ...] = (
         "compile",
         reads=("target", "compile", "rewrite.fusion", "quantization.mode"),
         uses={"model": ("quantize", "model")},
+        files={"eval_data": "evaluate.data"},  # the artifact is checked against its source on a few
     ),
     Stage(
         "evaluate",

@@ -1,0 +1,164 @@
+"""Every artifact checked against the model it was made from, before it is recorded.
+
+A compile must not change numerics beyond its precision: the compiled artifact is run through a
+runner (benchprog and the one timing harness, as evaluate runs it) on the first few evaluation samples
+(random inputs, seed 0, without evaluation data), the source ONNX is run by ONNX Runtime on the same
+feeds, and `agreement` compares them. A disagreement beyond the stage's tolerance fails the stage with
+one line naming both numbers and the log, so a broken compiler is never reported as an accuracy drop.
+
+`agreement` is the one comparison: the worst error over every output channel, relative to that
+channel's range (a detector's class scores are compared as scores, not drowned by its box
+coordinates, which is how a score collapse hides under a cosine of 0.999), plus the fidelity measures
+of backends.onnx.accuracy (cosine, SQNR) for the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from backends.errors import TerminalError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from backends.base import StageRequest
+    from backends.onnx.accuracy import ModelOutputs
+    from backends.onnx.data import Sample
+
+CHECK_SAMPLES = 4
+
+FLOAT_TOLERANCE = 1e-3
+"""fp32 compile of a float model: only reassociation and fused kernels may differ."""
+HALF_TOLERANCE = 3e-2
+"""fp16 / bf16 inference precision: about 3 significant digits per op, accumulated over the graph."""
+QUANTIZED_TOLERANCE = 0.15
+"""A Q/DQ model compiled to integer kernels: requantization may round each layer differently (a few
+quantization steps), never by a large part of a channel's range."""
+
+
+def tolerance(precision: str, quantized: bool) -> float:
+    """The compile stage's tolerance for an artifact run at `precision` (f32, f16, bf16)."""
+    if quantized:
+        return QUANTIZED_TOLERANCE
+    return FLOAT_TOLERANCE if precision in ("f32", "fp32", "float32") else HALF_TOLERANCE
+
+
+@dataclass(frozen=True)
+class Agreement:
+    worst: float
+    """max |artifact - source| over the worst channel, over that channel's max |source|."""
+    output: str
+    channel: int
+    artifact_value: float
+    source_value: float
+    """The two values where the worst difference is."""
+    cosine: float
+    sqnr_db: float
+    samples: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "worst_channel_error": self.worst,
+            "output": self.output,
+            "channel": self.channel,
+            "artifact_value": self.artifact_value,
+            "source_value": self.source_value,
+            "cosine": self.cosine,
+            "sqnr_db": self.sqnr_db,
+            "samples": self.samples,
+        }
+
+
+def _channel_axis(shape: Sequence[int]) -> int | None:
+    """The axis whose entries are channels: the shortest axis longer than 1 after the batch axis
+    ([1, N, 5+C] -> the 5+C axis, [1, 4+C, N] -> the 4+C axis, [1, C, H, W] -> C)."""
+    candidates = [(size, axis) for axis, size in enumerate(shape) if axis > 0 and size > 1]
+    return min(candidates)[1] if candidates else None
+
+
+def _worst(name: str, ref: np.ndarray, out: np.ndarray) -> tuple[float, int, float, float]:
+    import numpy as np
+
+    axis = _channel_axis(ref.shape[1:])
+    axis = axis + 1 if axis is not None else None  # ref is [samples, *shape]
+    diff = np.abs(out - ref)
+    floor = max(float(np.abs(ref).max()) * 1e-3, 1e-12)
+    if axis is None:
+        scale = np.full(ref.shape, max(float(np.abs(ref).max()), floor))
+    else:
+        others = tuple(a for a in range(ref.ndim) if a != axis)
+        scale = np.maximum(np.abs(ref).max(axis=others, keepdims=True), floor)
+    relative = diff / scale
+    where = np.unravel_index(int(np.argmax(relative)), relative.shape)
+    channel = int(where[axis]) if axis is not None else 0
+    return float(relative[where]), channel, float(out[where]), float(ref[where])
+
+
+def agreement(reference: ModelOutputs, outputs: ModelOutputs) -> Agreement:
+    """How closely `outputs` (the artifact) follow `reference` (its source), same samples and order."""
+    import numpy as np
+
+    from backends.onnx.accuracy import fidelity
+    from backends.onnx.metrics import as_float
+
+    if len(reference.values) != len(outputs.values) or not reference.values:
+        raise TerminalError(
+            f"the artifact returned {len(outputs.values)} samples, its source {len(reference.values)}"
+        )
+    best = (-1.0, "", 0, 0.0, 0.0)
+    for index, name in enumerate(reference.names):
+        ref = np.stack([as_float(v[index]).astype(np.float64) for v in reference.values])
+        out = np.stack([as_float(v[index]).astype(np.float64) for v in outputs.values])
+        if ref.shape != out.shape:
+            raise TerminalError(
+                f"output {name}: the artifact gives shape {list(out.shape[1:])}, its source {list(ref.shape[1:])}"
+            )
+        worst, channel, got, want = _worst(name, ref, out)
+        if not np.isfinite(worst):
+            worst = float("inf")
+        if worst > best[0]:
+            best = (worst, name, channel, got, want)
+    fid = fidelity(reference.values, outputs.values, reference.names)
+    return Agreement(best[0], best[1], best[2], best[3], best[4], fid.cosine, fid.sqnr_db, fid.samples)
+
+
+def check_samples(request: StageRequest, inputs: Any) -> tuple[list[Sample], str]:
+    """The first CHECK_SAMPLES evaluation samples, or random inputs (seed 0) without evaluation data."""
+    from backends.onnx.data import random_samples, sample_set
+
+    folder = request.inputs.get("eval_data")
+    if folder is None:
+        return random_samples(inputs, CHECK_SAMPLES, seed=0), "random inputs (seed 0)"
+    found = list(islice(iter(sample_set(Path(folder), inputs, role="evaluate.data")), CHECK_SAMPLES))
+    return found, f"the first {len(found)} samples of evaluate.data"
+
+
+def require(found: Agreement, limit: float, what: str, data: str, log: Path) -> dict[str, Any]:
+    """The check's record for the report; a TerminalError when the artifact disagrees."""
+    record = {**found.as_dict(), "tolerance": limit, "data": data, "agrees": found.worst <= limit}
+    if found.worst > limit:
+        raise TerminalError(
+            f"{what} disagrees with the model it was compiled from on {data}: output {found.output} "
+            f"channel {found.channel} gives {found.artifact_value:.6g} where the source gives "
+            f"{found.source_value:.6g} ({found.worst:.3g} of the channel's range, tolerance {limit:g}; "
+            f"cosine {found.cosine:.6f}); log {log}"
+        )
+    return record
+
+
+def run_source(model: Path, samples: Sequence[Sample]) -> ModelOutputs:
+    """The source ONNX under ONNX Runtime (the reference every artifact is compared with)."""
+    from backends.onnx.accuracy import run_model
+
+    return run_model(model, samples)
+
+
+def runner_outputs(job: Path, result: dict[str, Any]) -> ModelOutputs:
+    """The artifact's outputs as the runner wrote them into its job folder."""
+    from backends.onnxruntime._evaluate import read_outputs
+
+    return read_outputs(job, result)
