@@ -117,9 +117,25 @@ class ProgressReporter(Reporter):
         self.progress.advance(self.tasks[spec])
 
     def spec_finished(self, result: SpecResult) -> None:
+        """A spec that stopped (Stalled, Failed) keeps its bar where it stopped, with the state in red;
+        only a spec that got through every stage shows a full bar."""
         task = self.tasks.get(result.name)
-        if task is not None:
-            self.progress.update(task, stage=result.status, completed=self.progress.tasks[task].total)
+        if task is None:
+            return
+        stopped = result.status in ("Stalled", "Failed")
+        colour = (
+            "green"
+            if result.status == "Healthy"
+            else "red"
+            if stopped or result.status == "Degraded"
+            else "yellow"
+        )
+        total = self.progress.tasks[task].total
+        self.progress.update(
+            task,
+            stage=f"[{colour}]{result.status}[/{colour}]",
+            completed=self.progress.tasks[task].completed if stopped else total,
+        )
 
     def waiting(self, what: str, holder: str) -> None:
         self.console.print(f"waiting for lock on {what}: held by {holder}")

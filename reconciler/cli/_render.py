@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -146,8 +147,28 @@ def text_lines(results: list[SpecResult]) -> list[str]:
     return lines
 
 
+_GOOD = ("Healthy", "Synced", "pass")
+_BAD = ("Degraded", "Stalled", "Failed", "fail (estimated)", "fail")
+_UNSURE = ("Unknown", "Progressing", "OutOfSync", "met on estimate", "unverified", "carried over")
+_WORDS = re.compile(
+    r"(?<![\w-])(" + "|".join(re.escape(w) for w in (*_BAD, *_UNSURE, *_GOOD)) + r")(?![\w-])"
+)
+
+
+def colour(line: str) -> str:
+    """Verdict and state words coloured (green good, red bad, yellow unproven). Widths are computed on
+    the plain text first, and click.echo drops the codes when the output is not a terminal."""
+
+    def paint(match: re.Match[str]) -> str:
+        word = match.group(1)
+        fg = "red" if word in _BAD else "yellow" if word in _UNSURE else "green"
+        return click.style(word, fg=fg, bold=word in _BAD)
+
+    return _WORDS.sub(paint, line)
+
+
 def print_text(results: list[SpecResult], command: str, verbose: bool = True) -> None:
-    click.echo("\n".join(text_lines(results)))
+    click.echo("\n".join(colour(line) for line in text_lines(results)))
 
 
 def emit(results: list[SpecResult], fmt: str, command: str) -> None:
