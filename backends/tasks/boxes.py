@@ -52,22 +52,27 @@ def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def nms(dets: Detections, iou: float, agnostic: bool, limit: int) -> Detections:
     """Greedy non-maximum suppression: highest score first (ties: lower index), a box overlapping a kept
-    box of the same class (any class when `agnostic`) by more than `iou` is dropped; at most `limit` kept."""
+    box of the same class (any class when `agnostic`) by more than `iou` is dropped; at most `limit` kept.
+    One row of IoUs per kept box, so memory stays linear in the candidates (a low score threshold on an
+    8400-anchor head leaves thousands)."""
     import numpy as np
 
     order = np.argsort(-dets.scores, kind="stable")
-    overlaps = iou_matrix(dets.boxes[order], dets.boxes[order])
-    classes = dets.classes[order]
+    boxes, classes = dets.boxes[order], dets.classes[order]
+    alive = np.ones(len(order), dtype=bool)
     kept: list[int] = []
-    suppressed = np.zeros(len(order), dtype=bool)
     for i in range(len(order)):
-        if suppressed[i]:
+        if not alive[i]:
             continue
         kept.append(i)
         if len(kept) >= limit:
             break
-        same = np.ones(len(order), dtype=bool) if agnostic else classes == classes[i]
-        suppressed |= (overlaps[i] > iou) & same
+        rest = np.arange(i + 1, len(order))
+        rest = rest[alive[rest]]
+        if not agnostic:
+            rest = rest[classes[rest] == classes[i]]
+        overlaps = iou_matrix(boxes[i : i + 1], boxes[rest])[0]
+        alive[rest[overlaps > iou]] = False
     pick = order[kept]
     return Detections(dets.boxes[pick], dets.scores[pick], dets.classes[pick])
 

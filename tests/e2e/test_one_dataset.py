@@ -83,3 +83,31 @@ def _auto_report(repo: Path) -> dict:  # type: ignore[type-arg]
         ws.close()
     [row] = rows
     return dict(json.loads(row[0])["auto"])
+
+
+GENERIC = """\
+apiVersion: npuctl/v1
+kind: Deployment
+metadata: {name: digits-generic}
+spec:
+  model: {path: ../models/digits.onnx}
+  target: cpu
+  inputs: {image: [1, 1, 8, 8]}
+  quantization:
+    mode: ptq
+    calibration: {data: ../data/calib, samples: 4}
+  evaluate: {data: ../data/eval, warmup: 0, runs: 2}
+  slo:
+    accuracy: {max_drop: 0.5}
+"""
+
+
+@pytest.mark.slow
+def test_a_spec_without_a_task_names_the_generic_measure_in_its_verdict(git_repo: Path, npuctl) -> None:
+    copy_digits(git_repo, eval_samples=8, calib_samples=4)
+    (git_repo / "specs" / "digits-generic.yaml").write_text(GENERIC)
+    done = npuctl(git_repo, "apply", "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    [verdict] = json.loads(done.stdout)["specs"][0]["slo"]
+    assert verdict["detail"].startswith("generic: cosine similarity to the float model"), verdict
+    assert "(generic measure: no evaluate.task declared)" in verdict["detail"]
