@@ -276,16 +276,20 @@ class RecordingQuantize:
     stage = "quantize"
     version = "1+record"
 
-    def fingerprint(self) -> dict[str, str]:
+    def quantize_pass(self) -> Any:
+        """The quantize pass this records (the shared one; a backend may give its own subclass)."""
         from backends.onnx.quantize import QuantizePass
 
-        return QuantizePass().fingerprint()
+        return QuantizePass()
+
+    def fingerprint(self) -> dict[str, str]:
+        fingerprint: dict[str, str] = self.quantize_pass().fingerprint()
+        return fingerprint
 
     def run(self, request: StageRequest) -> StageOutput:
         from backends import metadata
-        from backends.onnx.quantize import QuantizePass
 
-        output = QuantizePass().run(request)
+        output = self.quantize_pass().run(request)
         section: Mapping[str, Any] = request.config.get("quantization") or {}
         record = {
             "mode": section.get("mode"),

@@ -73,6 +73,8 @@ class Policy:
     keep_io_types: bool = True
     sensitive: SensitiveRules | None = None
     notes: tuple[str, ...] = field(default=())
+    backend_options: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    """quantize_static extra_options a backend adds (QNN's QDQ config); the spec's own settings win."""
 
     @property
     def wide_activations(self) -> str:

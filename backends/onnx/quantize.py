@@ -87,9 +87,13 @@ class QuantizePass:
     def fingerprint(self) -> dict[str, str]:
         return {name: _dist_version(name) for name in ("onnx", "onnxruntime", "numpy")}
 
+    def policy(self, request: StageRequest) -> Policy:
+        """The spec's policy on the target; a backend's pass adds its own quantizer options here."""
+        return resolve(request.config, request.target)
+
     def run(self, request: StageRequest) -> StageOutput:
         log = StageLog(Path(request.log))
-        policy = resolve(request.config, request.target)
+        policy = self.policy(request)
         log(f"quantize: mode {policy.mode} on target {request.target.id}")
         source = request.inputs.get("model")
         if source is None:
@@ -252,6 +256,8 @@ class Builder:
         if wide:
             model = onnx.load(str(self.prepared))
             extra["TensorQuantOverrides"] = int16_overrides(model, wide, self.policy.wide_activations)
+        if self.policy.backend_options:
+            _merge_backend_options(extra, self.policy.backend_options, self.prepared)
         try:
             quantize_static(
                 str(self.prepared),
@@ -275,6 +281,22 @@ class Builder:
         model = onnx.load(str(target))
         save_deterministic(model, target)
         return target
+
+
+def _merge_backend_options(extra: dict[str, Any], options: Mapping[str, Any], prepared: Path) -> None:
+    """A backend's extra_options under the spec's: its tensor overrides only for tensors the prepared
+    model still has (quant_pre_process folds some away), the spec's int16 keeps winning."""
+    import onnx
+
+    for key, value in options.items():
+        if key != "TensorQuantOverrides":
+            extra.setdefault(key, value)
+            continue
+        model = onnx.load(str(prepared), load_external_data=False)
+        names = {t for n in model.graph.node for t in (*n.input, *n.output)}
+        names |= {t.name for t in model.graph.initializer}
+        kept = {k: v for k, v in dict(value).items() if k in names}
+        extra[key] = {**kept, **extra.get(key, {})}
 
 
 # ------------------------------------------------------------------------------------------------- ptq

@@ -11,6 +11,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ from backends.base import StageOutput, StageRequest
 from backends.catalog import Target
 from backends.errors import TerminalError
 from backends.onnx.check import CheckPass
+from backends.onnx.quant_policy import Policy
+from backends.onnx.quantize import QuantizePass
 from backends.qnn import adapter, driver, fingerprint
 from backends.qnn.validation import device_map, parse
 
@@ -114,11 +117,63 @@ class QnnCheck(CheckPass):
         return StageOutput(artifacts={"placement": path}, report=summary, note=note)
 
 
+QNN_QDQ_KEYS = (
+    "MinimumRealRange",
+    "DedicatedQDQPair",
+    "TensorQuantOverrides",
+    "QDQOpTypePerChannelSupportToAxis",
+)
+"""The parts of ORT's get_qnn_qdq_config taken over (calibration, types and symmetry stay the spec's)."""
+
+
+def qnn_options(model: Path, policy: Policy) -> dict[str, Any]:
+    """extra_options from ONNX Runtime's QNN QDQ config for this model and the HTP types chosen: the
+    HTP's fixed ranges for ops such as Sigmoid/Tanh at 16 bits, per-channel axes, no dedicated Q/DQ
+    pairs. The QNN config's own calibration reader is never run (the shared pass calibrates)."""
+    from onnxruntime.quantization import QuantType
+    from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config
+
+    from backends.onnx.quant_policy import quant_type
+
+    class _NoData:
+        def get_next(self) -> None:
+            return None
+
+    wide = {"uint16": QuantType.QUInt16, "uint8": QuantType.QUInt8}
+    config = get_qnn_qdq_config(
+        str(model),
+        _NoData(),
+        activation_type=wide.get(policy.activations, quant_type(policy.activations)),
+        weight_type=quant_type(policy.weights),
+        per_channel=policy.per_channel,
+        activation_symmetric=policy.activation_symmetric,
+        weight_symmetric=policy.weight_symmetric,
+    )
+    extra = dict(config.extra_options)
+    return {k: extra[k] for k in QNN_QDQ_KEYS if k in extra and extra[k] not in (None, {})}
+
+
+class QnnQuantizePass(QuantizePass):
+    """The shared ptq pass with QNN's QDQ config merged into the quantizer's options."""
+
+    version = QuantizePass.version + "+qnn"
+
+    def policy(self, request: StageRequest) -> Policy:
+        base = super().policy(request)
+        if base.mode != "ptq":
+            return base
+        return replace(base, backend_options=qnn_options(Path(request.inputs["model"]), base))
+
+
 class QnnQuantize(adapter.QnnQuantize):
     """The shared ptq pass with the HTP's types: uint8 activations (uint16 for int16 keeps), int8
-    symmetric weights; a signed activation type is refused, the HTP computes unsigned ones."""
+    symmetric weights, and ONNX Runtime's QNN QDQ config (get_qnn_qdq_config) for the rest; a signed
+    activation type is refused, the HTP computes unsigned ones."""
 
-    version = "1+record+htp"
+    version = "1+record+htp2"
+
+    def quantize_pass(self) -> QuantizePass:
+        return QnnQuantizePass()
 
     def run(self, request: StageRequest) -> StageOutput:
         from backends.onnx.quant_policy import resolve
@@ -131,6 +186,11 @@ class QnnQuantize(adapter.QnnQuantize):
             )
         output = super().run(request)
         output.report["htp_types"] = {"activations": policy.activations, "weights": policy.weights}
+        if policy.mode == "ptq":
+            options = qnn_options(Path(request.inputs["model"]), policy)
+            output.report["qnn_qdq_config"] = {
+                k: (sorted(v) if isinstance(v, dict) else v) for k, v in options.items()
+            }
         return output
 
 

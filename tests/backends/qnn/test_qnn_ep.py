@@ -155,3 +155,23 @@ def test_a_real_detector_compiles_for_the_htp_and_agrees_with_float_on_the_simul
     assert measured["accuracy"]["evidence"] == "measured:host simulator"
     assert measured["accuracy"]["value"] >= 0.5, measured["accuracy"]
     assert measured["htp_cycles"]["value"] > measured["accuracy"]["value"]
+
+
+def test_qnns_qdq_config_reaches_the_quantizer_under_the_specs_own_settings(tmp_path: Path) -> None:
+    from backends.onnx.quant_policy import resolve
+    from backends.onnx.quantize import _merge_backend_options
+    from backends.qnn.stages import qnn_options
+
+    model = _odd_model(tmp_path / "odd.onnx")
+    target = targets()["qualcomm-htp-v75"]
+    policy = resolve({"quantization": {"mode": "ptq", "activations": "uint16"}}, target)
+    options = qnn_options(model, policy)
+    assert options["MinimumRealRange"] > 0 and options["DedicatedQDQPair"] is False
+    extra = {"WeightSymmetric": False, "TensorQuantOverrides": {"b": [{"quant_type": "spec"}]}}
+    given = {
+        "WeightSymmetric": True,
+        "TensorQuantOverrides": {"b": [{"quant_type": "qnn"}], "c": [{"scale": 1.0}], "gone": [{}]},
+    }
+    _merge_backend_options(extra, given, model)
+    assert extra["WeightSymmetric"] is False, "the spec's setting wins"
+    assert extra["TensorQuantOverrides"] == {"b": [{"quant_type": "spec"}], "c": [{"scale": 1.0}]}
