@@ -1,7 +1,8 @@
 """`npuctl validate [PATH...] [--json]`: schema and semantic checks, no build.
 
 Prints every error as `file:line:col: field.path: message`, one per line on stdout (a summary goes to
-stderr), and exits 0 when every spec is valid, 1 otherwise. Imports nothing heavy: with the ONNX
+stderr), and exits 0 when every spec is valid, 1 otherwise. A committed lock file whose verdicts,
+measurement digests or stage keys do not follow from what it records is an error too (`FILE: field: why`). Imports nothing heavy: with the ONNX
 summaries cached, it never imports onnx.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -40,6 +42,7 @@ def command(paths: tuple[Path, ...], as_json: bool) -> int:
     )
     invalid = [r for r in reports if not r.valid]
     invalid_bases = [b for b, errors in bases.items() if errors]
+    lock_problems = _lock_problems(reports)
     if as_json:
         out = {
             "format_version": 1,
@@ -52,6 +55,7 @@ def command(paths: tuple[Path, ...], as_json: bool) -> int:
                 }
                 for r in reports
             ],
+            "lock_problems": lock_problems,
             "bases": [
                 {"file": display_path(b), "valid": not errors, "errors": [e.to_json() for e in errors]}
                 for b, errors in bases.items()
@@ -65,6 +69,8 @@ def command(paths: tuple[Path, ...], as_json: bool) -> int:
         for base_errors in bases.values():
             for error in base_errors:
                 click.echo(str(error))
+        for problem in lock_problems:
+            click.echo(problem)
     if not reports and not bases:
         shown = ", ".join(display_path(Path(t).absolute()) for t in targets)
         click.echo(f"no deployment specs found in {shown}", err=True)
@@ -76,5 +82,22 @@ def command(paths: tuple[Path, ...], as_json: bool) -> int:
         if bases:
             summary += f"; {len(bases)} base file(s): {len(bases) - len(invalid_bases)} valid"
             summary += f", {len(invalid_bases)} invalid" if invalid_bases else ""
+        if lock_problems:
+            summary += f"; {len(lock_problems)} lock file problem(s)"
         click.echo(summary, err=True)
-    return 1 if invalid or invalid_bases else 0
+    return 1 if invalid or invalid_bases or lock_problems else 0
+
+
+def _lock_problems(reports: list[Any]) -> list[str]:
+    """Each spec's committed lock re-derived (engine.integrity): a hand-edited verdict is an error."""
+    from reconciler.engine import integrity
+    from reconciler.repo import Layout
+    from reconciler.spec._errors import display_path
+    from reconciler.state import lockfile
+
+    out: list[str] = []
+    for report in reports:
+        path = Layout.lock_file(report.file)
+        found = integrity.problems(lockfile.read(path), path)
+        out += [line.replace(str(path), display_path(path), 1) for line in found]
+    return out

@@ -1,0 +1,151 @@
+"""Sync apart from health in every output, one test per state, and lock integrity: the real digits model
+in real git repositories, driven through the npuctl command."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import DIGITS_SPEC, copy_digits, git, run_npuctl
+from tests.gitops.conftest import commit_all, edit
+
+FAILING = DIGITS_SPEC.replace("p90: 1000", "p90: 0.000001")
+"""The digits spec with a latency SLO no machine meets (a real measured failure)."""
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two specs applied and committed: `digits` meets its SLOs, `slow` fails its latency SLO."""
+    repo = tmp_path_factory.mktemp("sync-health") / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / ".gitignore").write_text(".npuctl/\n")
+    (repo / "specs").mkdir()
+    copy_digits(repo, eval_samples=20, calib_samples=0)
+    (repo / "specs" / "digits.yaml").write_text(DIGITS_SPEC.format(name="digits"))
+    (repo / "specs" / "slow.yaml").write_text(FAILING.format(name="slow"))
+    done = run_npuctl(repo, "apply")
+    assert done.returncode == 3, done.stdout + done.stderr
+    commit_all(repo, "applied")
+    return repo
+
+
+@pytest.fixture
+def repo(template: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "repo"
+    shutil.copytree(template, copy, symlinks=True)
+    return copy
+
+
+def _json(repo: Path, *args: str, codes: tuple[int, ...] = (0,)) -> dict[str, dict[str, Any]]:
+    done = run_npuctl(repo, *args, "--json")
+    assert done.returncode in codes, f"{args}: exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    return {s["name"]: s for s in json.loads(done.stdout)["specs"]}
+
+
+def _states(row: dict[str, Any]) -> tuple[str, str, str]:
+    return row["sync"], row["health"], row["status"]
+
+
+def test_synced_and_healthy(repo: Path) -> None:
+    for command in ("status", "plan"):
+        assert _states(_json(repo, command)["digits"]) == ("Synced", "Healthy", "Healthy"), command
+    assert _states(_json(repo, "apply", codes=(3,))["digits"]) == ("Synced", "Healthy", "Healthy")
+    lock = json.loads((repo / "specs" / "digits.lock.json").read_text())
+    assert (lock["sync"], lock["health"]) == ("Synced", "Healthy")
+
+
+def test_degraded_reads_the_same_in_every_command(repo: Path) -> None:
+    for command, codes in (("status", (0,)), ("plan", (0,)), ("apply", (3,))):
+        assert _states(_json(repo, command, codes=codes)["slow"]) == ("Synced", "Degraded", "Degraded")
+    assert json.loads((repo / "specs" / "slow.lock.json").read_text())["health"] == "Degraded"
+
+
+def test_out_of_sync_and_progressing_while_evaluate_must_rebuild(repo: Path) -> None:
+    edit(repo / "specs" / "digits.yaml", "runs: 5", "runs: 6")
+    for command, codes in (("status", (0,)), ("plan", (2,))):
+        assert _states(_json(repo, command, codes=codes)["digits"]) == (
+            "OutOfSync",
+            "Progressing",
+            "OutOfSync",
+        )
+
+
+def test_health_unknown_when_an_slo_is_met_only_on_an_estimate(repo: Path) -> None:
+    edit(
+        repo / "specs" / "digits.yaml",
+        "    accuracy: {min: 0.5}\n",
+        "    accuracy: {min: 0.5}\n    max_fallback_partitions: 100\n",
+    )
+    applied = _json(repo, "apply", codes=(3,))["digits"]
+    estimate = next(v for v in applied["slo"] if v["name"] == "max_fallback_partitions")
+    assert estimate["verdict"] == "met on estimate" and estimate["passed"] is None
+    assert _states(applied) == ("Synced", "Unknown", "Unknown")
+    assert _states(_json(repo, "status")["digits"]) == ("Synced", "Unknown", "Unknown")
+    assert run_npuctl(repo, "apply", "specs/digits.yaml").returncode == 0, "not verifiable here is not failed"
+    assert run_npuctl(repo, "apply", "specs/digits.yaml", "--strict").returncode == 3
+
+
+def test_sync_unknown_for_an_invalid_spec(repo: Path) -> None:
+    edit(repo / "specs" / "digits.yaml", "runs: 5", "runs: 0")
+    row = _json(repo, "status")["digits"]
+    assert _states(row) == ("Unknown", "Unknown", "Stalled")
+    assert _states(_json(repo, "plan", codes=(1,))["digits"]) == ("Unknown", "Unknown", "Stalled")
+
+
+def test_a_failed_slo_never_reads_ready_or_healthy_in_any_output(repo: Path) -> None:
+    (repo / "specs" / "digits.yaml").unlink()
+    (repo / "specs" / "digits.lock.json").unlink()
+    outputs = []
+    for command, codes in (("apply", (3,)), ("plan", (0,)), ("status", (0,))):
+        formats = ("json", "text") if command == "status" else ("json", "text", "markdown")
+        for fmt in formats:
+            done = run_npuctl(repo, command, "--format", fmt)
+            assert done.returncode in codes, f"{command} {fmt}: {done.returncode} {done.stderr}"
+            outputs.append((f"{command} --format {fmt}", done.stdout))
+            assert "slow" in done.stdout
+    outputs.append(("lock", (repo / "specs" / "slow.lock.json").read_text()))
+    for where, text in outputs:
+        assert not re.search(r"\bReady\b|\bHealthy\b", text), f"{where} reads Ready/Healthy:\n{text}"
+        assert "Degraded" in text, where
+
+
+def _tamper(repo: Path) -> None:
+    path = repo / "specs" / "slow.lock.json"
+    lock = json.loads(path.read_text())
+    [p90] = [v for v in lock["variants"]["default"]["verdicts"] if v["name"] == "latency_ms.p90"]
+    assert p90["verdict"] == "fail"
+    p90.update(passed=True, verdict="pass")
+    lock["health"] = "Healthy"
+    path.write_text(json.dumps(lock, sort_keys=True, indent=2) + "\n")
+
+
+def test_a_hand_edited_verdict_is_reported_as_tampered_and_never_read_as_passed(
+    repo: Path, tmp_path: Path
+) -> None:
+    _tamper(repo)
+    validate = run_npuctl(repo, "validate")
+    assert validate.returncode == 1
+    [line] = [ln for ln in validate.stdout.splitlines() if "tampered" in ln]
+    assert line.startswith("specs/slow.lock.json: variants.default.verdicts[0] (latency_ms.p90).passed:")
+    plan = run_npuctl(repo, "plan", "--json")
+    assert plan.returncode == 1
+    slow = {s["name"]: s for s in json.loads(plan.stdout)["specs"]}["slow"]
+    assert any("tampered" in p and "slow.lock.json" in p for p in slow["lock_problems"])
+    assert slow["health"] != "Healthy" and slow["sync"] == "Unknown"
+    status = _json(repo, "status")["slow"]
+    assert status["lock_problems"] and status["health"] != "Healthy"
+    assert not any(v.get("passed") is True and v["name"] == "latency_ms.p90" for v in status["verdicts"])
+    commit_all(repo, "hand-edited verdict")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(repo), str(clone))
+    fresh = {s["name"]: s for s in json.loads(run_npuctl(clone, "plan", "--json").stdout)["specs"]}["slow"]
+    assert fresh["lock_problems"] and fresh["health"] != "Healthy"
+    # its own lock is not used; digits' (same model, data and evaluate settings) records the true p90
+    p90 = next(v for v in fresh["slo"] if v["name"] == "latency_ms.p90")
+    assert (p90["passed"], p90["verdict"]) == (False, "fail")
