@@ -40,6 +40,8 @@ def delta_text(row: SloRow) -> str:
     if row.delta == 0:
         return "0"
     text = f"{row.delta:+.4g}"
+    if row.noise:
+        return text + " (within the measured p50..p99 spread: noise)"
     if row.relative is not None:
         text += f" ({row.relative:+.1%})"
     arrow = {True: " ▲ better", False: " ▼ worse"}.get(row.better) if row.better is not None else ""

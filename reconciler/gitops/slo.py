@@ -2,6 +2,10 @@
 
 Rows come from both sides, so an SLO added or dropped by the change shows up with one side empty.
 Thresholds are the new ones when both exist (tightening an SLO re-judges, it does not re-measure).
+
+A latency change is `noise` when it stays within the measurements' own spread: each side's value lies
+between the other side's recorded p50 and p99. A p90 moving from 0.03 to 0.3 ms on a run whose p99
+was 8 ms is the machine, not the change, and is shown as such rather than as "+890 % worse".
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ class SloRow:
     old_verdict: str | None
     new_verdict: str | None
     evidence: str | None
+    noise: bool = False
+    """The change lies within both measurements' p50..p99 spread (latency only)."""
 
     @property
     def delta(self) -> float | None:
@@ -58,6 +64,7 @@ class SloRow:
             "old_verdict": self.old_verdict,
             "new_verdict": self.new_verdict,
             "evidence": self.evidence,
+            "noise": self.noise,
         }
 
 
@@ -74,12 +81,36 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def _spread(lock: dict[str, Any] | None, variant: str) -> tuple[float, float] | None:
+    measured = (((lock or {}).get("variants") or {}).get(variant) or {}).get("measurements") or {}
+    low = _number((measured.get("latency_ms.p50") or {}).get("value"))
+    high = _number((measured.get("latency_ms.p99") or {}).get("value"))
+    return (low, high) if low is not None and high is not None and low <= high else None
+
+
+def is_noise(
+    name: str,
+    old: float | None,
+    new: float | None,
+    old_spread: tuple[float, float] | None,
+    new_spread: tuple[float, float] | None,
+) -> bool:
+    """Each value within the other measurement's p50..p99: the two runs cannot be told apart."""
+    if not name.startswith("latency_ms.") or old is None or new is None or old == new:
+        return False
+    if old_spread is None or new_spread is None:
+        return False
+    return old_spread[0] <= new <= old_spread[1] and new_spread[0] <= old <= new_spread[1]
+
+
 def table(old_lock: dict[str, Any] | None, new_lock: dict[str, Any] | None) -> list[SloRow]:
     old, new = verdicts(old_lock), verdicts(new_lock)
     rows = []
     for variant, name in sorted(set(old) | set(new), key=lambda k: (k[0] != "default", k)):
         before, after = old.get((variant, name)), new.get((variant, name))
         either = after or before or {}
+        old_value, new_value = _number((before or {}).get("value")), _number((after or {}).get("value"))
+        spreads = _spread(old_lock, variant), _spread(new_lock, variant)
         rows.append(
             SloRow(
                 name=name,
@@ -92,6 +123,7 @@ def table(old_lock: dict[str, Any] | None, new_lock: dict[str, Any] | None) -> l
                 old_verdict=(before or {}).get("verdict"),
                 new_verdict=(after or {}).get("verdict"),
                 evidence=(after or before or {}).get("evidence"),
+                noise=is_noise(name, old_value, new_value, *spreads),
             )
         )
     return rows
