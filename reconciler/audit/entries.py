@@ -36,10 +36,16 @@ class AuditEntry:
     subject: str = ""
     applied_at: list[str] = field(default_factory=list)
     """Times of local applies (ledger) that produced exactly these results."""
+    attempt: str | None = None
+    """For an attempt that judged nothing (ledger): "failed: STAGE: why" or "cancelled: why"."""
+    settings: dict[str, str] = field(default_factory=dict)
+    """What else tells two builds of one model apart: quantization and toolchain (`dvc exp show`'s params)."""
 
     @property
     def state(self) -> str:
         """pass (every SLO met on a measurement) | fail (an SLO failed or the build failed) | unverified."""
+        if self.status == "Cancelled":
+            return "cancelled"
         failed = self.status in ("Failed", "Stalled", "Degraded")
         if failed or any(v.get("passed") is False for v in self.verdicts):
             return "fail"
@@ -89,6 +95,8 @@ class AuditEntry:
             "measurements": self.measurements,
             "toolchains": self.toolchains,
             "applied_at": self.applied_at,
+            "settings": self.settings,
+            "attempt": self.attempt,
         }
 
 
@@ -105,6 +113,30 @@ def toolchains(stages: dict[str, Any]) -> dict[str, dict[str, Any]]:
             "fingerprint": impl.get("fingerprint") or {},
         }
     return out
+
+
+def settings(stages: dict[str, Any], toolchain: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """`quantization`: mode, types and a short digest of every quantization field the lock recorded
+    (lock format 2; "none" for an idle stage; "?" when unrecorded); `toolchain`: the tool versions."""
+    from reconciler.engine import keys
+
+    quantize = stages.get("quantize") or {}
+    fields = ((quantize.get("inputs") or {}).get("fields") or {}).get("quantization")
+    if isinstance(fields, dict) and fields.get("mode", "none") != "none":
+        types = "/".join(str(fields.get(k)) for k in ("weights", "activations") if fields.get(k))
+        quantization = f"{fields['mode']}{' ' + types if types else ''} #{keys.digest(fields)[:6]}"
+    elif quantize.get("identity") or isinstance(fields, dict):
+        quantization = "none"
+    else:
+        quantization = "?" if not quantize else "set (not recorded)"
+    versions: dict[str, str] = {}
+    for stage in toolchain.values():
+        for tool, version in sorted((stage.get("fingerprint") or {}).items()):
+            versions.setdefault(tool, str(version))
+    return {
+        "quantization": quantization,
+        "toolchain": ", ".join(f"{k} {v}" for k, v in sorted(versions.items())),
+    }
 
 
 def from_lock(
@@ -133,4 +165,5 @@ def from_lock(
         measurements={name: v.get("measurements") or {} for name, v in sorted(variants.items())},
         toolchains=toolchains(stages),
         commit=commit,
+        settings=settings(stages, toolchains(stages)),
     )

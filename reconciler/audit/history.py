@@ -3,6 +3,11 @@
 `repo.iter_commits(paths=...)` gives the commits touching the spec folders; in each, every lock file
 whose blob differs from the first parent's is one entry. A merge whose lock blob equals one of its
 parents' brought nothing new (the branch commit already has the entry) and is skipped.
+
+A shallow clone (CI's default) ends at its boundary commits, whose parents are named but absent: they
+count as roots (every lock file they hold is an entry), and `shallow_note` says how far history reaches
+and the exact command that deepens it. Rebased or amended history is read as it is now: the ledger's
+local applies still match the rewritten commits by their results.
 """
 
 from __future__ import annotations
@@ -55,8 +60,39 @@ def _parse(data: bytes) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _commit_entries(commit: git.Commit, folders: list[str]) -> Iterator[AuditEntry]:
-    parents = list(commit.parents)
+def shallow_boundary(repo: git.Repo) -> set[str]:
+    """The commits at which a shallow clone's history stops (`.git/shallow`); empty when complete."""
+    try:
+        text = (Path(repo.git_dir) / "shallow").read_text()
+    except OSError:
+        return set()
+    return {line.strip() for line in text.splitlines() if line.strip()}
+
+
+def shallow_note(repo: git.Repo, rev: str = "HEAD") -> str | None:
+    """What history a shallow clone holds and how to get more, or None for a complete clone."""
+    boundary = shallow_boundary(repo)
+    if not boundary:
+        return None
+    reachable = sum(1 for _ in repo.iter_commits(rev))
+    oldest = min((repo.commit(sha) for sha in boundary), key=lambda c: c.committed_date)
+    remote = repo.remotes[0].name if repo.remotes else "origin"
+    when = oldest.committed_datetime.strftime("%Y-%m-%d %H:%M")
+    return (
+        f"shallow clone: history holds {reachable} commit(s) back to {oldest.hexsha[:10]} ({when}); "
+        f"older lock files are not shown: run `git fetch --unshallow {remote}` for all of it "
+        f"(or `git fetch --deepen=100 {remote}` for 100 more commits)"
+    )
+
+
+def _parents(commit: git.Commit, boundary: set[str]) -> list[git.Commit]:
+    if commit.hexsha in boundary:
+        return []
+    return list(commit.parents)
+
+
+def _commit_entries(commit: git.Commit, folders: list[str], boundary: set[str]) -> Iterator[AuditEntry]:
+    parents = _parents(commit, boundary)
     time = commit.committed_datetime
     for path in _lock_paths(commit, folders):
         blob = _blob(commit, path)
@@ -81,9 +117,10 @@ def commits(repo: git.Repo, folders: list[str], rev: str = "HEAD") -> list[Audit
     if not repo.head.is_valid():
         return []
     pathspecs = [f or "." for f in folders]
+    boundary = shallow_boundary(repo)
     out: list[AuditEntry] = []
     for commit in repo.iter_commits(rev, paths=pathspecs):
-        out.extend(_commit_entries(commit, folders))
+        out.extend(_commit_entries(commit, folders, boundary))
     return out
 
 

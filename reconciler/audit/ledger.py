@@ -65,14 +65,41 @@ def _entry(db: Database, row: dict[str, Any], versions: dict[str, str | None]) -
     )
 
 
+ATTEMPTS = {"failed": "Failed", "cancelled": "Cancelled"}
+"""Ledger actions of attempts that judged nothing, listed as entries of their own."""
+
+
+def _attempt(row: dict[str, Any]) -> AuditEntry:
+    what = row["action"]
+    stage = f"{row['stage']} [{row['variant']}]: " if row["stage"] not in ("apply", "*") else ""
+    return AuditEntry(
+        source="ledger",
+        label=f"local {what}",
+        time=_time(int(row["time_ns"])),
+        spec=str(row["spec"]),
+        target="?",
+        lock_file="",
+        status=ATTEMPTS[what],
+        model_version=None,
+        model_digest=None,
+        model_file_digest=None,
+        import_key=None,
+        attempt=f"{what}: {stage}{row['message']}"[:300],
+    )
+
+
 def merge(db: Database, entries: list[AuditEntry]) -> list[AuditEntry]:
-    """`entries` plus the ledger's applies that match none of them; matched ones annotate the entry."""
+    """`entries` plus the ledger's applies that match none of them; matched ones annotate the entry.
+    Failed and cancelled attempts (a stage that failed, a build watch cancelled) are entries too."""
     versions = {e.import_key: e.model_version for e in entries if e.import_key}
     by_result: dict[tuple[Any, ...], list[AuditEntry]] = {}
     for entry in entries:
         by_result.setdefault(entry.verdict_key(), []).append(entry)
     extra: list[AuditEntry] = []
     for row in db.ledger():
+        if row["action"] in ATTEMPTS:
+            extra.append(_attempt(row))
+            continue
         if row["stage"] != "verify":
             continue
         applied = _entry(db, row, versions)

@@ -82,13 +82,15 @@ class SummaryRow:
     model_version: str | None
     model_digest: str | None
     latest: str
-    """Label of the newest entry for this model version."""
+    """Label of the newest entry for this model version and settings."""
     state: str
     verdicts: dict[str, dict[str, Any]]
     """"name [variant]" -> the newest verdict for this model version."""
+    settings: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "settings": self.settings,
             "spec": self.spec,
             "target": self.target,
             "model": self.model,
@@ -133,9 +135,11 @@ class Audit:
     warnings: list[str] = field(default_factory=list)
 
     def summary(self) -> list[SummaryRow]:
-        rows: dict[tuple[str, str, str], SummaryRow] = {}
+        rows: dict[tuple[Any, ...], SummaryRow] = {}
         for entry in self.entries:  # newest first: the first seen is the latest
-            group = (entry.spec, entry.target, entry.model)
+            if entry.attempt is not None:
+                continue
+            group = (entry.spec, entry.target, entry.model, tuple(sorted(entry.settings.items())))
             if group in rows:
                 continue
             verdicts = {
@@ -151,6 +155,7 @@ class Audit:
                 entry.label,
                 entry.state,
                 verdicts,
+                dict(entry.settings),
             )
         return sorted(rows.values(), key=lambda r: (r.spec, r.target))
 
@@ -158,7 +163,9 @@ class Audit:
         """Per spec, from the committed history (and the working tree): the current failing run."""
         out = []
         for spec in sorted({e.spec for e in self.entries}):
-            timeline = [e for e in self.entries if e.spec == spec and e.source != "ledger"]
+            timeline = [
+                e for e in self.entries if e.spec == spec and e.source != "ledger" and e.state != "cancelled"
+            ]
             if not timeline:
                 continue
             newest = timeline[0].state
@@ -180,6 +187,21 @@ class Audit:
             "failing": [s.to_json() for s in self.streaks()],
             "warnings": self.warnings,
         }
+
+
+def _history(repo: Any, folders: list[str], rev: str | None, warnings: list[str]) -> list[AuditEntry]:
+    from reconciler.gitops.gitref import GitError, resolve
+
+    if rev is not None:
+        try:
+            resolve(repo, rev)
+        except GitError as exc:
+            raise AuditError(str(exc)) from exc
+    entries = history.commits(repo, folders, rev or "HEAD")
+    shallow = history.shallow_note(repo, rev or "HEAD")
+    if shallow:
+        warnings.append(shallow)
+    return entries
 
 
 def _order(entries: list[AuditEntry]) -> list[AuditEntry]:
@@ -221,8 +243,9 @@ def _work_tree_locks(root: Path, folders: list[str]) -> list[Path]:
     return out
 
 
-def run(root: Path, paths: list[Path], filters: Filters) -> Audit:
-    """Every entry under `paths` (default specs/) matching `filters`, newest first."""
+def run(root: Path, paths: list[Path], filters: Filters, rev: str | None = None) -> Audit:
+    """Every entry under `paths` (default specs/) matching `filters`, newest first; the history of
+    `rev` (a branch, tag or sha; default HEAD, with the work tree's uncommitted lock files)."""
     import git
 
     from reconciler.state.db import Database
@@ -235,8 +258,9 @@ def run(root: Path, paths: list[Path], filters: Filters) -> Audit:
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         repo, warnings = None, [f"{root} is not a git repository: only the work tree and the ledger are read"]
     try:
-        entries = history.commits(repo, folders) if repo is not None else []
-        entries = history.working_tree(root, _work_tree_locks(root, folders), repo) + entries
+        entries = _history(repo, folders, rev, warnings) if repo is not None else []
+        if rev is None:
+            entries = history.working_tree(root, _work_tree_locks(root, folders), repo) + entries
     finally:
         if repo is not None:
             repo.close()

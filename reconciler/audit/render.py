@@ -13,7 +13,14 @@ from reconciler.audit.entries import AuditEntry
 from reconciler.audit.query import Audit
 
 MARK = {"pass": "✅", "fail": "❌", "met on estimate": "🟡", "fail (estimated)": "❌", "unverified": "⚪"}
-STATE = {"pass": "✅ pass", "fail": "❌ fail", "unverified": "⚪ unverified"}
+STATE = {"pass": "✅ pass", "fail": "❌ fail", "unverified": "⚪ unverified", "cancelled": "⏹ cancelled"}
+
+
+def settings_text(settings: dict[str, str]) -> str:
+    """`quantization ptq int8/uint8 #a1b2c3; onnxruntime 1.23.0`: what tells two builds apart."""
+    parts = [f"quantization {settings['quantization']}"] if settings.get("quantization") else []
+    parts += [settings["toolchain"]] if settings.get("toolchain") else []
+    return "; ".join(parts) or "—"
 
 
 def _number(value: Any) -> str:
@@ -62,12 +69,14 @@ def to_markdown(audit: Audit) -> str:
         return "\n".join([*lines, "No lock file history matches.", ""])
     names = sorted({name for row in summary for name in row.verdicts})
     lines += ["#### Which model version meets which SLO", ""]
-    lines += ["| spec | target | model | latest | " + " | ".join(names) + " |"]
-    lines += ["|" + "---|" * (4 + len(names))]
+    lines += ["| spec | target | model | settings | latest | " + " | ".join(names) + " |"]
+    lines += ["|" + "---|" * (5 + len(names))]
     for row in summary:
         cells = [verdict_cell(row.verdicts[n]) if n in row.verdicts else "—" for n in names]
         lines.append(
-            f"| `{row.spec}` | `{row.target}` | `{row.model}` | {row.latest} | " + " | ".join(cells) + " |"
+            f"| `{row.spec}` | `{row.target}` | `{row.model}` | {settings_text(row.settings)} | {row.latest} | "
+            + " | ".join(cells)
+            + " |"
         )
     lines += ["", "#### Failing since", ""]
     lines += [f"- {line}" for line in _streak_lines(audit)]
@@ -77,7 +86,7 @@ def to_markdown(audit: Audit) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for e in audit.entries:
-        slos = "<br>".join(f"{v['name']}: {verdict_cell(v)}" for v in e.verdicts) or "—"
+        slos = "<br>".join(f"{v['name']}: {verdict_cell(v)}" for v in e.verdicts) or (e.attempt or "—")
         label = f"`{e.label}` {e.subject}".strip() if e.source == "commit" else e.label
         lines.append(
             f"| {_when(e)} | {label.replace('|', '/')} | `{e.spec}` | `{e.target}` | `{e.model}` | "
@@ -106,11 +115,11 @@ def print_text(audit: Audit) -> None:
     table = Table(
         title="which model version meets which SLO", box=None, header_style="bold", title_justify="left"
     )
-    for column in ("spec", "target", "model", "latest", *names):
+    for column in ("spec", "target", "model", "settings", "latest", *names):
         table.add_column(column, overflow="fold")
     for row in summary:
         cells = [verdict_cell(row.verdicts[n], marks=False) if n in row.verdicts else "—" for n in names]
-        table.add_row(row.spec, row.target, row.model, row.latest, *cells)
+        table.add_row(row.spec, row.target, row.model, settings_text(row.settings), row.latest, *cells)
     out.print(table)
     out.print()
     for line in _streak_lines(audit):
@@ -120,7 +129,9 @@ def print_text(audit: Audit) -> None:
     for column in ("when", "source", "spec", "target", "model", "state", "SLOs", "toolchain"):
         history.add_column(column, overflow="fold")
     for e in audit.entries:
-        slos = "\n".join(f"{v['name']}: {verdict_cell(v, marks=False)}" for v in e.verdicts) or "—"
+        slos = "\n".join(f"{v['name']}: {verdict_cell(v, marks=False)}" for v in e.verdicts) or (
+            e.attempt or "—"
+        )
         label = f"{e.label} {e.subject}".strip() if e.source == "commit" else e.label
         history.add_row(_when(e), label, e.spec, e.target, e.model, e.state, slos, toolchain_text(e))
     out.print(history)

@@ -22,6 +22,12 @@ from reconciler.cli import _common
 @click.option(
     "--until", metavar="DATE", help="Only entries at or before DATE (a bare date includes that day)."
 )
+@click.option(
+    "--rev",
+    metavar="REV",
+    default=None,
+    help="The history of this branch, tag or commit instead of HEAD (the work tree is then not read).",
+)
 @_common.output_options()
 def command(
     paths: tuple[Path, ...],
@@ -30,6 +36,7 @@ def command(
     target: str | None,
     since: str | None,
     until: str | None,
+    rev: str | None,
     fmt: str,
     as_json: bool,
 ) -> int:
@@ -46,7 +53,7 @@ def command(
             parse_date(since) if since else None,
             parse_date(until, end=True) if until else None,
         )
-        audit = run(root, list(paths), filters)
+        audit = run(root, list(paths), filters, rev)
     except AuditError as exc:
         click.echo(f"npuctl audit: {exc}", err=True)
         return 1

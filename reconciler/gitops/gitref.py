@@ -45,8 +45,17 @@ def resolve(repo: git.Repo, ref: str) -> git.Commit:
         return repo.commit(ref)
     except (git.BadName, git.BadObject, ValueError) as exc:
         raise GitError(
-            f"unknown git revision {ref!r} (fetch it first, e.g. `git fetch origin {ref}`)"
+            f"unknown git revision {ref!r} (fetch it first, e.g. `{fetch_hint(repo, ref)}`)"
         ) from exc
+
+
+def fetch_hint(repo: git.Repo, ref: str) -> str:
+    """The fetch that brings `ref`: `origin/main` is branch main of remote origin (`git fetch origin main`)."""
+    remotes = {r.name for r in repo.remotes} or {"origin"}
+    remote, _, branch = ref.partition("/")
+    if branch and (remote in remotes or remote == "origin"):
+        return f"git fetch {remote} {branch}"
+    return f"git fetch origin {ref}"
 
 
 def blob_text(commit: git.Commit, relative: str) -> str | None:

@@ -146,6 +146,9 @@ class Watcher:
                 state.job.cancel()
                 state.job = None
                 self.board.update(state.name, "cancelled", "inputs changed during the build: restarting")
+                self.ws.db.log_attempt(
+                    state.name, "*", "apply", "", "cancelled", "watch: an input changed during the build"
+                )
                 self.board.message(
                     f"{state.name}: build cancelled, an input changed", event="cancelled", spec=state.name
                 )

@@ -59,12 +59,22 @@ def test_every_commit_that_changed_a_lock_is_an_entry_newest_first(
 
 
 def test_summary_answers_which_model_version_meets_which_slo(git_repo: Path, history: dict[str, str]) -> None:
-    rows = {(r.spec, r.model_version): r for r in run(git_repo, [], Filters()).summary()}
-    assert set(rows) == {("digits", "v1"), ("digits", "v2"), ("other", "o1")}
-    v1, v2 = rows[("digits", "v1")], rows[("digits", "v2")]
+    summary = run(git_repo, [], Filters()).summary()
+    rows = {(r.spec, r.model_version, r.settings["toolchain"]): r for r in summary}
+    assert len(rows) == len(summary), "one row per model version and settings"
+    ort_32 = "onnx 1.23.2, onnxruntime 1.32.0"
+    assert set(rows) == {
+        ("digits", "v1", ort_32),
+        ("digits", "v2", ort_32),
+        ("digits", "v2", "onnx 1.23.2, onnxruntime 1.33.0"),
+        ("other", "o1", ort_32),
+    }, "the ORT bump of v2 is a row of its own, like a changed parameter in `dvc exp show`"
+    v1, v2 = rows[("digits", "v1", ort_32)], rows[("digits", "v2", "onnx 1.23.2, onnxruntime 1.33.0")]
     assert v1.state == "pass" and v1.verdicts["latency_ms.p90"]["verdict"] == "pass"
     assert v2.state == "fail" and v2.verdicts["latency_ms.p90"]["value"] == 8.0, "the newest verdict for v2"
+    assert rows[("digits", "v2", ort_32)].verdicts["latency_ms.p90"]["value"] == 9.0
     assert v2.latest == history["ort"][:10]
+    assert {r.settings["quantization"] for r in summary} == {"none"}
     assert v1.model.startswith("v1@" + sha("model-v1")[:12])
 
 

@@ -114,7 +114,7 @@ def test_bad_ref_exits_1_with_one_line(digits_repo: Path) -> None:
     done = run_npuctl(digits_repo, "plan", "--base", "origin/main")
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
-        "npuctl plan --base: unknown git revision 'origin/main' (fetch it first, e.g. `git fetch origin origin/main`)"
+        "npuctl plan --base: unknown git revision 'origin/main' (fetch it first, e.g. `git fetch origin main`)"
     ]
 
 

@@ -66,8 +66,16 @@ def test_a_save_during_a_build_cancels_it_and_the_stale_result_is_not_cached(
     try:
         evaluated = {r.key: _runs(r.key_inputs["fields"]) for r in db.all_records() if r.stage == "evaluate"}
         built = [e["key"] for e in db.ledger("digits") if e["stage"] == "evaluate" and e["action"] == "built"]
+        cancelled = [e for e in db.ledger("digits") if e["action"] == "cancelled"]
     finally:
         db.close()
+    assert len(cancelled) == 1 and "input changed" in cancelled[0]["message"], (
+        "the cancelled attempt is in the ledger"
+    )
+    from reconciler.audit import Filters, run
+
+    attempts = [e for e in run(applied_repo, [], Filters(spec="digits")).entries if e.attempt]
+    assert [e.state for e in attempts] == ["cancelled"], "and audit lists it"
     assert 6 not in evaluated.values(), "no record for the stale key"
     assert sorted(evaluated.values()) == [5, 7]
     assert [evaluated[k] for k in built] == [5, 7], "the ledger never saw the stale build complete"
