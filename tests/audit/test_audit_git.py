@@ -99,7 +99,7 @@ def test_audit_after_an_amend_and_on_another_branch(origin: tuple[Path, Path], t
     git(dev, "commit", "-q", "--amend", "-m", "digits int8 activations (amended)")
     payload = _audit(dev)
     commits = [e for e in payload["entries"] if e["source"] == "commit"]
-    assert [e["subject"] for e in commits][0] == "digits int8 activations (amended)"
+    assert commits[0]["subject"] == "digits int8 activations (amended)"
     assert len(commits) == 3
     assert commits[0]["applied_at"], "the local apply still matches the rewritten commit by its results"
     on_branch = _audit(dev, "--rev", "first")
