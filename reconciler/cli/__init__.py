@@ -75,6 +75,12 @@ def main() -> None:
     except Exception as exc:
         if os.environ.get("NPUCTL_DEBUG"):
             traceback.print_exc()
+        from backends.pathpolicy import PathRefused
+        from reconciler.engine import faults
+
+        if isinstance(exc, PathRefused) or faults.is_infrastructure(exc):
+            click.echo(f"npuctl: {exc if isinstance(exc, PathRefused) else faults.describe(exc)}", err=True)
+            sys.exit(1)
         click.echo(
             f"npuctl: internal error: {type(exc).__name__}: {exc} (set NPUCTL_DEBUG=1 for details)", err=True
         )

@@ -15,7 +15,7 @@ from typing import Any
 
 from backends.catalog import Target, targets
 from backends.errors import BackendError, TerminalError, ToolchainMissing
-from reconciler.engine import health, integrity, keys
+from reconciler.engine import faults, health, integrity, keys
 from reconciler.engine.chain import StageSetup, Variant, build_chain, variants
 from reconciler.engine.execute import InputsChanged, RetryPolicy, run_with_retries
 from reconciler.engine.lockwrite import (
@@ -341,6 +341,9 @@ def apply_all(
             results.append(apply_spec(ws, spec, reporter, policy, remeasure))
         except Exception as exc:
             failed = SpecResult(spec.name, str(spec.path), spec.target, status=health.FAILED)
-            failed.errors.append(f"{spec.path}: internal error: {type(exc).__name__}: {exc}")
+            if faults.is_infrastructure(exc):
+                failed.errors.append(f"{spec.path}: {faults.describe(exc, ws.layout.database)}")
+            else:
+                failed.errors.append(f"{spec.path}: internal error: {type(exc).__name__}: {exc}")
             results.append(failed)
     return results

@@ -20,7 +20,7 @@ from backends.base import StageImpl, StageOutput, StageRequest
 from backends.catalog import Target
 from backends.child_call import ChildKilled, ChildLost, Unloadable
 from backends.errors import BackendError, TerminalError, ToolchainMissing, TransientError
-from reconciler.engine import keys
+from reconciler.engine import faults, keys
 from reconciler.engine.chain import StageSetup
 from reconciler.engine.workspace import Workspace
 from reconciler.state.db import Record
@@ -152,6 +152,15 @@ def run_once(
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _append(log: Path, text: str) -> None:
+    """The stage log, best effort: on a full disk the log is the first thing that cannot grow."""
+    try:
+        with log.open("a") as fh:
+            fh.write(text)
+    except OSError:
+        pass
+
+
 def run_with_retries(
     ws: Workspace,
     setup: StageSetup,
@@ -172,17 +181,19 @@ def run_with_retries(
     while True:
         try:
             return run_once(ws, setup, target, linked, key, key_inputs, log)
-        except (TerminalError, ToolchainMissing, InputsChanged):
+        except (TerminalError, ToolchainMissing, InputsChanged, faults.InfrastructureError):
             raise
         except BackendError as exc:
             error: BackendError = exc
         except Exception as exc:
-            with log.open("a") as fh:
-                fh.write(traceback.format_exc())
+            if faults.is_infrastructure(exc):
+                raise faults.InfrastructureError(
+                    f"{setup.stage.name}: {faults.describe(exc, ws.layout.database)}"
+                ) from exc
+            _append(log, traceback.format_exc())
             error = TransientError(f"{setup.stage.name} crashed: {type(exc).__name__}: {exc}")
         if attempt >= policy.retries:
             raise error
-        with log.open("a") as fh:
-            fh.write(f"\nattempt {attempt + 1} failed: {error}; retrying\n")
+        _append(log, f"\nattempt {attempt + 1} failed: {error}; retrying\n")
         time.sleep(policy.delay(attempt))
         attempt += 1

@@ -82,6 +82,10 @@ def resolve(
     if ws.usable(record):
         outputs[name] = record.artifacts if record else None
         return Resolved(setup, key, record, "store", key_inputs)
+    if record is None and lock_record is not None and ws.usable(lock_record):
+        ws.db.put_record(lock_record)  # a lost state.db reseeded from the lock file and the store
+        outputs[name] = lock_record.artifacts
+        return Resolved(setup, key, lock_record, "store", key_inputs)
     if lock_record is not None:
         outputs[name] = lock_record.artifacts
         return Resolved(setup, key, lock_record, "lock", key_inputs)

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from backends import pathpolicy
+
 SUMMARY_VERSION = 2
 RACY_SECONDS = 2.0
 Dim = int | str | None
@@ -80,11 +82,15 @@ def summary(path: Path, root: Path) -> ModelSummary:
     key = (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino)
     if key in _memo:
         return _memo[key]
-    cache = root / ".npuctl" / "cache" / "onnx-summary" / (_key_digest(key) + ".json")
-    found = _read_cache(cache)
+    try:  # a committed `.npuctl` symlink is never read or written through
+        pathpolicy.check_state_dir(root / ".npuctl")
+        cache: Path | None = root / ".npuctl" / "cache" / "onnx-summary" / (_key_digest(key) + ".json")
+    except pathpolicy.PathRefused:
+        cache = None
+    found = _read_cache(cache) if cache is not None else None
     if found is None:
         found = summarize(path)
-        if time.time() - stat.st_mtime_ns / 1e9 < RACY_SECONDS:
+        if cache is None or time.time() - stat.st_mtime_ns / 1e9 < RACY_SECONDS:
             return found
         _write_atomic(cache, json.dumps(found.to_json(), sort_keys=True))
     _memo[key] = found

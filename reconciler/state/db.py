@@ -6,6 +6,7 @@ transaction intact. A record is inserted only after its artifacts are durably in
 
 from __future__ import annotations
 
+import errno
 import json
 import sqlite3
 import time
@@ -93,6 +94,12 @@ def _dumps(value: Any) -> str:
 
 class Database:
     def __init__(self, path: Path) -> None:
+        try:
+            self._open(path)
+        except sqlite3.Error as exc:  # a full or read-only disk: name the file
+            raise OSError(errno.EIO, f"cannot open the state database: {exc}", str(path)) from exc
+
+    def _open(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.conn = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)

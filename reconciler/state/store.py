@@ -50,6 +50,13 @@ class Store:
         if final.is_file():
             source.unlink()
             return digest
+        try:
+            self._place(source, final)
+        except OSError as exc:  # a full or read-only store names the store, not the source
+            raise OSError(exc.errno, exc.strerror or str(exc), str(self.root)) from exc
+        return digest
+
+    def _place(self, source: Path, final: Path) -> None:
         final.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=".tmp-", dir=final.parent)
         os.close(fd)
@@ -68,7 +75,6 @@ class Store:
         finally:
             if tmp.exists():
                 tmp.unlink()
-        return digest
 
     def size(self, digest: str) -> int:
         return self.path(digest).stat().st_size

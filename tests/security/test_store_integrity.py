@@ -34,25 +34,25 @@ def _stage_digest(lock: dict, stage: str) -> str:
 
 
 @pytest.fixture
-def applied(digits_repo: Path) -> Path:
-    done = run_npuctl(digits_repo, "apply", "--json")
-    assert done.returncode == 0, done.stderr
-    return digits_repo
+def applied(built_repo: Path) -> Path:
+    return built_repo
 
 
 def test_flipped_byte_is_caught_and_never_spreads(applied: Path) -> None:
     """The compiled artifact is corrupted, then a change makes evaluate rebuild: evaluate must measure
     a freshly rebuilt artifact (same digest: builds are reproducible), never the corrupt bytes."""
-    lock_path = applied / "specs" / "digits.lock.json"
+    lock_path = applied / "specs" / "a.lock.json"
     digest = _stage_digest(json.loads(lock_path.read_text()), "compile")
     obj = _store_object(applied, digest)
     _flip(obj)
-    spec = applied / "specs" / "digits.yaml"
+    spec = applied / "specs" / "a.yaml"
     spec.write_text(spec.read_text().replace("runs: 5", "runs: 6"))
 
     done = run_npuctl(applied, "apply", "--json")
     assert done.returncode == 0, done.stderr
-    stages = {s["name"]: s for s in json.loads(done.stdout)["specs"][0]["stages"]}
+    stages = {
+        s["name"]: s for s in next(x for x in json.loads(done.stdout)["specs"] if x["name"] == "a")["stages"]
+    }
     assert stages["compile"]["action"] == "built"
     assert "corrupt" in stages["compile"]["reason"]
     assert stages["evaluate"]["action"] == "built"
@@ -63,7 +63,7 @@ def test_flipped_byte_is_caught_and_never_spreads(applied: Path) -> None:
 
 
 def test_a_corrupt_object_nothing_needs_is_quarantined_and_the_lock_kept(applied: Path) -> None:
-    lock_path = applied / "specs" / "digits.lock.json"
+    lock_path = applied / "specs" / "a.lock.json"
     lock_before = lock_path.read_bytes()
     digest = _stage_digest(json.loads(lock_before), "import")
     obj = _store_object(applied, digest)
@@ -79,7 +79,7 @@ def test_a_corrupt_object_nothing_needs_is_quarantined_and_the_lock_kept(applied
 
 
 def test_fsck_finds_bit_rot_and_repairs_by_rebuilding(applied: Path) -> None:
-    lock_path = applied / "specs" / "digits.lock.json"
+    lock_path = applied / "specs" / "a.lock.json"
     lock_before = lock_path.read_bytes()
     digest = _stage_digest(json.loads(lock_before), "compile")
     _flip(_store_object(applied, digest), keep_mtime=True)

@@ -1,0 +1,38 @@
+"""Infrastructure faults: the disk is full, a folder is read-only, permission is denied.
+
+They are nobody's spec error: a stage they hit fails with one line naming the path and the cause,
+is not retried at once (a full disk does not empty itself in a second), and is not remembered as a
+terminal failure, so the next run on a healthy disk builds normally. A fault in the state database
+fails the spec it happened in, named the same way; the other specs carry on.
+"""
+
+from __future__ import annotations
+
+import errno
+import sqlite3
+from pathlib import Path
+
+from backends.errors import BackendError
+
+INFRA_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EFBIG}
+)
+
+
+class InfrastructureError(BackendError):
+    """The machine, not the spec: one line naming the path."""
+
+
+def is_infrastructure(exc: BaseException) -> bool:
+    return (isinstance(exc, OSError) and exc.errno in INFRA_ERRNOS) or isinstance(exc, sqlite3.Error)
+
+
+def describe(exc: BaseException, database: Path | None = None) -> str:
+    """`<path>: <cause>` for an OSError or an SQLite error (which names no path: the database's)."""
+    if isinstance(exc, sqlite3.Error):
+        return f"{database or 'state database'}: {exc}"
+    if isinstance(exc, OSError):
+        where = exc.filename if exc.filename is not None else "(no path)"
+        cause = exc.strerror or str(exc)
+        return f"{where}: {cause}"
+    return f"{type(exc).__name__}: {exc}"
