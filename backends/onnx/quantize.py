@@ -468,6 +468,7 @@ def run_auto(
             "samples": len(samples),
             "labels": labels is not None,
             "slo_data": measured_on.slo_data,
+            "of": measured_on.of,
             "text": measured_on.describe(),
         },
         "reference_accuracy": round(search_scorer.reference_accuracy, 6),

@@ -5,18 +5,25 @@ set, against `evaluate.labels` when given, with the declared `evaluate.task`: ex
 accuracy SLO is judged on, so "budget met" means the quantized ONNX meets `max_drop` of the same size
 on that data (the compiled artifact meets it too when the compile keeps the numerics, which the
 compile stage checks). Without `evaluate.data` it falls back to the calibration samples against the
-float model, and the report says that the SLO is judged on other data.
+float model, and the report says that the SLO is judged on other data. An evaluation set too large to
+hold (MAX_ELEMENTS) is cut to its first samples, and the report states that split.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from backends.onnx import data
 from backends.tasks import TaskConfig
+
+MAX_ELEMENTS = 1 << 27
+"""Input elements the search holds in memory (with the float model's outputs on them): every digit
+image, ~250 YOLOX 416x416 frames. A larger evaluation set is cut to its first samples, and the report
+says the budget was measured on that stated split."""
 
 
 @dataclass(frozen=True)
@@ -28,9 +35,16 @@ class SearchSet:
     """Where the samples come from, in words (stage note and report)."""
     slo_data: bool
     """True when these are the samples (and labels) the accuracy SLO is judged on."""
+    of: int | None = None
+    """The evaluation set's size when the search measures on its first samples only."""
 
     def describe(self) -> str:
         against = "labels" if self.labels is not None else "the float model"
+        if self.of is not None:
+            return (
+                f"the first {len(self.samples)} of {self.of} samples of {self.source} against {against}: a split "
+                "of the SLO's data (the budget holds on it; the SLO judges all of them)"
+            )
         same = (
             "the data the accuracy SLO is judged on"
             if self.slo_data
@@ -66,4 +80,17 @@ def search_set(
     chosen = data.sample_set(Path(folder), specs, role="evaluate.data")
     task = declared(evaluate, inputs, reference)
     labels = sample_labels(evaluate, inputs, task, chosen.names)
-    return SearchSet(list(chosen), labels, task, f"evaluate.data ({Path(folder).name})", True)
+    per = max(1, sum(_elements(spec.shape) for spec in specs))
+    keep = max(1, MAX_ELEMENTS // per)
+    source = f"evaluate.data ({Path(folder).name})"
+    if keep >= len(chosen):
+        return SearchSet(list(chosen), labels, task, source, True)
+    first = list(islice(iter(chosen), keep))
+    return SearchSet(first, None if labels is None else labels[:keep], task, source, False, len(chosen))
+
+
+def _elements(shape: Sequence[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n

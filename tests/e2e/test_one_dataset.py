@@ -59,6 +59,7 @@ def test_budget_met_by_the_auto_search_means_the_accuracy_slo_passes(
         "samples": 360,
         "labels": True,
         "slo_data": True,
+        "of": None,
         "text": "360 samples of evaluate.data (eval) against labels: the data the accuracy SLO is judged on",
     }
     assert auto["metric"] == "classification top1"
