@@ -107,6 +107,11 @@ def test_a_busy_round_is_repeated_and_the_steadiest_kept(monkeypatch: pytest.Mon
     assert record["rounds"][0]["p90"] == pytest.approx(float(np.percentile(busy, 90)))
 
 
+def test_the_jitter_of_a_microsecond_model_is_not_noise(monkeypatch: pytest.MonkeyPatch) -> None:
+    tiny = [0.02] * 15 + [0.05] * 5  # p90/p50 = 2.5, but a tail of 30 us
+    assert len(_timed(monkeypatch, tiny).rounds) == 1
+
+
 def test_a_model_that_is_simply_spread_keeps_its_spread(monkeypatch: pytest.MonkeyPatch) -> None:
     """Three rounds at most: a tail that never goes away is the model's, and stays in the record."""
     spread = [1.0] * 17 + [5.0] * 3
