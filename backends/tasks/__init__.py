@@ -47,8 +47,9 @@ def metric_for(task: TaskConfig | None, names: Sequence[str], labelled: bool) ->
     """The metric of a declared task, or of the generic measure when `task` is None."""
     from backends.tasks.classification import ClassificationMetric
     from backends.tasks.ctc import CtcMetric
+    from backends.tasks.dense import DenseMetric
     from backends.tasks.detection import DetectionMetric
-    from backends.tasks.tensor import DenseMetric, TensorMetric
+    from backends.tasks.tensor import TensorMetric
 
     if task is None:
         if labelled:
@@ -78,7 +79,8 @@ class GenericMetric(TaskMetric):
     def _add(self, reference: Sequence[Any], outputs: Sequence[Any], label: Any) -> None:
         import numpy as np
 
-        from backends.tasks.tensor import DenseMetric, TensorMetric
+        from backends.tasks.dense import DenseMetric
+        from backends.tasks.tensor import TensorMetric
 
         if self.inner is None:
             r = np.asarray(reference[0])

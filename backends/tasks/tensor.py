@@ -1,10 +1,7 @@
-"""Outputs compared as numbers (regression, embeddings, recurrent state), and dense maps.
-
-Tensor: mean cosine similarity over samples and outputs, and the max relative error
-max |out - ref| / max |ref| per output and sample (the worst one reported), named as such.
-Dense maps (segmentation, text maps, [N, 1, H, W]): IoU of the maps binarized at a threshold (0.5 for
-probabilities in [0, 1], else 0), summed over samples. Without a declared task the generic measure is
-the map IoU for a single-channel map and cosine otherwise, and every verdict says it is the generic one.
+"""Outputs compared as numbers (regression, embeddings, recurrent state): mean cosine similarity over
+samples and outputs, and the max relative error max |out - ref| / max |ref| per output and sample (the
+worst one reported), named as such. Without a declared task it is the generic measure for anything that
+is not a single-channel map, and every verdict says it is the generic one.
 """
 
 from __future__ import annotations
@@ -13,9 +10,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from backends.errors import TerminalError
-from backends.onnx.metrics import MapIou, as_float, cosine
+from backends.onnx.metrics import as_float, cosine
 from backends.tasks.base import TaskMetric, TaskScore, output_index
-from backends.tasks.config import Dense, Tensor
+from backends.tasks.config import Tensor
 
 GENERIC = " (generic measure: no evaluate.task declared)"
 
@@ -63,41 +60,3 @@ class TensorMetric(TaskMetric):
         task = "generic" if self.config.generic else self.task
         extra = {"max_relative_error": self.worst}
         return TaskScore(task, "cosine", text, self.against, self.cosine / self.samples, 1.0, extra)
-
-
-class DenseMetric(TaskMetric):
-    task = "dense"
-
-    def __init__(self, config: Dense, names: Sequence[str], labelled: bool) -> None:
-        if labelled:
-            raise TerminalError(
-                "evaluate.labels: a dense task is measured against the float model's maps; remove the labels"
-            )
-        super().__init__(names, labelled)
-        self.config = config
-        self.index = output_index(names, config.output, self.task)
-        self.map = MapIou()
-
-    def _add(self, reference: Sequence[Any], outputs: Sequence[Any], label: Any) -> None:
-        self.map.add(reference[self.index], outputs[self.index])
-        if not self.map.is_map:
-            import numpy as np
-
-            raise TerminalError(
-                f"a dense task needs a single-channel map [N, 1, H, W]; output {self.names[self.index]} "
-                f"has shape {list(np.shape(reference[self.index]))}"
-            )
-
-    def result(self) -> TaskScore:
-        threshold = self.config.threshold
-        if threshold is not None and threshold not in (0.5, 0.0):
-            raise TerminalError("evaluate.task.threshold of a dense task must be 0.5 or 0")
-        value = self.map.value(threshold)
-        if value is None:
-            raise TerminalError("dense needs at least one sample")
-        used = self.map.threshold() if threshold is None else threshold
-        text = f"IoU of the maps binarized at {used:g} with the float model" + (
-            GENERIC if self.config.generic else ""
-        )
-        task = "generic" if self.config.generic else self.task
-        return TaskScore(task, f"map_iou@{used:g}", text, self.against, value, 1.0)

@@ -76,3 +76,74 @@ def test_the_recorded_box_f1_is_the_one_computed_independently(git_repo: Path, n
     assert measured["accuracy.reference"]["value"] == pytest.approx(want_ref, abs=0.01)
     [verdict] = json.loads(done.stdout)["specs"][0]["slo"]
     assert verdict["value"] == pytest.approx(max(want_ref - want, 0.0), abs=0.01)
+
+
+CTC_SPEC = """\
+apiVersion: npuctl/v1
+kind: Deployment
+metadata: {name: rec}
+spec:
+  model: {package: rapidocr_onnxruntime, path: models/ch_PP-OCRv4_rec_infer.onnx}
+  target: cpu
+  inputs: {x: [1, 3, 48, 192]}
+  quantization:
+    mode: ptq
+    weights: int8
+    per_channel: true
+    calibration: {data: ../data/calib, samples: 2, method: minmax}
+  evaluate:
+    data: ../data/eval
+    labels: ../data/eval/labels.txt
+    task: {type: ctc, charset: ../data/charset.txt, metric: exact}
+    warmup: 0
+    runs: 2
+  slo:
+    accuracy: {max_drop: 1.0}
+"""
+TEXTS = ["HELLO 42", "npuctl", "AB12CD", "Quant 8", "Zebra", "OCR test", "x9y8z7", "Mixed Case"]
+
+
+@pytest.mark.slow
+def test_the_recorded_exact_match_and_cer_are_the_ones_computed_independently(git_repo: Path, npuctl) -> None:
+    import onnx
+    from independent import ctc_greedy, levenshtein
+    from task_models import rapidocr_model, text_line
+
+    model = rapidocr_model("ch_PP-OCRv4_rec_infer.onnx")
+    proto = onnx.load(str(model), load_external_data=False)
+    chars = [*next(p.value for p in proto.metadata_props if p.key == "character").split("\n"), " "]
+    (git_repo / "data").mkdir()
+    (git_repo / "data" / "charset.txt").write_text("\n".join(chars) + "\n", encoding="utf-8")
+    feeds = [
+        ((text_line(t, 48, 192).astype(np.float32) / 255 - 0.5) / 0.5)[None, None].repeat(3, 1) for t in TEXTS
+    ]
+    for folder, chosen in (("calib", feeds[:2]), ("eval", feeds[2:])):
+        (git_repo / "data" / folder).mkdir()
+        for i, x in enumerate(chosen):
+            np.save(git_repo / "data" / folder / f"{i:02d}.npy", np.ascontiguousarray(x))
+    lines = "".join(f"{i:02d}.npy\t{t}\n" for i, t in enumerate(TEXTS[2:]))
+    (git_repo / "data" / "eval" / "labels.txt").write_text(lines, encoding="utf-8")
+    (git_repo / "specs" / "rec.yaml").write_text(CTC_SPEC)
+    done = npuctl(git_repo, "apply", "--json")
+    assert done.returncode in (0, 3), done.stdout[-2000:] + done.stderr[-2000:]
+    variant = json.loads((git_repo / "specs" / "rec.lock.json").read_text())["variants"]["default"]
+    digest = variant["stages"]["compile"]["artifacts"]["ort"]["digest"]
+    artifact = git_repo / "model.ort"
+    shutil.copyfile(git_repo / ".npuctl" / "store" / digest[:2] / digest[2:], artifact)
+
+    def texts(path: Path) -> list[str]:
+        return [
+            "".join(chars[i - 1] for i in ctc_greedy(v[0])) for v in run(path, [{"x": x} for x in feeds[2:]])
+        ]
+
+    got, ref = texts(artifact), texts(model)
+    truth = TEXTS[2:]
+    exact = sum(g == t for g, t in zip(got, truth, strict=True)) / len(truth)
+    ref_exact = sum(r == t for r, t in zip(ref, truth, strict=True)) / len(truth)
+    cer = sum(levenshtein(list(g), list(t)) for g, t in zip(got, truth, strict=True)) / sum(map(len, truth))
+    measured = variant["measurements"]
+    print(got, ref, measured["accuracy"])
+    assert measured["accuracy"]["measure"] == "ctc exact_match"
+    assert measured["accuracy"]["value"] == pytest.approx(exact, abs=0.01)
+    assert measured["accuracy.reference"]["value"] == pytest.approx(ref_exact, abs=0.01)
+    assert f"CER {cer:.4f}" in measured["accuracy"]["detail"]
