@@ -341,7 +341,9 @@ def apply_all(
             results.append(apply_spec(ws, spec, reporter, policy, remeasure))
         except Exception as exc:
             failed = SpecResult(spec.name, str(spec.path), spec.target, status=health.FAILED)
-            if faults.is_infrastructure(exc):
+            if isinstance(exc, locks.LockTimeout):
+                failed.errors.append(f"{spec.path}: {exc}")
+            elif faults.is_infrastructure(exc):
                 failed.errors.append(f"{spec.path}: {faults.describe(exc, ws.layout.database)}")
             else:
                 failed.errors.append(f"{spec.path}: internal error: {type(exc).__name__}: {exc}")
