@@ -41,6 +41,6 @@ def test_quantize_reads_the_evaluation_set_only_for_the_auto_search() -> None:
     plain = {"quantization": {"mode": "ptq", "sensitive_layers": {"op_types": ["Gemm"]}}}
     auto = {"quantization": {"mode": "ptq", "sensitive_layers": {"auto": {"max_accuracy_drop": 0.01}}}}
     for field in ("evaluate.data", "evaluate.labels", "evaluate.task", "evaluate.task.charset"):
-        assert readers(field, plain) == ["evaluate"], field
-        assert readers(field, auto) == ["quantize", "evaluate"], field
-    assert readers("evaluate.runs", auto) == ["evaluate"]
+        assert "quantize" not in readers(field, plain), field
+        assert {"quantize", "evaluate"} <= set(readers(field, auto)), field
+    assert "quantize" not in readers("evaluate.runs", auto)
