@@ -6,11 +6,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backends.catalog import targets
-from reconciler.engine import keys
+from reconciler.engine import integrity
 from reconciler.engine.chain import build_chain, variants
-from reconciler.engine.walk import Artifacts, identity_outputs, link_upstream
+from reconciler.engine.resolve import index_locks, resolve
+from reconciler.engine.walk import Artifacts, previous
 from reconciler.engine.workspace import Workspace
+from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec
+from reconciler.state import lockfile, lockread
 
 
 @dataclass
@@ -36,43 +39,50 @@ def _leaves(value: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def explain(ws: Workspace, spec: LoadedSpec, stage: str | None = None) -> list[StageExplanation]:
+    """Against the committed lock's record when it holds the key inputs (any clone gives the same
+    answer), else this machine's last build; up to date exactly when plan says cached."""
     target = targets()[spec.target]
+    index_locks(ws, [spec])
+    lock = lockfile.read(Layout.lock_file(spec.path))
+    if integrity.problems(lock, Layout.lock_file(spec.path)):
+        lock = None
     out = []
     for variant in variants(spec):
+        locked = lockread.variant(lock, variant.name)
         outputs: dict[str, Artifacts | None] = {}
         for setup in build_chain(spec, variant, ws.layout.root, ws.hasher):
             name = setup.stage.name
-            linked = link_upstream(setup, outputs)
-            last_key = ws.db.head(spec.name, variant.name, name)
-            last = ws.db.record(last_key) if last_key else None
-            if linked is None:
-                outputs[name] = None
+            last = previous(ws.db, spec.name, variant.name, name, locked.record(name))
+            resolved = resolve(ws, setup, target, outputs, locked)
+            if resolved.key is None:
                 now = {"fields": setup.config, "files": setup.file_digests, "impl": setup.impl_info}
-                key, note = None, "upstream not built yet: key known after apply"
+                note = "upstream not built yet: key known after apply"
             else:
-                now = setup.key_inputs(target)
-                key = keys.digest(now)
-                record = ws.db.record(key)
-                note = "" if record is not None else "no record for this key"
-                if not setup.active:
-                    outputs[name] = identity_outputs(setup, linked)
-                else:
-                    outputs[name] = record.artifacts if ws.usable(record) and record else None
+                now = resolved.key_inputs or {}
+                note = _NOTES.get(resolved.source, "")
             before = _leaves(last.key_inputs) if last else {}
             current = _leaves(now)
             rows = [
                 (path, current.get(path), before.get(path)) for path in sorted(set(current) | set(before))
             ]
             if stage is None or stage == name:
-                explanation = StageExplanation(
-                    name,
-                    variant.name,
-                    key,
-                    last_key,
-                    key is not None and key == last_key and not note,
-                    not setup.active,
-                    rows,
-                    note or (setup.stage.idle_reason if not setup.active else ""),
+                out.append(
+                    StageExplanation(
+                        name,
+                        variant.name,
+                        resolved.key,
+                        last.key if last else None,
+                        resolved.found,
+                        not setup.active,
+                        rows,
+                        note or (setup.stage.idle_reason if not setup.active else ""),
+                    )
                 )
-                out.append(explanation)
     return out
+
+
+_NOTES = {
+    "missing": "no record for this key",
+    "lock": "recorded in the lock (not in the local store)",
+    "carried": "recorded in the lock; its toolchain is not installed here: not re-verified",
+}

@@ -128,6 +128,11 @@ def test_a_quantization_change_rebuilds_from_quantize_on_either_clone(developer,
     assert actions["quantize"] == actions["compile"] == actions["evaluate"] == "build"
     quantize = next(s for s in on_ci["specs"][0]["stages"] if s["name"] == "quantize")
     assert "spec.quantization.mode: none -> ptq" in quantize["reason"]
+    explained = [json.loads(run_npuctl(r, "explain", "digits", "--json").stdout)["stages"] for r in (dev, ci)]
+    without_note = [[{k: v for k, v in s.items() if k != "note"} for s in side] for side in explained]
+    assert without_note[0] == without_note[1], "explain reads the lock too: the same answer on either clone"
+    by_stage = {s["stage"]: s for s in explained[1]}
+    assert by_stage["import"]["up_to_date"] is True and by_stage["quantize"]["up_to_date"] is False
 
 
 def test_an_added_spec_plans_the_same_on_either_clone(developer, tmp_path: Path) -> None:
