@@ -90,7 +90,11 @@ class _ChainRun:
         return self.remeasure and setup.stage.name == "evaluate"
 
     def _bytes_needed(self, index: int) -> bool:
-        """Whether a later stage must build (and so needs this stage's artifacts in the store)."""
+        """Whether a later stage must build (and so needs this stage's artifacts in the store).
+
+        The seam for a remote cache (fsspec, issue 18): when it says True for a stage recorded in the
+        lock, fetching the recorded digests (verified) replaces the rebuild that follows.
+        """
         also = frozenset({"evaluate"}) if self.remeasure else frozenset()
         rest = self.chain[index + 1 :]
         return first_to_build(self.ws, rest, self.target, self.locked, self.outputs, also) is not None

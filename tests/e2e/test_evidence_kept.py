@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,20 @@ def test_an_infrastructure_error_keeps_the_committed_evidence(committed: Path) -
     done = run_npuctl(committed, "apply")
     assert done.returncode == 0, done.stdout + done.stderr
     assert git(committed, "status", "--porcelain") == "", "back to the committed lock, byte for byte"
+
+
+def test_a_store_that_cannot_be_written_keeps_the_committed_evidence(committed: Path) -> None:
+    """The store is unusable (here: a file where its folder should be, since root ignores modes):
+    every stage must rebuild and none can store its output; the lock keeps its measured build."""
+    before = _lock(committed)
+    store = committed / ".npuctl" / "store"
+    shutil.rmtree(store)
+    store.write_text("not a folder\n")
+    edit(committed / "specs" / "digits.yaml", "runs: 5", "runs: 6")
+    done = run_npuctl(committed, "apply", "--json", env={"NPUCTL_RETRIES": "0"})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert _lock(committed)["variants"] == before["variants"], "no Failed stub: the evidence stands"
+    assert _lock(committed)["health"] == before["health"]
 
 
 def test_a_second_host_leaves_git_status_clean_until_asked_to_remeasure(

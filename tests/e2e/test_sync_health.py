@@ -110,6 +110,10 @@ def test_a_failed_slo_never_reads_ready_or_healthy_in_any_output(repo: Path) -> 
             outputs.append((f"{command} --format {fmt}", done.stdout))
             assert "slow" in done.stdout
     outputs.append(("lock", (repo / "specs" / "slow.lock.json").read_text()))
+    page = repo / "slow.html"
+    assert run_npuctl(repo, "report", "slow", "--output", str(page)).returncode == 0
+    [badge] = re.findall(r"<h1>.*?</h1>", page.read_text(), re.S)
+    outputs.append(("report badge", badge))
     for where, text in outputs:
         assert not re.search(r"\bReady\b|\bHealthy\b", text), f"{where} reads Ready/Healthy:\n{text}"
         assert "Degraded" in text, where

@@ -1,0 +1,50 @@
+"""Measurements name who measured (runner, device model and serial, CPU, interpreter) and their record."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from reconciler.engine.measurements import collect, runner_identity
+from reconciler.state.db import Record
+
+DEVICE = {
+    "cpu": "Cortex-A76",
+    "cpus": 8,
+    "machine": "aarch64",
+    "system": "Linux",
+    "python": "3.11.2",
+    "executable": "/opt/py/bin/python3",
+    "model": "Radxa ROCK 5B",
+    "serial": "a1b2c3",
+}
+
+
+def test_a_remote_runner_names_the_device_and_its_interpreter() -> None:
+    identity = runner_identity({"runner": "ssh://pi@board:22", "device": DEVICE})
+    assert identity == (
+        "ssh://pi@board:22; model Radxa ROCK 5B; serial a1b2c3; Cortex-A76 x8; Linux aarch64; "
+        "python 3.11.2 (/opt/py/bin/python3)"
+    )
+    local = runner_identity({"runner": "local", "device": {**DEVICE, "model": None, "serial": None}})
+    assert local == "local; Cortex-A76 x8; Linux aarch64; python 3.11.2", "no venv path in a committed lock"
+
+
+def test_collected_measurements_carry_their_record_and_digest() -> None:
+    report = {
+        "runner": "ssh://pi@board:22",
+        "device": DEVICE,
+        "measurements": {"latency_ms.p90": {"value": 1.5, "evidence": "measured:device", "detail": "d"}},
+    }
+    record = Record("e" * 64, "evaluate", {}, {}, report, "e" * 64, "")
+    [(name, measured)] = collect({"evaluate": record}).items()
+    assert measured["record"] == "e" * 64 and measured["runner"].startswith("ssh://pi@board:22; model")
+    signed = {k: measured.get(k) for k in ("record", "value", "evidence", "detail", "runner")}
+    text = json.dumps(signed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert measured["digest"] == hashlib.sha256(text.encode()).hexdigest()
+    assert (
+        collect(
+            {"evaluate": Record("e" * 64, "evaluate", {}, {}, {"measurements": {name: measured}}, "", "")}
+        )[name]
+        == measured
+    ), "a measurement read back from a lock keeps its recorded digest"
