@@ -11,12 +11,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from reconciler.engine import command_schemas
 from reconciler.engine.health import HEALTH_STATES, STATUSES, SYNC_STATES
 from reconciler.engine.stages import ORDER, VERIFY
+from reconciler.spec.schema import SCHEMA_BASE
 from reconciler.state.lockfile import FORMAT_VERSION as LOCK_FORMAT
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
-_BASE = "https://npuctl.dev/schemas/"
+_BASE = SCHEMA_BASE
 _DIGEST = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 
 VERDICT: dict[str, Any] = {
@@ -309,6 +311,7 @@ def schemas() -> dict[str, dict[str, Any]]:
         ),
         "lock": _lock(),
         "status": _status(),
+        **command_schemas.schemas(_BASE),
     }
 
 

@@ -9,7 +9,7 @@ Editors and check-jsonschema see single files, and three kinds of file are valid
 
 So every object is described twice in `$defs`: its *partial* form (all constraints but `required`), which
 validates whatever is written, and its *required-only* form (only the `required` lists, reached through
-the same properties), added for complete Deployments. Validating a complete spec against both reports each
+the same properties, and the `const` tags that tell union branches apart), added for complete Deployments. Validating a complete spec against both reports each
 wrong value once, and a missing field once.
 """
 
@@ -127,7 +127,8 @@ def _required_only(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]
     object's branch cannot be satisfied by an empty schema."""
 
     def keep(d: dict[str, Any]) -> dict[str, Any]:
-        out = {k: v for k, v in d.items() if k in (*_STRUCTURE, "required", "$ref")}
+        # `const` stays: it is what tells the branches of a tagged union (evaluate.task's `type`) apart
+        out = {k: v for k, v in d.items() if k in (*_STRUCTURE, "required", "$ref", "const")}
         if d.get("type") == "null":
             out["type"] = "null"
         if "$ref" in out and not _has_required(defs[out["$ref"].rsplit("/", 1)[1]], defs):

@@ -18,7 +18,10 @@ from typing import Any
 from reconciler.spec._schema_shape import language_schema
 from reconciler.spec.models import API_VERSION, Deployment
 
-SCHEMA_ID = "urn:npuctl:schema:deployment:v1"
+SCHEMA_BASE = "urn:npuctl:schemas:"
+"""The $id prefix of every npuctl schema (the spec and every --json output): an identifier, not a URL
+anyone must serve; each schema's $id is this plus its file name in schemas/."""
+SCHEMA_ID = f"{SCHEMA_BASE}deployment.schema.json"
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schemas" / "deployment.schema.json"
 
