@@ -240,6 +240,7 @@ def build_report(
         for p in part_list
     ]
     est = E.estimate(works, [c["bytes"] for c in cross], target, precision)
+    est["uncounted"] = uncounted_nodes(facts, devices, cost)
     for p in part_list:
         del p["ops"], p["weight_elems"], p["activation_elems"]
     coverage = _coverage(nodes, devices, cost)
@@ -258,6 +259,19 @@ def build_report(
         "unverified_nodes": sum(1 for n in nodes if n["device"] == NPU and n["not_evaluated"]),
         "estimate": est,
     }
+
+
+def uncounted_nodes(facts: Facts, devices: Mapping[int, str], cost: Mapping[int, E.NodeCost]) -> list[str]:
+    """Runtime nodes whose work the estimate could not count: an output of unknown shape (its cost
+    counts as zero), or, when nothing at all was counted, every node."""
+    unknown = [
+        facts.names[i]
+        for i in sorted(devices)
+        if any(o and facts.numel(o) is None for o in facts.nodes[i].output)
+    ]
+    if not unknown and devices and not any(c.macs or c.ops or c.activation_elems for c in cost.values()):
+        return [facts.names[i] for i in sorted(devices)]
+    return unknown
 
 
 def _partition_list(
@@ -400,9 +414,21 @@ def measurements(report: Mapping[str, Any]) -> dict[str, Any]:
             "detail": f"{len(report['crossings'])} boundary crossings, "
             f"{sum(c['bytes'] for c in report['crossings'])} bytes per inference",
         },
-        "latency_ms.estimate": {
-            "value": report["estimate"]["latency_ms"],
-            "evidence": "estimated",
-            "detail": report["estimate"]["detail"],
-        },
+        "latency_ms.estimate": _estimate(report["estimate"]),
+    }
+
+
+def _estimate(est: Mapping[str, Any]) -> dict[str, Any]:
+    """The estimate as a measurement; "unknown" (no value) when work went uncounted: a roofline of
+    what was counted would not bound the model (a body or a shape it could not see)."""
+    uncounted = list(est.get("uncounted") or [])
+    if not uncounted:
+        return {"value": est["latency_ms"], "evidence": "estimated", "detail": est["detail"]}
+    names = ", ".join(uncounted[:5]) + (f" and {len(uncounted) - 5} more" if len(uncounted) > 5 else "")
+    return {
+        "value": None,
+        "verdict": "unknown",
+        "evidence": "estimated",
+        "detail": f"unknown: the work of {len(uncounted)} node(s) could not be counted ({names}); the "
+        f"roofline of the rest ({est['latency_ms']:g} ms) bounds nothing",
     }

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from backends import tasks
 from backends.base import StageOutput, StageRequest
 from backends.errors import TerminalError
+from backends.evidence import about_host, cpu_name
 from backends.onnx.accuracy import AccuracyResult, ModelOutputs, Tally, iter_outputs
 from backends.onnx.data import (
     InputSpec,
@@ -41,7 +42,7 @@ _LATENCY_KEYS = ("p50", "p90", "p95", "p99", "mean")
 
 class EvaluatePass:
     stage = "evaluate"
-    version = "3"  # 3: the declared task's metric (backends.tasks)
+    version = "4"  # 4: a CPU run for an NPU target is evidence about that CPU (backends.evidence)
 
     def fingerprint(self) -> dict[str, str]:
         return fingerprint()
@@ -60,8 +61,10 @@ class EvaluatePass:
             _prepare_job(job, artifact, settings, samples, inputs, cfg)
             result = runner.run(job, float(cfg.get("timeout_s", 600)), request.log)
             accuracy = score_job(job, result, reference_model, samples, labels, task, threads)
+        found = measurements(result, runner, accuracy, artifact, data_source)
+        about_host(found, request.target, f"onnxruntime CPU on {cpu_name(result)} via {runner.describe()}")
         report = {
-            "measurements": measurements(result, runner, accuracy, artifact, data_source),
+            "measurements": found,
             "runner": runner.describe(),
             "runtime": {k: result.get(k) for k in ("runtime", "runtime_version", "providers", "threads")},
             "device": result.get("device"),

@@ -16,9 +16,10 @@ from typing import Any
 
 from backends.base import StageOutput, StageRequest
 from backends.errors import TerminalError
+from backends.evidence import about_host, cpu_name
 from backends.openvino import fingerprint
 
-VERSION = "4"  # 4: the declared task's metric (backends.tasks)
+VERSION = "5"  # 5: the CPU plugin is evidence about its host, wherever it runs (backends.evidence)
 
 
 def _settings(request: StageRequest) -> tuple[Path, Path, dict[str, Any]]:
@@ -64,12 +65,14 @@ def prepare_job(
 
 
 def evidence_for(runner: Any, device: str, target_device: str, precision: str) -> tuple[str, str]:
-    """(evidence, what ran) for the measurements: the target's NPU is device evidence wherever it is."""
-    if runner.evidence == "measured:device":
-        return "measured:device", f"OpenVINO {device} plugin, {precision}, on {runner.describe()}"
+    """(evidence, what ran): device evidence only when the plugin that ran is the target's own device
+    (its NPU, here or on a board reached through the runner); the CPU plugin, wherever it runs, is
+    evidence about that CPU (backends.evidence)."""
+    where = "this host" if runner.describe() == "local" else runner.describe()
+    ran = f"OpenVINO {device} plugin, {precision}, on {where}"
     if device == target_device:
-        return "measured:device", f"OpenVINO {device} plugin, {precision}, on this host"
-    return "measured:host", f"OpenVINO {device} plugin, {precision}; target {target_device} not present"
+        return "measured:device", ran
+    return "measured:host", f"{ran}; target {target_device} not used"
 
 
 class OpenVinoEvaluate:
@@ -112,6 +115,12 @@ class OpenVinoEvaluate:
             if value["evidence"] == runner.evidence and key != "accuracy.reference":
                 value["evidence"] = evidence
                 value["detail"] = f"{ran}; " + value["detail"]
+        if evidence != "measured:device":
+            about_host(
+                found,
+                request.target,
+                f"OpenVINO {settings['device']} plugin on {cpu_name(result)} via {runner.describe()}",
+            )
         found["size_mb"] = {
             "value": round((xml.stat().st_size + binary.stat().st_size) / 1e6, 6),
             "evidence": "measured:host",

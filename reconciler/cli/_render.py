@@ -21,6 +21,9 @@ _MARK = {
     "met on estimate": "🟡 met on estimate",
     "fail (estimated)": "❌ fail (estimated)",
     "unverified": "⚪ unverified",
+    "unknown": "⚪ unknown",
+    "met on host CPU": "🟡 met on host CPU",
+    "missed on host CPU": "🟠 missed on host CPU",
 }
 
 

@@ -232,7 +232,8 @@ def _judged(spec: LoadedSpec, run: _ChainRun, result: SpecResult) -> tuple[dict[
     variant = run.variant
     slo = spec.field("slo")
     if run.complete or not run.locked.raw:
-        measurements = collect(run.records)
+        compile_failed = any(s.name == "compile" and s.action == "failed" for s in run.results)
+        measurements = collect(run.records, compile_failed)
         verdicts = judge(slo, measurements, variant.name)
         carried = any(c.startswith(f"{variant.name}/evaluate:") for c in run.carried)
         entry = variant_entry(variant.inputs, run.records, [v.lock_json() for v in verdicts], measurements)

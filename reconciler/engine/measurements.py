@@ -56,7 +56,9 @@ def _signed(record: Record, measurement: dict[str, Any], runner: str | None) -> 
     return out
 
 
-def collect(records: dict[str, Record]) -> dict[str, dict[str, Any]]:
+def collect(records: dict[str, Record], compile_failed: bool = False) -> dict[str, dict[str, Any]]:
+    """The variant's measurements. After a failed compile there is no estimate (the roofline would
+    describe an artifact that does not exist); a bundle whose vendor tool did not run has no size."""
     merged: dict[str, dict[str, Any]] = {}
     for stage in SOURCES:
         record = records.get(stage)
@@ -66,7 +68,24 @@ def collect(records: dict[str, Record]) -> dict[str, dict[str, Any]]:
         for name, measurement in (record.report.get("measurements") or {}).items():
             if isinstance(measurement, dict):
                 merged[name] = _signed(record, measurement, runner)
+    if compile_failed:
+        for name in [n for n, m in merged.items() if str(m.get("evidence", "")).startswith("estimated")]:
+            if name.startswith("latency_ms."):
+                merged[name] = {**merged[name], "value": None, "verdict": "unverified"}
+                merged[name]["detail"] = "no estimate: the compile failed, there is no artifact to estimate"
+                merged[name]["digest"] = digest(merged[name])
     compiled = records.get("compile")
+    if "size_mb" not in merged and compiled is not None and compiled.report.get("tool_ran") is False:
+        merged["size_mb"] = _signed(
+            compiled,
+            {
+                "value": None,
+                "evidence": "not measured",
+                "detail": "no size: the bundle's vendor tool did not run, so there is no deployable artifact "
+                f"to weigh ({compiled.report.get('toolchain') or 'SDK not installed'})",
+            },
+            None,
+        )
     if "size_mb" not in merged and compiled is not None and compiled.artifacts:
         size = sum(int(a["size"]) for a in compiled.artifacts.values())
         merged["size_mb"] = _signed(

@@ -78,6 +78,15 @@ MEASUREMENT: dict[str, Any] = {
             "type": "string",
             "description": "accuracy: the task and its measure (`detection box_f1@0.5`, `generic cosine`)",
         },
+        "on_target": {
+            "type": "boolean",
+            "description": "false: timed on a CPU for a target with an NPU (evidence about that CPU, never a pass)",
+        },
+        "host": {"type": "string", "description": "with on_target false: the runtime and CPU that measured"},
+        "verdict": {
+            "type": "string",
+            "description": "with no value: the verdict it gives (unknown, unverified)",
+        },
     },
 }
 ARTIFACT: dict[str, Any] = {

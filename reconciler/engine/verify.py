@@ -1,7 +1,10 @@
 """Judging SLOs on recorded measurements. Never builds, never measures: thresholds are in no key.
 
 A latency bound with no measurement falls back to the cost-model estimate, and says so: a verdict met
-only on an estimate has passed=None ("met on estimate"), never a plain pass.
+only on an estimate has passed=None ("met on estimate"), never a plain pass. A measurement marked
+`on_target: false` (an NPU target's latency timed on a CPU) is evidence about that CPU: "met on host
+CPU" / "missed on host CPU", passed=None. A measurement recorded with no value (an estimate that could
+not bound the work, a bundle whose vendor tool did not run) gives no verdict, with its reason.
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ _AT_LEAST = ">="
 
 
 def _pick(measurements: Measurements, *names: str) -> dict[str, Any] | None:
+    """The first of `names` with a value; else the first recorded without one (it says why)."""
     for name in names:
         if name in measurements and measurements[name].get("value") is not None:
             return measurements[name]
-    return None
+    return next((measurements[n] for n in names if n in measurements), None)
 
 
 def _verdict(
@@ -31,11 +35,26 @@ def _verdict(
     measured: dict[str, Any] | None,
     value: Any = None,
 ) -> Verdict:
-    if measured is None:
-        return Verdict(name, variant, threshold, comparison, None, None, None, "unverified", "no measurement")
+    if measured is None or measured.get("value") is None:
+        why = str((measured or {}).get("detail") or "no measurement")
+        word = str((measured or {}).get("verdict") or "unverified")
+        evidence = (measured or {}).get("evidence")
+        return Verdict(name, variant, threshold, comparison, None, None, evidence, word, why)
     value = measured["value"] if value is None else value
     evidence = str(measured.get("evidence", ""))
     met = value <= threshold if comparison == _AT_MOST else value >= threshold
+    if measured.get("on_target") is False:
+        return Verdict(
+            name,
+            variant,
+            threshold,
+            comparison,
+            value,
+            None,
+            evidence,
+            "met on host CPU" if met else "missed on host CPU",
+            f"evidence about {measured.get('host') or 'a host CPU'}, not the target: {measured.get('detail', '')}",
+        )
     estimated = evidence.startswith("estimated")
     if estimated:
         return Verdict(
@@ -65,7 +84,7 @@ def _verdict(
 def _accuracy_drop(measurements: Measurements, relative: bool) -> tuple[dict[str, Any] | None, float | None]:
     accuracy = _pick(measurements, "accuracy")
     reference = _pick(measurements, "accuracy.reference")
-    if accuracy is None or reference is None:
+    if accuracy is None or reference is None or None in (accuracy.get("value"), reference.get("value")):
         return None, None
     drop = float(reference["value"]) - float(accuracy["value"])
     if relative:

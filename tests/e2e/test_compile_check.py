@@ -93,3 +93,6 @@ def test_a_compile_that_changes_the_numbers_fails_the_compile_stage(
     verdicts = {v.name: v for v in result.slo}
     assert verdicts["accuracy.min"].verdict == "unverified" and verdicts["accuracy.min"].passed is None
     assert not any(v.verdict.startswith("fail") for v in result.slo), "no accuracy drop is reported"
+    latency = verdicts["latency_ms.p90"]  # and no roofline estimate of an artifact that does not exist
+    assert latency.value is None and latency.passed is None and latency.verdict == "unverified"
+    assert "no estimate: the compile failed" in latency.detail

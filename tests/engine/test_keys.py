@@ -44,3 +44,5 @@ def test_quantize_reads_the_evaluation_set_only_for_the_auto_search() -> None:
         assert "quantize" not in readers(field, plain), field
         assert {"quantize", "evaluate"} <= set(readers(field, auto)), field
     assert "quantize" not in readers("evaluate.runs", auto)
+    # compile checks its artifact against its source on the first evaluation samples
+    assert "compile" in readers("evaluate.data", plain) and "compile" not in readers("evaluate.labels", plain)
