@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 STYLE = {
-    "ready": "green",
-    "slo failed": "yellow",
-    "unverified": "yellow",
+    "Healthy": "green",
+    "Degraded": "yellow",
+    "Unknown": "yellow",
     "building": "cyan",
     "queued": "cyan",
     "cancelled": "magenta",

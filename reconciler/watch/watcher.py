@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reconciler.engine import health
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec, SpecReport, check
 from reconciler.spec._discover import discover_with_errors
@@ -288,7 +289,8 @@ class Watcher:
     def _verdict_line(
         self, state: SpecState, entry: dict[str, Any] | None, built: int = 0
     ) -> tuple[str, str]:
-        """ready / slo failed / unverified, with the SLO count, from apply's output or the lock file."""
+        """The health word of every other command (Healthy / Degraded / Unknown), with the SLO count,
+        from apply's output or the lock file."""
         if entry is not None:
             verdicts = list(entry.get("slo") or [])
         else:
@@ -305,7 +307,5 @@ class Watcher:
                 f"{v['name']} {v.get('value')} {v.get('comparison')} {v.get('threshold')}"
                 for v in failing[:2]
             )
-            return "slo failed", f"{detail}; failed: {names}"
-        if passed < len(verdicts):
-            return "unverified", detail
-        return "ready", detail
+            return health.DEGRADED, f"{detail}; failed: {names}"
+        return health.of_verdicts(verdicts), detail

@@ -54,7 +54,7 @@ def test_a_save_during_a_build_cancels_it_and_the_stale_result_is_not_cached(
     runner.inner.env["NPUCTL_TEST_SLOW_S"] = "0"  # the restarted build is not held
     set_runs(spec, 7)
     harness.wait_event("cancelled", timeout=30)
-    harness.wait(lambda: harness.board.lines["digits"].state == "ready", 120, "the restarted build")
+    harness.wait(lambda: harness.board.lines["digits"].state == "Healthy", 120, "the restarted build")
 
     marks = _marks(marker)
     stale = [m["phase"] for m in marks if _runs(m["config"]) == 6]

@@ -53,7 +53,7 @@ def test_npuctl_watch_end_to_end(digits_repo: Path) -> None:
     )
     lines = Lines(proc)
     try:
-        ready = lines.wait("ready")
+        ready = lines.wait("Healthy")
         assert "2/2 SLOs met" in lines.items[ready]["detail"]
         spec = digits_repo / "specs" / "digits.yaml"
         good = spec.read_text()
@@ -62,7 +62,7 @@ def test_npuctl_watch_end_to_end(digits_repo: Path) -> None:
         assert re.search(r"digits\.yaml:\d+:\d+: ", lines.items[invalid]["detail"])
         set_runs(spec, 6)  # the next save is picked up: the watcher survived the bad one
         building = lines.wait("building", after=invalid)
-        lines.wait("ready", after=building)
+        lines.wait("Healthy", after=building)
     finally:
         proc.send_signal(signal.SIGINT)
         code = proc.wait(timeout=60)

@@ -34,7 +34,7 @@ def _record_runs(repo: Path, key: str) -> int:
 def test_up_to_date_specs_are_not_applied_at_start(applied_repo: Path, watch) -> None:
     harness = watch(applied_repo)
     assert harness.watcher.runner.started == []
-    assert harness.board.lines["digits"].state == "ready"
+    assert harness.board.lines["digits"].state == "Healthy"
     assert "2/2 SLOs met" in harness.board.lines["digits"].detail
 
 
@@ -46,7 +46,7 @@ def test_no_initial_indexes_inputs_but_acts_only_on_changes(digits_repo: Path, w
     labels.write_text(labels.read_text())  # a data file, not the spec: found through the index
     harness.wait_event("finished", timeout=120)
     assert len(harness.watcher.runner.started) == 1
-    assert harness.board.lines["digits"].state == "ready"
+    assert harness.board.lines["digits"].state == "Healthy"
 
 
 def test_five_saves_within_200ms_give_exactly_one_rebuild(applied_repo: Path, watch) -> None:
@@ -64,7 +64,7 @@ def test_five_saves_within_200ms_give_exactly_one_rebuild(applied_repo: Path, wa
     builds = _evaluate_builds(applied_repo)[before:]
     assert len(builds) == 1, builds
     assert _record_runs(applied_repo, builds[0]["key"]) == 10
-    assert harness.board.lines["digits"].state == "ready"
+    assert harness.board.lines["digits"].state == "Healthy"
 
 
 def test_editor_write_temp_then_rename_counts_once(applied_repo: Path, watch) -> None:
@@ -97,7 +97,7 @@ def test_a_bad_save_shows_the_error_and_waits_for_the_next_save(applied_repo: Pa
     assert harness.board.lines["digits"].state == "invalid"
     mark = len(harness.board.history)
     spec.write_text(good.replace("runs: 5", "runs: 6"))
-    harness.wait_state("ready", after=mark, timeout=120)
+    harness.wait_state("Healthy", after=mark, timeout=120)
     assert len(harness.watcher.runner.started) == 1
 
 
@@ -114,7 +114,7 @@ def test_a_model_change_reapplies_the_specs_reading_it(applied_repo: Path, watch
     labels.write_text(labels.read_text().replace(f"{name} {label}", f"{name} {wrong}", 1))
     harness.wait_event("finished", timeout=120)
     assert len(harness.watcher.runner.started) == 1
-    assert harness.board.lines["digits"].state == "ready"
+    assert harness.board.lines["digits"].state == "Healthy"
 
 
 def test_a_new_spec_file_is_picked_up_and_a_deleted_one_dropped(applied_repo: Path, watch) -> None:
@@ -124,7 +124,7 @@ def test_a_new_spec_file_is_picked_up_and_a_deleted_one_dropped(applied_repo: Pa
         (applied_repo / "specs" / "digits.yaml").read_text().replace("name: digits", "name: other")
     )
     harness.wait(lambda: "other" in harness.board.lines, 30, "the new spec")
-    harness.wait(lambda: harness.board.lines["other"].state == "ready", 120, "other applied")
+    harness.wait(lambda: harness.board.lines["other"].state == "Healthy", 120, "other applied")
     (applied_repo / "specs" / "base.yaml").write_text(
         "apiVersion: npuctl/v1\nkind: DeploymentBase\nspec: {}\n"
     )
