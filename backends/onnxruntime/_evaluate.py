@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from backends import tasks
+from backends import profiles, tasks
 from backends.base import StageOutput, StageRequest
 from backends.errors import TerminalError
 from backends.evidence import about_host, cpu_name
@@ -42,7 +42,7 @@ _LATENCY_KEYS = ("p50", "p90", "p95", "p99", "mean")
 
 class EvaluatePass:
     stage = "evaluate"
-    version = "4"  # 4: a CPU run for an NPU target is evidence about that CPU (backends.evidence)
+    version = "5"  # 4: a CPU run for an NPU target is evidence about that CPU; 5: a per-layer profile
 
     def fingerprint(self) -> dict[str, str]:
         return fingerprint()
@@ -79,7 +79,50 @@ class EvaluatePass:
         }
         lat = result["latency_ms"]
         note = f"p50 {lat['p50']:.3f} ms, p90 {lat['p90']:.3f} ms, {accuracy.note()}"
-        return StageOutput(report=report, note=note)
+        artifacts = {}
+        profile = record_profile(request, result, artifact, model, runner.evidence)
+        if profile is not None:
+            artifacts["profile"] = profiles.write(profile, request.workdir / "profile.json")
+            report["profile"] = profiles.summary(profile)
+        return StageOutput(artifacts=artifacts, report=report, note=note)
+
+
+def record_profile(
+    request: StageRequest, result: dict[str, Any], artifact: Path, model: Path, evidence: str
+) -> dict[str, Any] | None:
+    """benchprog's trace mapped onto the deployed model, costed and attributed; None when the runner
+    gave no profile (an older benchprog on a device)."""
+    import onnx
+
+    from backends.onnxruntime._profile import runtime_layers
+
+    trace = result.get("profile") or {}
+    if not trace.get("available"):
+        return None
+    layers = runtime_layers(trace, artifact, model)
+    placement = _placement(request)
+    profiles.with_costs(layers, onnx.load(str(model), load_external_data=False), placement)
+    return profiles.build(
+        runtime=f"{result.get('runtime')} {result.get('runtime_version')}",
+        evidence=evidence,
+        how=str(trace.get("how")),
+        layers=layers,
+        runs=list(trace.get("runs") or []),
+        timed_p50_ms=float(result["latency_ms"]["p50"]),
+        target=request.target,
+        device_evidence=f"{evidence}: the execution provider onnxruntime names per node",
+    )
+
+
+def _placement(request: StageRequest) -> dict[str, Any]:
+    path = request.inputs.get("placement")
+    if path is None:
+        return {}
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise TerminalError(f"cannot read {Path(path).name}: {exc}") from exc
+    return data if isinstance(data, dict) else {}
 
 
 def _compiled(request: StageRequest) -> tuple[Path, dict[str, Any]]:
@@ -165,8 +208,17 @@ def _prepare_job(
             "samples": "samples.npz",
             "sample_inputs": [spec.name for spec in inputs],
             "outputs": "outputs.npz",
+            "profile": {"runs": profile_runs(cfg)},
         },
     )
+
+
+PROFILE_RUNS = 20
+"""Profiled iterations at most (fewer when the spec times fewer): run after the timed ones."""
+
+
+def profile_runs(cfg: Any) -> int:
+    return max(3, min(PROFILE_RUNS, int(cfg.get("runs", 100))))
 
 
 def write_job_samples(path: Path, samples: Samples, inputs: list[InputSpec]) -> None:

@@ -13,7 +13,8 @@ Request (paths relative to the request file's folder):
                  "enable_cpu_mem_arena": true, "disabled_optimizers": [],
                  "providers": ["CPUExecutionProvider"]},
      "warmup": 10, "runs": 100, "seed": 0,
-     "samples": "samples.npz" | null, "sample_inputs": ["x"], "outputs": "outputs.npz" | null}
+     "samples": "samples.npz" | null, "sample_inputs": ["x"], "outputs": "outputs.npz" | null,
+     "profile": {"runs": 20} | absent}
 `samples.npz` holds key "s{i:06d}_{j}" = sample i's array for sample_inputs[j]. Timing uses sample 0,
 or a random feed from `seed` when there are no samples. With `outputs`, every sample is run once more
 after timing and its outputs are written as "s{i:06d}_{k}" for the k-th output name.
@@ -26,7 +27,10 @@ Response (one JSON line on stdout):
      "latency_ms": {"p50", "p90", "p95", "p99", "mean", "min", "max", "stdev", "runs", "warmup",
                     "samples": [ms, ...]},
      "memory": {"peak_rss_mb", "baseline_rss_mb", "delta_mb", "peak_reset"}, "load_ms": 12.3,
-     "outputs": {"file": "outputs.npz", "names": [...], "samples": 3} | null}
+     "outputs": {"file": "outputs.npz", "names": [...], "samples": 3} | null,
+     "profile": {"available": true, "how", "layers": [{"name", "op_type", "provider", "time_us"}],
+                 "runs": [{"kernels_us", "runtime_us", "wall_us"}]} (only when requested)}
+The profile runs last, as separate iterations on a second session: it never touches the timed runs.
 Failure: {"format_version": 1, "ok": false, "error": "one line", "kind": "terminal" | "transient"}, exit 2.
 """
 
@@ -135,6 +139,9 @@ class OrtSession:
         )
         so.enable_mem_pattern = bool(options.get("enable_mem_pattern", True))
         so.enable_cpu_mem_arena = bool(options.get("enable_cpu_mem_arena", True))
+        if options.get("profile_prefix"):
+            so.enable_profiling = True
+            so.profile_file_prefix = str(options["profile_prefix"])
         providers = list(options.get("providers", ["CPUExecutionProvider"]))
         disabled = list(options.get("disabled_optimizers", []))
         try:
@@ -162,6 +169,24 @@ class OrtSession:
 
     def infer(self, feed: dict[str, Any]) -> list[Any]:
         return list(self._sess.run(None, feed))
+
+    @classmethod
+    def profile(
+        cls, model: Path, options: dict[str, Any], feed: dict[str, Any], runs: int, folder: Path
+    ) -> dict[str, Any]:
+        """`runs` iterations on a second session with ORT's profiler on (after the timed runs, so the
+        profiler cannot disturb them): per node the median kernel time and the provider that ran it,
+        and per run the kernels' sum, ORT's own whole-run time and the wall time around `run`."""
+        session = cls(model, {**options, "profile_prefix": str(folder / "ort-profile")})
+        timing = _harness().time_runs(session.infer, feed, PROFILE_WARMUP, runs)
+        trace = Path(session._sess.end_profiling())
+        try:
+            events = json.loads(trace.read_text())
+        except (OSError, ValueError) as exc:
+            raise BenchError(f"cannot read onnxruntime's profile {trace.name}: {_first_line(exc)}") from exc
+        finally:
+            trace.unlink(missing_ok=True)
+        return ort_trace_summary(events, timing.samples_ns)
 
 
 class OvSession:
@@ -354,6 +379,72 @@ class LiteRtSession:
                 y = y.transpose(np.argsort(spec["perm"]))
             result.append(np.asarray(y, dtype=np.float32))
         return result
+
+
+PROFILE_WARMUP = 2
+"""Untimed runs of the profiling session before its profiled runs (the first run allocates)."""
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def ort_trace_summary(events: list[dict[str, Any]], wall_ns: list[int]) -> dict[str, Any]:
+    """ORT's chrome-trace events reduced to what a profile needs. Each node's kernel event is billed to
+    the `model_run` window it falls in; only the last len(wall_ns) runs (the profiled ones) count."""
+    windows = sorted(
+        (int(e["ts"]), int(e["ts"]) + int(e["dur"]))
+        for e in events
+        if e.get("cat") == "Session" and e.get("name") == "model_run"
+    )[-len(wall_ns) :]
+    per_run: list[dict[str, float]] = [{} for _ in windows]
+    nodes: dict[str, dict[str, Any]] = {}
+    for e in events:
+        name = str(e.get("name", ""))
+        if e.get("cat") != "Node" or not name.endswith("_kernel_time"):
+            continue
+        ts = int(e["ts"])
+        run = next((i for i, (a, b) in enumerate(windows) if a <= ts <= b), None)
+        if run is None:
+            continue
+        node = name[: -len("_kernel_time")]
+        args = e.get("args") or {}
+        outputs = args.get("output_type_shape") or [{}]
+        nodes.setdefault(
+            node,
+            {
+                "op_type": args.get("op_name"),
+                "provider": args.get("provider"),
+                "output_type": next(iter(outputs[0]), None) if isinstance(outputs[0], dict) else None,
+            },
+        )
+        per_run[run][node] = per_run[run].get(node, 0.0) + float(e["dur"])
+    layers = [
+        {"name": node, **info, "time_us": _median([run.get(node, 0.0) for run in per_run])}
+        for node, info in nodes.items()
+    ]
+    runs = [
+        {"kernels_us": sum(run.values()), "runtime_us": float(b - a), "wall_us": wall / 1e3}
+        for run, (a, b), wall in zip(per_run, windows, wall_ns[-len(windows) :], strict=True)
+    ]
+    return {"layers": layers, "runs": runs}
+
+
+def run_profile(
+    runtime: Any, model: Path, options: dict[str, Any], feed: Any, runs: int, folder: Path
+) -> dict[str, Any]:
+    """The runtime's own per-layer profile, or why there is none."""
+    if not hasattr(runtime, "profile"):
+        return {"available": False, "reason": f"benchprog has no profiler for {runtime.name}"}
+    out = runtime.profile(model, options, feed, runs, folder)
+    out["available"] = True
+    out["how"] = (
+        f"{runs} separate iterations on a second session with profiling on, after the timed runs "
+        f"({PROFILE_WARMUP} warm-up): the timed latency was taken without the profiler"
+    )
+    return out
 
 
 def _ov_text(value: Any) -> str:
@@ -580,6 +671,11 @@ def run(request_path: Path) -> dict[str, Any]:
         if not samples:
             raise BenchError("outputs requested without samples")
         response["outputs"] = write_outputs(_resolve(base, request["outputs"], "outputs"), session, samples)
+    profile = request.get("profile")
+    if profile:
+        response["profile"] = run_profile(
+            runtime, model, dict(request.get("options", {})), make_feed(), int(profile.get("runs", 20)), base
+        )
     if samples:
         samples.close()
     return response

@@ -1,0 +1,123 @@
+"""Where a profile's time goes: fallbacks, transfers, top layers, op types, and each layer against its
+roofline on the target (the catalog's peak ops and bandwidth).
+
+Shares are of the layers' summed time (what the profiler billed to layers); the rest of the profiled
+run (dispatch, the profiler's own bookkeeping) is reported beside them as `unattributed_ms`, never
+spread over layers. Roofline and utilisation are estimates: MACs and bytes come from the cost model,
+the peaks from the catalog, and the record names them so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+TOP = 10
+
+TRANSFER_OPS = frozenset({"MemcpyFromHost", "MemcpyToHost", "Memcpy"})
+"""Runtime-inserted copies between a device partition and the host: the boundary transfers."""
+
+LAYOUT_OPS = frozenset({"ReorderInput", "ReorderOutput"})
+"""Runtime-inserted layout changes (ORT's NCHWc blocking): overhead that is neither layer nor transfer."""
+
+UTILISATION_NOTE = (
+    "estimated: 2 x MACs / (time x peak), MACs from the cost model, peak from the catalog "
+    "(the NPU's peak ops at the layer's precision; a CPU fallback against the target's CPU GFLOPS)"
+)
+
+
+def _peak_ops(layer: Mapping[str, Any], target: Any) -> tuple[float, str]:
+    """Ops per second the layer's device offers on the target, and which catalog figure it is."""
+    on_cpu = "CPU" in str(layer.get("placement") or layer.get("device") or "")
+    if target.npu_cores > 0 and on_cpu:
+        return float(target.cpu_gflops) * 1e9, f"cpu_gflops {target.cpu_gflops}"
+    if str(layer.get("precision") or "") in ("int8", "uint8"):
+        return float(target.peak_tops_int8) * 1e12, f"peak_tops_int8 {target.peak_tops_int8}"
+    return float(target.peak_tops_fp16) * 1e12, f"peak_tops_fp16 {target.peak_tops_fp16}"
+
+
+def roofline(layer: Mapping[str, Any], target: Any) -> dict[str, Any]:
+    """Compute- or memory-bound on the target, the roofline time, and how close the layer came to it."""
+    peak, peak_name = _peak_ops(layer, target)
+    compute_ms = 2.0 * float(layer.get("macs") or 0) / peak * 1e3
+    memory_ms = float(layer.get("bytes") or 0) / (float(target.bandwidth_gbps) * 1e9) * 1e3
+    bound_ms = max(compute_ms, memory_ms)
+    time_ms = float(layer["time_ms"])
+    return {
+        "bound": "compute" if compute_ms >= memory_ms and compute_ms > 0 else "memory",
+        "roofline_ms": round(bound_ms, 6),
+        "achieved_of_roofline": round(bound_ms / time_ms, 4) if time_ms > 0 else None,
+        "utilisation_estimate": round(compute_ms / time_ms, 4) if time_ms > 0 else None,
+        "peak": peak_name,
+    }
+
+
+def _is_fallback(layer: Mapping[str, Any], target: Any, ran_npu: bool) -> bool:
+    if layer.get("inserted"):
+        return False
+    if target.npu_cores > 0 and layer.get("placement") and "CPU" in str(layer["placement"]):
+        return True
+    return ran_npu and layer.get("device") == "CPU"
+
+
+def _share(part: float, total: float) -> float | None:
+    return round(part / total, 4) if total > 0 else None
+
+
+def attribute(profile: Mapping[str, Any], target: Any) -> dict[str, Any]:
+    """The attribution block of a profile (see the module docstring)."""
+    layers = list(profile.get("layers") or [])
+    total = sum(float(layer["time_ms"]) for layer in layers)
+    ran_npu = any(layer.get("device") == "NPU" for layer in layers)
+    fallback = [layer for layer in layers if _is_fallback(layer, target, ran_npu)]
+    transfers = [layer for layer in layers if layer.get("op_type") in TRANSFER_OPS]
+    layout = [layer for layer in layers if layer.get("op_type") in LAYOUT_OPS]
+    by_op: dict[str, dict[str, Any]] = {}
+    for layer in layers:
+        entry = by_op.setdefault(str(layer.get("op_type")), {"count": 0, "time_ms": 0.0})
+        entry["count"] += 1
+        entry["time_ms"] += float(layer["time_ms"])
+    for entry in by_op.values():
+        entry["time_ms"] = round(entry["time_ms"], 6)
+        entry["share"] = _share(entry["time_ms"], total)
+    ordered = sorted(layers, key=lambda layer: -float(layer["time_ms"]))
+    top = [
+        {
+            "name": layer["name"],
+            "op_type": layer.get("op_type"),
+            "device": layer.get("device"),
+            "placement": layer.get("placement"),
+            "time_ms": layer["time_ms"],
+            "share": _share(float(layer["time_ms"]), total),
+            **roofline(layer, target),
+        }
+        for layer in ordered[:TOP]
+    ]
+    macs = sum(int(layer.get("macs") or 0) for layer in layers)
+    peak, peak_name = _peak_ops({"precision": _main_precision(layers)}, target)
+    profiled = (profile.get("latency_ms") or {}).get("profiled_p50")
+    return {
+        "layers_sum_ms": round(total, 6),
+        "unattributed_ms": round(float(profiled) - total, 6) if profiled is not None else None,
+        "shares": {
+            "cpu_fallback": _share(sum(float(x["time_ms"]) for x in fallback), total),
+            "boundary_transfers": _share(sum(float(x["time_ms"]) for x in transfers), total),
+            "layout_reorders": _share(sum(float(x["time_ms"]) for x in layout), total),
+            "top10": _share(sum(float(x["time_ms"]) for x in ordered[:TOP]), total),
+        },
+        "fallback_layers": [x["name"] for x in fallback],
+        "top": top,
+        "op_types": dict(sorted(by_op.items(), key=lambda kv: -kv[1]["time_ms"])),
+        "utilisation_estimate": round(2.0 * macs / (total / 1e3 * peak), 4) if total > 0 else None,
+        "utilisation_peak": peak_name,
+        "utilisation_note": UTILISATION_NOTE,
+    }
+
+
+def _main_precision(layers: list[Mapping[str, Any]]) -> str | None:
+    """The precision that ran the most MACs: the whole model's utilisation is judged against its peak."""
+    weight: dict[str, int] = {}
+    for layer in layers:
+        key = str(layer.get("precision") or "")
+        weight[key] = weight.get(key, 0) + int(layer.get("macs") or 0)
+    return max(weight, key=lambda k: weight[k]) if weight else None
