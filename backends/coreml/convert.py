@@ -111,11 +111,32 @@ def _agree(got: Any, want: Any) -> dict[str, float]:
     }
 
 
+def constants_as_initializers(source: Path, dest: Path) -> int:
+    """Writes `source` with its Constant nodes (tensor `value`) turned into initializers: onnx2torch
+    reads Conv/Gemm weights only from initializers. The function is unchanged. Returns how many moved."""
+    import onnx
+
+    model = onnx.load(str(source))
+    moved = 0
+    for node in list(model.graph.node):
+        value = next((a for a in node.attribute if a.name == "value"), None)
+        if node.op_type != "Constant" or value is None or len(node.attribute) != 1:
+            continue
+        tensor = onnx.TensorProto()
+        tensor.CopyFrom(value.t)
+        tensor.name = node.output[0]
+        model.graph.initializer.append(tensor)
+        model.graph.node.remove(node)
+        moved += 1
+    onnx.save(model, str(dest))
+    return moved
+
+
 class CoreMlCompile:
     """Stage "compile": the .mlpackage for apple-ane, packed as model.mlpackage.tar."""
 
     stage = "compile"
-    version = "1-coremltools"
+    version = "2-coremltools"  # 2: Constant weights moved to initializers for onnx2torch
 
     def fingerprint(self) -> dict[str, str]:
         return fingerprint()
@@ -139,8 +160,9 @@ class CoreMlCompile:
             with (job / "sample.npz").open("wb") as fh:
                 arrays: dict[str, Any] = {f"i{k}": sample.feed[s.name] for k, s in enumerate(specs)}
                 np.savez(fh, **arrays)
+            moved = constants_as_initializers(source, job / "model.onnx")
             req = {
-                "model": str(source),
+                "model": str(job / "model.onnx"),
                 "sample": str(job / "sample.npz"),
                 "torch_outputs": str(job / "torch.npz"),
                 "inputs": [{"name": s.name, "shape": list(s.shape)} for s in specs],
@@ -185,6 +207,7 @@ class CoreMlCompile:
             "coremltools": result.get("coremltools"),
             "torch": result.get("torch"),
             "spec_version": result.get("spec_version"),
+            "constants_as_initializers": moved,
             "check": {"against": "ONNX Runtime CPU, one seeded random input", "torch_vs_onnx": checks},
             "files": sorted(members),
             "not_run": "Core ML prediction exists only on macOS/iOS",

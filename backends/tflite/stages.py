@@ -116,8 +116,7 @@ def build(
             if folder is None:
                 raise TerminalError("quantization.calibration.data: ptq needs a calibration folder")
             calibration = write_calibration(Path(folder), source, policy, job)
-        req = {"model": str(job / "model.onnx"), "output": str(job / "out"), "calibration": calibration}
-        result = convert({**req, "variant": variant}, job, request.log)
+        result = converted(job, calibration, request)
         chosen = result["variants"].get(variant)
         if chosen is None:
             raise TerminalError(f"onnx2tf wrote no {variant} model")
@@ -149,6 +148,51 @@ def build(
         report["notes"] = notes
     log(json.dumps(report, indent=1, sort_keys=True))
     return out, io_path, report
+
+
+def converted(job: Path, calibration: Mapping[str, str], request: StageRequest) -> dict[str, Any]:
+    """onnx2tf's result for job/model.onnx and these calibration arrays, through a cache keyed by their
+    bytes and the toolchain fingerprint: one conversion writes every variant, so specs for different
+    TFLite targets (an Ethos-U and a MediaTek APU) of one model share it."""
+    import hashlib
+
+    digest = hashlib.sha256((job / "model.onnx").read_bytes())
+    for name in sorted(calibration):
+        digest.update(name.encode() + b"\0" + Path(calibration[name]).read_bytes())
+    digest.update(json.dumps(fingerprint(), sort_keys=True).encode())
+    given = request.inputs.get("cache_dir")
+    if given is None:
+        return _convert(job, calibration, request)
+    root = Path(given) / "tflite"
+    root.mkdir(parents=True, exist_ok=True)
+    entry = root / digest.hexdigest()[:32]
+    import fcntl
+
+    with (root / f"{entry.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a second spec converting the same model waits, then reuses
+        if not (entry / "result.json").is_file():
+            _store(entry, _convert(job, calibration, request))
+    result: dict[str, Any] = json.loads((entry / "result.json").read_text())
+    for variant in result["variants"].values():
+        variant["file"] = str(entry / variant["file"])
+    return result
+
+
+def _convert(job: Path, calibration: Mapping[str, str], request: StageRequest) -> dict[str, Any]:
+    req = {"model": str(job / "model.onnx"), "output": str(job / "out"), "calibration": dict(calibration)}
+    return convert(req, job, request.log)
+
+
+def _store(entry: Path, result: dict[str, Any]) -> None:
+    """The result and its variant files under `entry`, renamed into place complete."""
+    staging = Path(tempfile.mkdtemp(prefix=".entry-", dir=entry.parent))
+    stored = json.loads(json.dumps(result))
+    for name, variant in stored["variants"].items():
+        shutil.copyfile(variant["file"], staging / f"{name}.tflite")
+        variant["file"] = f"{name}.tflite"
+    (staging / "result.json").write_text(json.dumps(stored, indent=1, sort_keys=True))
+    shutil.rmtree(entry, ignore_errors=True)
+    staging.rename(entry)
 
 
 def note_for(report: Mapping[str, Any], out: Path) -> str:

@@ -92,9 +92,8 @@ def convert(request: dict[str, Any]) -> dict[str, Any]:
     checks = {}
     if calibration:
         feed = {name: np_first(path) for name, path in calibration.items()}
-        for name in ("float32", str(request.get("variant"))):
-            if name in variants:
-                checks[name] = compare(request["model"], variants[name], feed)
+        for name, described_variant in variants.items():
+            checks[name] = compare(request["model"], described_variant, feed)
     return {"variants": variants, "checks": checks}
 
 

@@ -73,3 +73,23 @@ def test_apply_builds_an_mlpackage_and_says_it_was_not_run(
     assert "conv" in ops
     quantized = {op for op in ops if op.startswith("constexpr_")}
     assert bool(quantized) == (mode == "ptq"), ops  # int8 weights are constexpr dequantize ops
+
+
+def test_a_real_detector_converts_to_an_mlpackage(git_repo: Path, tmp_path: Path) -> None:
+    from tests.backends.detector import write_det_repo
+
+    write_det_repo(git_repo, "apple-ane")
+    result = run_npuctl(git_repo, "apply", "--json")
+    assert result.returncode == 3, result.stdout + result.stderr
+    lock = json.loads((git_repo / "specs" / "det.lock.json").read_text())
+    compiled = lock["variants"]["default"]["stages"]["compile"]["artifacts"]["mlpackage"]
+    tar = Store(git_repo / ".npuctl" / "store").path(compiled["digest"])
+    package = bundles.extract(tar, tmp_path / "x") / "model.mlpackage"
+    assert (package / "Manifest.json").is_file()
+    kind, ops = _program(package)
+    assert (
+        kind == "mlProgram" and {"conv", "sigmoid"} <= ops and any(op.startswith("constexpr_") for op in ops)
+    )
+    assert "accuracy" not in lock["variants"]["default"]["measurements"], (
+        "nothing measured: Core ML did not run"
+    )

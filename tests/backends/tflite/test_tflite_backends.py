@@ -1,0 +1,184 @@
+"""The TFLite backends end to end on real models: ethos-u (vela) and mediatek (ncc-tflite bundle).
+
+Each model's repository holds one spec per backend and is applied once: the two quantize stages share
+one onnx2tf conversion through the conversion cache (backends.tflite.stages.converted), as a user
+deploying one model to both would.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from backends import bundles, toolchains
+from reconciler.state.store import Store
+from tests.backends.detector import write_det_repo
+from tests.conftest import DIGITS_SPEC, copy_digits, git, run_npuctl
+
+pytest.importorskip("ethosu.vela")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        toolchains.python(toolchains.TFLITE) is None,
+        reason="needs `npuctl toolchain install tflite` (.ci/setup)",
+    ),
+]
+
+QUANT = """\
+  quantization:
+    mode: ptq
+    calibration: {data: ../data/calib, samples: 16, method: minmax}
+"""
+
+
+def _repo(root: Path) -> Path:
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    (root / ".gitignore").write_text(".npuctl/\n")
+    (root / "specs").mkdir()
+    return root
+
+
+def _lock(repo: Path, name: str) -> dict[str, Any]:
+    variant: dict[str, Any] = json.loads((repo / "specs" / f"{name}.lock.json").read_text())["variants"][
+        "default"
+    ]
+    return variant
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    repo = _repo(tmp_path_factory.mktemp("digits") / "repo")
+    copy_digits(repo)
+    ethos = DIGITS_SPEC.format(name="digits-u55").replace("target: cpu", "target: ethos-u55")
+    ethos = ethos.replace("  evaluate:", QUANT + "  evaluate:")
+    (repo / "specs" / "digits-u55.yaml").write_text(
+        ethos.replace("latency_ms: {p90: 1000}", "latency_ms: {p90: 1000}\n    peak_memory_mb: 0.001")
+    )
+    mtk = DIGITS_SPEC.format(name="digits-mtk").replace("target: cpu", "target: mediatek-mdla3")
+    compile_ = "  compile: {optimization_level: 2, options: {num_mdla: 1}}\n"
+    (repo / "specs" / "digits-mtk.yaml").write_text(
+        mtk.replace("  evaluate:", QUANT + compile_ + "  evaluate:")
+    )
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "NEUROPILOT_SDK_ROOT": ""}
+    result = run_npuctl(repo, "apply", "--json", env=env)
+    assert result.returncode == 3, result.stdout + result.stderr  # u55's SRAM bound is below vela's figure
+    return repo, {s["name"]: s for s in json.loads(result.stdout)["specs"]}
+
+
+def custom_ops(path: Path) -> list[str]:
+    """The custom operator codes of a .tflite (read with vela's own flatbuffer schema)."""
+    from ethosu.vela.tflite.Model import Model
+
+    model = Model.GetRootAsModel(path.read_bytes(), 0)
+    codes = [model.OperatorCodes(i) for i in range(model.OperatorCodesLength())]
+    return [c.CustomCode().decode() for c in codes if c.CustomCode()]
+
+
+def float_top1(repo: Path) -> float:
+    """The float digits model's top-1 on the repository's labelled samples, computed here."""
+    session = ort.InferenceSession(str(repo / "models" / "digits.onnx"))
+    labels = dict(line.split() for line in (repo / "data/eval/labels.txt").read_text().splitlines())
+    hits = [
+        int(np.argmax(session.run(None, {"image": np.load(repo / "data/eval" / n)})[0]) == int(label))
+        for n, label in labels.items()
+    ]
+    return sum(hits) / len(hits)
+
+
+def test_ethos_u_compiles_with_vela_and_records_its_estimates(digits: tuple[Path, dict[str, Any]]) -> None:
+    repo, out = digits
+    verdicts = {v["name"]: v for v in out["digits-u55"]["slo"]}
+    assert verdicts["latency_ms.p90"]["evidence"] == "estimated: vela"
+    assert verdicts["latency_ms.p90"]["passed"] is None, "met on an estimate is never a plain pass"
+    assert verdicts["peak_memory_mb"]["evidence"] == "estimated: vela"
+    assert verdicts["peak_memory_mb"]["passed"] is False
+    assert (
+        verdicts["accuracy.min"]["evidence"] == "measured:host" and verdicts["accuracy.min"]["passed"] is True
+    )
+    variant = _lock(repo, "digits-u55")
+    measured = variant["measurements"]
+    cycles = measured["npu_cycles"]
+    assert cycles["evidence"] == "estimated: vela" and cycles["value"] > 1000
+    store = Store(repo / ".npuctl" / "store")
+    artifacts = variant["stages"]["compile"]["artifacts"]
+    record = json.loads(store.path(artifacts["vela_report"]["digest"]).read_text())
+    clock = record["summary"]["core_clock"]
+    assert measured["latency_ms.p90"]["value"] == pytest.approx(cycles["value"] / clock * 1000, rel=1e-3)
+    assert record["placement"]["npu_operators"] > 0 and record["placement"]["source"].startswith("vela ")
+    assert record["per_layer"] and all(row["target"] in ("NPU", "CPU") for row in record["per_layer"])
+    # the artifact is what the Ethos-U driver loads: a .tflite holding vela's ethos-u custom operator
+    assert "ethos-u" in custom_ops(store.path(artifacts["vela_model"]["digest"]))
+    reference = float_top1(repo)
+    assert measured["accuracy.reference"]["value"] == pytest.approx(reference)
+    assert abs(measured["accuracy"]["value"] - reference) <= 0.05
+
+
+def test_mediatek_writes_the_ncc_tflite_bundle_and_measures_the_tflite(
+    digits: tuple[Path, dict[str, Any]],
+) -> None:
+    repo, out = digits
+    verdicts = {v["name"]: v for v in out["digits-mtk"]["slo"]}
+    assert verdicts["accuracy.min"]["evidence"] == "measured:host" and verdicts["accuracy.min"]["passed"]
+    assert verdicts["latency_ms.p90"]["passed"] is not True, "no APU time without NeuroPilot"
+    assert verdicts["latency_ms.p90"]["evidence"] == "estimated"
+    variant = _lock(repo, "digits-mtk")
+    artifacts = variant["stages"]["compile"]["artifacts"]
+    assert {"bundle", "tflite", "tflite_io"} <= set(artifacts) and "dla" not in artifacts
+    store = Store(repo / ".npuctl" / "store")
+    bundle = store.path(artifacts["bundle"]["digest"])
+    assert bundles.names(bundle) == ["build.sh", "manifest.json", "model.tflite"]
+    subprocess.run(["bash", "-n"], input=bundles.read(bundle, "build.sh").decode(), text=True, check=True)
+    (command,) = json.loads(bundles.read(bundle, "manifest.json"))["commands"]
+    assert command[0].endswith("/ncc-tflite") and "--arch=mdla3.0" in command and "--opt=2" in command
+    assert "--num-mdla=1" in command and command[-3:] == ["model.tflite", "-o", "out/model.dla"]
+    assert "--relax-fp32" not in command, "an int8 model needs no fp32 relaxation"
+    tflite = bundles.read(bundle, "model.tflite")
+    assert tflite[4:8] == b"TFL3" and tflite == store.path(artifacts["tflite"]["digest"]).read_bytes()
+    io = json.loads(store.path(artifacts["tflite_io"]["digest"]).read_text())
+    assert io["variant"] == "full_int8" and io["io"]["inputs"][0]["dtype"] == "int8"
+    reference = float_top1(repo)
+    assert abs(variant["measurements"]["accuracy"]["value"] - reference) <= 0.05
+    # the Ethos-U spec's conversion was reused: the same int8 TFLite bytes under both specs
+    ethos_tar = store.path(_lock(repo, "digits-u55")["stages"]["quantize"]["artifacts"]["model"]["digest"])
+    assert bundles.read(ethos_tar, "model.tflite") == tflite
+
+
+def test_a_float_spec_on_an_ethos_u_is_refused_with_the_reason(tmp_path: Path) -> None:
+    repo = _repo(tmp_path / "repo")
+    copy_digits(repo, eval_samples=4, calib_samples=4)
+    (repo / "specs" / "digits.yaml").write_text(
+        DIGITS_SPEC.format(name="digits").replace("target: cpu", "target: ethos-u85")
+    )
+    result = run_npuctl(repo, "apply", "--json")
+    assert result.returncode == 1
+    stages = {s["name"]: s for s in json.loads(result.stdout)["specs"][0]["stages"]}
+    assert stages["compile"]["action"] == "failed"
+    assert "ethos-u85 takes full_int8 or int16_act" in stages["compile"]["reason"]
+
+
+def test_a_real_detector_on_ethos_u85_and_mediatek(tmp_path: Path) -> None:
+    repo = _repo(tmp_path / "repo")
+    write_det_repo(repo, "ethos-u85", name="det-u85")
+    write_det_repo(repo, "mediatek-mdla3", name="det-mtk")
+    result = run_npuctl(repo, "apply", "--json")
+    assert result.returncode in (0, 3), result.stdout + result.stderr
+    ethos, mtk = _lock(repo, "det-u85"), _lock(repo, "det-mtk")
+    measured = ethos["measurements"]
+    assert (
+        measured["npu_cycles"]["evidence"] == "estimated: vela" and measured["npu_cycles"]["value"] > 10_000
+    )
+    for variant in (ethos, mtk):
+        accuracy = variant["measurements"]["accuracy"]
+        assert accuracy["evidence"] == "measured:host" and accuracy["value"] >= 0.3, accuracy
+    store = Store(repo / ".npuctl" / "store")
+    assert "ethos-u" in custom_ops(
+        store.path(ethos["stages"]["compile"]["artifacts"]["vela_model"]["digest"])
+    )
+    assert "bundle" in mtk["stages"]["compile"]["artifacts"]
