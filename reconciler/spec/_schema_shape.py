@@ -135,6 +135,8 @@ def _required_only(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]
             del out["$ref"]
         if isinstance(out.get("additionalProperties"), bool):
             del out["additionalProperties"]
+        if "oneOf" in out:  # stripped to their required lists, a union's variants all match: any one will do
+            out["anyOf"] = out.pop("oneOf")
         return out
 
     out: dict[str, Any] = _rewrite_refs(_map(copy.deepcopy(node), keep), "Required")

@@ -162,3 +162,24 @@ def test_compile_options_follow_the_backend_that_builds_the_spec() -> None:
     assert _paths(_spec(**{**override, "compile": {"backend": "openvino", "options": {"x": 1}}})) == [
         (["spec", "compile", "options"], "additionalProperties")
     ]
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        {"type": "classification", "metric": "top5"},
+        {"type": "detection", "head": "yolox", "metric": "map", "score_threshold": 0.1},
+        {"type": "ctc", "blank": 0, "charset": "chars.txt"},
+        {"type": "dense", "threshold": 0.5},
+        {"type": "regression", "outputs": ["embedding"]},
+    ],
+)
+def test_every_task_validates_and_a_wrong_task_field_is_located(task: dict[str, object]) -> None:
+    """evaluate.task is a union on `type`: each variant validates, in a complete spec too (where the
+    required-only forms apply), and an unknown or out-of-range field fails at the task."""
+    _validator().validate(_spec(**COMPLETE, evaluate={"task": task}))
+    from reconciler.spec.models import Deployment
+
+    Deployment.model_validate(_spec(**COMPLETE, evaluate={"task": task}))
+    bad = _spec(**COMPLETE, evaluate={"task": {**task, "nms_iouu": 0.5}})
+    assert [p for p, _ in _paths(bad)] == [["spec", "evaluate", "task"]]
