@@ -165,12 +165,39 @@ class QnnQuantizePass(QuantizePass):
         return replace(base, backend_options=qnn_options(Path(request.inputs["model"]), base))
 
 
+def qnn_preprocess(source: Path, dest: Path) -> bool:
+    """ONNX Runtime's qnn_preprocess_model (fuses Erf-Gelu, ReduceMean-LayerNorm... into the ops QNN
+    has), run with the model's metadata_props cleared (ORT 1.32 raises TypeError on them) and put
+    back after, so the records earlier stages left in the model travel on. True when it changed."""
+    import onnx
+    from onnxruntime.quantization.execution_providers.qnn import qnn_preprocess_model
+
+    model = onnx.load(str(source))
+    props = [(p.key, p.value) for p in model.metadata_props]
+    del model.metadata_props[:]
+    bare = dest.with_name(dest.stem + "-bare.onnx")
+    onnx.save(model, str(bare))
+    try:
+        changed = bool(qnn_preprocess_model(str(bare), str(dest), fuse_layernorm=True))
+    except Exception as exc:  # noqa: BLE001 - ORT raises plain exceptions
+        raise TerminalError(f"qnn_preprocess_model failed: {str(exc).splitlines()[0][:200]}") from exc
+    finally:
+        bare.unlink(missing_ok=True)
+    result = onnx.load(str(dest)) if changed else model
+    del result.metadata_props[:]
+    for key, value in props:
+        entry = result.metadata_props.add()
+        entry.key, entry.value = key, value
+    onnx.save(result, str(dest))
+    return changed
+
+
 class QnnQuantize(adapter.QnnQuantize):
     """The shared ptq pass with the HTP's types: uint8 activations (uint16 for int16 keeps), int8
     symmetric weights, and ONNX Runtime's QNN QDQ config (get_qnn_qdq_config) for the rest; a signed
     activation type is refused, the HTP computes unsigned ones."""
 
-    version = "1+record+htp2"
+    version = "1+record+htp3"  # 3: qnn_preprocess_model before the ptq pass
 
     def quantize_pass(self) -> QuantizePass:
         return QnnQuantizePass()
@@ -184,8 +211,15 @@ class QnnQuantize(adapter.QnnQuantize):
                 f"quantization.activations: {policy.activations} is not an HTP activation type "
                 f"(the QNN HTP runs {' or '.join(HTP_ACTIVATIONS)})"
             )
-        output = super().run(request)
+        prepared = request
+        fused = False
+        if policy.mode == "ptq":
+            fused_model = request.workdir.parent / f"{request.workdir.name}-qnn-pre.onnx"
+            fused = qnn_preprocess(Path(request.inputs["model"]), fused_model)
+            prepared = replace(request, inputs={**request.inputs, "model": fused_model})
+        output = super().run(prepared)
         output.report["htp_types"] = {"activations": policy.activations, "weights": policy.weights}
+        output.report["qnn_preprocess_model"] = "fused ops" if fused else "no change"
         if policy.mode == "ptq":
             options = qnn_options(Path(request.inputs["model"]), policy)
             output.report["qnn_qdq_config"] = {

@@ -175,3 +175,39 @@ def test_qnns_qdq_config_reaches_the_quantizer_under_the_specs_own_settings(tmp_
     _merge_backend_options(extra, given, model)
     assert extra["WeightSymmetric"] is False, "the spec's setting wins"
     assert extra["TensorQuantOverrides"] == {"b": [{"quant_type": "spec"}], "c": [{"scale": 1.0}]}
+
+
+def test_qnn_preprocess_fuses_gelu_and_keeps_the_records_of_earlier_stages(tmp_path: Path) -> None:
+    from backends import metadata
+    from backends.qnn.stages import qnn_preprocess
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])
+    consts = [
+        helper.make_tensor("sqrt2", TensorProto.FLOAT, [], [1.4142135]),
+        helper.make_tensor("one", TensorProto.FLOAT, [], [1.0]),
+        helper.make_tensor("half", TensorProto.FLOAT, [], [0.5]),
+    ]
+    nodes = [
+        helper.make_node("Div", ["x", "sqrt2"], ["d"], name="div"),
+        helper.make_node("Erf", ["d"], ["e"], name="erf"),
+        helper.make_node("Add", ["e", "one"], ["a"], name="add"),
+        helper.make_node("Mul", ["x", "a"], ["m"], name="mul"),
+        helper.make_node("Mul", ["m", "half"], ["y"], name="mul2"),
+    ]
+    graph = helper.make_graph(nodes, "gelu", [x], [y], initializer=consts)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    metadata.put(model, "npuctl.preprocess", {"input": "x"})
+    onnx.save(model, str(tmp_path / "gelu.onnx"))
+    assert qnn_preprocess(tmp_path / "gelu.onnx", tmp_path / "out.onnx") is True
+    fused = onnx.load(str(tmp_path / "out.onnx"))
+    assert "Erf" not in {n.op_type for n in fused.graph.node} and "Gelu" in {
+        n.op_type for n in fused.graph.node
+    }
+    assert metadata.get(fused, "npuctl.preprocess") == {"input": "x"}
+    import onnxruntime as ort
+
+    feed = {"x": np.linspace(-3, 3, 8, dtype=np.float32)[None]}
+    want = ort.InferenceSession(str(tmp_path / "gelu.onnx")).run(None, feed)[0]
+    got = ort.InferenceSession(str(tmp_path / "out.onnx")).run(None, feed)[0]
+    assert np.allclose(got, want, atol=1e-5)

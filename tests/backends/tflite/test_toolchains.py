@@ -29,3 +29,28 @@ def test_an_installed_toolchain_holds_its_pins_and_is_listed(
     assert row["installed"] is True and row["fingerprint"] == toolchains.fingerprint(tc)
     again = run_npuctl(tmp_path, "toolchain", "install", tc.name)
     assert again.returncode == 0 and "already installed" in again.stdout + again.stderr
+
+
+@pytest.mark.parametrize(
+    ("target", "line"), [("ethos-u55", "toolchain install tflite"), ("apple-ane", "toolchain install coreml")]
+)
+def test_a_missing_toolchain_is_one_line_and_the_stage_is_not_built(
+    tmp_path: Path, target: str, line: str
+) -> None:
+    from tests.conftest import DIGITS_SPEC, copy_digits, git
+
+    repo = tmp_path / "repo"
+    (repo / "specs").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    copy_digits(repo, eval_samples=4, calib_samples=4)
+    quant = "  quantization:\n    mode: ptq\n    calibration: {data: ../data/calib, samples: 4}\n"
+    text = DIGITS_SPEC.format(name="d").replace("target: cpu", f"target: {target}")
+    (repo / "specs" / "d.yaml").write_text(text.replace("  evaluate:", quant + "  evaluate:"))
+    result = run_npuctl(repo, "apply", "--json", env={"NPUCTL_TOOLCHAINS": str(tmp_path / "none")})
+    assert result.returncode in (1, 3), result.stdout + result.stderr
+    out = json.loads(result.stdout)["specs"][0]
+    stages = {s["name"]: s for s in out["stages"]}
+    assert stages["quantize"]["action"] != "built"
+    reason = stages["quantize"]["reason"]
+    assert "not built" in reason and line in reason and "\n" not in reason, reason
+    assert all(v["passed"] is not True for v in out["slo"]), "nothing passes on a model never built"
