@@ -12,7 +12,16 @@ from typing import Any
 from reconciler.audit.entries import AuditEntry
 from reconciler.audit.query import Audit
 
-MARK = {"pass": "✅", "fail": "❌", "met on estimate": "🟡", "fail (estimated)": "❌", "unverified": "⚪"}
+MARK = {
+    "pass": "✅",
+    "fail": "❌",
+    "met on estimate": "🟡",
+    "fail (estimated)": "❌",
+    "met on host CPU": "🟡",
+    "missed on host CPU": "🟠",
+    "unknown": "⚪",
+    "unverified": "⚪",
+}
 STATE = {"pass": "✅ pass", "fail": "❌ fail", "unverified": "⚪ unverified", "cancelled": "⏹ cancelled"}
 
 

@@ -48,7 +48,18 @@ VERDICT: dict[str, Any] = {
             "type": ["string", "null"],
             "pattern": "^(measured:device|measured:host|estimated)( .*)?$",
         },
-        "verdict": {"enum": ["pass", "fail", "met on estimate", "fail (estimated)", "unverified"]},
+        "verdict": {
+            "enum": [
+                "pass",
+                "fail",
+                "met on estimate",
+                "fail (estimated)",
+                "met on host CPU",
+                "missed on host CPU",
+                "unknown",
+                "unverified",
+            ]
+        },
         "detail": {"type": "string"},
         "carried_over": {
             "const": True,

@@ -91,9 +91,9 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "compile",
-        reads=("target", "compile", "rewrite.fusion", "quantization.mode"),
+        reads=("target", "compile", "rewrite.fusion", "quantization.mode", "evaluate.data"),
         uses={"model": ("quantize", "model")},
-        files={"eval_data": "evaluate.data"},  # the artifact is checked against its source on a few
+        files={"eval_data": "evaluate.data"},  # its first samples check the artifact against its source
     ),
     Stage(
         "evaluate",

@@ -20,6 +20,9 @@ MARK = {
     "fail": "❌ fail",
     "met on estimate": "🟡 met on estimate",
     "fail (estimated)": "❌ fail (estimated)",
+    "met on host CPU": "🟡 met on host CPU",
+    "missed on host CPU": "🟠 missed on host CPU",
+    "unknown": "⚪ unknown",
     "unverified": "⚪ unverified",
 }
 CHANGE = {"added": "🆕 added", "removed": "🗑️ removed", "modified": "✏️ modified", "unchanged": "unchanged"}

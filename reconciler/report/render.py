@@ -12,7 +12,14 @@ from typing import Any
 from reconciler.report import charts, graph
 from reconciler.report.data import Placement, ReportData
 
-VERDICT_CLASS = {"pass": "pass", "fail": "fail", "met on estimate": "estimate", "fail (estimated)": "fail"}
+VERDICT_CLASS = {
+    "pass": "pass",
+    "fail": "fail",
+    "met on estimate": "estimate",
+    "fail (estimated)": "fail",
+    "met on host CPU": "estimate",
+    "missed on host CPU": "estimate",
+}
 
 
 def chartjs() -> str:
