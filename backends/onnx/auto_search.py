@@ -27,6 +27,12 @@ def note(auto: Mapping[str, Any] | None) -> str:
     budget = auto["budget"]
     chosen = len(auto["chosen"])
     where = (auto.get("data") or {}).get("text", "calibration samples")
+    final = auto.get("final") or {}
+    if auto["budget_met"] and final.get("drop", 0.0) > budget["max_accuracy_drop"]:
+        return (
+            f"; auto: budget met in the search with {chosen} layers, NOT by the final artifact: {auto['metric']} "
+            f"drop {final['drop']:.4f} > {budget['max_accuracy_drop']} on {where}"
+        )
     if auto["budget_met"]:
         return f"; auto: {chosen} layers kept, budget met ({auto['metric']} drop <= {budget['max_accuracy_drop']} on {where})"
     drop = float(auto["steps"][-1]["drop"])

@@ -67,6 +67,7 @@ def test_budget_met_by_the_auto_search_means_the_accuracy_slo_passes(
     # the same data and metric give the same number: the search's final drop is the SLO's drop
     assert verdict["value"] == pytest.approx(max(auto["final"]["drop"], 0.0), abs=1e-6), note
     assert auto["budget_met"] is met and verdict["passed"] is met, (auto["steps"], verdict)
+    assert auto["final_within_budget"] is met, "the final artifact, not only the search's candidate"
     assert auto["final"]["drop"] > 0, "a lossy quantization, so the bound decides"
     where = "on 360 samples of evaluate.data (eval) against labels: the data the accuracy SLO is judged on"
     assert where in json.dumps(stages["quantize"]), (

@@ -186,3 +186,26 @@ def test_the_stage_note_says_whether_the_auto_budget_was_met(tmp_path: Path) -> 
         drop = auto["steps"][-1]["drop"]
         assert f"auto: budget NOT met with {len(auto['chosen'])} layers (max 1)" in out.note
         assert f"drop {drop:.4f} > 0.0" in out.note
+
+
+def test_the_note_judges_the_final_artifact_not_only_the_search() -> None:
+    """fp16 keeps are converted after the search: a final artifact over the budget is not "met"."""
+    from backends.onnx import auto_search
+
+    auto = {
+        "budget": {"max_accuracy_drop": 0.01, "max_layers": 4},
+        "chosen": [{"layer": "a"}],
+        "metric": "classification top1",
+        "data": {
+            "text": "360 samples of evaluate.data (eval) against labels: the data the accuracy SLO is judged on"
+        },
+        "budget_met": True,
+        "steps": [{"drop": 0.02}, {"drop": 0.0}],
+        "final": {"drop": 0.0},
+    }
+    assert "budget met (classification top1 drop <= 0.01 on 360 samples" in auto_search.note(auto)
+    auto["final"] = {"drop": 0.015}
+    assert (
+        "budget met in the search with 1 layers, NOT by the final artifact: classification top1 drop 0.0150"
+        in (auto_search.note(auto))
+    )
