@@ -13,9 +13,10 @@ from tests.conftest import DIGITS_SPEC, run_npuctl
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize(
-    ("target", "tool"), [("qualcomm-htp-v75", "qnn-onnx-converter"), ("ascend-310p", "atc")]
-)
+# Qualcomm's targets build and run for real now (onnxruntime-qnn's HTP simulator; the QNN SDK bundle is
+# an extra artifact there: tests/backends/qnn/test_qnn_ep.py); MediaTek's measures its TFLite on LiteRT
+# (tests/backends/tflite/test_tflite_backends.py). Huawei's stays a bundle with nothing to measure.
+@pytest.mark.parametrize(("target", "tool"), [("ascend-310p", "atc")])
 def test_bundle_is_recorded_and_slos_stay_unverified(digits_repo: Path, target: str, tool: str) -> None:
     spec = digits_repo / "specs" / "digits.yaml"
     spec.write_text(DIGITS_SPEC.format(name="digits").replace("target: cpu", f"target: {target}"))
