@@ -53,7 +53,10 @@ def _link(source: Path, dest: Path) -> None:
     try:
         os.link(source, dest)
     except OSError:
-        shutil.copyfile(source, dest)
+        try:
+            shutil.copyfile(source, dest)
+        except OSError as exc:  # name where it could not be written, not the store object read
+            raise OSError(exc.errno, exc.strerror or str(exc), str(dest)) from exc
 
 
 def _materialize(ws: Workspace, linked: dict[str, dict[str, Any]], indir: Path) -> dict[str, Path]:
@@ -192,6 +195,8 @@ def run_with_retries(
                 ) from exc
             _append(log, traceback.format_exc())
             error = TransientError(f"{setup.stage.name} crashed: {type(exc).__name__}: {exc}")
+        if (full := faults.full_disk(ws.layout.tmp)) is not None:  # a toolchain's own words for ENOSPC
+            raise faults.InfrastructureError(f"{setup.stage.name}: {full}: no space left on device ({error})")
         if attempt >= policy.retries:
             raise error
         _append(log, f"\nattempt {attempt + 1} failed: {error}; retrying\n")

@@ -9,6 +9,7 @@ fails the spec it happened in, named the same way; the other specs carry on.
 from __future__ import annotations
 
 import errno
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -25,6 +26,19 @@ class InfrastructureError(BackendError):
 
 def is_infrastructure(exc: BaseException) -> bool:
     return (isinstance(exc, OSError) and exc.errno in INFRA_ERRNOS) or isinstance(exc, sqlite3.Error)
+
+
+FULL_BELOW_BYTES = 1 << 20
+
+
+def full_disk(path: Path) -> Path | None:
+    """`path` when the file system holding it has (almost) no space left: toolchains report a full
+    disk in their own words (OpenVINO: `basic_ios::clear: iostream error`)."""
+    try:
+        usage = shutil.disk_usage(path)
+    except OSError:
+        return None
+    return path if usage.free < FULL_BELOW_BYTES else None
 
 
 def describe(exc: BaseException, database: Path | None = None) -> str:

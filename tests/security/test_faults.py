@@ -89,9 +89,9 @@ def _failure_lines(entry: dict) -> list:
     return [s for s in entry["stages"] if s["action"] == "failed"] + list(entry["errors"])
 
 
-@pytest.mark.parametrize("fault", ["store-full", "store-read-only"])
+@pytest.mark.parametrize("fault", ["store-full", "store-read-only", "toolchain-output-full"])
 def test_store_faults(repo: Path, fault: str) -> None:
-    store = repo / ".npuctl" / "store"
+    store = repo / ".npuctl" / ("tmp" if fault == "toolchain-output-full" else "store")
     _change_a(repo)
     with tmpfs(store, extra_kib=8, read_only=fault == "store-read-only"):
         done = run_npuctl(repo, "apply", "--json")
