@@ -95,6 +95,7 @@ def record_profile(
     import onnx
 
     from backends.onnxruntime._profile import runtime_layers
+    from backends.profiles.suggest import suggest
 
     trace = result.get("profile") or {}
     if not trace.get("available"):
@@ -102,7 +103,7 @@ def record_profile(
     layers = runtime_layers(trace, artifact, model)
     placement = _placement(request)
     profiles.with_costs(layers, onnx.load(str(model), load_external_data=False), placement)
-    return profiles.build(
+    profile = profiles.build(
         runtime=f"{result.get('runtime')} {result.get('runtime_version')}",
         evidence=evidence,
         how=str(trace.get("how")),
@@ -112,6 +113,23 @@ def record_profile(
         target=request.target,
         device_evidence=f"{evidence}: the execution provider onnxruntime names per node",
     )
+    profile["suggestions"] = suggest(
+        profile,
+        request.target,
+        float_model=_float_model(request),
+        precision=placement.get("precision") or {},
+        threads=int(result.get("threads") or 0),
+        cpus=int((result.get("device") or {}).get("cpus") or 0),
+    )
+    return profile
+
+
+def _float_model(request: StageRequest) -> Any:
+    """The float model the rewrite rule dry-runs the rewrite library on (only with fallbacks to move)."""
+    import onnx
+
+    path = request.inputs.get("float_model")
+    return onnx.load(str(path)) if path is not None and request.target.npu_cores > 0 else None
 
 
 def _placement(request: StageRequest) -> dict[str, Any]:

@@ -111,6 +111,10 @@ def summary(profile: Mapping[str, Any]) -> dict[str, Any]:
         "layers_sum_ms": attribution.get("layers_sum_ms"),
         "shares": attribution.get("shares"),
         "top": [t["name"] for t in (attribution.get("top") or [])[:3]],
+        "suggestions": [
+            {k: s[k] for k in ("field", "expected_gain_ms", "share")}
+            for s in profile.get("suggestions") or []
+        ],
     }
 
 

@@ -84,6 +84,7 @@ def attribute(profile: Mapping[str, Any], target: Any) -> dict[str, Any]:
     top = [
         {
             "name": layer["name"],
+            "onnx_nodes": layer.get("onnx_nodes") or [],
             "op_type": layer.get("op_type"),
             "device": layer.get("device"),
             "placement": layer.get("placement"),

@@ -22,8 +22,14 @@ def _short(value: Any) -> str:
 @click.argument("spec")
 @click.argument("stage", required=False)
 @click.option("--all", "show_all", is_flag=True, help="Show unchanged inputs too.")
+@click.option(
+    "--profile",
+    "profile",
+    is_flag=True,
+    help="Show evaluate's per-layer profile, attribution and suggestions.",
+)
 @_common.output_options(markdown=False)
-def command(spec: str, stage: str | None, show_all: bool, fmt: str, as_json: bool) -> int:
+def command(spec: str, stage: str | None, show_all: bool, profile: bool, fmt: str, as_json: bool) -> int:
     from reconciler.engine.explain import explain
     from reconciler.engine.stages import ORDER
     from reconciler.engine.workspace import Workspace
@@ -40,6 +46,11 @@ def command(spec: str, stage: str | None, show_all: bool, fmt: str, as_json: boo
         return 1
     ws = Workspace.open(loaded.root)
     try:
+        if profile:
+            from reconciler.cli import _profile
+
+            found = _profile.load(ws, matches[0])
+            return _profile.render(matches[0].name, found, _common.chosen_format(fmt, as_json) == "json")
         explanations = explain(ws, matches[0], stage)
     finally:
         ws.close()

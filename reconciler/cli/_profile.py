@@ -1,0 +1,116 @@
+"""explain --profile: the evaluate stage's per-layer profile (its profile.json artifact), rendered.
+
+The profile is read from the store through the digest the lock file records; its content is the
+backend's (backends.profiles): this module only lays it out, as a table of where the time goes and
+the ranked suggestions, or as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from reconciler.engine.workspace import Workspace
+from reconciler.repo import Layout
+from reconciler.spec import LoadedSpec
+from reconciler.state import lockfile
+
+
+def load(ws: Workspace, spec: LoadedSpec) -> dict[str, Any]:
+    """variant -> its profile, or {"missing": why} when there is none to read here."""
+    lock = lockfile.read(Layout.lock_file(spec.path)) or {}
+    out: dict[str, Any] = {}
+    if not lock.get("variants"):
+        return {"default": {"missing": "nothing built yet (no lock file): run npuctl apply"}}
+    for name, variant in sorted((lock.get("variants") or {}).items()):
+        evaluate = ((variant.get("stages") or {}).get("evaluate") or {}).get("artifacts") or {}
+        entry = evaluate.get("profile")
+        if not entry:
+            out[name] = {"missing": "evaluate recorded no profile (its runtime gives none, or it never ran)"}
+        elif not ws.intact(str(entry["digest"])):
+            out[name] = {"missing": f"profile.json {entry['digest'][:12]} is not in this store: npuctl apply"}
+        else:
+            out[name] = _read(ws.store.path(str(entry["digest"])))
+    return out
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        return {"missing": f"profile.json unreadable: {exc}"}
+    return data if isinstance(data, dict) else {"missing": "profile.json is not an object"}
+
+
+def render(spec: str, profiles: dict[str, Any], as_json: bool) -> int:
+    if as_json:
+        click.echo(
+            json.dumps({"format_version": 1, "spec": spec, "profiles": profiles}, indent=2, sort_keys=True)
+        )
+        return 0
+    from rich.table import Table
+
+    from reconciler.cli._render import console as make_console
+
+    console = make_console()
+    for variant, profile in profiles.items():
+        if "missing" in profile:
+            console.print(
+                f"[bold]{spec}[/bold] \\[{variant}]: no profile: {profile['missing']}", highlight=False
+            )
+            continue
+        a, latency = profile.get("attribution") or {}, profile.get("latency_ms") or {}
+        console.print(
+            f"[bold]{spec}[/bold] \\[{variant}]: {profile.get('runtime')} ({profile.get('evidence')}), "
+            f"{profile.get('runs')} profiled runs; layers sum {a.get('layers_sum_ms')} ms, profiled run "
+            f"{latency.get('profiled_p50')} ms, timed p50 {latency.get('timed_p50')} ms",
+            highlight=False,
+        )
+        console.print(f"  {profile.get('how')}", highlight=False)
+        shares = a.get("shares") or {}
+        console.print(
+            "  shares: "
+            + ", ".join(f"{k} {_pct(v)}" for k, v in shares.items())
+            + f"; utilisation {_pct(a.get('utilisation_estimate'))} of {a.get('utilisation_peak')} (estimated)",
+            highlight=False,
+        )
+        table = Table(box=None, header_style="bold")
+        for column in ("layer", "op", "device", "placement", "ms", "share", "bound", "of roofline"):
+            table.add_column(column, overflow="fold")
+        for t in a.get("top") or []:
+            table.add_row(
+                _layer_name(t),
+                str(t.get("op_type")),
+                str(t.get("device")),
+                str(t.get("placement") or "-"),
+                f"{float(t['time_ms']):.4f}",
+                _pct(t.get("share")),
+                str(t.get("bound")),
+                _pct(t.get("achieved_of_roofline")),
+            )
+        console.print(table)
+        suggestions = profile.get("suggestions") or []
+        if not suggestions:
+            console.print("  suggestions: none worth 2 % of the profiled time", highlight=False)
+        for i, s in enumerate(suggestions, 1):
+            console.print(
+                f"  {i}. {s['field']}: ~{float(s['expected_gain_ms']):.4f} ms ({_pct(s.get('share'))}, "
+                f"estimated) - {s['why']}",
+                highlight=False,
+            )
+    return 0
+
+
+def _layer_name(layer: dict[str, Any]) -> str:
+    """The ONNX nodes a runtime layer ran (its own name is often the runtime's, e.g. a fused kernel)."""
+    nodes = list(layer.get("onnx_nodes") or [])
+    if not nodes:
+        return f"{layer['name']} (runtime's own)"
+    return ", ".join(nodes[:4]) + (f" +{len(nodes) - 4}" if len(nodes) > 4 else "")
+
+
+def _pct(value: Any) -> str:
+    return "-" if value is None else f"{float(value):.1%}"

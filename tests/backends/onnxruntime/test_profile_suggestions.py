@@ -1,0 +1,98 @@
+"""Suggestions from a real profile: a CPU fallback that dominates is met first by the rewrite that
+removes it, and once the rewrite is applied the profile shows that share gone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+from ort_helpers import compile_model
+
+from backends import profiles
+from backends.base import StageRequest
+from backends.catalog import target
+from backends.onnx import estimate as E
+from backends.onnx import placement
+from backends.onnx.rewrite import rewrite_model
+from backends.onnxruntime._evaluate import EvaluatePass
+from backends.profiles.attribution import attribute
+from backends.profiles.suggest import suggest
+
+PTQ = {"mode": "ptq", "weights": "int8"}
+
+
+def _hardswish_model(c: int = 8, hw: int = 128) -> onnx.ModelProto:
+    """HardSwish written out as x * clip(x + 3, 0, 6) / 6 (how exporters emit it before opset 14):
+    RK3588's int8 op table has no Div, so the Div runs on the CPU, and a division is the slowest of
+    the four elementwise passes."""
+    inits = [
+        numpy_helper.from_array(np.array(3.0, np.float32), "three"),
+        numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+        numpy_helper.from_array(np.array(6.0, np.float32), "six"),
+    ]
+    nodes = [
+        helper.make_node("Add", ["x", "three"], ["a"], name="hs/add"),
+        helper.make_node("Clip", ["a", "zero", "six"], ["cl"], name="hs/clip"),
+        helper.make_node("Mul", ["x", "cl"], ["m"], name="hs/mul"),
+        helper.make_node("Div", ["m", "six"], ["y"], name="hs/div"),
+    ]
+    shape = [1, c, hw, hw]
+    graph = helper.make_graph(
+        nodes,
+        "hardswish",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+
+
+def _profile(tmp: Path, model: onnx.ModelProto) -> tuple[dict, dict]:
+    """The model's real ORT profile on this host, attributed against RK3588's int8 placement."""
+    tmp.mkdir()
+    path = tmp / "model.onnx"
+    onnx.save(model, str(path))
+    compiled = compile_model(path, tmp / "compiled", level=1, cores=1)
+    report = placement.compute(model, target("rk3588"), PTQ)
+    (tmp / "placement.json").write_text(json.dumps(report))
+    (tmp / "eval").mkdir()
+    request = StageRequest(
+        "evaluate",
+        target("cpu"),
+        {"target": "cpu", "evaluate": {"runner": "local", "warmup": 3, "runs": 20, "timeout_s": 300}},
+        {**compiled.artifacts, "model": path, "float_model": path, "placement": tmp / "placement.json"},
+        tmp / "eval",
+        tmp / "eval.log",
+    )
+    out = EvaluatePass().run(request)
+    profile = profiles.read(out.artifacts["profile"])
+    profile["attribution"] = attribute(profile, target("rk3588"))
+    return profile, report
+
+
+def test_a_dominant_fallback_is_met_first_by_the_rewrite_and_is_gone_after_it(tmp_path: Path) -> None:
+    model = _hardswish_model()
+    profile, report = _profile(tmp_path / "before", model)
+    fallback = [layer for layer in profile["layers"] if layer["placement"] == "CPU"]
+    assert fallback and all("hs/div" in layer["onnx_nodes"] for layer in fallback)
+    share = sum(float(x["time_ms"]) for x in fallback) / sum(float(x["time_ms"]) for x in profile["layers"])
+    assert profile["attribution"]["shares"]["cpu_fallback"] == round(share, 4)
+    biggest = max(profile["layers"], key=lambda layer: float(layer["time_ms"]))
+    assert biggest["placement"] == "CPU", "the fallback is the layer that costs most"
+    found = suggest(profile, target("rk3588"), float_model=model, precision=report["precision"])
+    assert found and found[0]["field"] == "rewrite.replace_unsupported"
+    assert 0 < found[0]["expected_gain_ms"] <= sum(float(x["time_ms"]) for x in fallback) + 1.0
+    assert found[0]["evidence"].startswith("estimated")
+
+    rewritten = rewrite_model(
+        model, target("rk3588"), E.precision_for(target("rk3588"), PTQ), {}, log=lambda _: None
+    ).model
+    after, _ = _profile(tmp_path / "after", rewritten)
+    assert after["attribution"]["shares"]["cpu_fallback"] == 0.0
+    assert not [layer for layer in after["layers"] if layer["placement"] == "CPU"]
+    assert not [
+        s for s in suggest(after, target("rk3588"), float_model=rewritten) if s["field"].startswith("rewrite")
+    ]
