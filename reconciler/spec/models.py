@@ -302,7 +302,9 @@ class Evaluate(_Strict):
     )
     labels: str | None = Field(
         default=None,
-        description="Labels file; with labels, task accuracy; without, fidelity to the float model.",
+        description="Labels file, by sample file name: `<file> <class>` lines (classification), "
+        "`<file><TAB><text>` lines (ctc), JSON {file: [[x1, y1, x2, y2, class], ...]} (detection). With "
+        "labels the task is measured against them; without, against the float model's decoded outputs.",
     )
     task: Task | None = Field(
         default=None,
