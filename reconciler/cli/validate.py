@@ -89,8 +89,8 @@ def command(paths: tuple[Path, ...], as_json: bool) -> int:
 
 
 def _lock_problems(reports: list[Any]) -> list[str]:
-    """Each spec's committed lock re-derived (engine.integrity): a hand-edited verdict is an error."""
-    from reconciler.engine import integrity
+    """Each spec's committed lock re-derived (engine.integrity): a hand-edited verdict is an error.
+    The engine is imported only when there is a lock file to check (validate stays light)."""
     from reconciler.repo import Layout
     from reconciler.spec._errors import display_path
     from reconciler.state import lockfile
@@ -98,6 +98,11 @@ def _lock_problems(reports: list[Any]) -> list[str]:
     out: list[str] = []
     for report in reports:
         path = Layout.lock_file(report.file)
-        found = integrity.problems(lockfile.read(path), path)
+        lock = lockfile.read(path)
+        if lock is None:
+            continue
+        from reconciler.engine import integrity
+
+        found = integrity.problems(lock, path)
         out += [line.replace(str(path), display_path(path), 1) for line in found]
     return out
