@@ -76,8 +76,8 @@ def test_watch_runs_nothing_planted(planted_repo: tuple[Path, Path]) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
             event = json.loads(line)
-            if event.get("event") == "status" and event.get("state") in ("ready", "failed", "invalid"):
-                assert event["state"] == "ready", event
+            if event.get("event") == "status" and event.get("state") in ("Healthy", "failed", "invalid"):
+                assert event["state"] == "Healthy", event
                 break
             assert time.monotonic() < deadline
     finally:
