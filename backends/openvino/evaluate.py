@@ -14,12 +14,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from backends import profiles
 from backends.base import StageOutput, StageRequest
 from backends.errors import TerminalError
 from backends.evidence import about_host, cpu_name
 from backends.openvino import fingerprint
 
-VERSION = "5"  # 5: the CPU plugin is evidence about its host, wherever it runs (backends.evidence)
+VERSION = "6"  # 5: the CPU plugin is evidence about its host (backends.evidence); 6: per-layer profile
 
 
 def _settings(request: StageRequest) -> tuple[Path, Path, dict[str, Any]]:
@@ -40,7 +41,7 @@ def prepare_job(
     inputs: list[Any],
     cfg: dict[str, Any],
 ) -> None:
-    from backends.onnxruntime._evaluate import write_job_samples
+    from backends.onnxruntime._evaluate import profile_runs, write_job_samples
     from backends.runners import write_request
     from backends.runners.benchprog import FORMAT_VERSION
 
@@ -60,6 +61,7 @@ def prepare_job(
             "samples": "samples.npz",
             "sample_inputs": [spec.name for spec in inputs],
             "outputs": "outputs.npz",
+            "profile": {"runs": profile_runs(cfg)},
         },
     )
 
@@ -141,4 +143,45 @@ class OpenVinoEvaluate:
         }
         lat = result["latency_ms"]
         note = f"{ran}: p50 {lat['p50']:.3f} ms, p90 {lat['p90']:.3f} ms, {accuracy.note()}"
-        return StageOutput(report=report, note=note)
+        artifacts = {}
+        profile = record_profile(request, result, Path(model), settings["device"], evidence)
+        if profile is not None:
+            artifacts["profile"] = profiles.write(profile, request.workdir / "profile.json")
+            report["profile"] = profiles.summary(profile)
+        return StageOutput(artifacts=artifacts, report=report, note=note)
+
+
+def record_profile(
+    request: StageRequest, result: dict[str, Any], model: Path, device: str, evidence: str
+) -> dict[str, Any] | None:
+    """OpenVINO's PERF_COUNT layers mapped onto the deployed model, costed, attributed, with suggestions."""
+    import onnx
+
+    from backends.onnxruntime._evaluate import _float_model, _placement
+    from backends.openvino.profile import runtime_layers
+    from backends.profiles.suggest import suggest
+
+    trace = result.get("profile") or {}
+    if not trace.get("available"):
+        return None
+    deployed = onnx.load(str(model), load_external_data=False)
+    layers = runtime_layers(trace, deployed, device)
+    placement = _placement(request)
+    profiles.with_costs(layers, deployed, placement)
+    profile = profiles.build(
+        runtime=f"{result.get('runtime')} {result.get('runtime_version')} {device} plugin",
+        evidence=evidence,
+        how=str(trace.get("how")),
+        layers=layers,
+        runs=list(trace.get("runs") or []),
+        timed_p50_ms=float(result["latency_ms"]["p50"]),
+        target=request.target,
+        device_evidence=f"{evidence}: the layer type and kernel OpenVINO reports (PERF_COUNT)",
+    )
+    profile["suggestions"] = suggest(
+        profile,
+        request.target,
+        float_model=_float_model(request),
+        precision=placement.get("precision") or {},
+    )
+    return profile

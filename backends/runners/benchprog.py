@@ -257,6 +257,55 @@ class OvSession:
         result = self._request.infer(feed)
         return [result[port] for port in self._compiled.outputs]
 
+    @classmethod
+    def profile(
+        cls, model: Path, options: dict[str, Any], feed: dict[str, Any], runs: int, folder: Path
+    ) -> dict[str, Any]:
+        """`runs` iterations on a second compiled model with PERF_COUNT on: per executed layer the median
+        real and CPU time, the layer type, and the kernel that ran it (its name carries the precision
+        it ran in, e.g. "brgconv_avx512_I8")."""
+        import time
+
+        properties = {**dict(options.get("properties", {})), "PERF_COUNT": "YES"}
+        session = cls(model, {**options, "properties": properties})
+        for _ in range(PROFILE_WARMUP):
+            session.infer(feed)
+        per_run: list[dict[str, tuple[float, float]]] = []
+        layers: dict[str, dict[str, Any]] = {}
+        runs_out = []
+        for _ in range(runs):
+            start = time.perf_counter_ns()
+            session.infer(feed)
+            wall = time.perf_counter_ns() - start
+            times: dict[str, tuple[float, float]] = {}
+            for info in session._request.get_profiling_info():
+                if str(info.status).rsplit(".", 1)[-1] != "EXECUTED":
+                    continue
+                layers.setdefault(
+                    info.node_name,
+                    {
+                        "op_type": info.node_type,
+                        "provider": f"openvino:{session.device}",
+                        "exec_type": info.exec_type,
+                    },
+                )
+                times[info.node_name] = (
+                    info.real_time.total_seconds() * 1e6,
+                    info.cpu_time.total_seconds() * 1e6,
+                )
+            per_run.append(times)
+            runs_out.append({"kernels_us": sum(t for t, _ in times.values()), "wall_us": wall / 1e3})
+        out = [
+            {
+                "name": name,
+                **info,
+                "time_us": _median([run.get(name, (0.0, 0.0))[0] for run in per_run]),
+                "cpu_time_us": _median([run.get(name, (0.0, 0.0))[1] for run in per_run]),
+            }
+            for name, info in layers.items()
+        ]
+        return {"layers": out, "runs": runs_out}
+
 
 class RknnLiteSession:
     """rknn-toolkit-lite2 on a Rockchip board (added by the rknn backend): loads the .rknn, binds the
