@@ -1,0 +1,119 @@
+"""Benchmark: what the per-layer profile costs evaluate, side by side in one run, with the ratio.
+Prints; asserts nothing.
+
+    python bench/profile.py [--runs 50] [--profile-runs 20] [--repeat 3]
+
+For the digits CNN and PP-OCR's direction classifier (rapidocr-onnxruntime), each imported with fixed
+shapes, benchprog runs through the local runner (a fresh process, as evaluate runs it) the same
+request twice: without a profile and with one (`"profile": {"runs": N}`), `--repeat` times alternately;
+the table shows the median wall time of each, their ratio, and what the profile measured: the layers'
+summed time against the profiled runs' whole time and against the unprofiled timed p50. The profile runs
+as separate iterations after the timed ones, so the timed latency is the same with or without it; the
+ratio is the evaluate time it adds. Timings on a shared 2-core VM vary: read the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _models(tmp: Path) -> dict[str, Path]:
+    from backends.onnx.importer import import_model
+
+    sys.path.insert(0, str(ROOT / "tests" / "backends" / "onnxruntime"))
+    from ort_helpers import rapidocr_model
+
+    sources = {
+        "digits": (ROOT / "examples" / "digits" / "model.onnx", {"image": [1, 1, 8, 8]}),
+        "ppocr-cls": (rapidocr_model("ch_ppocr_mobile_v2.0_cls_infer.onnx"), {"x": [1, 3, 48, 192]}),
+    }
+    out = {}
+    for name, (source, inputs) in sources.items():
+        model, _ = import_model(source, inputs, lambda _: None)
+        path = tmp / f"{name}.onnx"
+        path.write_bytes(model.SerializeToString(deterministic=True))
+        out[name] = path
+    return out
+
+
+def _run(model: Path, runs: int, profile_runs: int | None) -> tuple[float, dict[str, Any]]:
+    from backends.runners import write_request
+    from backends.runners.local import LocalRunner
+
+    with tempfile.TemporaryDirectory(prefix="npuctl-bench-profile-") as tmp:
+        job = Path(tmp)
+        (job / "model.onnx").write_bytes(model.read_bytes())
+        request: dict[str, Any] = {
+            "format_version": 1,
+            "runtime": "onnxruntime",
+            "model": "model.onnx",
+            "options": {"intra_op_num_threads": 1, "graph_optimization_level": "all"},
+            "warmup": 5,
+            "runs": runs,
+            "seed": 0,
+        }
+        if profile_runs:
+            request["profile"] = {"runs": profile_runs}
+        write_request(job, request)
+        start = time.perf_counter()
+        result = LocalRunner().run(job, 600.0)
+        return time.perf_counter() - start, result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--profile-runs", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, model in _models(Path(tmp)).items():
+            plain, profiled, last = [], [], {}
+            for _ in range(args.repeat):
+                plain.append(_run(model, args.runs, None)[0])
+                seconds, last = _run(model, args.runs, args.profile_runs)
+                profiled.append(seconds)
+            prof = last["profile"]
+            layers = sum(float(x["time_us"]) for x in prof["layers"]) / 1e3
+            run_ms = statistics.median(r["runtime_us"] for r in prof["runs"]) / 1e3
+            rows.append(
+                (
+                    name,
+                    statistics.median(plain),
+                    statistics.median(profiled),
+                    layers,
+                    run_ms,
+                    float(last["latency_ms"]["p50"]),
+                )
+            )
+    print(f"{args.runs} timed runs; profile: {args.profile_runs} separate runs; median of {args.repeat}")
+    head = ("model", "evaluate s", "+profile s", "ratio", "layers ms", "profiled run ms", "timed p50 ms")
+    print("  ".join(f"{h:>15}" for h in head))
+    for name, a, b, layers, run_ms, p50 in rows:
+        values = (
+            name,
+            f"{a:.3f}",
+            f"{b:.3f}",
+            f"{b / a:.2f}x",
+            f"{layers:.4f}",
+            f"{run_ms:.4f}",
+            f"{p50:.4f}",
+        )
+        print("  ".join(f"{v:>15}" for v in values))
+    print(json.dumps({"format_version": 1, "rows": rows}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
