@@ -109,12 +109,22 @@ def to_markdown(results: list[SpecResult], command: str) -> str:
 
 
 def console() -> Console:
-    """A rich console; when output is not a terminal, wide enough that reasons are not folded."""
+    """A rich console; when output is not a terminal, wide enough that reasons are not folded, and with
+    no trailing padding (a piped table's lines end where their text ends)."""
     import sys
 
     from rich.console import Console
 
-    return Console(width=None if sys.stdout.isatty() else 200)
+    if sys.stdout.isatty():
+        return Console()
+
+    class Piped(Console):
+        def print(self, *objects: Any, **kwargs: Any) -> None:
+            with self.capture() as captured:
+                super().print(*objects, **kwargs)
+            click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
+
+    return Piped(width=200, no_color=True, highlight=False)
 
 
 def _columns(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:

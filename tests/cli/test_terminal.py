@@ -38,3 +38,12 @@ def test_a_stalled_spec_keeps_its_bar_where_it_stopped() -> None:
     stuck, fine = (reporter.progress.tasks[reporter.tasks[n]] for n in ("stuck", "fine"))
     assert (stuck.completed, stuck.total) == (3, 7) and "[red]Stalled" in stuck.fields["stage"]
     assert fine.completed == fine.total == 7 and "[green]Healthy" in fine.fields["stage"]
+
+
+def test_piped_tables_end_where_their_text_ends(digits_repo: Path) -> None:
+    assert run_npuctl(digits_repo, "apply").returncode == 0
+    for command in ("status", "audit"):
+        done = run_npuctl(digits_repo, command)
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert lines and not [line for line in lines if line != line.rstrip()], command
