@@ -1,4 +1,5 @@
-"""Chart.js configurations for the report: latency distribution, quantization sensitivity, SLO history.
+"""Chart.js configurations for the report: latency distribution, quantization sensitivity, SLO history,
+time by layer.
 
 Each function returns a plain JSON-able dict (`{"type", "data", "options"}`) that the page hands to
 Chart.js (vendored under static/, 210 KB, so a page stays far below 1 MB and works offline). Returning
@@ -169,6 +170,46 @@ def _point(entry: AuditEntry, name: str) -> dict[str, Any] | None:
     return next(
         (v for v in entry.verdicts if v["name"] == name and v.get("variant") in (None, "default")), None
     )
+
+
+DEVICE_COLORS = {"NPU": BLUE, "CPU": FAIL}
+LAYERS_SHOWN = 40
+
+
+def layers(profile: dict[str, Any]) -> dict[str, Any]:
+    """Time by layer (the slowest LAYERS_SHOWN), one bar each, coloured by where the target runs it:
+    the placement's device where the target has one, else the device that ran it."""
+    rows = sorted(profile.get("layers") or [], key=lambda layer: -float(layer["time_ms"]))[:LAYERS_SHOWN]
+    labels, colors = [], []
+    for layer in rows:
+        nodes = layer.get("onnx_nodes") or []
+        labels.append(f"{nodes[0] if nodes else layer['name']} ({layer.get('op_type')})")
+        device = str(layer.get("placement") or layer.get("device") or "")
+        colors.append(DEVICE_COLORS.get(device.split("/")[0], OTHER))
+    return {
+        "type": "bar",
+        "data": {
+            "labels": labels,
+            "datasets": [
+                {
+                    "label": "time per run (ms)",
+                    "data": [float(layer["time_ms"]) for layer in rows],
+                    "backgroundColor": colors,
+                }
+            ],
+        },
+        "options": {
+            "indexAxis": "y",
+            "plugins": {
+                "title": _title(
+                    f"time by layer, {profile.get('runtime')} ({profile.get('evidence')}); "
+                    "blue: NPU, red: CPU, grey: runtime's own"
+                ),
+                "legend": {"display": False},
+            },
+        },
+        "height": 120 + 22 * len(rows),
+    }
 
 
 def points(config: dict[str, Any]) -> int:

@@ -56,6 +56,8 @@ class ReportData:
     quantize: dict[str, Any] | None = None
     """The quantize record's report (sensitivity table under `auto`, kept layers under `kept`)."""
     quantization_mode: str = "none"
+    profile: dict[str, Any] | None = None
+    """The default variant's per-layer profile (evaluate's profile.json), when its runtime gave one."""
     history: list[AuditEntry] = field(default_factory=list)
     """Oldest first."""
     notes: list[str] = field(default_factory=list)
@@ -187,6 +189,18 @@ def _history(root: Path, spec: LoadedSpec, notes: list[str]) -> list[AuditEntry]
     return list(reversed(entries))
 
 
+def _profile(store: Store, record: Record | None, notes: list[str]) -> dict[str, Any] | None:
+    path = _artifact(store, record, "profile")
+    if path is None:
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        notes.append(f"profile: profile.json unreadable ({exc})")
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def gather(root: Path, spec: LoadedSpec) -> ReportData:
     """Everything the page shows; raises LookupError when the spec has never been applied."""
     layout = Layout(root)
@@ -232,6 +246,7 @@ def gather(root: Path, spec: LoadedSpec) -> ReportData:
         latency = (evaluate.report.get("latency_ms") if evaluate is not None else None) or {}
         if latency.get("samples"):
             data.latency[variant] = latency
+    data.profile = _profile(store, default.get("evaluate"), notes)
     if default and not data.latency:
         notes.append("latency: the evaluate record has no raw samples")
     quantize = default.get("quantize")

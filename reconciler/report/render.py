@@ -28,7 +28,9 @@ def chartjs() -> str:
 
 def chart_configs(data: ReportData) -> dict[str, list[dict[str, Any]]]:
     """Section -> the Chart.js configs it shows (empty when the section has no data)."""
-    out: dict[str, list[dict[str, Any]]] = {"latency": [], "history": [], "sensitivity": []}
+    out: dict[str, list[dict[str, Any]]] = {"latency": [], "history": [], "sensitivity": [], "profile": []}
+    if data.profile and data.profile.get("layers"):
+        out["profile"] = [charts.layers(data.profile)]
     if data.latency:
         out["latency"] = [charts.latency(data.latency, data.verdicts)]
     if data.history:

@@ -89,6 +89,7 @@ def test_every_chart_is_fed_with_data_points(report_repo: Path, monkeypatch: obj
         "latency": True,
         "history": True,
         "sensitivity": True,
+        "profile": True,
     }
     for section, charts in configs.items():
         for chart in charts:
@@ -103,3 +104,26 @@ def test_every_chart_is_fed_with_data_points(report_repo: Path, monkeypatch: obj
         p["y"] for d in configs["latency"][0]["data"]["datasets"] if d["type"] == "bar" for p in d["data"]
     )
     assert runs == sum(len(v["samples"]) for v in data.latency.values())
+
+
+def test_the_profile_chart_draws_the_slowest_layers_and_the_page_holds_the_suggestions(
+    report_repo: Path, tmp_path: Path
+) -> None:
+    import pytest
+
+    from reconciler.report.data import gather
+    from reconciler.report.render import chart_configs, html
+    from reconciler.spec import load
+
+    mp = pytest.MonkeyPatch()
+    mp.chdir(report_repo)
+    try:
+        data = gather(report_repo, load(report_repo / "specs" / "digits.yaml", report_repo))
+    finally:
+        mp.undo()
+    assert data.profile is not None
+    (chart,) = chart_configs(data)["profile"]
+    expected = sorted((float(x["time_ms"]) for x in data.profile["layers"]), reverse=True)[:40]
+    assert chart["data"]["datasets"][0]["data"] == expected
+    page = html(data)
+    assert "Per-layer profile" in page and "Suggestions" in page and "utilisation (estimated" in page
