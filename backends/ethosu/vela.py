@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from backends import profiles
 from backends.base import StageOutput, StageRequest
 from backends.catalog import Target
 from backends.child import python_argv
@@ -248,7 +249,7 @@ def vela_measurements(record: Mapping[str, Any], size_bytes: int) -> dict[str, d
 class VelaEvaluate(TfliteEvaluate):
     """LiteRT accuracy of the int8 TFLite on this host, and vela's estimates for time and memory."""
 
-    version = "1-vela"
+    version = "2-vela"  # 2: vela's per-layer cycles as a profile (profile.json)
 
     def fingerprint(self) -> dict[str, str]:
         return {**fingerprint(), **tflite_fingerprint()}
@@ -261,9 +262,43 @@ class VelaEvaluate(TfliteEvaluate):
         record = json.loads(Path(report_file).read_text())
         found.update(vela_measurements(record, Path(vela_model).stat().st_size))
         report["vela"] = {"summary": record["summary"], "placement": record["placement"]}
+        artifacts = {}
+        profile = vela_profile(record, request)
+        if profile is not None:
+            artifacts["profile"] = profiles.write(profile, request.workdir / "profile.json")
+            report["profile"] = profiles.summary(profile)
         accuracy = report["accuracy"]
         note = (
             f"LiteRT {accuracy['metric']} {accuracy['accuracy']:.4f} (float {accuracy['reference']:.4f}); "
             f"vela {found['latency_ms.p50']['value']:.3f} ms estimated"
         )
-        return StageOutput(report={**report, "measurements": found}, note=note)
+        return StageOutput(artifacts=artifacts, report={**report, "measurements": found}, note=note)
+
+
+def vela_profile(record: Mapping[str, Any], request: StageRequest) -> dict[str, Any] | None:
+    """vela's per-layer cycles as a profile (backends.profiles), or None when it wrote no per-layer table."""
+    import onnx
+
+    from backends.profiles.cycles import layers_from_cycles
+
+    rows, summary = record.get("per_layer") or [], record.get("summary") or {}
+    if not rows or not summary.get("core_clock"):
+        return None
+    model = request.inputs.get("model")
+    try:  # the quantize output may be the converter's bundle, not an ONNX: then layers stay unmapped
+        deployed = onnx.load(str(model), load_external_data=False) if model is not None else None
+    except Exception:  # onnx raises protobuf's DecodeError (or others) on a non-ONNX file
+        deployed = None
+    source = str((record.get("placement") or {}).get("source", "vela"))
+    layers = layers_from_cycles(rows, float(summary["core_clock"]), deployed)
+    return profiles.build(
+        runtime=source,
+        evidence="estimated: vela",
+        how=f"{source}'s performance model, per operator (nothing ran): cycles at "
+        f"{float(summary['core_clock']) / 1e6:g} MHz",
+        layers=layers,
+        runs=[],
+        timed_p50_ms=None,
+        target=request.target,
+        device_evidence="estimated: vela's placement of each operator",
+    )

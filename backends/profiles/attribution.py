@@ -39,15 +39,16 @@ def _peak_ops(layer: Mapping[str, Any], target: Any) -> tuple[float, str]:
 def roofline(layer: Mapping[str, Any], target: Any) -> dict[str, Any]:
     """Compute- or memory-bound on the target, the roofline time, and how close the layer came to it."""
     peak, peak_name = _peak_ops(layer, target)
-    compute_ms = 2.0 * float(layer.get("macs") or 0) / peak * 1e3
-    memory_ms = float(layer.get("bytes") or 0) / (float(target.bandwidth_gbps) * 1e9) * 1e3
+    bandwidth = float(target.bandwidth_gbps) * 1e9
+    compute_ms = 2.0 * float(layer.get("macs") or 0) / peak * 1e3 if peak > 0 else 0.0
+    memory_ms = float(layer.get("bytes") or 0) / bandwidth * 1e3 if bandwidth > 0 else 0.0
     bound_ms = max(compute_ms, memory_ms)
     time_ms = float(layer["time_ms"])
     return {
         "bound": "compute" if compute_ms >= memory_ms and compute_ms > 0 else "memory",
         "roofline_ms": round(bound_ms, 6),
         "achieved_of_roofline": round(bound_ms / time_ms, 4) if time_ms > 0 else None,
-        "utilisation_estimate": round(compute_ms / time_ms, 4) if time_ms > 0 else None,
+        "utilisation_estimate": round(compute_ms / time_ms, 4) if time_ms > 0 and peak > 0 else None,
         "peak": peak_name,
     }
 
@@ -109,7 +110,9 @@ def attribute(profile: Mapping[str, Any], target: Any) -> dict[str, Any]:
         "fallback_layers": [x["name"] for x in fallback],
         "top": top,
         "op_types": dict(sorted(by_op.items(), key=lambda kv: -kv[1]["time_ms"])),
-        "utilisation_estimate": round(2.0 * macs / (total / 1e3 * peak), 4) if total > 0 else None,
+        "utilisation_estimate": round(2.0 * macs / (total / 1e3 * peak), 4)
+        if total > 0 and peak > 0
+        else None,
         "utilisation_peak": peak_name,
         "utilisation_note": UTILISATION_NOTE,
     }

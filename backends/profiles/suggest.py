@@ -79,7 +79,8 @@ def sensitive_rule(profile: Mapping[str, Any], target: Any) -> dict[str, Any] | 
     layers = list(profile.get("layers") or [])
     if not any(layer.get("precision") == "int8" for layer in layers):
         return None
-    ratio = float(target.peak_tops_fp16) / float(target.peak_tops_int8) if target.peak_tops_int8 else 1.0
+    fp16, int8 = float(target.peak_tops_fp16), float(target.peak_tops_int8)
+    ratio = fp16 / int8 if fp16 > 0 and int8 > 0 else 1.0
     floats = [
         layer
         for layer in layers
