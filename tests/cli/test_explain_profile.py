@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema
 import onnx
+
+from tests.conftest import ROOT
 
 
 def test_explain_profile_shows_the_layers_of_the_deployed_model(digits_repo: Path, npuctl) -> None:
@@ -14,6 +17,7 @@ def test_explain_profile_shows_the_layers_of_the_deployed_model(digits_repo: Pat
     shown = npuctl(digits_repo, "explain", "specs/digits.yaml", "--profile", "--json")
     assert shown.returncode == 0, shown.stderr
     payload = json.loads(shown.stdout)
+    jsonschema.validate(payload, json.loads((ROOT / "schemas" / "explain-profile.schema.json").read_text()))
     profile = payload["profiles"]["default"]
     billed = {name for layer in profile["layers"] for name in layer["onnx_nodes"]}
     model = onnx.load(str(digits_repo / "models" / "digits.onnx"))
@@ -31,3 +35,5 @@ def test_explain_profile_without_a_build_says_why(digits_repo: Path, npuctl) -> 
     shown = npuctl(digits_repo, "explain", "specs/digits.yaml", "--profile")
     assert shown.returncode == 0
     assert "no profile" in shown.stdout
+    payload = json.loads(npuctl(digits_repo, "explain", "specs/digits.yaml", "--profile", "--json").stdout)
+    jsonschema.validate(payload, json.loads((ROOT / "schemas" / "explain-profile.schema.json").read_text()))
