@@ -50,7 +50,30 @@ def guess(model: Path) -> Guess:
 
 
 def _run_once(model: Path) -> list[tuple[str, Dims]] | None:
-    """Output shapes of one run on zeros, dynamic dims at 1 (first) or 64: None when it cannot run."""
+    """Output shapes of one run on zeros, in a child process (a model that crashes ONNX Runtime must not
+    take `npuctl init` down): None when it cannot run."""
+    import tempfile
+
+    from backends.child_call import Child, Unloadable
+    from backends.errors import BackendError
+
+    child = Child()
+    try:
+        with tempfile.TemporaryDirectory(prefix="npuctl-guess-") as tmp:
+            found = child.call(
+                "backends.tasks.guess:output_shapes", str(model), Path(tmp) / "run.log", "onnxruntime"
+            )
+    except (BackendError, Unloadable):
+        return None
+    finally:
+        child.close()
+    if found is None:
+        return None
+    return [(str(name), tuple(dims)) for name, dims in found]
+
+
+def output_shapes(model: str) -> list[tuple[str, Dims]] | None:
+    """(the child's side) output shapes of one run on zeros, dynamic dims at 1 (first) or 64."""
     try:
         import numpy as np
         import onnxruntime as ort

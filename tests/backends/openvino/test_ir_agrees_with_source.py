@@ -41,7 +41,7 @@ spec:
   quantization:
     mode: ptq
     calibration: {data: ../data/frames, samples: 16}
-  evaluate: {data: ../data/frames, warmup: 1, runs: 2}
+  evaluate: {data: ../data/eval, warmup: 1, runs: 2}
 """
 
 
@@ -65,8 +65,12 @@ def test_intel_npu_ir_of_yolox_agrees_with_its_nncf_onnx(git_repo: Path, tmp_pat
     frames_dir.mkdir(parents=True)
     frames, _ = text_frames(16, SIZE, 5, seed=0)
     feeds = [f.astype(np.float32).transpose(2, 0, 1)[None] for f in frames]
+    eval_dir = git_repo / "data" / "eval"  # a few frames: evaluate and the compile check read them
+    eval_dir.mkdir()
     for i, feed in enumerate(feeds):
         np.save(frames_dir / f"{i:03d}.npy", feed)
+        if i < 4:
+            np.save(eval_dir / f"{i:03d}.npy", feed)
     (git_repo / "specs" / "yolox.yaml").write_text(SPEC)
     git(git_repo, "add", "-A")
     git(git_repo, "commit", "-qm", "yolox")
