@@ -157,6 +157,10 @@ def _walk_back(
     return sorted(names)
 
 
+RUNTIME_OPS = frozenset({"ReorderInput", "ReorderOutput", "MemcpyFromHost", "MemcpyToHost"})
+"""Ops ORT inserts itself (layout reorders, copies between providers): no ONNX node to map them to. Any
+other layer without ONNX nodes is one the mapping could not place, and stays `inserted: false`."""
+
 INTEGER_KERNELS = ("QLinear", "ConvInteger", "MatMulInteger", "DynamicQuantize")
 
 
@@ -187,7 +191,7 @@ def runtime_layers(trace: dict[str, Any], artifact: Path, model_path: Path) -> l
                 "name": name,
                 "op_type": layer.get("op_type"),
                 "onnx_nodes": mapping.get(name, []) if name in known else [],
-                "inserted": name in known and not mapping.get(name),
+                "inserted": not mapping.get(name) and str(layer.get("op_type")) in RUNTIME_OPS,
                 "device": "CPU" if provider in ("", "CPUExecutionProvider") else "NPU",
                 "executed_by": provider or "unknown",
                 "precision": executed_precision(str(layer.get("op_type") or ""), layer.get("output_type")),

@@ -1,7 +1,8 @@
 """Per-layer profiles: one format every runtime's profiler is mapped into, and what evaluate records.
 
 profile.json (an evaluate artifact; the lock file carries only its digest and the report a summary):
-    {"format_version": 1, "runtime", "evidence", "how", "runs",
+    {"format_version": 1, "runtime", "evidence", "how", "runs", "per_run": [{"kernels_us", "runtime_us",
+     "wall_us"}] (each profiled run: its kernels' sum, the runtime's and the wall time of the whole run),
      "latency_ms": {"timed_p50": unprofiled p50 of the same evaluate, "profiled_p50": wall time of the
                     profiled runs, "runtime_p50": the runtime's own whole-run time (when it gives one)},
      "layers": [{"name", "op_type", "onnx_nodes": [...], "inserted", "device", "executed_by", "precision",
@@ -83,6 +84,7 @@ def build(
         "evidence": evidence,
         "how": how,
         "runs": len(runs),
+        "per_run": runs,
         "latency_ms": latency,
         "layers": sorted(layers, key=lambda layer: -float(layer["time_ms"])),
         "evidence_of": {

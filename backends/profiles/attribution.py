@@ -86,6 +86,7 @@ def attribute(profile: Mapping[str, Any], target: Any) -> dict[str, Any]:
         {
             "name": layer["name"],
             "onnx_nodes": layer.get("onnx_nodes") or [],
+            "inserted": bool(layer.get("inserted")),
             "op_type": layer.get("op_type"),
             "device": layer.get("device"),
             "placement": layer.get("placement"),
@@ -108,6 +109,7 @@ def attribute(profile: Mapping[str, Any], target: Any) -> dict[str, Any]:
             "top10": _share(sum(float(x["time_ms"]) for x in ordered[:TOP]), total),
         },
         "fallback_layers": [x["name"] for x in fallback],
+        "unmapped_layers": sum(1 for x in layers if not x.get("onnx_nodes") and not x.get("inserted")),
         "top": top,
         "op_types": dict(sorted(by_op.items(), key=lambda kv: -kv[1]["time_ms"])),
         "utilisation_estimate": round(2.0 * macs / (total / 1e3 * peak), 4)

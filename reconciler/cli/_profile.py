@@ -108,7 +108,8 @@ def _layer_name(layer: dict[str, Any]) -> str:
     """The ONNX nodes a runtime layer ran (its own name is often the runtime's, e.g. a fused kernel)."""
     nodes = list(layer.get("onnx_nodes") or [])
     if not nodes:
-        return f"{layer['name']} (runtime's own)"
+        why = "runtime's own" if layer.get("inserted") else "not mapped"
+        return f"{layer['name']} ({why})"
     return ", ".join(nodes[:4]) + (f" +{len(nodes) - 4}" if len(nodes) > 4 else "")
 
 

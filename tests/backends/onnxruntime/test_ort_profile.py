@@ -70,11 +70,16 @@ def test_every_onnx_compute_node_is_billed_to_exactly_one_runtime_layer(digits_b
 
 
 def test_layer_times_sum_to_the_same_runs_whole_latency(digits_batch) -> None:
-    """The layers' times (summed here) within 15 % of the whole-run time ORT measured for the same runs."""
+    """In each profiled run, the layers' kernel times (summed by benchprog per run) within 15 % of the
+    whole-run time ORT measured for that same run (the median run's ratio, so a preempted run does not
+    decide); and the per-layer medians of the record add up to the median run's kernels."""
     _, profile, _ = digits_batch
+    ratios = sorted(r["kernels_us"] / r["runtime_us"] for r in profile["per_run"])
+    ratio = ratios[len(ratios) // 2]
+    assert 0.85 <= ratio <= 1.0, ratios
     layers_sum = sum(float(layer["time_ms"]) for layer in profile["layers"])
-    whole = float(profile["latency_ms"]["runtime_p50"])
-    assert abs(layers_sum - whole) / whole < 0.15, (layers_sum, whole)
+    kernels = sorted(r["kernels_us"] / 1e3 for r in profile["per_run"])
+    assert kernels[0] <= layers_sum <= kernels[-1]
     assert profile["evidence"] == "measured:host"
     assert "separate iterations" in profile["how"] and "without the profiler" in profile["how"]
 
