@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 from ort_helpers import compile_model
 
@@ -84,7 +85,11 @@ def test_a_dominant_fallback_is_met_first_by_the_rewrite_and_is_gone_after_it(tm
     assert biggest["placement"] == "CPU", "the fallback is the layer that costs most"
     found = suggest(profile, target("rk3588"), float_model=model, precision=report["precision"])
     assert found and found[0]["field"] == "rewrite.replace_unsupported"
-    assert 0 < found[0]["expected_gain_ms"] <= sum(float(x["time_ms"]) for x in fallback) + 1.0
+    first = found[0]
+    assert 0 < first["from_layers_ms"] <= sum(float(x["time_ms"]) for x in fallback)
+    assert first["expected_gain_ms"] == pytest.approx(
+        first["from_layers_ms"] + first["from_crossings_ms"], abs=1e-5
+    )
     assert found[0]["evidence"].startswith("estimated")
 
     rewritten = rewrite_model(
