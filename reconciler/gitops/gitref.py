@@ -98,8 +98,15 @@ class Snapshot:
         self.close()
 
     def display(self, text: str) -> str:
-        """A message mentioning snapshot paths, rewritten as `REF:relative/path`."""
-        return text.replace(str(self.root) + os.sep, f"{self.ref}:")
+        """A message mentioning snapshot paths, rewritten as `REF:relative/path`. The snapshot may lie
+        under the working directory (temporary files live in .npuctl/tmp), so messages can name it
+        relative to it too."""
+        out = text.replace(str(self.root) + os.sep, f"{self.ref}:")
+        try:
+            relative = str(self.root.relative_to(Path.cwd().resolve()))
+        except ValueError:
+            return out
+        return out.replace(relative + os.sep, f"{self.ref}:")
 
 
 def snapshot(repo: git.Repo, ref: str) -> Snapshot:
