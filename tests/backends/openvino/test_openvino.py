@@ -114,7 +114,10 @@ def test_evaluate_measures_the_ir_and_says_where(tmp_path: Path, digits: Path) -
     npu = "NPU" in ov.Core().available_devices
     assert m["latency_ms.p90"]["evidence"] == ("measured:device" if npu else "measured:host")
     if not npu:
-        assert m["latency_ms.p90"]["detail"].startswith("OpenVINO CPU plugin, f32; target NPU not present")
+        detail = m["latency_ms.p90"]["detail"]  # evidence about this host's CPU, named, not the NPU
+        assert detail.startswith("OpenVINO CPU plugin on ") and ", not the NPU" in detail, detail
+        assert "OpenVINO CPU plugin, f32, on this host; target NPU not used" in detail
+        assert m["latency_ms.p90"]["on_target"] is False
     assert m["accuracy"]["value"] > 0.9 and m["accuracy.reference"]["evidence"] == "measured:host"
     assert abs(m["accuracy"]["value"] - m["accuracy.reference"]["value"]) < 0.01, "f32 IR == float ONNX"
     assert out.report["runtime"]["runtime"] == "openvino"
