@@ -145,7 +145,17 @@ def members(base: Path, root: Path | None, suffixes: Iterable[str] | None = None
     return out
 
 
-STATE_ENTRIES = ("store", "state.db", "state.db-wal", "state.db-shm", "logs", "locks", "tmp", "cache", "corrupt")
+STATE_ENTRIES = (
+    "store",
+    "state.db",
+    "state.db-wal",
+    "state.db-shm",
+    "logs",
+    "locks",
+    "tmp",
+    "cache",
+    "corrupt",
+)
 
 
 def check_state_dir(state_dir: Path) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from backends import profiles, tasks
+from backends import tasks
 from backends.base import StageOutput, StageRequest
 from backends.errors import TerminalError
 from backends.evidence import about_host, cpu_name
@@ -82,6 +82,8 @@ class EvaluatePass:
         artifacts = {}
         profile = record_profile(request, result, artifact, model, runner.evidence)
         if profile is not None:
+            from backends import profiles  # imports onnx: only once a profile exists
+
             artifacts["profile"] = profiles.write(profile, request.workdir / "profile.json")
             report["profile"] = profiles.summary(profile)
         return StageOutput(artifacts=artifacts, report=report, note=note)
@@ -94,6 +96,7 @@ def record_profile(
     gave no profile (an older benchprog on a device)."""
     import onnx
 
+    from backends import profiles
     from backends.onnxruntime._profile import runtime_layers
     from backends.profiles.suggest import suggest
 

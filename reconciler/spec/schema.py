@@ -30,7 +30,9 @@ def schema(plugins: bool = False) -> dict[str, Any]:
     """The JSON Schema of a deployment spec file (the YAML, read as JSON): complete specs, specs with
     `extends` and `kind: DeploymentBase` files (see _schema_shape)."""
     body = language_schema(
-        Deployment.model_json_schema(by_alias=True, mode="validation"), _targets(plugins), _backend_options(plugins)
+        Deployment.model_json_schema(by_alias=True, mode="validation"),
+        _targets(plugins),
+        _backend_options(plugins),
     )
     body["$schema"] = DRAFT
     body["$id"] = SCHEMA_ID
