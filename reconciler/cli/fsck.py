@@ -50,6 +50,10 @@ def command(check_only: bool, fmt: str, as_json: bool) -> int:
         click.echo(f"not a store object: {line}")
     for line in report.missing:
         click.echo(f"missing: {line}")
+    if report.lock_only:
+        click.echo(
+            f"{report.lock_only} object(s) recorded only in the lock files (built elsewhere; not needed here yet)"
+        )
     if rebuilt is not None:
         click.echo(f"rebuilt {len(rebuilt)} stages: {', '.join(rebuilt) or 'none'}")
     click.echo("ok" if repaired else "NOT ok")
