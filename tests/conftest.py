@@ -99,3 +99,13 @@ def run_npuctl(
 @pytest.fixture
 def npuctl() -> Callable[..., subprocess.CompletedProcess[str]]:
     return run_npuctl
+
+
+TIMING_SENSITIVE = ("tests/watch/", "tests/e2e/test_crash_and_concurrency.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The watch loop's debounce windows and the concurrent-apply test measure real time: run them first,
+    before the process carries the caches, threads and temporary files of a thousand other tests
+    (late in a full run they failed where they pass alone)."""
+    items.sort(key=lambda item: 0 if item.nodeid.startswith(TIMING_SENSITIVE) else 1)

@@ -6,6 +6,7 @@ transaction intact. A record is inserted only after its artifacts are durably in
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import sqlite3
@@ -94,10 +95,25 @@ def _dumps(value: Any) -> str:
 
 class Database:
     def __init__(self, path: Path) -> None:
-        try:
-            self._open(path)
-        except sqlite3.Error as exc:  # a full or read-only disk: name the file
-            raise OSError(errno.EIO, f"cannot open the state database: {exc}", str(path)) from exc
+        for attempt in range(100):
+            try:
+                self._open(path)
+                return
+            except sqlite3.OperationalError as exc:
+                # Switching a new database to WAL needs a moment alone with it, and SQLite answers
+                # "locked" at once, without its busy handler, when another process is opening it too.
+                if "locked" not in str(exc) or attempt == 99:
+                    raise OSError(errno.EIO, f"cannot open the state database: {exc}", str(path)) from exc
+                self._close_quietly()
+                time.sleep(0.05)
+            except sqlite3.Error as exc:  # a full or read-only disk: name the file
+                raise OSError(errno.EIO, f"cannot open the state database: {exc}", str(path)) from exc
+
+    def _close_quietly(self) -> None:
+        conn = getattr(self, "conn", None)
+        if conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
 
     def _open(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
