@@ -50,6 +50,22 @@ def find_spec(spec: str, root: Path) -> Path | None:
     return None
 
 
+def spec_lock(spec: str, command: str) -> tuple[Path, dict[str, Any]] | None:
+    """(repository root, lock file) of the spec named or pointed at; None after saying why on stderr."""
+    from reconciler.state import lockfile
+
+    root = find_root(Path.cwd())
+    path = find_spec(spec, root)
+    if path is None:
+        click.echo(f"npuctl {command}: no spec file or spec named {spec!r}", err=True)
+        return None
+    lock = lockfile.read(Layout.lock_file(path))
+    if lock is None:
+        click.echo(f"npuctl {command}: {spec}: no lock file: run `npuctl apply` first", err=True)
+        return None
+    return root, lock
+
+
 def chosen_format(fmt: str, as_json: bool) -> str:
     return "json" if as_json else fmt
 

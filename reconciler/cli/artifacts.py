@@ -15,19 +15,13 @@ from reconciler.cli import _common
 @_common.output_options(markdown=False)
 def command(spec: str, fmt: str, as_json: bool) -> int:
     from reconciler.engine.export import ExportError, deployables, primary
-    from reconciler.repo import Layout, find_root
-    from reconciler.state import lockfile
+    from reconciler.repo import Layout
     from reconciler.state.store import Store
 
-    root = find_root(Path.cwd())
-    path = _common.find_spec(spec, root)
-    if path is None:
-        click.echo(f"npuctl artifacts: no spec file or spec named {spec!r}", err=True)
+    found_lock = _common.spec_lock(spec, "artifacts")
+    if found_lock is None:
         return 1
-    lock = lockfile.read(Layout.lock_file(path))
-    if lock is None:
-        click.echo(f"npuctl artifacts: {spec}: no lock file: run `npuctl apply` first", err=True)
-        return 1
+    root, lock = found_lock
     try:
         found = deployables(lock, Store(Layout(root).store))
     except ExportError as exc:

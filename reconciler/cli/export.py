@@ -14,19 +14,13 @@ from reconciler.cli import _common
 @click.argument("dest", type=click.Path(path_type=Path))
 def command(spec: str, dest: Path) -> int:
     from reconciler.engine.export import ExportError, deployables, export
-    from reconciler.repo import Layout, find_root
-    from reconciler.state import lockfile
+    from reconciler.repo import Layout
     from reconciler.state.store import Store
 
-    root = find_root(Path.cwd())
-    path = _common.find_spec(spec, root)
-    if path is None:
-        click.echo(f"npuctl export: no spec file or spec named {spec!r}", err=True)
+    found_lock = _common.spec_lock(spec, "export")
+    if found_lock is None:
         return 1
-    lock = lockfile.read(Layout.lock_file(path))
-    if lock is None:
-        click.echo(f"npuctl export: {spec}: no lock file: run `npuctl apply` first", err=True)
-        return 1
+    root, lock = found_lock
     try:
         written = export(
             deployables(lock, Store(Layout(root).store)), dest, str(lock.get("spec")), str(lock.get("target"))
