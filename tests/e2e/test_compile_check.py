@@ -3,8 +3,9 @@ naming both numbers and the log), never an accuracy verdict.
 
 The broken compile is the real onnxruntime compile pass with its artifact sabotaged after it was
 written: the float weights of the largest initializer are scaled inside the .ort bytes. The sabotage
-is a class of this test module, which the stage child cannot import, so the engine runs it in its
-own process (where the monkeypatch lives) and the real check runs on the sabotaged artifact."""
+wraps the implementation in a class made at run time, which cannot be sent to the stage child, so
+the engine runs it in its own process (where the monkeypatch lives) and the real check runs on the
+sabotaged artifact."""
 
 from __future__ import annotations
 
@@ -28,19 +29,24 @@ from reconciler.spec import check
 from tests.conftest import DIGITS_SPEC, copy_digits
 
 
-class InProcess:
-    """The real implementation, wrapped by a class the child interpreter cannot import."""
+def in_process(inner: Any) -> Any:
+    """The real implementation wrapped by a class made at run time: it cannot be pickled by
+    reference, so the engine runs it in its own process (where the monkeypatch lives) whatever the
+    child interpreter could import."""
 
-    def __init__(self, inner: Any) -> None:
-        self.inner, self.stage, self.version = inner, inner.stage, inner.version
+    class InProcess:
+        def __init__(self) -> None:
+            self.inner, self.stage, self.version = inner, inner.stage, inner.version
 
-    def fingerprint(self) -> dict[str, str]:
-        found: dict[str, str] = self.inner.fingerprint()
-        return found
+        def fingerprint(self) -> dict[str, str]:
+            found: dict[str, str] = self.inner.fingerprint()
+            return found
 
-    def run(self, request: StageRequest) -> StageOutput:
-        output: StageOutput = self.inner.run(request)
-        return output
+        def run(self, request: StageRequest) -> StageOutput:
+            output: StageOutput = self.inner.run(request)
+            return output
+
+    return InProcess()
 
 
 def _sabotage(source: Path, artifact: Path) -> None:
@@ -69,7 +75,7 @@ def test_a_compile_that_changes_the_numbers_fails_the_compile_stage(
 
     def implementation(target: Any, stage: str, override: str | None = None) -> Any:
         impl = real_impl(target, stage, override)
-        return InProcess(impl) if stage == "compile" else impl
+        return in_process(impl) if stage == "compile" else impl
 
     monkeypatch.setattr(_compile, "compile_ort", compile_then_break)
     monkeypatch.setattr(registry, "implementation", implementation)
