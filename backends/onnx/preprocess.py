@@ -506,7 +506,7 @@ def verify(original: onnx.ModelProto, built: onnx.ModelProto, plan: Plan, raw: n
     """Max abs difference between the built model on `raw` and NumPy preprocessing + the original model."""
     import numpy as np
 
-    from backends.onnx.rewrite import random_feeds, run_model
+    from backends.onnx.rewrite_verify import random_feeds, run_model
 
     feeds = random_feeds(original)
     feeds[plan.input] = reference_input(plan, raw)

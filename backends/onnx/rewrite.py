@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 from backends.base import StageOutput, StageRequest
 from backends.errors import TerminalError
 from backends.onnx import placement as P
+from backends.onnx.graph_edit import apply_matches, name_nodes
+from backends.onnx.rewrite_verify import State, Verifier
 from backends.onnx.rewrites import CLEANUP, FUSION, REPLACE, Context, Match, Rewrite, registry
 
 if TYPE_CHECKING:
@@ -29,9 +31,7 @@ if TYPE_CHECKING:
 
     from backends.catalog import Target
     from backends.onnx.estimate import Precision
-    from backends.onnx.facts import Facts
 
-TOLERANCE = 1e-4
 REPORT_NODES = 50
 """At most this many matched node names per rewrite in the stage report (the count is always exact)."""
 Logger = Callable[[str], None]
@@ -88,241 +88,6 @@ def _rewrite_config(config: Mapping[str, Any]) -> dict[str, Any]:
 def dump_json(data: Any) -> str:
     """Deterministic JSON (sorted keys, fixed indentation, trailing newline)."""
     return json.dumps(data, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
-
-
-# ---------------------------------------------------------------- applying matches
-
-
-def apply_matches(model: onnx.ModelProto, matches: Sequence[Match]) -> onnx.ModelProto:
-    """A copy of `model` with `matches` applied, topologically sorted, dead nodes removed."""
-    import onnx
-
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    g = out.graph
-    remove: set[int] = set()
-    renames: dict[str, str] = {}
-    added: list[onnx.NodeProto] = []
-    for m in matches:
-        remove.update(m.nodes)
-        added.extend(m.new_nodes)
-        renames.update(m.renames)
-        g.initializer.extend(m.initializers)
-    kept = [n for i, n in enumerate(g.node) if i not in remove]
-    nodes = kept + added
-    if renames:
-        outputs = {o.name for o in g.output}
-        for n in nodes:
-            for k, name in enumerate(n.input):
-                n.input[k] = _resolve(name, renames)
-        for key, value in renames.items():
-            if key in outputs:
-                _rename_output(nodes, g, key, _resolve(value, renames))
-    del g.node[:]
-    g.node.extend(topo_sort(nodes, {v.name for v in g.input} | {t.name for t in g.initializer}))
-    remove_dead(out)
-    del g.value_info[:]
-    return out
-
-
-def _resolve(name: str, renames: Mapping[str, str]) -> str:
-    seen = 0
-    while name in renames and seen < 100:
-        name = renames[name]
-        seen += 1
-    return name
-
-
-def _rename_output(nodes: list[onnx.NodeProto], g: onnx.GraphProto, output: str, source: str) -> None:
-    """Keeps a graph output's name when the node producing it was removed: add an Identity."""
-    from onnx import helper
-
-    nodes.append(helper.make_node("Identity", [source], [output], name=f"{output}/keep_output"))
-
-
-def topo_sort(nodes: Sequence[onnx.NodeProto], available: set[str]) -> list[onnx.NodeProto]:
-    """Stable topological order: among ready nodes, the one earliest in `nodes` first."""
-    import heapq
-
-    producer: dict[str, int] = {}
-    for i, n in enumerate(nodes):
-        for o in n.output:
-            if o:
-                producer[o] = i
-    waiting: dict[int, int] = {}
-    users: dict[int, list[int]] = {}
-    for i, n in enumerate(nodes):
-        deps = {producer[t] for t in n.input if t and t in producer and t not in available}
-        deps.discard(i)
-        waiting[i] = len(deps)
-        for d in deps:
-            users.setdefault(d, []).append(i)
-    ready = [i for i, c in waiting.items() if c == 0]
-    heapq.heapify(ready)
-    out: list[onnx.NodeProto] = []
-    while ready:
-        i = heapq.heappop(ready)
-        out.append(nodes[i])
-        for u in users.get(i, []):
-            waiting[u] -= 1
-            if waiting[u] == 0:
-                heapq.heappush(ready, u)
-    if len(out) != len(nodes):
-        raise TerminalError("rewrite produced a cycle in the graph (a bug in a rewrite)")
-    return out
-
-
-def remove_dead(model: onnx.ModelProto) -> int:
-    """Removes nodes whose outputs nobody reads and initializers nobody uses; returns nodes removed."""
-    g = model.graph
-    needed = {o.name for o in g.output}
-    keep: list[onnx.NodeProto] = []
-    for n in reversed(list(g.node)):
-        if any(o in needed for o in n.output if o):
-            keep.append(n)
-            needed.update(t for t in n.input if t)
-    removed = len(g.node) - len(keep)
-    if removed:
-        del g.node[:]
-        g.node.extend(reversed(keep))
-    used = needed
-    inits = [t for t in g.initializer if t.name in used]
-    if len(inits) != len(g.initializer):
-        del g.initializer[:]
-        g.initializer.extend(inits)
-    return removed
-
-
-def name_nodes(model: onnx.ModelProto) -> None:
-    """Gives every node its stable identifier as a name, so names survive rewrites that move indexes."""
-    from backends.onnx.facts import name_nodes as give_names
-
-    give_names(model)
-
-
-# ---------------------------------------------------------------- numeric verification
-
-
-class Verifier:
-    """Compares a candidate with the model before it on fixed seeded inputs: the graph outputs (max abs
-    diff <= TOLERANCE) and the tensors at the boundary of every replaced region (<= TOLERANCE relative to
-    the tensor's magnitude). Boundary tensors catch a wrong rewrite that later layers hide (a sigmoid
-    saturated by random inputs, for instance)."""
-
-    def __init__(self, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray] | None = None) -> None:
-        self.feeds = dict(feeds) if feeds is not None else random_feeds(model)
-        self.reference = run_model(model, self.feeds)
-        self.last: list[np.ndarray] = self.reference
-        """Graph outputs of the last accepted candidate."""
-        self._pending: list[np.ndarray] = self.reference
-
-    def check(
-        self, before: _State, candidate: onnx.ModelProto, matches: Sequence[Match] = ()
-    ) -> tuple[bool, float]:
-        """(within tolerance, max abs diff of the graph outputs against the model before).
-
-        With `matches`, the tensors each match rewrites in place are compared too: the candidate is run
-        with them (and the replaced regions' inputs) as extra outputs, and the replaced nodes alone are
-        re-run on those inputs to give the values the model before computed (a small session instead of
-        the whole model); when a region input vanished from the candidate, the whole model before runs.
-        """
-        import numpy as np
-
-        outputs = {o.name for o in before.model.graph.output}
-        boundary = sorted(set(_boundary(before, matches)) - outputs)
-        region_inputs = sorted(_region_inputs(before, matches) - outputs) if boundary else []
-        n_out = len(before.model.graph.output)
-        try:
-            got = run_model(candidate, self.feeds, boundary + region_inputs)
-        except Exception:  # a rewrite that breaks the model fails verification
-            try:
-                got = run_model(candidate, self.feeds, boundary)
-            except Exception:
-                return False, float("inf")
-            region_inputs = []
-        want = list(self.last)
-        if boundary:
-            values = (
-                dict(zip(region_inputs, got[n_out + len(boundary) :], strict=True)) if region_inputs else None
-            )
-            try:
-                want += _region_values(before, matches, boundary, values) if values is not None else []
-                if values is None:
-                    want += run_model(before.model, self.feeds, boundary)[n_out:]
-            except Exception:  # the old region must run; if not, the whole model does
-                want = list(self.last) + run_model(before.model, self.feeds, boundary)[n_out:]
-        self._pending = got[:n_out]
-        diff, ok = 0.0, True
-        for k, (a, b) in enumerate(zip(want, got[: n_out + len(boundary)], strict=True)):
-            if a.shape != b.shape:
-                return False, float("inf")
-            if not a.size or not np.issubdtype(a.dtype, np.floating):
-                ok = ok and bool(np.array_equal(a, b))
-                continue
-            d = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
-            if k < n_out:
-                diff = max(diff, d)
-                ok = ok and d <= TOLERANCE
-            else:
-                ok = ok and d <= TOLERANCE * max(1.0, float(np.max(np.abs(a))))
-        return ok, diff
-
-    def accept(self) -> None:
-        """The last checked candidate becomes the model of record."""
-        self.last = self._pending
-
-    def total(self) -> float:
-        """Max abs diff of the last accepted candidate's graph outputs against the original model's."""
-        import numpy as np
-
-        pairs = [(a, b) for a, b in zip(self.reference, self.last, strict=False) if a.size]
-        return max(
-            (float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) for a, b in pairs),
-            default=0.0,
-        )
-
-
-def random_feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded inputs: floats uniform in [-1, 1), integers zero, booleans false."""
-    import numpy as np
-    from onnx import helper
-
-    rng = np.random.default_rng(seed)
-    inits = {t.name for t in model.graph.initializer}
-    feeds: dict[str, np.ndarray] = {}
-    for vi in model.graph.input:
-        if vi.name in inits:
-            continue
-        tt = vi.type.tensor_type
-        shape = [d.dim_value if d.dim_value > 0 else 1 for d in tt.shape.dim]
-        dtype = helper.tensor_dtype_to_np_dtype(tt.elem_type)
-        if np.issubdtype(dtype, np.floating):
-            feeds[vi.name] = rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
-        else:
-            feeds[vi.name] = np.zeros(shape, dtype=dtype)
-    return feeds
-
-
-def run_model(
-    model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], extra_outputs: Sequence[str] = ()
-) -> list[np.ndarray]:
-    """Runs `model` with ONNX Runtime (CPU, basic graph optimizations only: they preserve semantics and
-    make the many verification runs faster); graph outputs, then `extra_outputs`."""
-    import numpy as np
-    import onnx
-    import onnxruntime as ort
-
-    if extra_outputs:
-        copy = onnx.ModelProto()
-        copy.CopyFrom(model)
-        copy.graph.output.extend(onnx.ValueInfoProto(name=n) for n in extra_outputs)
-        model = copy
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    options.intra_op_num_threads = 2
-    options.log_severity_level = 3
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return [np.asarray(x) for x in session.run(None, dict(feeds))]
 
 
 # ---------------------------------------------------------------- the engine
@@ -384,13 +149,6 @@ class Result:
         }
 
 
-@dataclass
-class _State:
-    model: onnx.ModelProto
-    facts: Facts
-    decisions: dict[int, P.Decision]
-
-
 def precision_from_json(raw: Mapping[str, Any]) -> Precision:
     from backends.onnx.estimate import Precision
 
@@ -420,11 +178,11 @@ class _Env:
     log: Logger
     cache: dict[tuple[Any, ...], P.Decision] = field(default_factory=dict)
 
-    def analyse(self, model: onnx.ModelProto) -> _State:
+    def analyse(self, model: onnx.ModelProto) -> State:
         from backends.onnx.facts import analyse
 
         facts = analyse(model)
-        return _State(model, facts, P.table_decisions(facts, self.target, self.precision, self.cache))
+        return State(model, facts, P.table_decisions(facts, self.target, self.precision, self.cache))
 
 
 def rewrite_model(
@@ -511,13 +269,13 @@ def _non_overlapping(matches: Sequence[Match]) -> list[Match]:
     return out
 
 
-def _cpu_count(state: _State, indexes: Sequence[int]) -> int:
+def _cpu_count(state: State, indexes: Sequence[int]) -> int:
     return sum(
         1 for i in indexes if state.decisions.get(i) is not None and state.decisions[i].device == P.CPU
     )
 
 
-def _new_cpu_count(state: _State, m: Match) -> int:
+def _new_cpu_count(state: State, m: Match) -> int:
     by_name = {n: i for i, n in enumerate(state.facts.names)}
     count = 0
     for node in m.new_nodes:
@@ -527,7 +285,7 @@ def _new_cpu_count(state: _State, m: Match) -> int:
     return count
 
 
-def _matches(rw: Rewrite, state: _State, env: _Env) -> list[Match]:
+def _matches(rw: Rewrite, state: State, env: _Env) -> list[Match]:
     devices = {i: d.device for i, d in state.decisions.items()}
     cctx = P.context_for(env.precision, state.facts)
     ctx = Context(state.model, state.facts, devices, env.table, cctx, env.fusion)
@@ -537,7 +295,7 @@ def _matches(rw: Rewrite, state: _State, env: _Env) -> list[Match]:
     return found
 
 
-def _run_one(rw: Rewrite, state: _State, env: _Env) -> _State:
+def _run_one(rw: Rewrite, state: State, env: _Env) -> State:
     """Applies one rewrite where it raises placement; returns the new state (or `state` unchanged)."""
     matches = _matches(rw, state, env)
     if not matches:
@@ -574,46 +332,6 @@ def _run_one(rw: Rewrite, state: _State, env: _Env) -> _State:
     env.log(f"{rw.name}: fired on {len(matches)} matches, max abs diff {diff:.3g}")
     env.result.fired.append(Fired(rw.name, rw.family, rw.kind, anchors, len(matches), float(f"{diff:.3g}")))
     return candidate
-
-
-def _boundary(base: _State, matches: Sequence[Match]) -> list[str]:
-    """Tensors each match rewrites in place: outputs of removed nodes that the new nodes produce again."""
-    out: set[str] = set()
-    for m in matches:
-        old = {o for i in m.nodes for o in base.model.graph.node[i].output if o}
-        out |= old & {o for n in m.new_nodes for o in n.output}
-    return sorted(out)
-
-
-def _region_inputs(base: _State, matches: Sequence[Match]) -> set[str]:
-    """Runtime tensors the replaced nodes read from outside their regions."""
-    nodes = [base.model.graph.node[i] for m in matches for i in m.nodes]
-    produced = {o for n in nodes for o in n.output}
-    return {t for n in nodes for t in n.input if t and t not in produced and t not in base.facts.values}
-
-
-def _region_values(
-    base: _State, matches: Sequence[Match], boundary: Sequence[str], inputs: Mapping[str, np.ndarray]
-) -> list[np.ndarray]:
-    """The boundary tensors as the replaced nodes compute them from `inputs` (a model of those nodes)."""
-    import onnx
-    from onnx import helper, numpy_helper
-
-    nodes = [base.model.graph.node[i] for m in matches for i in m.nodes]
-    consts = sorted({t for n in nodes for t in n.input if t and t in base.facts.values})
-    graph = helper.make_graph(
-        nodes,
-        "regions",
-        [
-            helper.make_tensor_value_info(t, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-            for t, v in sorted(inputs.items())
-        ],
-        [onnx.ValueInfoProto(name=t) for t in boundary],
-        [numpy_helper.from_array(base.facts.values[t], t) for t in consts],
-    )
-    model = helper.make_model(graph, opset_imports=list(base.model.opset_import))
-    model.ir_version = base.model.ir_version
-    return run_model(model, inputs)
 
 
 def _upgrade(model: onnx.ModelProto, opset: int, log: Logger) -> onnx.ModelProto | None:

@@ -13,7 +13,7 @@ from backends.base import StageRequest
 from backends.catalog import target
 from backends.errors import TerminalError
 from backends.onnx import preprocess as PP
-from backends.onnx.rewrite import run_model
+from backends.onnx.rewrite_verify import run_model
 
 PPOCR = {"mean": [127.5] * 3, "std": [127.5] * 3}
 

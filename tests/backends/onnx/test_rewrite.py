@@ -16,7 +16,8 @@ from backends.catalog import target
 from backends.errors import TerminalError
 from backends.onnx import estimate as E
 from backends.onnx.check import CheckPass
-from backends.onnx.rewrite import RewritePass, rewrite_model, run_model
+from backends.onnx.rewrite import RewritePass, rewrite_model
+from backends.onnx.rewrite_verify import run_model
 from backends.onnx.rewrites import CLEANUP, Context, Match, Rewrite
 
 QUANT = {"mode": "ptq", "weights": "int8"}

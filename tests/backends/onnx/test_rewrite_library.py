@@ -14,7 +14,8 @@ from onnx import TensorProto, helper, numpy_helper
 from backends.catalog import op_table
 from backends.onnx import constraints as C
 from backends.onnx.facts import analyse
-from backends.onnx.rewrite import apply_matches, random_feeds, run_model
+from backends.onnx.graph_edit import apply_matches
+from backends.onnx.rewrite_verify import random_feeds, run_model
 from backends.onnx.rewrites import (
     Context,
     Rewrite,
