@@ -13,6 +13,7 @@ from backends.base import StageRequest
 from backends.catalog import target
 from backends.errors import TerminalError
 from backends.onnx import preprocess as PP
+from backends.onnx import preprocess_plan as PPlan
 from backends.onnx.rewrite_verify import run_model
 
 PPOCR = {"mean": [127.5] * 3, "std": [127.5] * 3}
@@ -111,18 +112,18 @@ def test_numpy_resize_matches_onnx_resize() -> None:
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
         x = photo("camera")[:17, :23, 0].astype(np.float32)[None, None]
         (y,) = run_model(model, {"x": x})
-        ref = PP.resize_matrix(17, 8, mode) @ x[0, 0].astype(np.float64) @ PP.resize_matrix(23, 40, mode).T
+        ref = PPlan.resize_matrix(17, 8, mode) @ x[0, 0].astype(np.float64) @ PPlan.resize_matrix(23, 40, mode).T
         assert np.max(np.abs(y[0, 0] - ref)) < 1e-3, mode
 
 
 def test_plan_rejects_mismatched_resize_and_channel_counts() -> None:
     model = imported("cls")
     with pytest.raises(TerminalError, match="resize"):
-        PP.plan_for(model, {"resize": {"height": 32, "width": 100}})
+        PPlan.plan_for(model, {"resize": {"height": 32, "width": 100}})
     with pytest.raises(TerminalError, match="mean"):
-        PP.plan_for(model, {"mean": [1.0, 2.0]})
+        PPlan.plan_for(model, {"mean": [1.0, 2.0]})
     with pytest.raises(TerminalError, match="no input"):
-        PP.plan_for(model, {"input": "nope"})
+        PPlan.plan_for(model, {"input": "nope"})
 
 
 def test_preprocess_stage_is_deterministic_and_keeps_the_input_name(tmp_path: Path) -> None:
