@@ -29,6 +29,8 @@ COMMANDS: dict[str, str] = {
     "toolchain": "Install or list managed toolchain environments.",
     "backends": "List the registered backends (built-in and plug-ins): targets, toolchain state, evidence here.",
     "artifacts": "List a spec's deployable files: names, sizes, digests, where they are.",
+    "push": "Push every stage the lock files record to the remote cache.",
+    "pull": "Pull every stage the lock files record from the remote cache (verified).",
     "export": "Copy a spec's deployable files (verified) into a folder, with a manifest and SHA256SUMS.",
 }
 """Subcommand name -> one-line help; the implementation is `reconciler.cli.<name>:command`."""

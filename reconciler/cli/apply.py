@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from reconciler.cli import _common, _render
+from reconciler.cli import _common, _remote, _render
 from reconciler.engine.results import SpecResult
 
 
@@ -42,8 +42,11 @@ def exit_code(results: list[SpecResult], strict: bool = False) -> int:
     help="Exit 3 unless every SLO passed on a measurement taken for this build (no estimate, nothing "
     "carried over).",
 )
+@_remote.remote_option
 @_common.output_options()
-def command(paths: tuple[Path, ...], remeasure: bool, strict: bool, fmt: str, as_json: bool) -> int:
+def command(
+    paths: tuple[Path, ...], remeasure: bool, strict: bool, remote_url: str | None, fmt: str, as_json: bool
+) -> int:
     from reconciler.cli import _ci
     from reconciler.engine.apply import apply_all
     from reconciler.engine.workspace import Workspace
@@ -52,6 +55,7 @@ def command(paths: tuple[Path, ...], remeasure: bool, strict: bool, fmt: str, as
     loaded = _common.load(paths)
     ws = Workspace.open(loaded.root)
     try:
+        _remote.attach(ws, remote_url)
         with _common.reporter() as reporter:
             results = loaded.invalid + apply_all(ws, loaded.specs, reporter, remeasure=remeasure)
     finally:

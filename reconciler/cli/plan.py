@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from reconciler.cli import _common, _render
+from reconciler.cli import _common, _remote, _render
 from reconciler.engine.results import SpecResult
 
 if TYPE_CHECKING:
@@ -50,9 +50,15 @@ def exit_code(results: list[SpecResult], fail_on_regression: bool = False) -> in
     is_flag=True,
     help="Exit 3 when any SLO would regress (pass -> fail) on the recorded measurements: a CI gate.",
 )
+@_remote.remote_option
 @_common.output_options()
 def command(
-    paths: tuple[Path, ...], base_ref: str | None, fail_on_regression: bool, fmt: str, as_json: bool
+    paths: tuple[Path, ...],
+    base_ref: str | None,
+    fail_on_regression: bool,
+    remote_url: str | None,
+    fmt: str,
+    as_json: bool,
 ) -> int:
     from reconciler.cli import _ci
     from reconciler.engine.plan import plan_all
@@ -62,6 +68,7 @@ def command(
     loaded = _common.load(paths)
     ws = Workspace.open(loaded.root)
     try:
+        _remote.attach(ws, remote_url, fetch=False)
         results = loaded.invalid + plan_all(ws, loaded.specs)
         if base_ref is not None:
             chosen = _common.chosen_format(fmt, as_json)

@@ -33,11 +33,14 @@ from reconciler.engine.sources import lock_sources
 from reconciler.engine.verify import judge
 from reconciler.engine.walk import Artifacts, link_upstream, previous, reason
 from reconciler.engine.workspace import Workspace
+from reconciler.remote import layer
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec, SpecErrors
 from reconciler.state import lockfile, lockread, locks
 from reconciler.state.db import Failure, Record
 from reconciler.state.lockread import LOCK_NOTE, LockedVariant, is_lock_record
+
+FETCHED = "fetched from the remote cache (verified)"
 
 
 class _ChainRun:
@@ -109,12 +112,16 @@ class _ChainRun:
         key, key_inputs = resolved.key, resolved.key_inputs
         if resolved.source == "identity":
             return self._identity(setup, resolved)
-        if resolved.source == "store" and not self._wanted_again(setup):
+        if resolved.source in ("store", "fetched") and not self._wanted_again(setup):
             assert resolved.record is not None
+            if resolved.source == "fetched":
+                self._log(name, key, "fetched", FETCHED)
+                return self._done(setup, resolved.record, "cached", FETCHED)
             return self._done(setup, resolved.record, "cached", "up to date")
         if resolved.source in ("lock", "carried") and not self._wanted_again(setup):
             assert resolved.record is not None
-            if not self._bytes_needed(index) and not self.ws.repairing(key):
+            remote_bad = layer.broken(self.ws, key)
+            if not self._bytes_needed(index) and not self.ws.repairing(key) and not remote_bad:
                 why = LOCK_NOTE if resolved.source == "lock" else carried_reason(setup)
                 if resolved.source == "carried":
                     self.carried.append(f"{self.variant.name}/{name}: {why}")
@@ -124,6 +131,8 @@ class _ChainRun:
         why = reason(previous(self.ws.db, self.spec.name, self.variant.name, name, locked_record), key_inputs)
         if self._wanted_again(setup) and resolved.found:
             why = "re-measuring on this machine (--remeasure)"
+        if layer.broken(self.ws, key):
+            why = "the remote cache's copy did not verify: rebuilt here (and pushed)"
         if corrupt := self.ws.corrupt_in(self.ws.db.record(key)):
             why = f"stored output {corrupt[0][:12]} was corrupt (quarantined in .npuctl/corrupt): rebuilt"
         if isinstance(setup.error, ToolchainMissing):
@@ -201,9 +210,14 @@ class _ChainRun:
                 return self._failed(setup, key, str(exc), terminal=False, log=log)
         duration = (time.perf_counter() - started) * 1000
         self.ws.db.log_attempt(self.spec.name, self.variant.name, name, key, "built", why, str(log), duration)
+        if layer.publish(self.ws, record):
+            self._log(name, key, "pushed", "pushed to the remote cache")
         return self._done(
             setup, record, "built", why, duration_ms=round(duration, 1), note=record.note or None
         )
+
+    def _log(self, stage: str, key: str, action: str, message: str) -> None:
+        self.ws.db.log_attempt(self.spec.name, self.variant.name, stage, key, action, message)
 
     def _not_run(self, setup: StageSetup, key: str, why: str) -> StageResult:
         name = setup.stage.name

@@ -55,6 +55,8 @@ def _stage_result(
         return StageResult(name, variant, action, key, setup.stage.idle_reason, identity=True)
     if resolved.source == "store":
         return StageResult(name, variant, "cached", key, "up to date")
+    if resolved.source == "remote":
+        return StageResult(name, variant, "cached", key, "in the remote cache")
     if resolved.source == "lock":
         return StageResult(name, variant, "cached", key, lockread.LOCK_NOTE)
     if resolved.source == "carried":

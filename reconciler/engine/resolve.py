@@ -5,7 +5,9 @@ date when its key has a usable local record, or when the key equals the one the 
 (`lock`): its artifacts are then known by digest, and their bytes are needed only when a later stage
 must build. A stage this machine cannot run (its toolchain is missing, so its key cannot even be
 computed the same way) whose recorded inputs match the spec in every field, file and upstream digest
-is `carried`: the committed evidence stands, not re-verified here.
+is `carried`: the committed evidence stands, not re-verified here. With a remote cache, a key with no
+usable local record is looked up there before the lock: apply downloads it (`fetched`, then an
+ordinary local record), plan only reads the record (`remote`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from reconciler.engine import integrity, keys
 from reconciler.engine.chain import StageSetup
 from reconciler.engine.walk import Artifacts, identity_outputs, link_upstream
 from reconciler.engine.workspace import Workspace
+from reconciler.remote import layer
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec
 from reconciler.state import lockfile
@@ -29,7 +32,7 @@ from reconciler.state.lockread import LockedVariant
 SPEC_SIDE = ("stage", "fields", "files", "upstream", "target")
 """The key inputs a machine without the stage's toolchain still knows (everything but `impl`)."""
 
-FOUND = ("store", "lock", "carried", "identity")
+FOUND = ("store", "fetched", "remote", "lock", "carried", "identity")
 
 
 @dataclass
@@ -39,7 +42,7 @@ class Resolved:
     """None while an upstream stage is still unknown."""
     record: Record | None
     source: str
-    """store | lock | carried | identity | missing | unknown"""
+    """store | fetched | remote | lock | carried | identity | missing | unknown"""
     key_inputs: dict[str, Any] | None = None
 
     @property
@@ -86,6 +89,10 @@ def resolve(
         ws.db.put_record(lock_record)  # a lost state.db reseeded from the lock file and the store
         outputs[name] = lock_record.artifacts
         return Resolved(setup, key, lock_record, "store", key_inputs)
+    wanted = ws.remote_fetch or lock_record is None  # plan: what the lock records needs no network
+    if ws.remote is not None and wanted and (hit := layer.lookup(ws, key, key_inputs, lock_record)):
+        outputs[name] = hit.artifacts
+        return Resolved(setup, key, hit, "fetched" if ws.remote_fetch else "remote", key_inputs)
     if lock_record is not None:
         outputs[name] = lock_record.artifacts
         return Resolved(setup, key, lock_record, "lock", key_inputs)

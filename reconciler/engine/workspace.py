@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from backends import pathpolicy
 from backends.child_call import Child
@@ -21,6 +22,9 @@ from reconciler.state.db import Database, Record
 from reconciler.state.hashcache import FileHasher
 from reconciler.state.lockread import LockIndex
 from reconciler.state.store import Store
+
+if TYPE_CHECKING:
+    from reconciler.remote import Remote
 
 
 @dataclass
@@ -33,6 +37,10 @@ class Workspace:
     """The child interpreter stages run in (started on first use, one per run)."""
     locks: LockIndex = field(default_factory=LockIndex)
     """The stage keys every committed lock file of this run's specs records (see engine.resolve)."""
+    remote: Remote | None = None
+    """The shared remote cache, looked up after the local store (reconciler.remote); None: none."""
+    remote_fetch: bool = True
+    """Whether a remote hit downloads its artifacts (apply) or only reads the record (plan)."""
 
     @classmethod
     def open(cls, root: Path) -> Workspace:

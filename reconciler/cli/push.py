@@ -1,0 +1,45 @@
+"""npuctl push: exit 0 when the remote answered, 1 when there is none or it failed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from reconciler.cli import _common, _remote
+
+
+@click.command(help="Push every stage the specs' lock files record to the remote cache (what is built here).")
+@_common.paths_argument
+@_remote.remote_option
+@click.option("--json", "as_json", is_flag=True, help="Machine output.")
+def command(paths: tuple[Path, ...], remote_url: str | None, as_json: bool) -> int:
+    from reconciler.engine.workspace import Workspace
+    from reconciler.remote import sync
+
+    loaded = _common.load(paths)
+    remote = _remote.open_for(loaded.root, remote_url, required=True)
+    if remote is None:
+        click.echo("npuctl push: no remote configured (.npuctl.yaml, NPUCTL_REMOTE or --remote)", err=True)
+        return 1
+    ws = Workspace.open(loaded.root)
+    try:
+        ws.remote = remote
+        result = sync.push(ws, loaded.specs)
+    finally:
+        ws.close()
+    if as_json:
+        data = {
+            "format_version": 1,
+            "remote": remote.url,
+            **result.to_json(),
+            "stats": remote.stats.to_json(),
+        }
+        click.echo(json.dumps(data, indent=2, sort_keys=True))
+    else:
+        click.echo(
+            f"push {remote.url}: {len(result.done)} pushed, "
+            f"{len(result.present)} already there, {len(result.absent)} not built here"
+        )
+    return 1 if remote.down is not None else 0

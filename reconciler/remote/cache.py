@@ -1,0 +1,300 @@
+"""A remote cache on any fsspec file system: stage records by key, artifacts by sha256.
+
+Layout under the URL's path:
+
+    records/<key>.json          one stage record (key inputs, artifact digests, report)
+    objects/<d[:2]>/<d[2:]>     artifact bytes, named by their sha256
+    tmp/                        uploads in flight (file systems that rename)
+
+Artifacts go up before the record naming them, and each object appears under its final name only
+when complete: object stores (S3, GCS) make a PUT visible whole; on the others the upload goes to
+`tmp/` and is renamed into place. So a record on the remote means its artifacts are there, a partial
+upload is never a hit, and two machines pushing the same key write the same bytes.
+
+Nothing read from the remote is trusted: a record must hash to the key it is stored under and its
+output digest must match its artifacts and report; an artifact must hash to its digest. Whatever
+fails is a one-line warning and a miss (the stage builds here, and the next push replaces the bad
+copy). The first failure of the remote itself (unreachable, refused, timed out) turns it off for the
+rest of the run, with one warning: the build goes on locally.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reconciler.engine import keys
+from reconciler.remote.config import RemoteConfig
+from reconciler.state.db import Record
+from reconciler.state.store import CHUNK, Store
+
+MAX_RECORD_BYTES = 16 << 20
+"""Largest record accepted from a remote (latency samples make evaluate's the biggest: a few kB)."""
+FORMAT = 1
+
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_OBJECT_STORES = ("s3", "s3a", "gs", "gcs")
+
+
+class Corrupt(ValueError):
+    """What the remote holds does not verify; the message says what differs."""
+
+
+@dataclass
+class Stats:
+    records_fetched: int = 0
+    objects_fetched: int = 0
+    bytes_fetched: int = 0
+    records_pushed: int = 0
+    objects_pushed: int = 0
+    bytes_pushed: int = 0
+
+    def to_json(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+def record_json(record: Record) -> bytes:
+    data = {
+        "format": FORMAT,
+        "key": record.key,
+        "stage": record.stage,
+        "key_inputs": record.key_inputs,
+        "artifacts": record.artifacts,
+        "report": record.report,
+        "output_digest": record.output_digest,
+        "note": record.note,
+    }
+    return keys.canonical(data).encode()
+
+
+def parse_record(raw: bytes, key: str) -> Record:
+    """A record read from the remote, verified against the key it was asked for."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise Corrupt(f"record {key[:12]} is not JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise Corrupt(f"record {key[:12]} has an unknown format")
+    if data.get("key") != key or keys.digest(data.get("key_inputs")) != key:
+        raise Corrupt(f"record {key[:12]}: its key inputs do not hash to its key")
+    artifacts, report = data.get("artifacts"), data.get("report")
+    if not isinstance(artifacts, dict) or not isinstance(report, dict):
+        raise Corrupt(f"record {key[:12]}: malformed artifacts or report")
+    for name, meta in artifacts.items():
+        ok = isinstance(meta, dict) and isinstance(meta.get("digest"), str) and _HEX64.match(meta["digest"])
+        file = meta.get("file") if isinstance(meta, dict) else None
+        safe_file = (
+            isinstance(file, str) and file not in ("", ".", "..") and "/" not in file and "\0" not in file
+        )
+        if not ok or not safe_file or not isinstance(meta.get("size"), int):
+            raise Corrupt(f"record {key[:12]}: malformed artifact {name!r}")
+    digests = {name: meta["digest"] for name, meta in artifacts.items()}
+    if data.get("output_digest") != keys.output_digest(digests, report):
+        raise Corrupt(f"record {key[:12]}: its output digest does not match its artifacts and report")
+    note = data.get("note")
+    return Record(
+        key,
+        str(data.get("stage")),
+        data["key_inputs"],
+        artifacts,
+        report,
+        data["output_digest"],
+        str(note or ""),
+    )
+
+
+@dataclass
+class Remote:
+    config: RemoteConfig
+    warn: Callable[[str], None]
+    stats: Stats = field(default_factory=Stats)
+    down: str | None = None
+    """Why the remote was turned off for this run (None while it works)."""
+    _fs: Any = None
+    _root: str = ""
+    _missing: set[str] = field(default_factory=set)
+    _bad: set[str] = field(default_factory=set)
+    """Remote paths found corrupt in this run: a push replaces them."""
+    broken: set[str] = field(default_factory=set)
+    """Keys whose remote copy (record or artifacts) did not verify in this run."""
+
+    @property
+    def url(self) -> str:
+        return self.config.url
+
+    # plumbing ---------------------------------------------------------------------------------
+    def _open(self) -> tuple[Any, str]:
+        if self._fs is None:
+            from fsspec.core import url_to_fs
+
+            options = dict(self.config.options)
+            if self.config.scheme in ("s3", "s3a"):  # fail fast when the endpoint is gone
+                retry = {"connect_timeout": 5, "read_timeout": 30, "retries": {"max_attempts": 2}}
+                options.setdefault("config_kwargs", retry)
+            if self.config.scheme in ("sftp", "ssh"):
+                options.setdefault("timeout", 10)
+            self._fs, root = url_to_fs(self.config.url, **options)
+            self._root = str(root).rstrip("/")
+        return self._fs, self._root
+
+    def _path(self, *parts: str) -> str:
+        _, root = self._open()
+        return "/".join([root, *parts]) if root else "/".join(parts)
+
+    def record_path(self, key: str) -> str:
+        return self._path("records", f"{key}.json")
+
+    def object_path(self, digest: str) -> str:
+        return self._path("objects", digest[:2], digest[2:])
+
+    def _fail(self, what: str, exc: BaseException) -> None:
+        """A failure of the remote itself: warn once, stop using it for the rest of the run."""
+        message = str(exc).splitlines()[0] if str(exc) else ""
+        self.down = f"{type(exc).__name__}: {message}"[:300]
+        self.warn(f"remote {self.url}: {what} failed ({self.down}); continuing without the remote")
+
+    def _corrupt(self, path: str, exc: Corrupt) -> None:
+        self._bad.add(path)
+        self.warn(f"remote {self.url}: {exc}: ignored, the stage is built here")
+
+    def _put(self, local: Path, path: str) -> None:
+        fs, _ = self._open()
+        parent = path.rsplit("/", 1)[0]
+        if self.config.scheme in _OBJECT_STORES:
+            fs.put_file(str(local), path)
+            return
+        tmp = self._path("tmp", f"{uuid.uuid4().hex}.part")
+        fs.makedirs(tmp.rsplit("/", 1)[0], exist_ok=True)
+        fs.makedirs(parent, exist_ok=True)
+        fs.put_file(str(local), tmp)
+        try:
+            fs.mv(tmp, path)
+        finally:
+            if fs.exists(tmp):
+                fs.rm_file(tmp)
+
+    # reading -------------------------------------------------------------------------------------
+    def record(self, key: str) -> Record | None:
+        """The verified record of `key`, or None (a miss, corrupt, or the remote is down)."""
+        if self.down is not None or key in self._missing:
+            return None
+        path = ""
+        try:
+            fs, _ = self._open()
+            path = self.record_path(key)
+            with fs.open(path, "rb") as fh:
+                raw = fh.read(MAX_RECORD_BYTES + 1)
+        except FileNotFoundError:
+            self._missing.add(key)
+            return None
+        except Exception as exc:  # noqa: BLE001 - any failure of a remote file system is a warning
+            self._fail(f"reading record {key[:12]}", exc)
+            return None
+        if len(raw) > MAX_RECORD_BYTES:
+            self._corrupt(path, Corrupt(f"record {key[:12]} exceeds {MAX_RECORD_BYTES} bytes"))
+            self.miss(key, broken=True)
+            return None
+        try:
+            record = parse_record(raw, key)
+        except Corrupt as exc:
+            self._corrupt(path, exc)
+            self.miss(key, broken=True)
+            return None
+        self.stats.records_fetched += 1
+        return record
+
+    def fetch_object(self, digest: str, size: int, store: Store, tmpdir: Path) -> bool:
+        """Downloads one artifact into the store, verified by digest and size; False on any failure."""
+        if self.down is not None:
+            return False
+        path = self.object_path(digest)
+        tmpdir.mkdir(parents=True, exist_ok=True)
+        local = tmpdir / f"remote-{uuid.uuid4().hex}"
+        hasher, received = hashlib.sha256(), 0
+        try:
+            fs, _ = self._open()
+            with fs.open(path, "rb") as src, local.open("wb") as dst:
+                while chunk := src.read(CHUNK):
+                    received += len(chunk)
+                    if received > size:
+                        break
+                    hasher.update(chunk)
+                    dst.write(chunk)
+        except FileNotFoundError:
+            local.unlink(missing_ok=True)
+            self.warn(f"remote {self.url}: object {digest[:12]} is missing (its record is there): built here")
+            return False
+        except Exception as exc:  # noqa: BLE001 - any failure of a remote file system is a warning
+            local.unlink(missing_ok=True)
+            self._fail(f"downloading object {digest[:12]}", exc)
+            return False
+        if received != size or hasher.hexdigest() != digest:
+            local.unlink(missing_ok=True)
+            actual = "more bytes than recorded" if received > size else f"sha256 {hasher.hexdigest()[:12]}"
+            self._corrupt(path, Corrupt(f"object {digest[:12]} does not verify ({actual}, {received} bytes)"))
+            return False
+        store.put(local)
+        self.stats.objects_fetched += 1
+        self.stats.bytes_fetched += received
+        return True
+
+    # writing -------------------------------------------------------------------------------------
+    def push(self, record: Record, store: Store, tmpdir: Path) -> bool:
+        """Artifacts first, then the record; what the remote already holds (verified or not known bad)
+        is not sent again. False when nothing could be pushed (read-only, down, or a failure)."""
+        if self.down is not None or not self.config.writable:
+            return False
+        try:
+            fs, _ = self._open()
+            for meta in sorted(record.artifacts.values(), key=lambda m: str(m["digest"])):
+                path = self.object_path(meta["digest"])
+                if path in self._bad or not fs.exists(path):
+                    self._put(store.path(meta["digest"]), path)
+                    self._bad.discard(path)
+                    self.stats.objects_pushed += 1
+                    self.stats.bytes_pushed += int(meta["size"])
+            path = self.record_path(record.key)
+            if path in self._bad or not fs.exists(path):
+                tmpdir.mkdir(parents=True, exist_ok=True)
+                local = tmpdir / f"record-{uuid.uuid4().hex}.json"
+                local.write_bytes(record_json(record))
+                try:
+                    self._put(local, path)
+                finally:
+                    local.unlink(missing_ok=True)
+                self._bad.discard(path)
+                self.stats.records_pushed += 1
+        except Exception as exc:  # noqa: BLE001 - any failure of a remote file system is a warning
+            self._fail(f"pushing record {record.key[:12]}", exc)
+            return False
+        self._missing.discard(record.key)
+        self.broken.discard(record.key)
+        return True
+
+    def miss(self, key: str, broken: bool = False) -> None:
+        """Treat `key` as absent for the rest of the run (its artifacts did not come down whole);
+        `broken`: because the remote's copy is bad, not because the remote went away."""
+        self._missing.add(key)
+        if broken:
+            self.broken.add(key)
+
+    def has_record(self, key: str) -> bool:
+        if self.down is not None:
+            return False
+        try:
+            fs, _ = self._open()
+            return bool(fs.exists(self.record_path(key)))
+        except Exception as exc:  # noqa: BLE001 - any failure of a remote file system is a warning
+            self._fail(f"looking up record {key[:12]}", exc)
+            return False
+
+
+def pid_tmp(base: Path) -> Path:
+    return base / f"remote-{os.getpid()}"

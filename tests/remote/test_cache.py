@@ -1,0 +1,143 @@
+"""The remote cache on a real file system (file://): verified reads, write-then-rename, safe concurrency.
+
+The servers (sshd for SFTP, an S3 API emulator) are in the end-to-end tests beside this one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import threading
+from pathlib import Path
+
+from reconciler.engine import keys
+from reconciler.remote.cache import Remote
+from reconciler.remote.config import RemoteConfig
+from reconciler.state.db import Record
+from reconciler.state.store import Store
+
+
+def _record(store: Store, tmp: Path, payload: bytes, stage: str = "compile") -> Record:
+    source = tmp / f"artifact-{hashlib.sha256(payload).hexdigest()[:8]}"
+    source.write_bytes(payload)
+    digest = store.put(source)
+    key_inputs = {"stage": stage, "fields": {"payload": len(payload)}}
+    artifacts = {"model": {"digest": digest, "file": "model.bin", "size": len(payload)}}
+    report = {"nodes": 3}
+    out = keys.output_digest({"model": digest}, report)
+    return Record(keys.digest(key_inputs), stage, key_inputs, artifacts, report, out, "")
+
+
+def _remote(url: str, warnings: list[str]) -> Remote:
+    return Remote(RemoteConfig(url), warnings.append)
+
+
+def test_push_then_fetch_gives_the_same_record_and_bytes(tmp_path: Path) -> None:
+    here, there = Store(tmp_path / "here"), Store(tmp_path / "there")
+    record = _record(here, tmp_path, b"weights" * 1000)
+    warnings: list[str] = []
+    remote = _remote(f"file://{tmp_path}/remote", warnings)
+    assert remote.push(record, here, tmp_path / "tmp")
+    other = _remote(f"file://{tmp_path}/remote", warnings)
+    fetched = other.record(record.key)
+    assert fetched == record
+    digest = record.artifacts["model"]["digest"]
+    assert other.fetch_object(digest, 7000, there, tmp_path / "tmp2")
+    assert hashlib.sha256(there.path(digest).read_bytes()).hexdigest() == digest
+    assert (other.stats.records_fetched, other.stats.objects_fetched, other.stats.bytes_fetched) == (
+        1,
+        1,
+        7000,
+    )
+    assert not warnings
+    assert not list((tmp_path / "remote" / "tmp").iterdir())  # nothing left in flight
+
+
+def test_a_flipped_byte_in_an_object_is_caught_and_the_next_push_repairs_it(tmp_path: Path) -> None:
+    here, there = Store(tmp_path / "here"), Store(tmp_path / "there")
+    record = _record(here, tmp_path, bytes(range(256)) * 40)
+    warnings: list[str] = []
+    remote = _remote(f"file://{tmp_path}/remote", warnings)
+    remote.push(record, here, tmp_path / "tmp")
+    digest = record.artifacts["model"]["digest"]
+    obj = tmp_path / "remote" / "objects" / digest[:2] / digest[2:]
+    data = bytearray(obj.read_bytes())
+    data[100] ^= 0x01
+    obj.write_bytes(bytes(data))
+    assert not remote.fetch_object(digest, len(data), there, tmp_path / "tmp")
+    assert not there.has(digest)
+    assert len(warnings) == 1 and digest[:12] in warnings[0] and "does not verify" in warnings[0]
+    assert remote.down is None  # a bad object is a miss, not a dead remote
+    remote.push(record, here, tmp_path / "tmp")
+    assert hashlib.sha256(obj.read_bytes()).hexdigest() == digest
+
+
+def test_a_tampered_or_misfiled_record_is_a_miss_with_a_warning(tmp_path: Path) -> None:
+    here = Store(tmp_path / "here")
+    record = _record(here, tmp_path, b"abc")
+    other = _record(here, tmp_path, b"abcd")
+    warnings: list[str] = []
+    _remote(f"file://{tmp_path}/remote", warnings).push(record, here, tmp_path / "tmp")
+    path = tmp_path / "remote" / "records" / f"{record.key}.json"
+    data = json.loads(path.read_bytes())
+    data["report"]["nodes"] = 4  # a measurement edited on the remote
+    path.write_text(json.dumps(data))
+    assert _remote(f"file://{tmp_path}/remote", warnings).record(record.key) is None
+    assert "output digest" in warnings[-1]
+    misfiled = tmp_path / "remote" / "records" / f"{other.key}.json"
+    misfiled.write_bytes(path.read_bytes())  # a valid record stored under another key
+    assert _remote(f"file://{tmp_path}/remote", warnings).record(other.key) is None
+    assert "do not hash to its key" in warnings[-1]
+
+
+def test_a_partial_upload_is_never_a_hit(tmp_path: Path) -> None:
+    """What a push killed half-way leaves: objects without their record, a file in tmp/."""
+    here = Store(tmp_path / "here")
+    record = _record(here, tmp_path, b"x" * 5000)
+    root = tmp_path / "remote"
+    digest = record.artifacts["model"]["digest"]
+    (root / "tmp").mkdir(parents=True)
+    (root / "tmp" / "abc.part").write_bytes(b"x" * 100)
+    (root / "objects" / digest[:2]).mkdir(parents=True)
+    (root / "objects" / digest[:2] / digest[2:]).write_bytes(b"x" * 5000)
+    warnings: list[str] = []
+    assert _remote(f"file://{root}", warnings).record(record.key) is None
+    assert not warnings
+
+
+def test_concurrent_pushes_of_one_key_leave_one_valid_record(tmp_path: Path) -> None:
+    here = Store(tmp_path / "here")
+    record = _record(here, tmp_path, b"y" * 200_000)
+    warnings: list[str] = []
+    remotes = [_remote(f"file://{tmp_path}/remote", warnings) for _ in range(8)]
+    start = threading.Barrier(len(remotes))
+
+    def push(remote: Remote, n: int) -> None:
+        start.wait()
+        remote.push(record, here, tmp_path / f"tmp{n}")
+
+    threads = [threading.Thread(target=push, args=(r, n)) for n, r in enumerate(remotes)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not warnings
+    fetched = _remote(f"file://{tmp_path}/remote", warnings).record(record.key)
+    assert fetched == record
+    assert not list((tmp_path / "remote" / "tmp").iterdir())
+
+
+def test_an_unreachable_remote_warns_once_and_is_then_left_alone(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    here = Store(tmp_path / "here")
+    record = _record(here, tmp_path, b"z")
+    warnings: list[str] = []
+    remote = _remote(f"sftp://127.0.0.1:{port}/cache", warnings)
+    assert remote.record(record.key) is None
+    assert remote.down is not None
+    assert not remote.push(record, here, tmp_path / "tmp")
+    assert remote.record("0" * 64) is None
+    assert len(warnings) == 1 and "continuing without the remote" in warnings[0]
