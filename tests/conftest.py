@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+os.environ.pop("COLUMNS", None)  # pytest-xdist's workers set 80: commands under test use their piped defaults
 DIGITS = ROOT / "examples" / "digits"
 
 DIGITS_SPEC = """\

@@ -16,7 +16,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def run(*args: str) -> Result:
-    return CliRunner().invoke(cli, ["targets", *args], standalone_mode=False)
+    """Without COLUMNS (pytest-xdist's workers set 80): the piped width is the command's own default."""
+    return CliRunner().invoke(cli, ["targets", *args], standalone_mode=False, env={"COLUMNS": None})
 
 
 def test_lists_every_target_as_plain_text() -> None:
