@@ -173,8 +173,59 @@ def executed_precision(op_type: str, output_type: Any) -> str | None:
     return names.get(str(output_type), str(output_type)) if output_type else None
 
 
+PROBE_NODES = 32
+"""No-op nodes of each kind in the profiled probe: enough events per run that ORT's whole-microsecond
+durations average out."""
+
+
+def probe_model(nodes: int = PROBE_NODES) -> bytes:
+    """A probe benchprog runs beside the model (bench_ort): three chains of `nodes` no-op nodes on one
+    element, so their events are ORT's per-node bookkeeping and no kernel work, in three shapes that
+    tell its parts apart: Identity on [1] (2 tensors, 2 dims), a 4-input Sum on [1] (5 tensors, 5 dims)
+    and Identity on [1, 1, 1, 1, 1, 1] (2 tensors, 12 dims). With nodes=1 it is the baseline whose
+    unprofiled time, beside the full probe's, splits a run's fixed cost from its per-node dispatch."""
+    from onnx import TensorProto, helper
+
+    graph_nodes = []
+    for i in range(nodes):
+        x, y = ("x", "y") if i == 0 else (f"s{i - 1}", f"y{i - 1}")
+        graph_nodes.append(helper.make_node("Identity", [x], [f"i{i}"], name=f"probe_identity_{i}"))
+        graph_nodes.append(helper.make_node("Sum", [f"i{i}"] * 4, [f"s{i}"], name=f"probe_sum_{i}"))
+        graph_nodes.append(helper.make_node("Identity", [y], [f"y{i}"], name=f"probe_rank6_{i}"))
+    last = nodes - 1
+    graph = helper.make_graph(
+        graph_nodes,
+        "profiler_probe",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1]),
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [1] * 6),
+        ],
+        [
+            helper.make_tensor_value_info(f"s{last}", TensorProto.FLOAT, [1]),
+            helper.make_tensor_value_info(f"y{last}", TensorProto.FLOAT, [1] * 6),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    helper.set_model_props(model, {"nodes": str(len(graph_nodes))})
+    return model.SerializeToString(deterministic=True)
+
+
+def profiler_cost_us(layer: dict[str, Any], calibration: dict[str, Any] | None) -> float:
+    """The profiler's own share of a node's kernel event: base + per_tensor x tensors + per_dim x dims
+    (the tensors ORT formatted for the event, and their dimensions)."""
+    if not calibration:
+        return 0.0
+    cost = float(calibration["base_us"]) + float(calibration["per_tensor_us"]) * int(
+        layer.get("tensors") or 0
+    )
+    return cost + float(calibration.get("per_dim_us") or 0.0) * int(layer.get("dims") or 0)
+
+
 def runtime_layers(trace: dict[str, Any], artifact: Path, model_path: Path) -> list[dict[str, Any]]:
-    """benchprog's trace layers with the ONNX nodes each one executed and the device that ran it."""
+    """benchprog's trace layers with the ONNX nodes each one executed and the device that ran it. With
+    the probe's calibration, `time_ms` is ORT's kernel time less the profiler's cost for that node
+    (never below zero) and `raw_time_ms` what ORT reported."""
     graph = ort_graph(artifact)
     known = {n["name"] for n in graph}
     try:
@@ -182,10 +233,12 @@ def runtime_layers(trace: dict[str, Any], artifact: Path, model_path: Path) -> l
     except (OSError, onnx.onnx_cpp2py_export.checker.ValidationError, ValueError) as exc:
         raise TerminalError(f"cannot read {model_path.name}: {exc}") from exc
     mapping = onnx_nodes_of(graph, model)
+    calibration = trace.get("calibration")
     layers = []
     for layer in trace.get("layers") or []:
         name = str(layer["name"])
         provider = str(layer.get("provider") or "")
+        raw_us, cost_us = float(layer["time_us"]), profiler_cost_us(layer, calibration)
         layers.append(
             {
                 "name": name,
@@ -195,7 +248,11 @@ def runtime_layers(trace: dict[str, Any], artifact: Path, model_path: Path) -> l
                 "device": "CPU" if provider in ("", "CPUExecutionProvider") else "NPU",
                 "executed_by": provider or "unknown",
                 "precision": executed_precision(str(layer.get("op_type") or ""), layer.get("output_type")),
-                "time_ms": round(float(layer["time_us"]) / 1e3, 6),
+                "time_ms": round(max(0.0, raw_us - cost_us) / 1e3, 6),
+                "raw_time_ms": round(raw_us / 1e3, 6),
+                "profiler_cost_ms": round(cost_us / 1e3, 6),
+                "tensors": int(layer.get("tensors") or 0),
+                "dims": int(layer.get("dims") or 0),
             }
         )
     return layers

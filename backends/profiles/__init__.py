@@ -6,7 +6,10 @@ profile.json (an evaluate artifact; the lock file carries only its digest and th
      "latency_ms": {"timed_p50": unprofiled p50 of the same evaluate, "profiled_p50": wall time of the
                     profiled runs, "runtime_p50": the runtime's own whole-run time (when it gives one)},
      "layers": [{"name", "op_type", "onnx_nodes": [...], "inserted", "device", "executed_by", "precision",
-                 "time_ms", "macs", "bytes", "placement"}],
+                 "time_ms", "raw_time_ms", "profiler_cost_ms", "macs", "bytes", "placement"}],
+     "profiler_cost": what the probe measured (bench_ort), or null: the profiler's own cost per node
+                      (time_ms is the profiler's figure less it, raw_time_ms the profiler's figure),
+                      and without the profiler a run's fixed cost and the dispatch per node,
      "evidence_of": {"time_ms", "device", "precision", "macs", "bytes", "placement"},
      "attribution": backends.profiles.attribution.attribute(...)}
 A runtime adds a mapper producing the layer fields up to time_ms (backends/onnxruntime/_profile.py,
@@ -69,6 +72,7 @@ def build(
     timed_p50_ms: float | None,
     target: Any,
     device_evidence: str,
+    profiler_cost: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The profile record, with its attribution against the target's peaks."""
     from backends.profiles.attribution import attribute
@@ -87,6 +91,7 @@ def build(
         "per_run": runs,
         "latency_ms": latency,
         "layers": sorted(layers, key=lambda layer: -float(layer["time_ms"])),
+        "profiler_cost": dict(profiler_cost) if profiler_cost else None,
         "evidence_of": {
             "time_ms": evidence,
             "device": device_evidence,
@@ -111,6 +116,10 @@ def summary(profile: Mapping[str, Any]) -> dict[str, Any]:
         "layers": len(profile.get("layers") or []),
         "latency_ms": profile.get("latency_ms"),
         "layers_sum_ms": attribution.get("layers_sum_ms"),
+        "run_fixed_ms": attribution.get("run_fixed_ms"),
+        "dispatch_ms": attribution.get("dispatch_ms"),
+        "layers_of_timed": attribution.get("layers_of_timed"),
+        "accounted_of_timed": attribution.get("accounted_of_timed"),
         "shares": attribution.get("shares"),
         "top": [t["name"] for t in (attribution.get("top") or [])[:3]],
         "suggestions": [

@@ -1,14 +1,17 @@
 """Where a profile's time goes: fallbacks, transfers, top layers, op types, and each layer against its
 roofline on the target (the catalog's peak ops and bandwidth).
 
-Shares are of the layers' summed time (what the profiler billed to layers); the rest of the profiled
-run (dispatch, the profiler's own bookkeeping) is reported beside them as `unattributed_ms`, never
-spread over layers. Roofline and utilisation are estimates: MACs and bytes come from the cost model,
+Shares are of the layers' summed time (what the profiler billed to layers, less its own cost where a
+probe measured it). Against evaluate's timed (unprofiled) p50 the layers are accounted beside what the probe
+measured without the profiler: a run's fixed cost (the binding, feeds and fetches, the executor's
+set-up) and the dispatch between kernels, per node times the layers. What is left is
+`unattributed_ms` (noise, or output copies larger than the probe's), never spread over layers. Roofline and utilisation are estimates: MACs and bytes come from the cost model,
 the peaks from the catalog, and the record names them so.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,6 +22,15 @@ TRANSFER_OPS = frozenset({"MemcpyFromHost", "MemcpyToHost", "Memcpy"})
 
 LAYOUT_OPS = frozenset({"ReorderInput", "ReorderOutput"})
 """Runtime-inserted layout changes (ORT's NCHWc blocking): overhead that is neither layer nor transfer."""
+
+COARSE_LAYER_MS = 0.002
+"""A median layer under 2 us is within twice the resolution of ORT's trace (whole microseconds) and of
+the profiler's own per-node cost: its layer times and shares are indicative only."""
+
+RESOLUTION_NOTE = (
+    "coarse when the median layer takes under 2 us (ORT's trace counts whole microseconds and costs "
+    "1-3 us per node itself): layer times and shares are then indicative only"
+)
 
 UTILISATION_NOTE = (
     "estimated: 2 x MACs / (time x peak), MACs from the cost model, peak from the catalog "
@@ -98,10 +110,28 @@ def attribute(profile: Mapping[str, Any], target: Any) -> dict[str, Any]:
     ]
     macs = sum(int(layer.get("macs") or 0) for layer in layers)
     peak, peak_name = _peak_ops({"precision": _main_precision(layers)}, target)
-    profiled = (profile.get("latency_ms") or {}).get("profiled_p50")
+    timed = (profile.get("latency_ms") or {}).get("timed_p50")
+    cost = profile.get("profiler_cost") or {}
+    fixed = float(cost["run_fixed_us"]) / 1e3 if "run_fixed_us" in cost else None
+    dispatch = (
+        float(cost["dispatch_per_node_us"]) * len(layers) / 1e3 if "dispatch_per_node_us" in cost else None
+    )
+    accounted = total + (fixed or 0.0) + (dispatch or 0.0)
+    typical = statistics.median([float(x["time_ms"]) for x in layers]) if layers else 0.0
     return {
+        "resolution": {
+            "median_layer_ms": round(typical, 6),
+            "coarse": bool(cost) and typical < COARSE_LAYER_MS,
+            "note": RESOLUTION_NOTE,
+        },
         "layers_sum_ms": round(total, 6),
-        "unattributed_ms": round(float(profiled) - total, 6) if profiled is not None else None,
+        "raw_layers_sum_ms": round(sum(float(x.get("raw_time_ms", x["time_ms"])) for x in layers), 6),
+        "run_fixed_ms": round(fixed, 6) if fixed is not None else None,
+        "dispatch_ms": round(dispatch, 6) if dispatch is not None else None,
+        "unattributed_ms": round(float(timed) - accounted, 6) if timed is not None else None,
+        "accounted_of_timed": round(accounted / float(timed), 4) if timed else None,
+        "layers_of_timed": round(total / float(timed), 4) if timed else None,
+        "timed_ms": timed,
         "shares": {
             "cpu_fallback": _share(sum(float(x["time_ms"]) for x in fallback), total),
             "boundary_transfers": _share(sum(float(x["time_ms"]) for x in transfers), total),

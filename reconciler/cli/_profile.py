@@ -70,6 +70,18 @@ def render(spec: str, profiles: dict[str, Any], as_json: bool) -> int:
             highlight=False,
         )
         console.print(f"  {profile.get('how')}", highlight=False)
+        if a.get("run_fixed_ms") is not None:
+            console.print(
+                f"  of the timed p50: layers {_pct(a.get('layers_of_timed'))}, with the run's fixed cost "
+                f"{a.get('run_fixed_ms')} ms and dispatch {a.get('dispatch_ms')} ms "
+                f"{_pct(a.get('accounted_of_timed'))}; unattributed {a.get('unattributed_ms')} ms"
+                + (
+                    " (coarse: layers of ~1 us, shares indicative)"
+                    if (a.get("resolution") or {}).get("coarse")
+                    else ""
+                ),
+                highlight=False,
+            )
         shares = a.get("shares") or {}
         console.print(
             "  shares: "

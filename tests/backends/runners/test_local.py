@@ -150,6 +150,7 @@ def test_bench_files_import_only_stdlib_numpy_and_runtimes() -> None:
         "rknnlite",
         "ai_edge_litert",
         "harness",
+        "bench_common",
         "__future__",
     }
     for path in bench_files():
@@ -157,6 +158,8 @@ def test_bench_files_import_only_stdlib_numpy_and_runtimes() -> None:
             names = []
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module == "backends.runners":
+                assert [a.name for a in node.names] == ["bench_common"], f"{path.name} imports {node.module}"
             elif isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module]
             for name in names:

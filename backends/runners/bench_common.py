@@ -1,0 +1,77 @@
+"""What benchprog's modules share: the error it reports, the loader that finds a sibling module, and
+the robust statistics its profilers use.
+
+Standard library only, like every bench file: the ssh and adb runners copy the bench files into one
+folder on a device (backends.runners.bench_files), where they find each other by file name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+PROFILE_WARMUP = 2
+"""Untimed runs of a profiling session before its profiled runs (the first run allocates)."""
+
+
+class BenchError(Exception):
+    """A failure benchprog can explain; `kind` is "terminal" (bad request or model) or "transient"."""
+
+    def __init__(self, message: str, kind: str = "terminal") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else type(exc).__name__
+
+
+def load(package: str, name: str) -> ModuleType:
+    """`package.name` from the installed npuctl or, run by path without it or copied to a device, the
+    file `name.py` beside this one (or one folder up: the harness lives in backends/), loaded under
+    `name` without putting its folder on sys.path."""
+    try:
+        return importlib.import_module(f"{package}.{name}")
+    except ImportError:
+        if name in sys.modules and sys.modules[name] is not None:
+            return sys.modules[name]
+        here = Path(__file__).resolve().parent
+        for candidate in (here / f"{name}.py", here.parent / f"{name}.py"):
+            if candidate.is_file():
+                return _load_file(name, candidate)
+        raise
+
+
+def _load_file(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def harness() -> ModuleType:
+    """The one timing harness (backends.harness)."""
+    return load("backends", "harness")
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def middle_mean(values: list[float]) -> float:
+    """The mean of the middle half (the interquartile mean): robust to a preempted run like a median,
+    but unlike a median of ORT's whole-microsecond durations it keeps their fractional average."""
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    cut = len(ordered) // 4
+    kept = ordered[cut : len(ordered) - cut] or ordered
+    return sum(kept) / len(kept)
