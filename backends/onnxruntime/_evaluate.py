@@ -120,6 +120,8 @@ def record_profile(
         device_evidence=f"{evidence}: the execution provider onnxruntime names per node",
         profiler_cost=trace.get("calibration"),
     )
+    if trace.get("noise"):
+        profile["noise"] = trace["noise"]  # the profiled rounds, as the timed runs record theirs
     profile["suggestions"] = suggest(
         profile,
         request.target,

@@ -132,13 +132,16 @@ class OrtSession:
         probe_baseline: Path | None = None,
     ) -> dict[str, Any]:
         """`runs` iterations on a second session with ORT's profiler on (after the timed runs, so the
-        profiler cannot disturb them, and back to back like them, so caches are as warm): per node its
+        profiler cannot disturb them, and back to back like them, so caches are as warm; repeated
+        like them while the machine looks busy, the steadiest round kept): per node its
         kernel time and the provider that ran it, per run the kernels' sum, ORT's own whole-run time
         and the wall time around `run`. Then as many runs of the `probe` graph, profiled on the same
         options, and with `probe_baseline` both timed without the profiler (probe_cost, run_costs)."""
         session = cls(model, {**options, "profile_prefix": str(folder / "ort-profile")})
-        timing = common.harness().time_runs(session.infer, feed, common.PROFILE_WARMUP, runs)
-        out = ort_trace_summary(session.trace(), timing.samples_ns)
+        steady = common.harness().time_steady(session.infer, feed, common.PROFILE_WARMUP, runs)
+        later = (len(steady.rounds) - 1 - steady.kept) * runs  # profiled runs after the kept round
+        out = ort_trace_summary(session.trace(), steady.timing.samples_ns, later)
+        out["noise"] = steady.as_dict()
         if probe:
             probe_options = {**options, "graph_optimization_level": "disable_all"}
             prober = cls(probe, {**probe_options, "profile_prefix": str(folder / "ort-probe")})
@@ -185,13 +188,16 @@ def run_costs(probe: OrtSession, baseline: OrtSession) -> dict[str, Any]:
     }
 
 
-def _windows(events: list[dict[str, Any]], runs: int) -> list[tuple[int, int]]:
-    """The last `runs` model_run windows (the profiled runs; the warm-up runs come first)."""
-    return sorted(
+def _windows(events: list[dict[str, Any]], runs: int, later: int = 0) -> list[tuple[int, int]]:
+    """The `runs` model_run windows before the last `later` ones (the kept round of profiled runs; the
+    warm-up runs come first, a noisier round before or after it)."""
+    windows = sorted(
         (int(e["ts"]), int(e["ts"]) + int(e["dur"]))
         for e in events
         if e.get("cat") == "Session" and e.get("name") == "model_run"
-    )[-runs:]
+    )
+    end = len(windows) - later
+    return windows[max(0, end - runs) : end]
 
 
 def _kernel_events(events: list[dict[str, Any]], windows: list[tuple[int, int]]) -> list[tuple[int, dict]]:
@@ -215,11 +221,11 @@ def _formatted(args: dict[str, Any]) -> tuple[int, int]:
     return len(shapes), dims
 
 
-def ort_trace_summary(events: list[dict[str, Any]], wall_ns: list[int]) -> dict[str, Any]:
+def ort_trace_summary(events: list[dict[str, Any]], wall_ns: list[int], later: int = 0) -> dict[str, Any]:
     """ORT's chrome-trace events reduced to what a profile needs. Each node's kernel event is billed to
-    the `model_run` window it falls in; only the last len(wall_ns) runs (the profiled ones) count. A
+    the `model_run` window it falls in; only the len(wall_ns) runs before the `later` ones count. A
     node's time is the middle mean of its runs (see bench_common.middle_mean)."""
-    windows = _windows(events, len(wall_ns))
+    windows = _windows(events, len(wall_ns), later)
     per_run: list[dict[str, float]] = [{} for _ in windows]
     nodes: dict[str, dict[str, Any]] = {}
     for run, e in _kernel_events(events, windows):
