@@ -1,5 +1,6 @@
-"""The quantize stage's auto sensitive-layer search: rank every layer by measured sensitivity, keep the
-most sensitive in float greedily until the budget holds, and report every number it used.
+"""The quantize stage's auto sensitive-layer search: every quantization point first (cheap signal,
+confirmed by the task metric), whole layers by measured sensitivity when points are not enough; it
+keeps greedily until the budget holds, and reports every number it used.
 
 The budget is measured on a SearchSet (backends.onnx.search_set): the SLO's evaluation data, labels and
 task when evaluate.data is set. The quantizer itself (the `build` callable) belongs to the quantize stage.
@@ -8,10 +9,12 @@ task when evaluate.data is set. The quantizer itself (the `build` callable) belo
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from backends.onnx import data, sensitivity
+from backends.onnx import data, point_search, quant_points, sensitivity
+from backends.onnx.quant_policy import FLOAT_KEEPS
 from backends.onnx.search_set import SearchSet
 
 if TYPE_CHECKING:
@@ -30,16 +33,32 @@ def note(auto: Mapping[str, Any] | None) -> str:
     final = auto.get("final") or {}
     if auto["budget_met"] and final.get("drop", 0.0) > budget["max_accuracy_drop"]:
         return (
-            f"; auto: budget met in the search with {chosen} layers, NOT by the final artifact: {auto['metric']} "
+            f"; auto: budget met in the search with {chosen} kept, NOT by the final artifact: {auto['metric']} "
             f"drop {final['drop']:.4f} > {budget['max_accuracy_drop']} on {where}"
         )
     if auto["budget_met"]:
-        return f"; auto: {chosen} layers kept, budget met ({auto['metric']} drop <= {budget['max_accuracy_drop']} on {where})"
+        return f"; auto: {chosen} kept ({_kinds(auto)}), budget met ({auto['metric']} drop <= {budget['max_accuracy_drop']} on {where})"
     drop = float(auto["steps"][-1]["drop"])
     return (
-        f"; auto: budget NOT met with {chosen} layers (max {budget['max_layers']}): {auto['metric']} "
+        f"; auto: budget NOT met with {chosen} kept ({_kinds(auto)}, max {budget['max_layers']}): {auto['metric']} "
         f"drop {drop:.4f} > {budget['max_accuracy_drop']} on {where}"
     )
+
+
+@dataclass
+class Chosen:
+    """What the search keeps: quantization points (left unrounded in the build) and whole layers."""
+
+    points: list[quant_points.Point] = field(default_factory=list)
+    layers: list[sensitivity.Layer] = field(default_factory=list)
+
+
+def _kinds(auto: Mapping[str, Any]) -> str:
+    counts: dict[str, int] = {}
+    for c in auto["chosen"]:
+        kind = str(c.get("kind", "layer"))
+        counts[kind] = counts.get(kind, 0) + 1
+    return ", ".join(f"{n} {k}{'s' if n != 1 else ''}" for k, n in sorted(counts.items())) or "nothing"
 
 
 def run(
@@ -52,43 +71,59 @@ def run(
     keep: str,
     scratch: Path,
     log: Logger,
-) -> tuple[dict[str, Any], list[sensitivity.Layer]]:
-    """Ranks every layer by measured sensitivity, then keeps the most sensitive greedily; the budget is
-    judged on `measured_on` (the SLO's data and metric when evaluate.data is set)."""
+) -> tuple[dict[str, Any], Chosen]:
+    """Phase 1 ranks every quantization point by its cheap signal and confirms each with the task
+    metric (backends.onnx.point_search); when the budget still fails, phase 2 ranks whole layers by
+    measured isolated sensitivity and keeps them greedily. Both judge on `measured_on`."""
+    import onnx
+
     inputs = data.model_inputs(reference)
     samples, labels = measured_on.samples, measured_on.labels
     sensitivity.check_samples(samples)
     rank_n, _ = sensitivity.sample_counts(_elements(inputs), len(samples))
-    rank_labels = labels[:rank_n] if labels is not None else None
-    rank_scorer = sensitivity.Scorer(reference, samples[:rank_n], task=measured_on.task, labels=rank_labels)
     search_scorer = sensitivity.Scorer(reference, samples, task=measured_on.task, labels=labels)
-    candidates = [layer for layer in sensitivity.layers(model) if not any(n in explicit for n in layer.nodes)]
-    base_model = build([], explicit_activations=True)
     log(f"auto: budget measured as {search_scorer.text} on {measured_on.describe()}")
+    base_path = build([], explicit_activations=True)
+    base_model = onnx.load(str(base_path))
+    weights = {t.name: t for t in model.graph.initializer}
+    found = [
+        p for p in quant_points.points(base_model) if keep in FLOAT_KEEPS or p.kind == quant_points.ACTIVATION
+    ]
+    ordered = sorted(
+        quant_points.signals(base_model, model, weights, found, samples[:rank_n]),
+        key=lambda s: (s.sqnr_db, -s.range_ratio, s.point.name),
+    )
     log(
-        f"auto: ranking {len(candidates)} layers on {len(rank_scorer.samples)} samples ({rank_scorer.metric})"
+        f"auto: ranking {len(ordered)} quantization points ({len(found)} found) by rounding SQNR on {rank_n} samples"
     )
-    ranked = sensitivity.rank(base_model, model, candidates, rank_scorer, scratch, log)
-    table = sensitivity.ranked_table(ranked)
-    log(sensitivity.format_table(table, rank_scorer.metric))
-    base = search_scorer(build([]))
+
+    def with_points(points: Sequence[quant_points.Point], layers: Sequence[sensitivity.Layer] = ()) -> bytes:
+        if keep in FLOAT_KEEPS:
+            source = onnx.load(str(build(list(layers), explicit_activations=True))) if layers else base_model
+            return quant_points.kept_float(source, points, weights)
+        return build(list(layers), wide_tensors=[p.name for p in points]).read_bytes()
+
+    base = search_scorer(base_path)
     log(
-        f"auto: greedy search on {len(samples)} samples, budget drop <= {budget.max_accuracy_drop} "
-        f"(float {search_scorer.reference_accuracy:.4f}), at most {budget.max_layers} layers"
+        f"auto: point search on {len(samples)} samples, budget drop <= {budget.max_accuracy_drop} "
+        f"(float {search_scorer.reference_accuracy:.4f}), at most {budget.max_layers} kept"
     )
-    search = sensitivity.greedy(
-        ranked,
-        lambda layers: build(list(layers)),
-        search_scorer,
-        base,
-        budget.max_accuracy_drop,
-        budget.max_layers,
-        reference_accuracy=search_scorer.reference_accuracy,
-        log=log,
+    phase1 = point_search.search(
+        ordered, with_points, search_scorer, base, budget.max_accuracy_drop, budget.max_layers, scratch, log
     )
-    report = {
+    chosen = Chosen(list(phase1.chosen))
+    steps = [
+        sensitivity.Step(
+            [], None, base.accuracy, search_scorer.reference_accuracy - base.accuracy, base.sqnr_db
+        ).as_dict(),
+        *phase1.steps,
+    ]
+    report: dict[str, Any] = {
         "keep": keep,
-        "ranking": "each layer quantized alone (all other nodes float), ranked by output SQNR, lowest first",
+        "ranking": (
+            "every quantization point (activation Q/DQ pair, weight) ordered by the SQNR of its own rounding "
+            "(worst concatenated slice first), each confirmed by the task metric with it left float"
+        ),
         "metric": search_scorer.metric,
         "measure": search_scorer.text,
         "data": {
@@ -100,14 +135,92 @@ def run(
             "text": measured_on.describe(),
         },
         "reference_accuracy": round(search_scorer.reference_accuracy, 6),
-        "samples": {"rank": len(rank_scorer.samples), "search": len(samples)},
+        "samples": {"rank": rank_n, "search": len(samples)},
         "budget": {"max_accuracy_drop": budget.max_accuracy_drop, "max_layers": budget.max_layers},
-        "table": table,
-        "steps": [s.as_dict() for s in search.steps],
-        "chosen": [{"layer": layer.name, "nodes": list(layer.nodes)} for layer in search.chosen],
-        "budget_met": search.budget_met,
+        "table": point_search.table(ordered, phase1.trials),
+        "points_measured": len(phase1.trials),
     }
-    return report, list(search.chosen)
+    log(point_search.format_table(report["table"], search_scorer.metric))
+    left = budget.max_layers - len(chosen.points)
+    if not phase1.budget_met and left > 0:
+        layer_report, layers = _layer_phase(
+            model,
+            reference,
+            measured_on,
+            explicit,
+            build,
+            budget,
+            left,
+            chosen.points,
+            with_points,
+            scratch,
+            log,
+        )
+        report["layers"] = layer_report
+        chosen.layers = list(layers.chosen)
+        steps.extend(s.as_dict() for s in layers.steps[1:])
+        met = layers.budget_met
+    else:
+        met = phase1.budget_met
+    report["steps"] = steps
+    report["chosen"] = [
+        *({"layer": p.label, "kind": p.kind, "nodes": []} for p in chosen.points),
+        *({"layer": layer.name, "kind": "layer", "nodes": list(layer.nodes)} for layer in chosen.layers),
+    ]
+    report["budget_met"] = met
+    return report, chosen
+
+
+def _layer_phase(
+    model: onnx.ModelProto,
+    reference: Path,
+    measured_on: SearchSet,
+    explicit: Mapping[str, str],
+    build: Callable[..., Path],
+    budget: Any,
+    left: int,
+    points: Sequence[quant_points.Point],
+    with_points: Callable[..., bytes],
+    scratch: Path,
+    log: Logger,
+) -> tuple[dict[str, Any], sensitivity.Search]:
+    """Whole layers ranked by isolated sensitivity, kept greedily on top of the kept points."""
+    samples, labels = measured_on.samples, measured_on.labels
+    rank_n, _ = sensitivity.sample_counts(_elements(data.model_inputs(reference)), len(samples))
+    rank_labels = labels[:rank_n] if labels is not None else None
+    rank_scorer = sensitivity.Scorer(reference, samples[:rank_n], task=measured_on.task, labels=rank_labels)
+    search_scorer = sensitivity.Scorer(reference, samples, task=measured_on.task, labels=labels)
+    candidates = [layer for layer in sensitivity.layers(model) if not any(n in explicit for n in layer.nodes)]
+    log(
+        f"auto: budget not met by points; ranking {len(candidates)} layers on {rank_n} samples ({rank_scorer.metric})"
+    )
+    ranked = sensitivity.rank(
+        build([], explicit_activations=True), model, candidates, rank_scorer, scratch, log
+    )
+    table = sensitivity.ranked_table(ranked)
+    log(sensitivity.format_table(table, rank_scorer.metric))
+    counter = iter(range(1 << 30))
+
+    def build_layers(layers: Sequence[sensitivity.Layer]) -> Path:
+        path = scratch / f"layers-{next(counter)}.onnx"
+        path.write_bytes(with_points(points, layers))
+        return path
+
+    base = search_scorer(build_layers([]))
+    search = sensitivity.greedy(
+        ranked,
+        build_layers,
+        search_scorer,
+        base,
+        budget.max_accuracy_drop,
+        left,
+        reference_accuracy=search_scorer.reference_accuracy,
+        log=log,
+    )
+    return {
+        "ranking": "each layer quantized alone (all other nodes float), ranked by output SQNR, lowest first",
+        "table": table,
+    }, search
 
 
 def _elements(inputs: Sequence[data.InputSpec]) -> int:

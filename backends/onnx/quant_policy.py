@@ -71,6 +71,10 @@ class Policy:
     samples: int = 0
     seed: int = 0
     keep_io_types: bool = True
+    placement: str = "target"
+    """target: Q/DQ where the target runs integer ops (backends.onnx.qdq_placement); every_op: ORT's default."""
+    integer_graph: bool = False
+    """Set by a backend whose compiled graph runs wholly in integer (QNN HTP): no float tail."""
     sensitive: SensitiveRules | None = None
     notes: tuple[str, ...] = field(default=())
     backend_options: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
@@ -92,6 +96,7 @@ class Policy:
             "method": self.method,
             **({"percentile": self.percentile} if self.method == "percentile" else {}),
             "seed": self.seed,
+            "placement": self.placement,
         }
 
 
@@ -122,6 +127,7 @@ def resolve(config: Mapping[str, Any], target: Target) -> Policy:
         samples=int(calibration.get("samples", 0)),
         seed=int(calibration.get("seed", 0)),
         keep_io_types=bool(section.get("keep_io_types", True)),
+        placement=str(section.get("placement", "target")),
         sensitive=_rules(section.get("sensitive_layers")),
         notes=tuple(notes),
     )

@@ -24,19 +24,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backends.base import StageLog, StageOutput, StageRequest
-from backends.catalog import Target
 from backends.errors import TerminalError, one_line
-from backends.onnx import auto_search, calibration, data, sensitivity
+from backends.onnx import auto_search, calibration, data, qdq_placement, sensitivity
 from backends.onnx.quant_policy import (
-    COMPUTE_OPS,
     FLOAT_KEEPS,
     Policy,
-    has_float,
     int16_overrides,
     match_rules,
     quant_type,
     resolve,
 )
+from backends.onnx.quantize_modes import QDQ_OPS, convert_fp16, keep_fp16, save_deterministic, validate_qat
 from backends.onnx.search_set import search_set
 
 if TYPE_CHECKING:
@@ -46,8 +44,6 @@ Logger = Callable[[str], None]
 
 CACHE_ENV = "NPUCTL_CACHE_DIR"
 """Optional persistent cache root when the engine passes no `cache_dir` input."""
-
-_QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 
 
 def _dist_version(name: str) -> str:
@@ -82,7 +78,9 @@ class QuantizePass:
     """Stage "quantize"."""
 
     stage = "quantize"
-    version = "3"  # 3: the auto search measures on the SLO's data and task metric (search_set)
+    version = (
+        "4"  # 4: quantizer placement by target (qdq_placement); 3: the auto search measures on the SLO data
+    )
 
     def fingerprint(self) -> dict[str, str]:
         return {name: _dist_version(name) for name in ("onnx", "onnxruntime", "numpy")}
@@ -129,16 +127,13 @@ def _note(report: Mapping[str, Any]) -> str:
         return (
             f"ptq w{pol['weights']}/a{pol['activations']}, {report['calibration']['samples_used']} samples "
             f"({cache}), {kept_text}{auto_search.note(report.get('auto'))}"
+            + (f"; {qdq_placement.note(report['placement'])}" if "placement" in report else "")
         )
     if mode == "fp16":
         return "fp16"
     if mode == "qat":
         return f"qat: {len(report.get('float_compute_ops', []))} compute ops left in float"
     return str(mode)
-
-
-def save_deterministic(model: onnx.ModelProto, path: Path) -> None:
-    path.write_bytes(model.SerializeToString(deterministic=True))
 
 
 # ---------------------------------------------------------------------------------------------- prepare
@@ -214,6 +209,8 @@ class Builder:
     policy: Policy
     scratch: Path
     op_types: list[str]
+    placed_float: Sequence[str] = ()
+    """Nodes the placement leaves float in every build (the tail, mixed-range concats)."""
     counter: int = 0
 
     def build(
@@ -222,6 +219,7 @@ class Builder:
         int16_nodes: Iterable[str] = (),
         out: Path | None = None,
         explicit_activations: bool = False,
+        wide_tensors: Iterable[str] = (),
     ) -> Path:
         """`explicit_activations` keeps Relu/Clip nodes the quantizer would fold into Q ranges (same numbers):
         the sensitivity search bypasses Q/DQ pairs, which would otherwise drop their clipping."""
@@ -237,9 +235,12 @@ class Builder:
         if explicit_activations:
             extra["QDQKeepRemovableActivations"] = True
         wide = sorted(set(int16_nodes))
-        if wide:
+        if wide or wide_tensors:
             model = onnx.load(str(self.prepared))
-            extra["TensorQuantOverrides"] = int16_overrides(model, wide, self.policy.wide_activations)
+            overrides = int16_overrides(model, wide, self.policy.wide_activations)
+            qtype = [{"quant_type": quant_type(self.policy.wide_activations)}]
+            overrides.update({t: list(qtype) for t in wide_tensors})
+            extra["TensorQuantOverrides"] = dict(sorted(overrides.items()))
         if self.policy.backend_options:
             _merge_backend_options(extra, self.policy.backend_options, self.prepared)
         try:
@@ -253,7 +254,7 @@ class Builder:
                 reduce_range=False,
                 activation_type=quant_type(self.policy.activations),
                 weight_type=quant_type(self.policy.weights),
-                nodes_to_exclude=sorted(set(float_nodes)),
+                nodes_to_exclude=sorted(set(float_nodes) | set(self.placed_float)),
                 calibrate_method=calibration.ort_method(self.policy.method),
                 extra_options=extra,
                 calibration_cache_path=str(self.ranges),
@@ -324,32 +325,53 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
         calib = calibration.calibrate(prepared, files, settings, ops, scratch, cache_dir)
         log(f"calibration: {calib.cache}, {len(calib.samples)} samples, digest {calib.digest[:16]}")
         report["calibration"] = calib.report()
-        builder = Builder(prepared, calib.ranges, policy, scratch, ops)
+        placement = qdq_placement.plan(
+            model, calib.ranges, request.target, policy.placement, ops, policy.integer_graph
+        )
+        report["placement"] = placement.report()
+        log(qdq_placement.note(report["placement"]))
+        builder = Builder(
+            prepared, calib.ranges, policy, scratch, placement.op_types, list(placement.float_nodes)
+        )
         keep = rules.keep if rules is not None else "fp32"
         kept: dict[str, tuple[str, str]] = {name: (keep, rule) for name, rule in explicit.items()}
 
-        def build(extra_layers: Sequence[sensitivity.Layer], explicit_activations: bool = False) -> Path:
+        def build(
+            extra_layers: Sequence[sensitivity.Layer],
+            explicit_activations: bool = False,
+            wide_tensors: Sequence[str] = (),
+        ) -> Path:
             nodes = dict(kept)
             for layer in extra_layers:
                 for name in layer.nodes:
                     nodes.setdefault(name, (keep, f"auto: layer {layer.name}"))
             wide = [n for n, (p, _) in nodes.items() if p == "int16"]
             flt = [n for n, (p, _) in nodes.items() if p in FLOAT_KEEPS]
-            return builder.build(flt, wide, None, explicit_activations)
+            return builder.build(flt, wide, None, explicit_activations, wide_tensors)
 
-        chosen: list[sensitivity.Layer] = []
+        picked = auto_search.Chosen()
         if rules is not None and rules.auto is not None:
             measured_on = search_set(
                 request.config, request.inputs, reference, files, auto_search.search_count(reference, files)
             )
-            auto_report, chosen = auto_search.run(
+            auto_report, picked = auto_search.run(
                 model, reference, measured_on, explicit, build, rules.auto, keep, scratch, log
             )
             report["auto"] = auto_report
-        for layer in chosen:
+        for layer in picked.layers:
             for name in layer.nodes:
                 kept.setdefault(name, (keep, f"auto: layer {layer.name}"))
-        built = build([])
+        built = _final_build(build, picked.points, keep, model, scratch)
+        if picked.points:
+            report["kept_points"] = [
+                {
+                    "tensor": p.tensor,
+                    "kind": p.kind,
+                    "producer": p.producer,
+                    "precision": _point_precision(keep),
+                }
+                for p in picked.points
+            ]
         if keep == "fp16" and kept:
             built, fp16_note = keep_fp16(
                 built, [n for n, (p, _) in kept.items() if p == "fp16"], request.target
@@ -370,6 +392,30 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
     if notes:
         report["notes"] = notes
     return report
+
+
+def _point_precision(keep: str) -> str:
+    """Points are left unrounded (fp32) for float keeps: fp16 conversion covers whole layers only."""
+    return "fp32" if keep in FLOAT_KEEPS else keep
+
+
+def _final_build(
+    build: Callable[..., Path], points: Sequence[Any], keep: str, model: onnx.ModelProto, scratch: Path
+) -> Path:
+    """The artifact as the search measured it: kept points left float in the build (or at 16 bits)."""
+    if not points:
+        return build([])
+    if keep not in FLOAT_KEEPS:
+        return build([], wide_tensors=[p.name for p in points])
+    import onnx
+
+    from backends.onnx import quant_points
+
+    base = onnx.load(str(build([], explicit_activations=True)))
+    weights = {t.name: t for t in model.graph.initializer}
+    out = scratch / "final-points.onnx"
+    out.write_bytes(quant_points.kept_float(base, points, weights))
+    return out
 
 
 def _save_compact(built: Path, prepared: onnx.ModelProto, out: Path) -> int:
@@ -403,163 +449,9 @@ def _match(model: onnx.ModelProto, source: Path, rules: Any) -> dict[str, str]:
         ) from None
 
 
-def keep_fp16(built: Path, nodes: Sequence[str], target: Target) -> tuple[Path, str]:
-    """Converts the kept (excluded) nodes of a QDQ model to fp16 when the target computes fp16 and the
-    result still runs; otherwise they stay fp32, and the returned note says why."""
-    if "fp16" not in target.precisions:
-        return built, f"keep fp16: target {target.id} has no fp16; kept nodes stay fp32"
-    if target.npu_cores == 0:
-        return built, (
-            f"keep fp16: target {target.id} runs the model on the CPU, where ONNX Runtime computes fp16 "
-            "through fp32 casts; kept nodes stay fp32"
-        )
-    import onnx
-
-    try:
-        from onnxruntime.transformers.float16 import convert_float_to_float16
-
-        model = onnx.load(str(built))
-        others = [n.name for n in model.graph.node if n.name not in set(nodes)]
-        converted = convert_float_to_float16(model, keep_io_types=True, node_block_list=others)
-        out = built.with_name(built.stem + "-fp16.onnx")
-        save_deterministic(converted, out)
-        _smoke_run(out)
-    except Exception as exc:  # noqa: BLE001 - converter and ORT raise various types
-        return built, f"keep fp16: conversion not feasible ({one_line(exc)}); kept nodes stay fp32"
-    return out, f"keep fp16: {len(nodes)} kept nodes converted to fp16"
-
-
-def _smoke_run(model: Path) -> None:
-    """Loads and runs the model once on random data: a converted model must at least execute."""
-    from backends.onnx import accuracy
-
-    inputs = data.model_inputs(model)
-    accuracy.run_model(model, [data.random_feed(inputs, 0, 0)])
-
-
 def _qdq_counts(model: Path) -> dict[str, int]:
     import onnx
 
     proto = onnx.load(str(model), load_external_data=False)
-    counts = Counter(n.op_type for n in proto.graph.node if n.op_type in _QDQ_OPS)
+    counts = Counter(n.op_type for n in proto.graph.node if n.op_type in QDQ_OPS)
     return dict(sorted(counts.items()))
-
-
-# ------------------------------------------------------------------------------------------------ fp16
-
-
-def convert_fp16(source: Path, out: Path, policy: Policy, target: Target, log: Logger) -> dict[str, Any]:
-    """The whole model in fp16; I/O stays float32 when `keep_io_types` (the default)."""
-    import onnx
-
-    from backends.onnx.importer import raise_opset
-
-    if "fp16" not in target.precisions:
-        raise TerminalError(
-            f"quantization.mode fp16: target {target.id} has no fp16 (its precisions: {', '.join(target.precisions)})"
-        )
-    try:
-        from onnxruntime.transformers.float16 import convert_float_to_float16
-
-        model = raise_opset(onnx.load(str(source)), log)
-        converted = convert_float_to_float16(model, keep_io_types=policy.keep_io_types)
-    except TerminalError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the converter raises various types
-        raise TerminalError(f"fp16 conversion failed: {one_line(exc)}") from exc
-    save_deterministic(converted, out)
-    report: dict[str, Any] = {"mode": "fp16", "keep_io_types": policy.keep_io_types}
-    try:
-        _smoke_run(out)
-        report["runs_on_host"] = True
-    except TerminalError as exc:
-        report["runs_on_host"] = False
-        report["notes"] = [f"the fp16 model does not run on the host ONNX Runtime: {exc}"]
-    io = [
-        {"name": v.name, "type": onnx.TensorProto.DataType.Name(v.type.tensor_type.elem_type).lower()}
-        for v in (*converted.graph.input, *converted.graph.output)
-    ]
-    report["io"] = io
-    return report
-
-
-# ------------------------------------------------------------------------------------------------- qat
-
-
-def validate_qat(source: Path, out: Path, target: Target, log: Logger) -> dict[str, Any]:
-    """Accepts a model that already carries QDQ nodes; reports every compute op left in float.
-
-    A compute op is quantized when its activation and weight inputs come from DequantizeLinear. Ops left
-    in float are a TerminalError on a target without float support, otherwise warnings."""
-    import onnx
-
-    model = onnx.load(str(source))
-    nodes = list(model.graph.node)
-    if not any(n.op_type in _QDQ_OPS for n in nodes):
-        raise TerminalError("quantization.mode qat: the model has no QuantizeLinear/DequantizeLinear nodes")
-    producer = {o: n for n in nodes for o in n.output}
-    float_ops = []
-    for node in nodes:
-        if node.op_type not in COMPUTE_OPS:
-            continue
-        operands = [t for t in node.input[:2] if t]
-        if not all(
-            producer.get(t) is not None and producer[t].op_type == "DequantizeLinear" for t in operands
-        ):
-            float_ops.append({"node": node.name, "op_type": node.op_type})
-    types = _qdq_types(model)
-    unsupported = sorted(t for t in types if t not in target.precisions)
-    if unsupported:
-        raise TerminalError(
-            f"quantization.mode qat: the model uses {', '.join(unsupported)}, which target {target.id} does not "
-            f"support (its precisions: {', '.join(target.precisions)})"
-        )
-    compute = sum(1 for n in nodes if n.op_type in COMPUTE_OPS)
-    if float_ops and not has_float(target):
-        shown = ", ".join(f"{o['node']} ({o['op_type']})" for o in float_ops[:5])
-        more = f" and {len(float_ops) - 5} more" if len(float_ops) > 5 else ""
-        raise TerminalError(
-            f"quantization.mode qat: target {target.id} runs no float layers, but {len(float_ops)} of {compute} "
-            f"compute ops are not quantized: {shown}{more}"
-        )
-    shutil.copyfile(source, out)
-    report: dict[str, Any] = {
-        "mode": "qat",
-        "compute_ops": compute,
-        "float_compute_ops": float_ops,
-        "quantized_types": sorted(types),
-        "qdq_nodes": dict(sorted(Counter(n.op_type for n in nodes if n.op_type in _QDQ_OPS).items())),
-    }
-    if float_ops:
-        report["warnings"] = [
-            f"{len(float_ops)} of {compute} compute ops are left in float (see float_compute_ops)"
-        ]
-        log(report["warnings"][0])
-    return report
-
-
-def _qdq_types(model: onnx.ModelProto) -> set[str]:
-    """Integer types carried by the model's Q/DQ nodes (from zero points or quantized initializers)."""
-    import onnx
-
-    names = {
-        onnx.TensorProto.INT8: "int8",
-        onnx.TensorProto.UINT8: "uint8",
-        onnx.TensorProto.INT16: "int16",
-        onnx.TensorProto.UINT16: "uint16",
-        onnx.TensorProto.INT4: "int4",
-        onnx.TensorProto.UINT4: "uint4",
-    }
-    inits = {t.name: t.data_type for t in model.graph.initializer}
-    found: set[str] = set()
-    for node in model.graph.node:
-        if node.op_type == "DequantizeLinear":
-            for t in (node.input[2] if len(node.input) > 2 else "", node.input[0]):
-                if t in inits and inits[t] in names:
-                    found.add(names[inits[t]])
-                    break
-        elif node.op_type == "QuantizeLinear" and len(node.input) > 2 and node.input[2] in inits:
-            dtype = inits[node.input[2]]
-            if dtype in names:
-                found.add(names[dtype])
-    return found

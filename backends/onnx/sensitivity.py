@@ -389,6 +389,10 @@ def ranked_table(ranked: Sequence[Ranked]) -> list[dict[str, Any]]:
 
 def format_table(rows: Sequence[Mapping[str, Any]], metric: str, limit: int = 20) -> str:
     """The ranked table as text (most sensitive first), for the log and for tests to print."""
+    if rows and "sqnr_db" in rows[0]:
+        from backends.onnx.point_search import format_table as points_table
+
+        return points_table(rows, metric, limit)
     lines = [
         f"{'rank':>4}  {'layer':<36} {'op':<14} {'nodes':>5} {metric + ' alone':>22} {'sqnr alone dB':>13}"
     ]

@@ -77,9 +77,12 @@ def latency(per_variant: dict[str, dict[str, Any]], verdicts: list[dict[str, Any
 
 
 def sensitivity(table: list[dict[str, Any]], chosen: set[str], metric: str) -> list[dict[str, Any]]:
-    """Two ranked bar charts (most sensitive first): the task metric, and the output SQNR, of the float
-    model with only that layer quantized; kept layers in red. Lower means more sensitive."""
+    """Two ranked bar charts (most sensitive first); kept in red, lower means more sensitive. A point
+    table (every quantization point): the rounding SQNR of each point (the cheap signal) and the task
+    metric with it kept float where the search measured it. A layer table (older records): the task
+    metric and output SQNR of the float model with only that layer quantized."""
     rows = table[:40]
+    points = bool(rows) and "sqnr_db" in rows[0]
     labels = [f"{r.get('layer')} ({r.get('op_type', '?')})" for r in rows]
     colors = [FAIL if r.get("layer") in chosen else BLUE for r in rows]
 
@@ -99,14 +102,22 @@ def sensitivity(table: list[dict[str, Any]], chosen: set[str], metric: str) -> l
             "options": {
                 "indexAxis": "y",
                 "plugins": {
-                    "title": _title(f"{label}, with only this layer quantized (red: kept in float)"),
+                    "title": _title(f"{label} (red: kept in float)"),
                     "legend": {"display": False},
                 },
             },
             "height": 120 + 22 * len(rows),
         }
 
-    return [bars("alone_accuracy", metric), bars("alone_sqnr_db", "output SQNR (dB)")]
+    if points:
+        return [
+            bars("kept_accuracy", f"{metric} with this point kept float (0: not measured)"),
+            bars("sqnr_db", "rounding SQNR of the point (dB, cheap signal)"),
+        ]
+    return [
+        bars("alone_accuracy", f"{metric}, with only this layer quantized"),
+        bars("alone_sqnr_db", "output SQNR (dB), with only this layer quantized"),
+    ]
 
 
 def history(entries: list[AuditEntry]) -> list[dict[str, Any]]:

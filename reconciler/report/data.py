@@ -255,6 +255,12 @@ def gather(root: Path, spec: LoadedSpec) -> ReportData:
         data.quantization_mode = str(built_with.get("mode", data.quantization_mode))
         if not quantize.note.startswith("identity"):
             data.quantize = quantize.report
+        placement = (quantize.report or {}).get("placement") or {}
+        notes.extend(
+            f"quantize range mixing: {m.get('node')} ({m.get('output')}): input ranges "
+            f"{float(m.get('ratio', 0)):.0f}x apart, {m.get('fix')}"
+            for m in placement.get("range_mixing") or []
+        )
     sources = lock.get("sources") or {}
     if sources.get("spec_digest") and sources["spec_digest"] != spec_digest(spec):
         notes.append("the spec changed since its last apply: this page shows the results in the lock file")

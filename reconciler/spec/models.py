@@ -255,6 +255,13 @@ class Quantization(_Strict):
         description="Symmetric activation ranges; default follows the activation type (signed: symmetric, "
         "unsigned: asymmetric).",
     )
+    placement: Literal["target", "every_op"] = Field(
+        default="target",
+        description="ptq: where Q/DQ go. target: on the inputs of the ops the target runs in integer (its op "
+        "table); the tail after the last compute op (decode, post-processing) and concats of mixed ranges "
+        "stay float on targets that run float layers. every_op: ONNX Runtime's default, every op it can "
+        "quantize, tails included.",
+    )
     keep_io_types: bool = Field(
         default=True,
         description="fp16: keep float32 model inputs and outputs (Cast nodes at the boundary); false makes "

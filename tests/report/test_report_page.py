@@ -96,7 +96,7 @@ def test_every_chart_is_fed_with_data_points(report_repo: Path, monkeypatch: obj
             assert points(chart) > 0, (section, chart["options"]["plugins"]["title"])
     table = data.quantize["auto"]["table"]  # type: ignore[index]
     metric_bars = configs["sensitivity"][0]["data"]["datasets"][0]["data"]
-    assert metric_bars == [float(row["alone_accuracy"]) for row in table[:40]]
+    assert metric_bars == [float(row["kept_accuracy"] or 0.0) for row in table[:40]]
     assert any(v != 0 for v in configs["sensitivity"][1]["data"]["datasets"][0]["data"]), (
         "SQNR bars are not all 0"
     )

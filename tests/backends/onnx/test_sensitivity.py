@@ -135,20 +135,23 @@ def test_auto_on_digits_reports_a_ranked_table_and_steps(tmp_path: Path) -> None
     print(sensitivity.format_table(auto["table"], auto["metric"]))
     assert auto["metric"] == "classification top1_agreement"
     assert auto["data"]["source"] == "quantization.calibration.data" and not auto["data"]["slo_data"]
-    assert [row["rank"] for row in auto["table"]] == [1, 2, 3, 4]
-    assert {row["layer"] for row in auto["table"]} == {
-        "/conv1/Conv",
-        "/conv2/Conv",
-        "/fc1/Gemm",
-        "/head/Gemm",
-    }
-    sqnr = [row["alone_sqnr_db"] for row in auto["table"]]
-    assert sqnr == sorted(sqnr)  # most sensitive (noisiest alone) first
+    rows = auto["table"]  # every quantization point: activation Q/DQ pairs and weights
+    assert [row["rank"] for row in rows] == list(range(1, len(rows) + 1))
+    assert len({row["layer"] for row in rows}) == len(rows)
+    writers = sorted(row["op_type"] for row in rows if row["kind"] == "weight")
+    assert writers == ["Conv", "Conv", "Gemm", "Gemm"]  # conv1, conv2, fc1 and head weights
+    assert sum(row["kind"] == "activation" for row in rows) >= 4
+    sqnr = [row["sqnr_db"] for row in rows]
+    assert sqnr == sorted(sqnr)  # worst rounding first
     assert auto["samples"] == {"rank": 64, "search": 64}
     assert auto["steps"][0]["added"] is None
     assert len(auto["chosen"]) <= 2 and auto["final"]["accuracy"] >= auto["steps"][0]["accuracy"] - 1e-9
     kept_rules = {k["rule"] for k in out.report["kept"]}
     assert all(rule.startswith("auto: layer ") for rule in kept_rules)
+    points = [c for c in auto["chosen"] if c["kind"] != "layer"]
+    assert [p["tensor"] for p in out.report.get("kept_points", [])] == [
+        c["layer"].split(" ", 1)[1] for c in points
+    ]
     assert "rank" in (tmp_path / "w" / "quantize.log").read_text()
 
 
@@ -181,10 +184,11 @@ def test_the_stage_note_says_whether_the_auto_budget_was_met(tmp_path: Path) -> 
     where = "64 samples of quantization.calibration.data against the float model: not the SLO's data"
     assert where in out.note
     if auto["budget_met"]:
-        assert f"auto: {len(auto['chosen'])} layers kept, budget met (generic cosine drop <= 0.0" in out.note
+        assert f"auto: {len(auto['chosen'])} kept (" in out.note
+        assert "budget met (generic cosine drop <= 0.0" in out.note
     else:
         drop = auto["steps"][-1]["drop"]
-        assert f"auto: budget NOT met with {len(auto['chosen'])} layers (max 1)" in out.note
+        assert f"auto: budget NOT met with {len(auto['chosen'])} kept (" in out.note and "max 1)" in out.note
         assert f"drop {drop:.4f} > 0.0" in out.note
 
 
@@ -206,6 +210,6 @@ def test_the_note_judges_the_final_artifact_not_only_the_search() -> None:
     assert "budget met (classification top1 drop <= 0.01 on 360 samples" in auto_search.note(auto)
     auto["final"] = {"drop": 0.015}
     assert (
-        "budget met in the search with 1 layers, NOT by the final artifact: classification top1 drop 0.0150"
+        "budget met in the search with 1 kept, NOT by the final artifact: classification top1 drop 0.0150"
         in (auto_search.note(auto))
     )

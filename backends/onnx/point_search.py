@@ -1,0 +1,139 @@
+"""The auto search's first phase: every quantization point (activation Q/DQ pair, weight), ordered
+by its cheap signal, confirmed by the task metric.
+
+Candidates are taken in cheap order (worst rounding SQNR first) a window at a time; each is measured
+with the task metric on the search samples with that point (and those already kept) left float, the
+best improving one is kept, the ones that did not improve are dropped. The phase stops when the budget
+holds, `max_points` are kept, or PATIENCE windows in a row improve nothing. Measuring a candidate is
+a graph edit of one build (no re-quantization), so a window costs WINDOW model runs.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from backends.onnx.quant_points import Point, Signal
+from backends.onnx.sensitivity import Score, Scorer
+
+WINDOW = 3
+PATIENCE = 2
+MIN_GAIN = 1e-6
+
+
+@dataclass
+class Trial:
+    point: Point
+    kept_before: int
+    accuracy: float
+    sqnr_db: float
+
+
+@dataclass
+class PointSearch:
+    score: Score
+    chosen: list[Point] = field(default_factory=list)
+    trials: list[Trial] = field(default_factory=list)
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    budget_met: bool = False
+
+
+def search(
+    ordered: Sequence[Signal],
+    materialize: Callable[[Sequence[Point]], bytes],
+    scorer: Scorer,
+    base: Score,
+    max_drop: float,
+    max_points: int,
+    scratch: Path,
+    log: Callable[[str], None] = print,
+) -> PointSearch:
+    out = PointSearch(score=base)
+    reference = scorer.reference_accuracy
+    pending = [s.point for s in ordered]
+    idle = 0
+    with tempfile.TemporaryDirectory(dir=scratch, prefix="points-") as tmp:
+        path = Path(tmp) / "candidate.onnx"
+        while reference - out.score.accuracy > max_drop and len(out.chosen) < max_points and pending:
+            window, best = pending[:WINDOW], None
+            for point in window:
+                path.write_bytes(materialize([*out.chosen, point]))
+                got = scorer(path)
+                out.trials.append(Trial(point, len(out.chosen), got.accuracy, got.sqnr_db))
+                log(
+                    f"  point {point.label} ({point.producer}) float -> {scorer.metric} "
+                    f"{got.accuracy:.4f}, sqnr {got.sqnr_db:.2f} dB"
+                )
+                if best is None or got.accuracy > best[1].accuracy:
+                    best = (point, got)
+            improving = [
+                t.point for t in out.trials[-len(window) :] if t.accuracy > out.score.accuracy + MIN_GAIN
+            ]
+            pending = [p for p in pending if p not in window or p in improving]
+            if best is None or best[0] not in improving:
+                idle += 1
+                if idle >= PATIENCE:
+                    break
+                continue
+            idle = 0
+            point, got = best
+            pending.remove(point)
+            out.chosen.append(point)
+            out.score = got
+            out.steps.append(
+                {
+                    "added": point.label,
+                    "kept": [p.label for p in out.chosen],
+                    "accuracy": round(got.accuracy, 6),
+                    "drop": round(reference - got.accuracy, 6),
+                    "sqnr_db": round(got.sqnr_db, 3),
+                }
+            )
+            log(
+                f"  kept point {point.label}: {scorer.metric} {got.accuracy:.4f} (drop {reference - got.accuracy:.4f})"
+            )
+    out.budget_met = reference - out.score.accuracy <= max_drop
+    return out
+
+
+def table(ordered: Sequence[Signal], trials: Sequence[Trial]) -> list[dict[str, Any]]:
+    """Every point in cheap order with what the task metric said when it was measured."""
+    measured: dict[str, Trial] = {}
+    for t in trials:
+        measured[t.point.label] = t
+    rows = []
+    for i, s in enumerate(ordered):
+        key = s.point.label
+        found = measured.get(key)
+        rows.append(
+            {
+                "rank": i + 1,
+                "layer": key,
+                "op_type": s.point.producer,
+                "kind": s.point.kind,
+                "nodes": 1,
+                "sqnr_db": round(s.sqnr_db, 3),
+                "range_ratio": round(s.range_ratio, 2),
+                "kept_accuracy": None if found is None else round(found.accuracy, 6),
+            }
+        )
+    return rows
+
+
+def format_table(rows: Sequence[Mapping[str, Any]], metric: str, limit: int = 20) -> str:
+    """The point table as text, cheap order, with the confirmed metric where it was measured."""
+    lines = [
+        f"{'rank':>4}  {'point':<44} {'writer':<12} {'sqnr dB':>8} {'ratio':>7} {metric + ' kept float':>28}"
+    ]
+    for row in rows[:limit]:
+        kept = "-" if row["kept_accuracy"] is None else f"{row['kept_accuracy']:.4f}"
+        lines.append(
+            f"{row['rank']:>4}  {row['layer'][:44]:<44} {row['op_type'][:12]:<12} {row['sqnr_db']:>8.2f} "
+            f"{row['range_ratio']:>7.1f} {kept:>28}"
+        )
+    if len(rows) > limit:
+        lines.append(f"  ... {len(rows) - limit} more")
+    return "\n".join(lines)

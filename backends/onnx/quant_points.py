@@ -1,0 +1,294 @@
+"""Quantization points of a QDQ model, their cheap signal, and the model with some of them kept float.
+
+A point is one place where the quantizer rounds: an activation tensor's Q/DQ pair, or one quantized
+weight. The auto search ranks every point, not only compute layers, because the damage can sit in a
+tensor no layer owns: a YOLOv8-style head's output Concat joins box coordinates (0-320) and class
+scores (0-1) under one uint8 scale of ~1.26, and every score under 0.63 becomes 0.
+
+The cheap signal is the SQNR each point's own rounding leaves in its tensor, measured on the float
+model's real values with the point's own scale: for a Concat output, the SQNR of each concatenated
+input's slice, worst first (whole-tensor SQNR of that concat is ~45 dB, dominated by the coordinates;
+its score slice's is ~0 dB). It only orders candidates: the task metric confirms each one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    import onnx
+
+    from backends.onnx.data import Sample
+
+ACTIVATION, WEIGHT = "activation", "weight"
+
+
+@dataclass(frozen=True)
+class Point:
+    name: str
+    """The float tensor (activation) or the float weight's name."""
+    kind: str
+    """activation | weight"""
+    producer: str
+    """Op type writing the tensor (activation) or reading the weight (weight)."""
+    quantize_node: str
+    """The QuantizeLinear (activation) or DequantizeLinear (weight) node of the point."""
+
+    @property
+    def tensor(self) -> str:
+        """The tensor as the model names it (the quantizer renames a graph output it quantizes)."""
+        name = self.name
+        for suffix in ("_QuantizeLinear_Input", "_QuantizeInput"):
+            name = name.removesuffix(suffix)
+        return name
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {self.tensor}"
+
+
+@dataclass(frozen=True)
+class Signal:
+    point: Point
+    sqnr_db: float
+    """Worst-slice SQNR of the point's own rounding (cheap, local)."""
+    range_ratio: float
+    """Widest / narrowest concatenated input range (1 for a tensor that concatenates nothing)."""
+
+
+def points(qdq: onnx.ModelProto) -> list[Point]:
+    """Every activation Q/DQ pair and every quantized weight of `qdq` (8/16-bit, not int32 biases)."""
+    import onnx
+
+    graph = qdq.graph
+    inits = {t.name: t for t in graph.initializer}
+    producer = {o: n for n in graph.node for o in n.output}
+    consumers: dict[str, list[Any]] = {}
+    for node in graph.node:
+        for t in node.input:
+            consumers.setdefault(t, []).append(node)
+    found: list[Point] = []
+    for node in graph.node:
+        if node.op_type == "QuantizeLinear" and node.input[0] not in inits:
+            source = producer.get(node.input[0])
+            found.append(Point(node.input[0], ACTIVATION, source.op_type if source else "input", node.name))
+        elif node.op_type == "DequantizeLinear" and node.input[0] in inits:
+            if inits[node.input[0]].data_type == onnx.TensorProto.INT32:
+                continue  # a bias: its scale is input scale x weight scale, it has no rounding of its own
+            users = consumers.get(node.output[0], [])
+            name = node.input[0].removesuffix("_quantized")
+            found.append(Point(name, WEIGHT, users[0].op_type if users else "?", node.name))
+    return found
+
+
+def _scale_zp(qdq: onnx.ModelProto, node: onnx.NodeProto) -> tuple[np.ndarray, np.ndarray, int, int, int]:
+    """(scale, zero point, qmin, qmax, axis) of a Q or DQ node."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    inits = {t.name: t for t in qdq.graph.initializer}
+    scale = numpy_helper.to_array(inits[node.input[1]]).astype(np.float64)
+    if len(node.input) > 2 and node.input[2] in inits:
+        zp_t = numpy_helper.to_array(inits[node.input[2]])
+    else:
+        zp_t = np.zeros((), np.uint8)
+    info = np.iinfo(zp_t.dtype)
+    axis = next((a.i for a in node.attribute if a.name == "axis"), 1)
+    return scale, zp_t.astype(np.float64), int(info.min), int(info.max), axis
+
+
+def _fake_quant(x: np.ndarray, scale: np.ndarray, zp: np.ndarray, lo: int, hi: int, axis: int) -> np.ndarray:
+    import numpy as np
+
+    x = x.astype(np.float64)
+    if np.ndim(scale) == 1 and scale.size > 1:
+        shape = [1] * x.ndim
+        shape[axis] = -1
+        scale, zp = scale.reshape(shape), np.reshape(zp, shape) if np.ndim(zp) else zp
+    return (np.clip(np.round(x / scale) + zp, lo, hi) - zp) * scale
+
+
+def _sqnr(signal: float, noise: float) -> float:
+    if noise <= 0:
+        return 200.0
+    return 10.0 * math.log10(max(signal, 1e-30) / noise)
+
+
+def signals(
+    qdq: onnx.ModelProto,
+    prepared: onnx.ModelProto,
+    float_weights: Mapping[str, onnx.TensorProto],
+    found: Sequence[Point],
+    samples: Sequence[Sample],
+) -> list[Signal]:
+    """The cheap signal of every point, from one run of the float (prepared) model on `samples`."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    nodes = {n.name: n for n in qdq.graph.node}
+    concats = {n.output[0]: n for n in prepared.graph.node if n.op_type == "Concat"}
+    constants = {t.name for t in prepared.graph.initializer}
+    names = _float_names(qdq, prepared)
+    wanted = {names.get(p.name, p.name) for p in found if p.kind == ACTIVATION}
+    parts: dict[str, list[str]] = {}
+    for name in wanted & set(concats):
+        inputs = [t for t in concats[name].input if t]
+        if all(t not in constants for t in inputs):
+            parts[name] = inputs
+    values = _run_float(prepared, sorted(wanted | {t for ts in parts.values() for t in ts}), samples)
+    out: list[Signal] = []
+    for point in found:
+        node = nodes[point.quantize_node]
+        scale, zp, lo, hi, axis = _scale_zp(qdq, node)
+        if point.kind == WEIGHT:
+            weight = float_weights.get(point.name)
+            if weight is None:
+                continue
+            w = numpy_helper.to_array(weight).astype(np.float64)
+            err = float(np.sum((w - _fake_quant(w, scale, zp, lo, hi, axis)) ** 2))
+            out.append(Signal(point, _sqnr(float(np.sum(w**2)), err), 1.0))
+            continue
+        name = names.get(point.name, point.name)
+        per_sample = values.get(name, [])
+        if not per_sample:
+            continue
+        pieces = parts.get(name)
+        powers, noises = _slice_powers(per_sample, pieces, values, concats.get(name), scale, zp, lo, hi, axis)
+        db = min(_sqnr(s, n) for s, n in zip(powers, noises, strict=True))
+        ratio = 1.0
+        if pieces:
+            widths = [float(np.ptp(np.concatenate([v.ravel() for v in values[t]]))) for t in pieces]
+            live = [w for w in widths if w > 0]
+            ratio = max(live) / min(live) if len(live) > 1 else 1.0
+        out.append(Signal(point, db, ratio))
+    return out
+
+
+def _float_names(qdq: onnx.ModelProto, prepared: onnx.ModelProto) -> dict[str, str]:
+    """QDQ tensor -> the prepared model's tensor: the quantizer renames a graph output it quantizes
+    (`<name>_QuantizeInput`), so tensors are matched by the node that writes them."""
+    written = {n.name: list(n.output) for n in prepared.graph.node}
+    out: dict[str, str] = {}
+    for node in qdq.graph.node:
+        before = written.get(node.name)
+        if before is None or len(before) != len(node.output):
+            continue
+        for mine, theirs in zip(node.output, before, strict=True):
+            if mine != theirs:
+                out[mine] = theirs
+    return out
+
+
+def _slice_powers(
+    per_sample: Sequence[np.ndarray],
+    pieces: Sequence[str] | None,
+    values: Mapping[str, Sequence[np.ndarray]],
+    concat: Any,
+    scale: np.ndarray,
+    zp: np.ndarray,
+    lo: int,
+    hi: int,
+    axis: int,
+) -> tuple[list[float], list[float]]:
+    """Signal and noise power of the rounding, per concatenated input's slice (one slice otherwise)."""
+    import numpy as np
+
+    cat_axis = next((a.i for a in concat.attribute if a.name == "axis"), 0) if concat is not None else 0
+    count = len(pieces) if pieces else 1
+    sig, noise = [0.0] * count, [0.0] * count
+    for i, x in enumerate(per_sample):
+        err = (x.astype(np.float64) - _fake_quant(x, scale, zp, lo, hi, axis)) ** 2
+        if not pieces:
+            sig[0] += float(np.sum(x.astype(np.float64) ** 2))
+            noise[0] += float(np.sum(err))
+            continue
+        sizes = [values[t][i].shape[cat_axis % x.ndim] for t in pieces]
+        bounds = np.cumsum([0, *sizes])
+        for k in range(count):
+            index = [slice(None)] * x.ndim
+            index[cat_axis % x.ndim] = slice(int(bounds[k]), int(bounds[k + 1]))
+            sig[k] += float(np.sum(x[tuple(index)].astype(np.float64) ** 2))
+            noise[k] += float(np.sum(err[tuple(index)]))
+    return sig, noise
+
+
+def _run_float(
+    prepared: onnx.ModelProto, names: Sequence[str], samples: Sequence[Sample]
+) -> dict[str, list[np.ndarray]]:
+    """`names` (intermediate tensors) of the float model on each sample."""
+    import onnx
+    import onnxruntime as ort
+
+    model = onnx.ModelProto()
+    model.CopyFrom(prepared)
+    present = {o.name for o in model.graph.output}
+    produced = {o for n in model.graph.node for o in n.output} | {i.name for i in model.graph.input}
+    extra = [n for n in names if n not in present and n in produced]
+    model.graph.output.extend(
+        onnx.helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None) for n in extra
+    )
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # keep every tensor
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    outputs = [o.name for o in session.get_outputs()]
+    keep = set(names)
+    found: dict[str, list[np.ndarray]] = {}
+    for sample in samples:
+        for name, value in zip(outputs, session.run(outputs, sample.feed), strict=True):
+            if name in keep:
+                found.setdefault(name, []).append(value)
+    return found
+
+
+def kept_float(
+    qdq: onnx.ModelProto, chosen: Iterable[Point], float_weights: Mapping[str, onnx.TensorProto]
+) -> bytes:
+    """`qdq` with the chosen points not rounded: their Q/DQ pairs bypassed, their weights restored
+    from the float model; dead Q/DQ nodes and initializers are pruned. Points are matched by tensor
+    name, so they apply to any build of the same prepared model. The build must keep the Relu/Clip
+    nodes the quantizer would fold into Q ranges (QDQKeepRemovableActivations), or bypassing a pair
+    drops their clipping."""
+    import onnx
+
+    from backends.onnx.sensitivity import _prune
+
+    model = onnx.ModelProto()
+    model.CopyFrom(qdq)
+    graph = model.graph
+    outputs = {o.name for o in graph.output}
+    acts = {p.name for p in chosen if p.kind == ACTIVATION}
+    weights = {p.name for p in chosen if p.kind == WEIGHT}
+    producer = {o: n for n in graph.node for o in n.output}
+    rewire: dict[str, str] = {}
+    added: dict[str, onnx.TensorProto] = {}
+    for node in graph.node:
+        if node.op_type != "DequantizeLinear":
+            continue
+        q = producer.get(node.input[0])
+        if q is not None and q.op_type == "QuantizeLinear" and q.input[0] in acts:
+            rewire[node.output[0]] = q.input[0]
+        elif (name := node.input[0].removesuffix("_quantized")) in weights and name in float_weights:
+            fresh = onnx.TensorProto()
+            fresh.CopyFrom(float_weights[name])
+            fresh.name = name + "__float"
+            added.setdefault(fresh.name, fresh)
+            rewire[node.output[0]] = fresh.name
+    for node in graph.node:
+        for k, name in enumerate(node.input):
+            if name in rewire:
+                node.input[k] = rewire[name]
+    for dq in graph.node:  # a graph output written by a bypassed DQ becomes an Identity of the float tensor
+        if dq.op_type == "DequantizeLinear" and dq.output[0] in outputs and dq.output[0] in rewire:
+            source = rewire[dq.output[0]]
+            dq.op_type, dq.domain = "Identity", ""
+            del dq.attribute[:]
+            del dq.input[:]
+            dq.input.append(source)
+    graph.initializer.extend(added[k] for k in sorted(added))
+    _prune(model)
+    return bytes(model.SerializeToString())

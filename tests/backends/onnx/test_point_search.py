@@ -1,0 +1,85 @@
+"""The auto search ranks every quantization point (activation Q/DQ pairs and weights) by its cheap
+signal, confirms with the task metric, and finds a single-tensor culprit: the output Concat of a
+YOLOv8-style head under ONNX Runtime's every-op placement (issue 12)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+
+from backends.onnx import quant_points
+from backends.onnx.calibration import ChunkReader
+from backends.onnx.data import Sample
+from tests.backends.onnx.quant_helpers import ptq_config, run_quantize
+from tests.backends.onnx.test_qdq_placement import _toy
+from tests.backends.onnx.yolo_head import photo_samples, yolov8_at
+
+
+def _run(model: bytes | str, x: np.ndarray) -> np.ndarray:
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    return np.asarray(session.run(None, {"x": x})[0])
+
+
+def test_every_point_kept_float_is_the_float_model_and_the_mixed_concat_ranks_first(tmp_path: Path) -> None:
+    model = _toy(tmp_path / "toy.onnx")
+    rng = np.random.default_rng(1)
+    feeds = [{"x": rng.uniform(0, 1, (1, 3, 8, 8)).astype(np.float32)} for _ in range(8)]
+    qdq_path = tmp_path / "qdq.onnx"
+    quantize_static(
+        str(model),
+        str(qdq_path),
+        ChunkReader(feeds),
+        quant_format=QuantFormat.QDQ,
+        activation_type=QuantType.QUInt8,
+        weight_type=QuantType.QInt8,
+        extra_options={"QDQKeepRemovableActivations": True},  # as the search builds: Relu kept
+    )
+    qdq, prepared = onnx.load(str(qdq_path)), onnx.load(str(model))
+    weights = {t.name: t for t in prepared.graph.initializer}
+    found = quant_points.points(qdq)
+    assert {p.kind for p in found} == {"activation", "weight"}
+    assert {p.name for p in found if p.kind == "weight"} == {"w1", "w2", "k"}  # k: the Mul constant
+    x = feeds[0]["x"]
+    bypassed = quant_points.kept_float(qdq, found, weights)
+    np.testing.assert_allclose(_run(bypassed, x), _run(str(model), x), rtol=1e-5, atol=1e-4)
+    assert not np.allclose(_run(str(qdq_path), x), _run(str(model), x), atol=1e-4)
+    samples = [Sample(str(i), f) for i, f in enumerate(feeds)]
+    ranked = sorted(quant_points.signals(qdq, prepared, weights, found, samples), key=lambda s: s.sqnr_db)
+    # the concat (or the transpose that carries its scale) joins 0-320 with 0-1: its score slice is lost
+    assert ranked[0].point.tensor in ("cat", "y"), [(s.point.label, round(s.sqnr_db, 1)) for s in ranked]
+    assert ranked[0].sqnr_db < 10
+
+
+@pytest.mark.slow
+def test_the_first_kept_point_on_a_yolov8_head_is_its_output_concat(tmp_path: Path) -> None:
+    v8 = yolov8_at(tmp_path / "m")
+    calib = photo_samples(tmp_path / "calib", 8, calibration=True)
+    evaluation = photo_samples(tmp_path / "eval", 8, calibration=False)
+    config = ptq_config(
+        8,
+        placement="every_op",
+        sensitive_layers={"keep": "fp32", "auto": {"max_accuracy_drop": 0.05, "max_layers": 1}},
+    )
+    out = run_quantize(
+        config,
+        v8,
+        tmp_path / "w",
+        calib,
+        evaluate={"evaluate.task": {"type": "detection"}},
+        extra_inputs={"eval_data": evaluation},
+    )
+    auto = out.report["auto"]
+    concat = [n for n in onnx.load(str(v8)).graph.node if n.op_type == "Concat"][-1]
+    first = auto["table"][0]
+    print(first, auto["steps"])
+    assert first["op_type"] == "Concat" and first["range_ratio"] > 100
+    assert auto["chosen"][0]["kind"] == "activation"
+    # the head's output concat: its own tensor, or the model output ORT's pre-processing moved it onto
+    assert auto["chosen"][0]["layer"].split(" ", 1)[1] in (concat.output[0], "boxes_scores")
+    assert auto["steps"][1]["accuracy"] > auto["steps"][0]["accuracy"] + 0.1
+    assert out.report["kept_points"][0]["tensor"] == auto["chosen"][0]["layer"].split(" ", 1)[1]
