@@ -27,9 +27,9 @@ spec:
   inputs: {{x: [1, 3, {size}, {size}]}}
   quantization:
     mode: {mode}
-    calibration: {{data: ../data/calib, samples: {calib}, method: minmax}}
+    calibration: {{data: ../{data}/calib, samples: {calib}, method: minmax}}
   evaluate:
-    data: ../data/eval
+    data: ../{data}/eval
     metric: fidelity
     warmup: 1
     runs: 3
@@ -58,14 +58,15 @@ def text_frames() -> tuple[list[np.ndarray], list[np.ndarray]]:
     return calib, evaluation
 
 
-def write_det_repo(repo: Path, target: str, mode: str = "ptq", name: str = "det") -> Path:
-    """The spec file (specs/NAME.yaml) of a PP-OCR det deployment on `target`."""
+def write_det_repo(repo: Path, target: str, mode: str = "ptq", name: str = "det", data: str = "data") -> Path:
+    """The spec file (specs/NAME.yaml) of a PP-OCR det deployment on `target`; its samples go to
+    DATA/calib and DATA/eval (another folder than the digits samples when both share a repository)."""
     (repo / "models").mkdir(exist_ok=True)
     shutil.copyfile(PPOCR["det"][0], repo / "models" / "det.onnx")
     calib, evaluation = text_frames()
     for kind, frames in (("calib", calib), ("eval", evaluation)):
-        text_images().write_npy(repo / "data" / kind, frames)
+        text_images().write_npy(repo / data / kind, frames)
     spec = repo / "specs" / f"{name}.yaml"
     spec.parent.mkdir(exist_ok=True)
-    spec.write_text(SPEC.format(name=name, target=target, size=SIZE, mode=mode, calib=CALIB))
+    spec.write_text(SPEC.format(name=name, target=target, size=SIZE, mode=mode, calib=CALIB, data=data))
     return spec
