@@ -1,14 +1,15 @@
 """Qualcomm Hexagon (HTP) backend on onnxruntime-qnn (QNN's HTP library, run here in simulation).
 
-Stages it implements itself (backends.qnn.stages; the QNN library only ever runs in a child process,
-backends.qnn.worker):
+Stages it implements itself (backends.qnn.stages and .evaluate; the QNN library only ever runs in a
+child process, backends.qnn.worker):
 - check: QNN's own per-node validation for the target's htp_arch/soc_model (it wins over the op
   table; the report's source names it, and each rejected node carries QNN's reason);
 - quantize: the shared ptq pass with the HTP's types (uint8/uint16 activations, int8 weights);
 - compile: an EPContext model + context binary prepared by the HTP backend for the target, and the
   QNN SDK bundle beside it (below);
 - evaluate: the context model on the HTP simulator, accuracy vs the float ONNX (`measured:host
-  simulator`) and the simulated cycles (`estimated: QNN HTP simulator cycles`, never device time).
+  simulator`), the simulated cycles (`estimated: QNN HTP simulator cycles`, never device time), and
+  those cycles at the catalog's `htp_clock_mhz` as the latency estimate (backends.qnn.timing).
 
 The QNN binaries come with onnxruntime-qnn from the package index (Qualcomm's licence: never vendored
 here). The full QNN SDK cannot be installed here; the extra bundle holds what it takes (toolchains.md §5):
@@ -131,7 +132,7 @@ class QnnBackend:
         return None
 
     def implementation(self, stage: str) -> StageImpl | None:
-        from backends.qnn import adapter, stages
+        from backends.qnn import adapter, evaluate, stages
 
         impl: StageImpl
         if stage == "check":
@@ -143,7 +144,7 @@ class QnnBackend:
         elif stage == "compile":
             impl = stages.QnnCompile()
         elif stage == "evaluate":
-            impl = stages.QnnEvaluate()
+            impl = evaluate.QnnEvaluate()
         else:
             return None
         return impl

@@ -1,5 +1,5 @@
-"""QNN stages on onnxruntime-qnn: QNN's own check, HTP-typed quantization, EPContext compile, and the
-HTP simulator for accuracy with its cycles as the latency estimate.
+"""QNN stages on onnxruntime-qnn: QNN's own check, HTP-typed quantization and EPContext compile (the
+HTP simulator's evaluate is backends.qnn.evaluate).
 
 Every call into the QNN library runs in a child process (backends.qnn.driver). The SoC is named to
 QNN by number (`qnn_soc_id` in the catalog; `compile.options.soc_model` may override it).
@@ -7,7 +7,6 @@ QNN by number (`qnn_soc_id` in the catalog; `compile.options.soc_model` may over
 
 from __future__ import annotations
 
-import re
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -366,124 +365,6 @@ def check_context(job: Path, source: Path, chip: Mapping[str, str]) -> dict[str,
                 f"(output {name}: {how})"
             )
     return found
-
-
-_CYCLES = re.compile(r"^(.*?)(?::OpId_\d+)? \(cycles\)$")
-
-
-def read_profile(path: Path) -> dict[str, Any]:
-    """Total and per-op simulated cycles from QNN's detailed profile (CSV)."""
-    import csv
-
-    total: int | None = None
-    per_op: dict[str, int] = {}
-    with path.open(newline="") as fh:
-        for row in csv.DictReader(fh):
-            if row.get("Unit of Measurement") != "CYCLES":
-                continue
-            event, value = row.get("Event Identifier", ""), int(float(row.get("Time") or 0))
-            if event == "Accelerator (execute) time (cycles)":
-                total = value if total is None else max(total, value)
-            elif row.get("Event Level") == "SUB-EVENT":
-                match = _CYCLES.match(event)
-                if match:
-                    per_op[match.group(1)] = value
-    return {"total": total, "per_op": per_op}
-
-
-class QnnEvaluate:
-    """The EPContext model on the HTP simulator: accuracy against the float ONNX (`measured:host
-    simulator`) and its simulated cycles (`estimated`: simulator cycles, not device time)."""
-
-    stage = "evaluate"
-    version = "2-simulator"  # 2: the declared task's metric (backends.tasks)
-
-    def fingerprint(self) -> dict[str, str]:
-        return fingerprint()
-
-    def run(self, request: StageRequest) -> StageOutput:
-        from backends.onnx import accuracy, data
-
-        evaluate: Mapping[str, Any] = request.config.get("evaluate") or {}
-        runner = str(evaluate.get("runner", "local"))
-        if runner != "local":
-            raise TerminalError(f"qnn evaluate: runner {runner!r}: on-device QNN runs are not supported yet")
-        ctx, binary = request.inputs.get("context_model"), request.inputs.get("context_binary")
-        if ctx is None or binary is None:
-            raise TerminalError("qnn evaluate needs compile's context_model and context_binary")
-        chip = soc(request.target, request.config)
-        specs = data.model_inputs(Path(request.inputs["model"]))
-        folder = request.inputs.get("eval_data")
-        if folder is not None:
-            samples = data.load_samples(Path(folder), specs, None, 0, "evaluate.data")
-            data_source = f"evaluate.data ({Path(folder).name})"
-        else:
-            samples, data_source = data.random_samples(specs, 4, seed=0), "random inputs (seed 0)"
-        with tempfile.TemporaryDirectory(prefix="npuctl-qnn-eval-") as tmp:
-            job = Path(tmp)
-            name = context_files(Path(ctx))[0]
-            shutil.copyfile(ctx, job / "model_ctx.onnx")
-            shutil.copyfile(binary, job / name)
-            _write_samples(job / "samples.npz", [[s.feed[spec.name] for spec in specs] for s in samples])
-            run_request = {
-                "mode": "run",
-                "model": "model_ctx.onnx",
-                "samples": "samples.npz",
-                "count": len(samples),
-                "inputs": [spec.name for spec in specs],
-                "outputs": "outputs.npz",
-                "profile": str(job / "profile.csv"),
-                **chip,
-            }
-            answer = driver.call(run_request, job, job / "native.log")
-            reference = accuracy.run_model(
-                Path(request.inputs["float_model"]), [dict(s.feed) for s in samples]
-            )
-            outputs = _read_outputs(job / "outputs.npz", len(samples), reference)
-            cycles = read_profile(job / "profile.csv") if (job / "profile.csv").is_file() else {}
-        from backends.tasks.setup import task_and_labels
-
-        task, labels = task_and_labels(
-            evaluate, request.inputs, Path(request.inputs["float_model"]), [s.name for s in samples]
-        )
-        scored = accuracy.score(outputs, reference, labels, task)
-        sim = f"QNN HTP simulator (onnxruntime-qnn {answer.get('onnxruntime_qnn')}, htp_arch v{chip['htp_arch']})"
-        found: dict[str, dict[str, Any]] = {
-            "accuracy": {
-                "value": scored.accuracy,
-                "measure": f"{scored.task} {scored.metric}",
-                "evidence": "measured:host simulator",
-                "detail": f"{sim}, {scored.samples} samples of {data_source}, {scored.task}: {scored.text}; "
-                f"cosine {scored.fidelity.cosine:.5f}",
-            },
-            "accuracy.reference": {
-                "value": scored.reference,
-                "evidence": "measured:host",
-                "detail": "float ONNX on ONNX Runtime CPU, same samples",
-            },
-            "size_mb": {
-                "value": round((Path(ctx).stat().st_size + Path(binary).stat().st_size) / 1e6, 6),
-                "evidence": "measured:host",
-                "detail": "EPContext model + context binary bytes",
-            },
-        }
-        if cycles.get("total") is not None:
-            found["htp_cycles"] = {
-                "value": int(cycles["total"]),
-                "evidence": "estimated: QNN HTP simulator cycles",
-                "detail": f"{sim}: simulated accelerator cycles per inference (last sample), not device time",
-            }
-        report = {
-            "measurements": found,
-            "accuracy": scored.as_dict(),
-            "simulator": {"runtime": sim, "cycles_per_op": cycles.get("per_op", {})},
-            "runner": "local (QNN HTP simulator)",
-            "data": {"source": data_source, "samples": len(samples)},
-        }
-        note = f"HTP simulator {scored.note()} (float {scored.reference:.4f})"
-        if cycles.get("total") is not None:
-            note += f", {cycles['total']} simulated cycles"
-        return StageOutput(report=report, note=note)
 
 
 def _write_samples(path: Path, samples: list[list[Any]]) -> None:
