@@ -95,3 +95,9 @@ class Backend(Protocol):
     def implementation(self, stage: str) -> StageImpl | None:
         """The stage's implementation for this backend, or None when it implements none."""
         ...
+
+
+SPEC_ERRORS = "spec_errors"
+"""Optional Backend method `spec_errors(spec: dict, target: Target) -> list[(field, message)]`: settings
+of the spec section (plain data) the toolchain cannot build, which `validate` reports at their line
+instead of apply failing later."""

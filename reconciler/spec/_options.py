@@ -40,6 +40,24 @@ def options_errors(spec: LoadedSpec) -> list[SpecError]:
     return _schema_errors(spec, name, schema, compile_.options)
 
 
+def backend_spec_errors(spec: LoadedSpec) -> list[SpecError]:
+    """What the spec's backend says it cannot build (its optional `spec_errors`, backends.base)."""
+    from backends import registry
+    from backends.base import SPEC_ERRORS
+    from backends.errors import BackendError
+
+    target = catalog.target(spec.target)
+    try:
+        backend = registry.backend(spec.deployment.spec.compile.backend or target.backend)
+    except BackendError:
+        return []  # reported by options_errors
+    check = getattr(backend, SPEC_ERRORS, None)
+    if check is None:
+        return []
+    section = spec.deployment.spec.model_dump(mode="json")
+    return [spec.error(field, message) for field, message in check(section, target)]
+
+
 def target_backend_error(spec: LoadedSpec) -> SpecError | None:
     """The target's backend must exist here, so apply never fails on a missing adapter (`validate` does)."""
     from backends import registry

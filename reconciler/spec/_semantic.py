@@ -16,7 +16,7 @@ from pathlib import Path
 from backends import pathpolicy
 from reconciler.spec._errors import SpecError, SpecErrors
 from reconciler.spec._load import LoadedSpec
-from reconciler.spec._options import options_errors
+from reconciler.spec._options import backend_spec_errors, options_errors
 from reconciler.spec._paths import data_members, model_file, resolve_path
 from reconciler.spec._suggest import did_you_mean, suggest
 from reconciler.spec._summary import Dim, ModelError, ModelSummary, summary
@@ -31,7 +31,7 @@ _DATA_FIELDS = (
 
 def semantic_errors(spec: LoadedSpec, root: Path) -> list[SpecError]:
     """Every semantic problem of a schema-valid spec (empty when it can be built)."""
-    errors = _data_errors(spec, root) + options_errors(spec) + _task_errors(spec)
+    errors = _data_errors(spec, root) + options_errors(spec) + backend_spec_errors(spec) + _task_errors(spec)
     try:
         path = model_file(spec, root)
     except SpecErrors as exc:

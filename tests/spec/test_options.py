@@ -72,3 +72,21 @@ def test_unloadable_backend_is_reported(repo: Repo, monkeypatch: pytest.MonkeyPa
     assert len(errors) == 1, errors
     prefix = f"specs/a.yaml:19:{_col(line, 'options')}: spec.compile.options: cannot check the options"
     assert errors[0].startswith(prefix + " of backend 'broken'"), errors
+
+
+@pytest.mark.parametrize("target", ["ethos-u55", "ethos-u85", "mediatek-mdla3"])
+def test_a_float_keep_onnx2tf_cannot_build_is_a_validate_error(repo: Repo, target: str) -> None:
+    """onnx2tf quantizes the whole model at one setting: a per-layer float keep on a TFLite-taking target
+    fails at validate, at the sensitive_layers line, naming the field and the alternative."""
+    text = GOOD.replace("target: cpu", f"target: {target}")
+    (report,) = check([repo.write("specs/a.yaml", text)], repo.root)
+    errors = [str(e) for e in report.errors]
+    block = text.splitlines().index("    sensitive_layers:") + 1
+    assert len(errors) == 1, errors
+    file, line, _ = errors[0].split(":", 3)[:3]
+    assert file == "specs/a.yaml" and block <= int(line) <= block + 2, "inside the sensitive_layers block"
+    assert "spec.quantization.sensitive_layers.keep:" in errors[0] and "keep: fp16 layers" in errors[0]
+    assert "use keep: int16" in errors[0] and target in errors[0]
+    widened = text.replace("    sensitive_layers:\n", "    sensitive_layers:\n      keep: int16\n")
+    (report,) = check([repo.write("specs/a.yaml", widened)], repo.root)
+    assert [str(e) for e in report.errors] == []
