@@ -156,6 +156,9 @@ class ProgressReporter(Reporter):
     def waiting(self, what: str, holder: str) -> None:
         self.console.print(f"waiting for lock on {what}: held by {holder}")
 
+    def warning(self, message: str) -> None:
+        self.console.print(f"npuctl: warning: {message}", markup=False, highlight=False)
+
 
 @contextmanager
 def reporter() -> Iterator[Reporter]:

@@ -37,5 +37,8 @@ class HeartbeatReporter(Reporter):
     def waiting(self, what: str, holder: str) -> None:
         click.echo(f"npuctl: waiting for lock on {what}: held by {holder}", err=True)
 
+    def warning(self, message: str) -> None:
+        click.echo(f"npuctl: warning: {message}", err=True)
+
     def _clock(self) -> str:
         return f"{time.monotonic() - self.started:.1f} s"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from reconciler.cli import _common, _remote, _render
+from reconciler.cli import _common, _executor, _remote, _render
 from reconciler.engine.results import SpecResult
 
 
@@ -43,9 +43,18 @@ def exit_code(results: list[SpecResult], strict: bool = False) -> int:
     "carried over).",
 )
 @_remote.remote_option
+@_executor.options
 @_common.output_options()
 def command(
-    paths: tuple[Path, ...], remeasure: bool, strict: bool, remote_url: str | None, fmt: str, as_json: bool
+    paths: tuple[Path, ...],
+    remeasure: bool,
+    strict: bool,
+    remote_url: str | None,
+    jobs: int | None,
+    executor_name: str,
+    address: str | None,
+    fmt: str,
+    as_json: bool,
 ) -> int:
     from reconciler.cli import _ci
     from reconciler.engine.apply import apply_all
@@ -56,8 +65,15 @@ def command(
     ws = Workspace.open(loaded.root)
     try:
         _remote.attach(ws, remote_url)
-        with _common.reporter() as reporter:
-            results = loaded.invalid + apply_all(ws, loaded.specs, reporter, remeasure=remeasure)
+        executor = _executor.make(executor_name, jobs, address, ws.layout.state_dir)
+        try:
+            with _common.reporter() as reporter:
+                results = loaded.invalid + apply_all(
+                    ws, loaded.specs, reporter, remeasure=remeasure, executor=executor
+                )
+        finally:
+            if executor is not None:
+                executor.close()
     finally:
         ws.close()
     chosen = _common.chosen_format(fmt, as_json)

@@ -18,6 +18,7 @@ from backends.errors import BackendError, TerminalError, ToolchainMissing
 from reconciler.engine import faults, health, integrity, keys
 from reconciler.engine.chain import StageSetup, Variant, build_chain, variants
 from reconciler.engine.execute import InputsChanged, RetryPolicy, run_with_retries
+from reconciler.engine.executors import Executor, jobs_for
 from reconciler.engine.lockwrite import (
     carried_entry,
     lock_data,
@@ -329,6 +330,26 @@ def apply_spec(
     return result
 
 
+def _through(
+    ws: Workspace, specs: list[LoadedSpec], reporter: Reporter, remeasure: bool, executor: Executor
+) -> list[SpecResult]:
+    remote = ws.remote.config if ws.remote is not None else None
+    jobs = jobs_for(ws.layout.root, [s.path for s in specs], remote, remeasure)
+    results, warned = [], set()
+    for outcome in executor.run(jobs):
+        result = outcome.result
+        for message in outcome.warnings:
+            if message not in warned:
+                warned.add(message)
+                reporter.warning(message)
+        reporter.spec_started(result.name, len(result.stages))
+        for stage in result.stages:
+            reporter.stage_finished(result.name, stage)
+        reporter.spec_finished(result)
+        results.append(result)
+    return results
+
+
 def _log_verdicts(
     ws: Workspace, spec: LoadedSpec, result: SpecResult, previous: dict[str, Any] | None
 ) -> None:
@@ -350,8 +371,12 @@ def apply_all(
     reporter: Reporter,
     policy: RetryPolicy | None = None,
     remeasure: bool = False,
+    executor: Executor | None = None,
 ) -> list[SpecResult]:
-    """Every spec; an internal error in one is that spec's error and writes nothing to its lock."""
+    """Every spec; an internal error in one is that spec's error and writes nothing to its lock.
+    With an executor, the specs run there (reconciler.engine.executors), else one after another here."""
+    if executor is not None and specs:
+        return _through(ws, specs, reporter, remeasure, executor)
     policy = policy or RetryPolicy.from_env()
     index_locks(ws, specs)
     results = []

@@ -22,3 +22,6 @@ class Reporter:
 
     def waiting(self, what: str, holder: str) -> None:
         pass
+
+    def warning(self, message: str) -> None:
+        """Something went wrong that does not fail the run (the remote cache went away)."""

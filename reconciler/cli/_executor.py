@@ -1,0 +1,58 @@
+"""`-j`, `--executor` and `--address`: which executor an apply runs its specs through."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from reconciler.engine.executors import Executor
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def options(func: F) -> F:
+    func = click.option(
+        "--address",
+        default=None,
+        metavar="ADDRESS",
+        help="Ray cluster address for --executor ray (default `local`: a private cluster on 127.0.0.1).",
+    )(func)
+    func = click.option(
+        "--executor",
+        "executor_name",
+        type=click.Choice(["local", "ray"]),
+        default="local",
+        help="Where specs build: worker processes here (default) or Ray tasks.",
+    )(func)
+    func = click.option(
+        "-j",
+        "--jobs",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Specs built at once (bounded by cores and memory); default 1 locally, the cores with Ray.",
+    )(func)
+    return func
+
+
+def make(name: str, jobs: int | None, address: str | None, state_dir: Path) -> Executor | None:
+    """None: the specs run one after another in this process (`-j 1`, the default)."""
+    if name == "ray":
+        from reconciler.cli._remote import warn
+        from reconciler.engine.ray_executor import RayExecutor
+
+        try:
+            return RayExecutor(address or "local", jobs or os.cpu_count() or 1, state_dir, warn)
+        except ImportError:
+            raise click.ClickException("--executor ray needs Ray: pip install 'npuctl[ray]'") from None
+    if address is not None:
+        raise click.UsageError("--address is only for --executor ray")
+    if jobs is None or jobs == 1:
+        return None
+    from reconciler.engine.executors import LocalPool
+
+    return LocalPool(jobs)

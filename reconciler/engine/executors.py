@@ -1,0 +1,91 @@
+"""Executors: where the specs of one apply run. The engine alone knows them; backends never do.
+
+The unit of work is one spec's chain, run by `spec_worker` in an isolated interpreter: serial
+(in-process, the default `-j 1`), a local pool of `-j` workers, or Ray tasks on a cluster
+(`ray_executor`). Every unit uses the same keys, key locks, state database, ledger and lock files, and
+the run's remote cache, so a build anywhere is a hit everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import queue
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+from typing import Protocol
+
+from backends.child import NEUTRAL_CWD, python_argv
+from reconciler.engine.spec_worker import Job, Outcome
+from reconciler.engine.worker_process import WorkerFailed, WorkerProcess
+from reconciler.remote.config import RemoteConfig
+
+MEMORY_PER_JOB = 1536 << 20
+"""Memory one spec's build may take (toolchains such as RKNN's need about 1 GiB): bounds `-j`."""
+
+
+class Executor(Protocol):
+    name: str
+
+    def run(self, jobs: list[Job]) -> Iterator[Outcome]:
+        """Every job's outcome, in the order of `jobs`."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def bounded_jobs(requested: int) -> int:
+    """`-j N` bounded by the cores and the memory available now (never below 1)."""
+    import psutil
+
+    cores = os.cpu_count() or 1
+    memory = max(1, int(psutil.virtual_memory().available // MEMORY_PER_JOB))
+    return max(1, min(requested, cores, memory))
+
+
+def jobs_for(root: Path, spec_files: list[Path], remote: RemoteConfig | None, remeasure: bool) -> list[Job]:
+    config = None if remote is None else {k: v for k, v in asdict(remote).items()}
+    every = tuple(str(p) for p in spec_files)
+    return [Job(str(root), str(p), every, config, remeasure) for p in spec_files]
+
+
+class LocalPool:
+    """`-j N` long-lived worker interpreters on this machine, fed one spec at a time."""
+
+    name = "local"
+
+    def __init__(self, jobs: int) -> None:
+        self.jobs = bounded_jobs(jobs)
+        self._idle: queue.Queue[WorkerProcess] = queue.Queue()
+        self._workers = [WorkerProcess(python_argv(), NEUTRAL_CWD) for _ in range(self.jobs)]
+        for worker in self._workers:
+            self._idle.put(worker)
+
+    def _one(self, job: Job) -> Outcome:
+        worker = self._idle.get()
+        try:
+            outcome: Outcome = pickle.loads(worker.run(job.to_json()))  # our own worker's answer
+            return outcome
+        except (OSError, WorkerFailed, pickle.UnpicklingError, EOFError) as exc:
+            return failed_outcome(job, exc)
+        finally:
+            self._idle.put(worker)
+
+    def run(self, jobs: list[Job]) -> Iterator[Outcome]:
+        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+            yield from pool.map(self._one, jobs)
+
+    def close(self) -> None:
+        for worker in self._workers:
+            worker.close()
+
+
+def failed_outcome(job: Job, exc: BaseException) -> Outcome:
+    from reconciler.engine import health
+    from reconciler.engine.results import SpecResult
+
+    result = SpecResult(Path(job.spec_file).stem, job.spec_file, "", status=health.FAILED)
+    result.errors.append(f"{job.spec_file}: {exc}")
+    return Outcome(result)
