@@ -139,7 +139,7 @@ class Remote:
                 retry = {"connect_timeout": 5, "read_timeout": 30, "retries": {"max_attempts": 2}}
                 options.setdefault("config_kwargs", retry)
             if self.config.scheme in ("sftp", "ssh"):
-                options.setdefault("timeout", 10)
+                options.setdefault("timeout", 30)
             self._fs, root = url_to_fs(self.config.url, **options)
             self._root = str(root).rstrip("/")
         return self._fs, self._root
