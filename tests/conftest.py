@@ -59,9 +59,12 @@ def git_repo(tmp_path: Path) -> Path:
 
 
 def copy_digits(repo: Path, eval_samples: int = 40, calib_samples: int = 40) -> None:
-    """The real digits model and the first N samples of its real data (small, so tests stay quick)."""
+    """The real digits model and the first N samples of its real data (small, so tests stay quick).
+
+    The model keeps its file times (copy2): a model modified in the last seconds is never summary-cached
+    (reconciler.spec._summary), so with a fresh mtime every npuctl run of the test would import onnx."""
     (repo / "models").mkdir(exist_ok=True)
-    shutil.copyfile(DIGITS / "model.onnx", repo / "models" / "digits.onnx")
+    shutil.copy2(DIGITS / "model.onnx", repo / "models" / "digits.onnx")
     for kind, count in (("eval", eval_samples), ("calib", calib_samples)):
         src = DIGITS / "data" / kind
         dst = repo / "data" / kind

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import random
+import re
 import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -19,8 +22,14 @@ import pytest
 from reconciler.engine.workspace import Workspace
 from tests.conftest import DIGITS_SPEC, copy_digits, git
 
-KILLS = 33
-KILLS_PER_RUN = 3
+KILLS = 30
+KILLS_PER_RUN = 5
+VARIANTS = ((0, 3), (1, 4))
+"""(compile optimization level, evaluate runs): groups alternate, so each starts with work to do."""
+_LINE = re.compile(r"^npuctl: \S+ \[[^\]]+\] (\w+) (?:built|failed|skipped)(?: in ([0-9.]+) s)?")
+"""apply's progress line on stderr, one per stage that did work (cached stages are silent)."""
+LOCK_WRITING = "lock writing"
+"""The phase after the last stage: verify, judge, write the lock file."""
 
 
 def _spec_text(level: int, runs: int) -> str:
@@ -59,29 +68,11 @@ def _popen(repo: Path) -> subprocess.Popen[str]:
 
 def _repo(base: Path, name: str) -> Path:
     repo = base / name
-    repo.mkdir()
+    repo.mkdir(parents=True)
     git(repo, "init", "-q", "-b", "main")
     (repo / "specs").mkdir()
     copy_digits(repo, eval_samples=10, calib_samples=0)
     return repo
-
-
-def _phase(repo: Path, lock_before: bytes | None) -> str:
-    """Where a killed apply was: the last stage it recorded as built, or the lock file it had written."""
-    lock = repo / "specs" / "digits.lock.json"
-    if lock.exists() and lock_before is not None and lock.read_bytes() != lock_before:
-        return "after lock writing"
-    try:
-        conn = sqlite3.connect(repo / ".npuctl" / "state.db")
-        row = conn.execute(
-            "SELECT stage FROM ledger WHERE action = 'built' ORDER BY id DESC LIMIT 1"
-        ).fetchone()
-        conn.close()
-    except sqlite3.Error:
-        return "before the database"
-    if row is None:
-        return "before any stage"
-    return {"compile": "during evaluate", "evaluate": "verify or lock writing"}.get(row[0], f"after {row[0]}")
 
 
 def _evidence_intact(lock_path: Path, committed: bytes | None) -> None:
@@ -109,63 +100,170 @@ def _consistent(repo: Path, where: str) -> None:
     assert integrity == ("ok",), where
 
 
-def _kill_once(repo: Path, delay: float) -> None:
-    for _attempt in range(6):
-        proc = _popen(repo)
-        time.sleep(delay)
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            return
-        proc.communicate()  # finished before the kill: make work again and strike sooner
-        shutil.rmtree(repo / ".npuctl", ignore_errors=True)
-        delay /= 2
-    pytest.fail("no apply was still running to kill")
+class _Apply:
+    """One `npuctl apply` whose progress lines are read as they come, so a kill is aimed at a stage (an
+    event of the run itself) rather than at a moment that, on a loaded machine, may still be import."""
+
+    def __init__(self, repo: Path) -> None:
+        env = {**os.environ, "CI": "1", "NPUCTL_RETRY_BASE_S": "0.05"}
+        self.started = time.monotonic()
+        self.ended = 0.0
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "reconciler", "apply"],
+            cwd=repo,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        self.events: queue.Queue[tuple[str, float] | None] = queue.Queue()
+        self.seen: list[tuple[str, float, float | None]] = []
+        """(stage, seconds since start, the stage's own duration) per line read so far."""
+        self.last_line_at = 0.0
+        """time.time() of the last line (to compare with a file's mtime)."""
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            match = _LINE.match(line)
+            if match:
+                took = float(match[2]) if match[2] else None
+                self.seen.append((match[1], time.monotonic() - self.started, took))
+                self.last_line_at = time.time()
+                self.events.put((match[1], time.monotonic()))
+        self.events.put(None)
+
+    def reach(self, stages: list[str]) -> bool:
+        """Wait for the line of any of `stages` (the one aimed after, or a later one: a stage recorded
+        by the killed run before it printed is silent now); False when the run ended first."""
+        while (event := self.events.get(timeout=300)) is not None:
+            if event[0] in stages:
+                return True
+        return False
+
+    def kill(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.finish()
+
+    def finish(self) -> int:
+        code = self.proc.wait(timeout=600)
+        self.ended = time.monotonic() - self.started
+        self.reader.join(timeout=60)
+        return code
+
+
+def _phases(full: _Apply, idle: _Apply, lock: Path) -> tuple[float, list[tuple[str, float]]]:
+    """(start-up seconds, [(phase, seconds)] in order): start-up is how long a run with nothing to do
+    takes; the phases come from a full build, a stage lasting from the line before it to its own line,
+    and the last phase, verify and lock writing, until the lock file's rename (its mtime), doubled."""
+    first, took = full.seen[0][0], full.seen[0][2] or 0.0
+    phases = [(first, took)]
+    for (_, before, _), (stage, now, _) in zip(full.seen, full.seen[1:], strict=False):
+        phases.append((stage, now - before))
+    phases.append((LOCK_WRITING, 2 * max(lock.stat().st_mtime - full.last_line_at, 0.01)))
+    return idle.ended, phases
+
+
+def _kill_once(
+    repo: Path, rng: random.Random, startup: float, phases: list[tuple[str, float]], done: int
+) -> tuple[int, str] | None:
+    """Kill an apply inside a random phase still to do (after `done` phases), at a random fraction of
+    that phase's measured length. Returns how many phases the run got through and the phase it was
+    in (by its own progress lines), or None when it finished before the kill came (nothing killed)."""
+    order = [name for name, _ in phases]
+    todo = [i for i in range(done, len(phases)) if phases[i][1] >= 0.05 or order[i] == LOCK_WRITING]
+    aim = rng.choice(todo)
+    run = _Apply(repo)
+    if aim > done:
+        if not run.reach(order[aim - 1 : -1]):
+            run.finish()
+            return None
+        time.sleep(rng.uniform(0.0, 0.9) * phases[aim][1])
+    else:
+        time.sleep(startup + rng.uniform(0.0, 0.9) * phases[aim][1])
+    if run.proc.poll() is not None:
+        run.finish()
+        return None
+    run.kill()
+    reached = max((order.index(s) + 1 for s, _, _ in run.seen), default=done)
+    return reached, f"during {order[min(reached, len(order) - 1)]}"
 
 
 @pytest.mark.slow
 def test_kill_9_at_random_moments_leaves_consistent_state(tmp_path: Path, npuctl) -> None:
-    """KILLS kills at random points spread over a whole apply (its duration measured first), so they
-    land in the stages, evaluate, verify and lock writing. After each kill: 0 corrupt objects, a sound
-    database and the committed lock evidence intact; after every KILLS_PER_RUN kills (each resuming
-    the last one's work), the next run equals a clean build of the same spec in the same place."""
+    """KILLS kills, each inside a stage (import, check, compile, evaluate) or lock writing, aimed by the
+    run's own progress lines at a random fraction of that phase as a full build measured it. After each
+    kill: 0 corrupt objects, a sound database and the committed lock evidence intact; after every
+    KILLS_PER_RUN kills (each resuming the last one's work), the next run equals a clean build of the
+    same spec in a fresh repository at another path (built once per spec variant): no state, no lock
+    file, and nothing that depends on where the repository is."""
     rng = random.Random(20261130)
     repo = _repo(tmp_path, "crashy")
     spec = repo / "specs" / "digits.yaml"
     lock_path = repo / "specs" / "digits.lock.json"
-    spec.write_text(_spec_text(0, 3))
-    started = time.monotonic()
-    assert npuctl(repo, "apply").returncode == 0
-    full_s = time.monotonic() - started
+    spec.write_text(_spec_text(*VARIANTS[1]))
+    full = _Apply(repo)
+    assert full.finish() == 0
+    idle = _Apply(repo)
+    assert idle.finish() == 0 and idle.seen == []
+    startup, phases = _phases(full, idle, lock_path)
+    order = [name for name, _ in phases]
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "first build")
-    phases: Counter[str] = Counter()
+    clean: dict[tuple[int, int], dict] = {}
+    phases_hit: Counter[str] = Counter()
+    misses = 0
     for group in range(KILLS // KILLS_PER_RUN):
-        variant = (rng.randrange(2), rng.choice((3, 4)))
+        variant = VARIANTS[group % 2]  # never the last group's: its keys are all in the lock file
         if group % 2 == 0:
             shutil.rmtree(repo / ".npuctl", ignore_errors=True)
         spec.write_text(_spec_text(*variant))
-        committed = lock_path.read_bytes() if lock_path.exists() else None
-        for kill in range(KILLS_PER_RUN):
-            where = f"group {group} kill {kill}"
-            _kill_once(repo, rng.uniform(0.25, 1.0) * full_s)
-            phases[_phase(repo, committed)] += 1
+        committed = lock_path.read_bytes()
+        # a new level changes compile's key only: with the state kept, the work starts at compile
+        start = 0 if group % 2 == 0 else order.index("compile")
+        done, kills = start, 0
+        while kills < KILLS_PER_RUN:
+            killed = _kill_once(repo, rng, startup, phases, done)
+            if killed is None:  # it finished first: make the work again
+                misses += 1
+                assert misses <= KILLS, "the kills keep missing the runs"
+                shutil.rmtree(repo / ".npuctl", ignore_errors=True)
+                lock_path.write_bytes(committed)  # the new lock would make every stage up to date
+                done = 0
+                continue
+            kills, done = kills + 1, min(killed[0], len(phases) - 1)
+            where = f"group {group} kill {kills}"
+            written = lock_path.read_bytes() != committed
+            phases_hit["after the lock was written" if written else killed[1]] += 1
             _evidence_intact(lock_path, committed)
             _consistent(repo, where)
-        done = npuctl(repo, "apply", "--json")
-        assert done.returncode == 0, f"group {group}: {done.stdout[-1500:]} {done.stderr[-1500:]}"
+            if written:  # nothing left to do: start the group's work again from its start
+                shutil.rmtree(repo / ".npuctl", ignore_errors=True)
+                lock_path.write_bytes(committed)
+                done = 0
+        resumed_run = npuctl(repo, "apply", "--json")
+        assert resumed_run.returncode == 0, (
+            f"group {group}: {resumed_run.stdout[-1500:]} {resumed_run.stderr[-1500:]}"
+        )
         _consistent(repo, f"group {group} after the next run")
         resumed = _deterministic(json.loads(lock_path.read_text()))
-        # a clean build of the same spec in the same place (no state, no lock file) must agree
-        shutil.rmtree(repo / ".npuctl")
-        lock_path.unlink()
-        assert npuctl(repo, "apply").returncode == 0
-        assert resumed == _deterministic(json.loads(lock_path.read_text())), f"group {group}"
+        if variant not in clean:  # a clean build of the same spec in another repository
+            elsewhere = _repo(tmp_path / "elsewhere", f"clean-{len(clean)}")
+            (elsewhere / "specs" / "digits.yaml").write_text(spec.read_text())
+            assert npuctl(elsewhere, "apply").returncode == 0
+            clean[variant] = _deterministic(
+                json.loads((elsewhere / "specs" / "digits.lock.json").read_text())
+            )
+        assert resumed == clean[variant], f"group {group}"
         git(repo, "add", "-A")
         git(repo, "commit", "-qm", f"group {group}", "--allow-empty")
-    print(f"kill -9 points: {dict(phases)}")
-    assert sum(phases.values()) >= 30
-    assert phases["during evaluate"] + phases["verify or lock writing"] > 0, phases
+    print(f"kill -9 points: {dict(phases_hit)}; runs that finished before their kill: {misses}")
+    assert sum(phases_hit.values()) >= 30
+    assert phases_hit["during evaluate"] and phases_hit[f"during {LOCK_WRITING}"], phases_hit
+    assert phases_hit["during import"] and phases_hit["during compile"], phases_hit
 
 
 @pytest.mark.slow
