@@ -15,7 +15,7 @@ from typing import Any
 
 from backends.catalog import Target, targets
 from backends.errors import BackendError, TerminalError, ToolchainMissing
-from reconciler.engine import faults, health, integrity, keys
+from reconciler.engine import faults, health, integrity, keys, schedule
 from reconciler.engine.chain import StageSetup, Variant, build_chain, variants
 from reconciler.engine.execute import InputsChanged, RetryPolicy, run_with_retries
 from reconciler.engine.executors import Executor, jobs_for
@@ -336,7 +336,7 @@ def _through(
     remote = ws.remote.config if ws.remote is not None else None
     jobs = jobs_for(ws.layout.root, [s.path for s in specs], remote, remeasure)
     results, warned = [], set()
-    for outcome in executor.run(jobs):
+    for outcome in executor.run(jobs, schedule.placements(ws, specs)):
         result = outcome.result
         for message in outcome.warnings:
             if message not in warned:

@@ -12,12 +12,14 @@ import os
 import pickle
 import queue
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent import futures
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import Protocol
 
 from backends.child import NEUTRAL_CWD, python_argv
+from reconciler.engine.schedule import Placement, dispatch
 from reconciler.engine.spec_worker import Job, Outcome
 from reconciler.engine.worker_process import WorkerFailed, WorkerProcess
 from reconciler.remote.config import RemoteConfig
@@ -29,8 +31,8 @@ MEMORY_PER_JOB = 1536 << 20
 class Executor(Protocol):
     name: str
 
-    def run(self, jobs: list[Job]) -> Iterator[Outcome]:
-        """Every job's outcome, in the order of `jobs`."""
+    def run(self, jobs: list[Job], places: list[Placement]) -> Iterator[Outcome]:
+        """Every job's outcome, in the order of `jobs`; started in `schedule.dispatch`'s order."""
         ...
 
     def close(self) -> None: ...
@@ -73,13 +75,34 @@ class LocalPool:
         finally:
             self._idle.put(worker)
 
-    def run(self, jobs: list[Job]) -> Iterator[Outcome]:
+    def run(self, jobs: list[Job], places: list[Placement]) -> Iterator[Outcome]:
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-            yield from pool.map(self._one, jobs)
+
+            def wait(handles: list[Future[Outcome]]) -> tuple[Future[Outcome], Outcome]:
+                done, _ = futures.wait(handles, return_when=futures.FIRST_COMPLETED)
+                handle = next(iter(done))
+                return handle, handle.result()
+
+            def submit(_: int, job: Job) -> Future[Outcome]:
+                return pool.submit(self._one, job)
+
+            yield from in_order(dispatch(jobs, places, self.jobs, submit, wait), len(jobs))
 
     def close(self) -> None:
         for worker in self._workers:
             worker.close()
+
+
+def in_order(finished: Iterator[tuple[int, Outcome]], count: int) -> Iterator[Outcome]:
+    """Outcomes as they finish, re-ordered into the jobs' order (the run's output keeps spec order)."""
+    waiting: dict[int, Outcome] = {}
+    emitted = 0
+    for index, outcome in finished:
+        waiting[index] = outcome
+        while emitted in waiting:
+            yield waiting.pop(emitted)
+            emitted += 1
+    assert emitted == count
 
 
 def failed_outcome(job: Job, exc: BaseException) -> Outcome:

@@ -3,10 +3,13 @@
 npuctl sets Ray's settings, never the user's global configuration: usage statistics off, a private
 cluster for `address="local"` on node address 127.0.0.1 with no dashboard and its temp folder in the
 run's `.npuctl/ray` (reached through a short symlink in /tmp when that path is too long for Ray's unix
-sockets), and `num_cpus` from `-j`. A task runs the spec in an isolated
-interpreter (`spec_worker`) on its node; the task function is shipped by value, so no Ray worker
-imports anything from a module path for it. The repository must be at the same path on every node
-that runs tasks (a private cluster, or a shared checkout); artifacts move through the remote cache.
+sockets), and `num_cpus` from `-j`. Actors each keep one isolated spec worker interpreter
+(`worker_process`) on their node and are given one spec at a time, at most `-j` at once (the cluster's
+CPUs for an existing cluster), in `schedule.dispatch`'s order. Their code is shipped by value, so no
+Ray worker imports anything from a module path for it. A spec whose backend's toolchain is installed
+on some nodes only goes where the cluster declares `npuctl-backend-<name>`. The repository must be at
+the same path on every node that runs tasks (a private cluster, or a shared checkout); artifacts move
+through the remote cache.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from reconciler.engine.schedule import Placement, dispatch
 from reconciler.engine.spec_worker import Job, Outcome
 
+RESOURCE_PREFIX = "npuctl-backend-"
 SOCKET_PATH_ROOM = 107 - len("/session_2026-12-02_01-45-33_123456_123456/sockets/plasma_store")
 """Ray's unix sockets live under its temp dir, and AF_UNIX paths are limited to 107 bytes."""
 
@@ -48,15 +53,16 @@ class RayExecutor:
         self, address: str, jobs: int, state_dir: Path, warn: Callable[[str], None] | None = None
     ) -> None:
         os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-        os.environ.setdefault("RAY_DISABLE_IMPORT_WARNING", "1")
         import ray
+
+        from backends.child import NEUTRAL_CWD, python_argv
+        from reconciler.engine import worker_process
 
         self.ray: Any = ray
         options: dict[str, Any] = {
             "include_dashboard": False,
             "log_to_driver": False,
             "configure_logging": False,
-            "ignore_reinit_error": False,
         }
         self._alias: Path | None = None
         if address == "local":
@@ -68,46 +74,61 @@ class RayExecutor:
                 (self._alias / "r").symlink_to(temp, target_is_directory=True)
                 temp = self._alias / "r"
             options.update(num_cpus=jobs, _temp_dir=str(temp), _node_ip_address="127.0.0.1")
-        self.temp_dir = options.get("_temp_dir")
         ray.init(address=address, **options)
-        from backends.child import NEUTRAL_CWD, python_argv
-        from reconciler.engine import worker_process
-
         for module in (sys.modules[__name__], worker_process):
             ray.cloudpickle.register_pickle_by_value(module)
-        actor: Any = ray.remote(num_cpus=1, max_restarts=0)(_Worker)
-        slots = int(ray.cluster_resources().get("CPU", 1)) if address != "local" else jobs
-        self._actors: list[Any] = [
-            actor.remote(python_argv(), NEUTRAL_CWD) for _ in range(max(1, min(jobs, slots)))
-        ]
+        self._actor: Any = ray.remote(num_cpus=0, max_restarts=0)(_Worker)
+        self._argv = (python_argv(), NEUTRAL_CWD)
+        resources = ray.cluster_resources()
+        self.slots = jobs if address == "local" else max(1, min(jobs, int(resources.get("CPU", jobs))))
+        self._declared = {k for k in resources if k.startswith(RESOURCE_PREFIX)}
+        self._free: dict[str | None, list[Any]] = {}
+        self._actors: list[Any] = []
 
-    def run(self, jobs: list[Job]) -> Iterator[Outcome]:
-        """Jobs go to whichever actor is free; outcomes come back in the order of `jobs`."""
+    def resource_for(self, place: Placement) -> str | None:
+        """The custom resource a spec needs: `npuctl-backend-<name>` when the cluster declares it for
+        the spec's backend (nodes started with `--resources '{"npuctl-backend-rknn": 100}'` where the
+        RKNN environment is installed); None, placed anywhere, otherwise."""
+        wanted = f"{RESOURCE_PREFIX}{place.needs}" if place.needs else None
+        return wanted if wanted in self._declared else None
+
+    def _take(self, resource: str | None) -> Any:
+        free = self._free.setdefault(resource, [])
+        if free:
+            return free.pop()
+        options: dict[str, Any] = {"scheduling_strategy": "SPREAD"}
+        if resource is not None:
+            options["resources"] = {resource: 0.001}
+        actor = self._actor.options(**options).remote(*self._argv)
+        self._actors.append(actor)
+        return actor
+
+    def run(self, jobs: list[Job], places: list[Placement]) -> Iterator[Outcome]:
         import pickle
 
-        from reconciler.engine.executors import failed_outcome
+        from reconciler.engine.executors import failed_outcome, in_order
 
         ray = self.ray
-        free = list(self._actors)
-        pending: dict[Any, tuple[int, Any]] = {}
-        answers: dict[int, Outcome] = {}
-        queue = list(enumerate(jobs))
-        emitted = 0
-        while emitted < len(jobs):
-            while free and queue:
-                index, job = queue.pop(0)
-                actor = free.pop()
-                pending[actor.run.remote(job.to_json())] = (index, actor)
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            index, actor = pending.pop(ready[0])
-            free.append(actor)
+        owner: dict[Any, tuple[Job, str | None, Any]] = {}
+
+        def submit(index: int, job: Job) -> Any:
+            resource = self.resource_for(places[index])
+            actor = self._take(resource)
+            ref = actor.run.remote(job.to_json())
+            owner[ref] = (job, resource, actor)
+            return ref
+
+        def wait(refs: list[Any]) -> tuple[Any, Outcome]:
+            ready, _ = ray.wait(refs, num_returns=1)
+            job, resource, actor = owner.pop(ready[0])
+            self._free.setdefault(resource, []).append(actor)
             try:
-                answers[index] = pickle.loads(ray.get(ready[0]))  # our own worker's answer
+                outcome: Outcome = pickle.loads(ray.get(ready[0]))  # our own worker's answer
             except Exception as exc:  # noqa: BLE001 - a failed task is that spec's error
-                answers[index] = failed_outcome(jobs[index], exc)
-            while emitted in answers:
-                yield answers.pop(emitted)
-                emitted += 1
+                outcome = failed_outcome(job, exc)
+            return ready[0], outcome
+
+        yield from in_order(dispatch(jobs, places, self.slots, submit, wait), len(jobs))
 
     def close(self) -> None:
         for actor in self._actors:
