@@ -4,7 +4,6 @@ latency estimate (backends.qnn.timing; never a device time)."""
 
 from __future__ import annotations
 
-import re
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -14,29 +13,8 @@ from typing import Any
 from backends.base import StageOutput, StageRequest
 from backends.errors import TerminalError
 from backends.qnn import driver, fingerprint, timing
+from backends.qnn.profile import qnn_profile, read_profile
 from backends.qnn.stages import _read_outputs, _write_samples, context_files, soc
-
-_CYCLES = re.compile(r"^(.*?)(?::OpId_\d+)? \(cycles\)$")
-
-
-def read_profile(path: Path) -> dict[str, Any]:
-    """Total and per-op simulated cycles from QNN's detailed profile (CSV)."""
-    import csv
-
-    total: int | None = None
-    per_op: dict[str, int] = {}
-    with path.open(newline="") as fh:
-        for row in csv.DictReader(fh):
-            if row.get("Unit of Measurement") != "CYCLES":
-                continue
-            event, value = row.get("Event Identifier", ""), int(float(row.get("Time") or 0))
-            if event == "Accelerator (execute) time (cycles)":
-                total = value if total is None else max(total, value)
-            elif row.get("Event Level") == "SUB-EVENT":
-                match = _CYCLES.match(event)
-                if match:
-                    per_op[match.group(1)] = value
-    return {"total": total, "per_op": per_op}
 
 
 class QnnEvaluate:
@@ -44,7 +22,7 @@ class QnnEvaluate:
     simulator`) and its simulated cycles (`estimated`: simulator cycles, not device time)."""
 
     stage = "evaluate"
-    version = "3-simulator"  # 2: the declared task's metric (backends.tasks); 3: cycles at the HTP clock
+    version = "4-simulator"  # 2: the task's metric (backends.tasks); 3: cycles at the HTP clock; 4: a profile
 
     def fingerprint(self) -> dict[str, str]:
         return {**fingerprint(), "htp_clocks": _htp_clocks()}
@@ -84,18 +62,19 @@ class QnnEvaluate:
                 **chip,
             }
             answer = driver.call(run_request, job, job / "native.log")
+            sim = f"QNN HTP simulator (onnxruntime-qnn {answer.get('onnxruntime_qnn')}, htp_arch v{chip['htp_arch']})"
             reference = accuracy.run_model(
                 Path(request.inputs["float_model"]), [dict(s.feed) for s in samples]
             )
             outputs = _read_outputs(job / "outputs.npz", len(samples), reference)
             cycles = read_profile(job / "profile.csv") if (job / "profile.csv").is_file() else {}
+            profile = qnn_profile(cycles, request, sim) if cycles else None
         from backends.tasks.setup import task_and_labels
 
         task, labels = task_and_labels(
             evaluate, request.inputs, Path(request.inputs["float_model"]), [s.name for s in samples]
         )
         scored = accuracy.score(outputs, reference, labels, task)
-        sim = f"QNN HTP simulator (onnxruntime-qnn {answer.get('onnxruntime_qnn')}, htp_arch v{chip['htp_arch']})"
         found: dict[str, dict[str, Any]] = {
             "accuracy": {
                 "value": scored.accuracy,
@@ -135,7 +114,13 @@ class QnnEvaluate:
             if "latency_ms.p50" in found:
                 clock = timing.htp_clock_mhz(request.target) or 0.0
                 note += f" (~{found['latency_ms.p50']['value']:.3f} ms at {clock:g} MHz, estimated)"
-        return StageOutput(report=report, note=note)
+        artifacts = {}
+        if profile is not None:
+            from backends import profiles
+
+            artifacts["profile"] = profiles.write(profile, request.workdir / "profile.json")
+            report["profile"] = profiles.summary(profile)
+        return StageOutput(artifacts=artifacts, report=report, note=note)
 
 
 def _htp_clocks() -> str:

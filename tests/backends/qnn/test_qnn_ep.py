@@ -140,6 +140,12 @@ def test_apply_builds_an_epcontext_binary_and_measures_it_on_the_htp_simulator(b
     assert latency["value"] == pytest.approx(cycles["value"] / (clock_mhz * 1e6) * 1e3, rel=1e-5)
     assert latency["evidence"].startswith("estimated") and "not a time measured" in latency["detail"]
     assert verdicts["latency_ms.p90"]["evidence"] == latency["evidence"]
+    # the simulator's per-op cycles, mapped onto the deployed (QDQ) model, are evaluate's profile
+    profile_record = variant["stages"]["evaluate"]["artifacts"]["profile"]
+    profile = json.loads(Store(digits_repo / ".npuctl" / "store").path(profile_record["digest"]).read_text())
+    assert profile["evidence"] == "estimated: QNN HTP simulator cycles"
+    assert sum(layer["cycles"] for layer in profile["layers"]) == profile["total_cycles"] <= cycles["value"]
+    assert "/conv1/Conv" in {name for layer in profile["layers"] for name in layer["onnx_nodes"]}
     # the artifact is what ONNX Runtime's QNN EP loads: an EPContext node naming the binary beside it
     store = Store(digits_repo / ".npuctl" / "store")
     ctx = store.path(artifacts["context_model"]["digest"])
