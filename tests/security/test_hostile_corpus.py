@@ -1,10 +1,14 @@
-"""Every hostile case in one traced `npuctl apply` beside the valid digits spec, plus a validate per case.
+"""Every hostile case in one traced `npuctl apply` beside the valid digits spec, plus one validate of
+the whole folder (text and JSON) read per case.
 
-Per case: the exit code (validate: 1 for a spec error, 0 when only the input file's content is bad),
-one one-line error naming the file and the field (file:line:col where the input is YAML), the stage
-that read a bad input file failed terminally and was not retried, and, for the whole run, that the
-valid spec was built and that no file in the sandbox beside the repository (nor /etc/passwd,
-/dev/zero, /proc/self/environ) was opened, and nothing outside the repository was written (strace).
+Per case: the validate verdict (what a `validate FILE` exits with: invalid for a spec error, valid when
+only the input file's content is bad), one one-line error naming the file and the field (file:line:col
+where the input is YAML), the stage that read a bad input file failed terminally and was not retried,
+and, for the whole run, that the valid spec was built and that no file in the sandbox beside the
+repository (nor /etc/passwd, /dev/zero, /proc/self/environ) was opened, and nothing outside the
+repository was written (strace). Validating one file reads every spec beside it (their names must be
+unique), so a validate per case read the folder 137 times; the duplicate-name case still validates
+its file alone, since that sibling lookup is what it checks.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -138,15 +143,52 @@ def test_nothing_outside_was_opened_or_written(run: Run) -> None:
     assert written == []
 
 
+@dataclass
+class Validated:
+    text: str
+    """The text output (one line per error)."""
+    specs: dict[str, dict[str, Any]]
+    """validate --json's entry per spec file name."""
+    lock_problems: list[str]
+
+
+def _validate(repo: Path, *args: str) -> Any:
+    cwd = os.getcwd()
+    os.chdir(repo)
+    try:
+        return CliRunner().invoke(_cli(), ["validate", *args], standalone_mode=False)
+    finally:
+        os.chdir(cwd)
+
+
+@pytest.fixture(scope="module")
+def validated(run: Run) -> Validated:
+    text, as_json = _validate(run.repo, "specs"), _validate(run.repo, "--json", "specs")
+    assert text.exception is None and as_json.exception is None, (text.exception, as_json.exception)
+    payload = json.loads(as_json.output)
+    specs = {Path(s["file"]).name: s for s in payload["specs"]}
+    return Validated(text.output, specs, payload["lock_problems"])
+
+
+def _validate_code(case: Case, stem: str, run: Run, validated: Validated) -> tuple[int, str]:
+    """What `npuctl validate specs/<stem>.yaml` exits with, and its output."""
+    if case.id == "s-twin-name":
+        alone = _validate(run.repo, f"specs/{stem}.yaml")
+        return (alone.return_value if alone.exception is None else 99), alone.output
+    entry = validated.specs[f"{stem}.yaml"]
+    own_locks = [p for p in validated.lock_problems if f"{stem}.lock.json" in p]
+    located = {f"{e['file']}:{e['line']}:{e['column']}: " for e in entry["errors"]} | {f"{stem}.yaml: "}
+    mine = [line for line in validated.text.splitlines() if any(where in line for where in located)]
+    return (0 if entry["valid"] and not own_locks else 1), "\n".join(mine + own_locks)
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_case(case: Case, run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_case(case: Case, run: Run, validated: Validated) -> None:
     stem = f"h-{case.id}"
     entry = run.entry(case)
-    monkeypatch.chdir(run.repo)
-    validate = CliRunner().invoke(_cli(), ["validate", f"specs/{stem}.yaml"], standalone_mode=False)
-    validate_code = validate.return_value if validate.exception is None else 99
+    validate_code, validate_output = _validate_code(case, stem, run, validated)
     if case.phase in ("spec", "file"):
-        assert validate_code == 1, validate.output
+        assert validate_code == 1, validate_output
         assert entry["status"] in ("Stalled", "Invalid") and entry["errors"], entry
         errors = [e for e in entry["errors"] if stem in e]
         assert errors, entry["errors"]
@@ -156,9 +198,9 @@ def test_case(case: Case, run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
         where = r":\d+:\d+: " if case.phase == "spec" else r": "
         pattern = rf"{re.escape(stem)}[^:/]*\.yaml{where}{field}.*{re.escape(case.fragment)}"
         assert any(re.search(pattern, e) for e in errors), (pattern, errors)
-        assert first.split(": ", 1)[0].split(":")[0] in validate.output
+        assert first.split(": ", 1)[0].split(":")[0] in validate_output
     elif case.phase == "build":
-        assert validate_code == 0, validate.output
+        assert validate_code == 0, validate_output
         failed = [s for s in entry["stages"] if s["action"] == "failed"]
         assert failed, entry
         reason = failed[0]["reason"]
@@ -167,7 +209,7 @@ def test_case(case: Case, run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
         log = failed[0].get("log")
         assert not log or not Path(log).exists() or "retrying" not in Path(log).read_text()
     else:
-        assert validate_code == 0, validate.output
+        assert validate_code == 0, validate_output
         assert entry["health"] == "Healthy", entry
         lock = run.repo / "specs" / f"{stem}.lock.json"
         if lock.exists():
