@@ -114,7 +114,8 @@ OPTIONS_SCHEMA: dict[str, Any] = {
 class QnnBackend:
     name = NAME
     evidence_here = (
-        "measured:host simulator (accuracy on the HTP simulator); estimated: QNN HTP simulator cycles"
+        "measured:host simulator (accuracy on the HTP simulator); estimated: QNN HTP simulator cycles, "
+        "and latency at the catalog's HTP clock"
     )
 
     def serves(self, target: Target) -> bool:

@@ -92,8 +92,9 @@ def convert(request: dict[str, Any]) -> dict[str, Any]:
     checks = {}
     if calibration:
         feed = {name: np_first(path) for name, path in calibration.items()}
+        want = reference_outputs(request["model"], feed)
         for name, described_variant in variants.items():
-            checks[name] = compare(request["model"], described_variant, feed)
+            checks[name] = compare(want, described_variant, feed)
     return {"variants": variants, "checks": checks}
 
 
@@ -184,13 +185,20 @@ def run_tflite(path: str, io: dict[str, Any], feed: dict[str, Any]) -> list[Any]
     return result
 
 
-def compare(model_path: str, variant: dict[str, Any], feed: dict[str, Any]) -> dict[str, Any]:
-    """The variant against the ONNX model it came from (ONNX Runtime CPU), one calibration sample."""
+def reference_outputs(model_path: str, feed: dict[str, Any]) -> list[Any]:
+    """The ONNX model's outputs on `feed` (ONNX Runtime CPU): what every variant is compared with."""
     import numpy as np
     import onnxruntime as ort
 
     session = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
-    want = session.run(None, {k: np.asarray(v, dtype=np.float32) for k, v in feed.items()})
+    outputs: list[Any] = session.run(None, {k: np.asarray(v, dtype=np.float32) for k, v in feed.items()})
+    return outputs
+
+
+def compare(want: list[Any], variant: dict[str, Any], feed: dict[str, Any]) -> dict[str, Any]:
+    """The variant against the ONNX model's outputs `want`, one calibration sample."""
+    import numpy as np
+
     got = run_tflite(variant["file"], variant["io"], feed)
     a = np.concatenate([np.ravel(x).astype(np.float64) for x in got])
     b = np.concatenate([np.ravel(x).astype(np.float64) for x in want])
