@@ -101,6 +101,12 @@ class OpenVinoBackend:
             return f"openvino not installed: {INSTALL}"
         return None
 
+    def spec_errors(self, spec: dict[str, Any], target: Target) -> list[tuple[str, str]]:
+        """What the NNCF quantize path cannot do with `quantization` (backends.openvino.quantize)."""
+        from backends.openvino.quantize import spec_errors
+
+        return spec_errors(spec.get("quantization") or {})
+
     def implementation(self, stage: str) -> StageImpl | None:
         impl: StageImpl
         if stage == "check":

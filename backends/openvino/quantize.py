@@ -8,8 +8,11 @@ types, validate=True)`: glob patterns are translated to NNCF's regular expressio
 matches nothing fails before calibration (the spec's contract and NNCF's `validate`). Calibration
 samples come from the shared sample reader (backends.onnx.data), exactly `calibration.samples` of them.
 The preset follows the activation type: symmetric int8 activations are NNCF's PERFORMANCE preset,
-asymmetric uint8 its MIXED preset. `sensitive_layers.keep: int16` and `auto` have no NNCF equivalent
-here and are refused with a clear message.
+asymmetric uint8 its MIXED preset. `calibration.method` maps onto NNCF's activation range estimator:
+minmax -> MINMAX (min and max over all samples, as ONNX Runtime's MinMax), percentile p -> per-sample
+quantiles at 1 - p/100 averaged over the samples (MEAN_QUANTILE's statistics); entropy has no NNCF
+estimator. `sensitive_layers.keep: int16`, `auto` and entropy are refused by `validate`
+(spec_errors) with the alternative, and again here.
 """
 
 from __future__ import annotations
@@ -26,7 +29,13 @@ from backends.base import StageOutput, StageRequest
 from backends.errors import TerminalError
 from backends.openvino import fingerprint
 
-VERSION = "1"
+VERSION = "2"  # 2: calibration.method maps onto NNCF's activation range estimator
+
+
+def _estimator_text(method: str, percentile: float) -> str:
+    if method == "minmax":
+        return "NNCF MINMAX (min/max over all samples)"
+    return f"NNCF per-sample quantile {1 - percentile / 100:.6g} outlier probability, averaged (MEAN)"
 
 
 def ignored_scope_args(model: Any, rules: Any) -> dict[str, list[str]]:
@@ -49,6 +58,61 @@ def ignored_scope_args(model: Any, rules: Any) -> dict[str, list[str]]:
     if rules.last:
         names.extend(compute[-rules.last :])
     return {"names": sorted(set(names)), "patterns": patterns, "types": list(rules.op_types)}
+
+
+def spec_errors(section: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(field, message) for what this NNCF path cannot do with the spec's quantization section."""
+    if section.get("mode") != "ptq":
+        return []
+    found: list[tuple[str, str]] = []
+    rules: Mapping[str, Any] = section.get("sensitive_layers") or {}
+    if rules and rules.get("keep", "fp16") == "int16":
+        found.append(
+            (
+                "quantization.sensitive_layers.keep",
+                "openvino/nncf keeps layers in float (nncf.IgnoredScope), not at int16; use keep: fp16 or fp32",
+            )
+        )
+    if rules.get("auto") is not None:
+        found.append(
+            (
+                "quantization.sensitive_layers.auto",
+                "openvino/nncf has no auto sensitive-layer search here; name the layers with nodes, op_types, "
+                "first or last (kept float through nncf.IgnoredScope)",
+            )
+        )
+    method = (section.get("calibration") or {}).get("method", "minmax")
+    if method not in _METHODS:
+        found.append(
+            (
+                "quantization.calibration.method",
+                f"openvino/nncf has no {method} range estimator; use minmax (NNCF MINMAX) or percentile "
+                "(NNCF per-sample quantiles)",
+            )
+        )
+    return found
+
+
+_METHODS = ("minmax", "percentile")
+
+
+def range_estimator(method: str, percentile: float) -> Any:
+    """NNCF's activation range estimator for the spec's calibration method."""
+    from nncf.quantization.range_estimator import (
+        AggregatorType,
+        RangeEstimatorParameters,
+        RangeEstimatorParametersSet,
+        StatisticsCollectorParameters,
+        StatisticsType,
+    )
+
+    if method == "minmax":
+        return RangeEstimatorParametersSet.MINMAX
+    prob = max(1e-12, 1.0 - percentile / 100.0)
+    return RangeEstimatorParameters(
+        min=StatisticsCollectorParameters(StatisticsType.QUANTILE, AggregatorType.MEAN, quantile_outlier_prob=prob),
+        max=StatisticsCollectorParameters(StatisticsType.QUANTILE, AggregatorType.MEAN, quantile_outlier_prob=prob),
+    )
 
 
 class NncfQuantize:
@@ -87,11 +151,10 @@ class NncfQuantize:
             raise TerminalError("quantize: mode ptq needs the model and quantization.calibration.data")
         model = onnx.load(str(source), load_external_data=False)
         rules = policy.sensitive
-        if rules is not None and (rules.keep == "int16" or rules.auto is not None):
-            raise TerminalError(
-                "openvino/nncf: sensitive_layers.keep int16 and sensitive_layers.auto are not supported "
-                "(use keep fp16/fp32 with nodes, op_types, first or last)"
-            )
+        refused = spec_errors(section)
+        if refused:
+            field, message = refused[0]
+            raise TerminalError(f"{field}: {message}")
         scope_args = ignored_scope_args(model, rules) if rules is not None and rules.explicit else None
         inputs = data.model_inputs(model)
         samples = data.load_samples(
@@ -110,15 +173,17 @@ class NncfQuantize:
         }
         if scope_args is not None:
             kwargs["ignored_scope"] = nncf.IgnoredScope(**scope_args, validate=True)
-        if not policy.per_channel:
-            from nncf.quantization.advanced_parameters import (
-                AdvancedQuantizationParameters,
-                QuantizationParameters,
-            )
+        from nncf.quantization.advanced_parameters import (
+            AdvancedQuantizationParameters,
+            QuantizationParameters,
+        )
 
-            kwargs["advanced_parameters"] = AdvancedQuantizationParameters(
-                weights_quantization_params=QuantizationParameters(per_channel=False)
-            )
+        advanced: dict[str, Any] = {
+            "activations_range_estimator_params": range_estimator(policy.method, policy.percentile)
+        }
+        if not policy.per_channel:
+            advanced["weights_quantization_params"] = QuantizationParameters(per_channel=False)
+        kwargs["advanced_parameters"] = AdvancedQuantizationParameters(**advanced)
         request.log.parent.mkdir(parents=True, exist_ok=True)
         with request.log.open("a") as fh, contextlib.redirect_stdout(fh), contextlib.redirect_stderr(fh):
             # NNCF draws progress bars and logs to the terminal; they belong in the stage log
@@ -134,11 +199,15 @@ class NncfQuantize:
             "quantizer": f"nncf {fingerprint()['nncf']} (ONNX backend)",
             "policy": policy.describe(),
             "preset": preset.value,
+            "range_estimator": _estimator_text(policy.method, policy.percentile),
             "ignored_scope": scope_args,
             "samples": len(samples),
             "quantize_nodes": qdq,
         }
         with request.log.open("a") as fh:
             fh.write(json.dumps(report, indent=1, sort_keys=True) + "\n")
-        note = f"nncf int8 ({preset.value}), {qdq} QuantizeLinear, {len(samples)} calibration samples"
+        note = (
+            f"nncf int8 ({preset.value}), {qdq} QuantizeLinear, {len(samples)} calibration samples, "
+            f"calibration.method {policy.method} -> {report['range_estimator']}"
+        )
         return StageOutput(artifacts={"model": out}, report=report, note=note)

@@ -67,6 +67,15 @@ class RknnBackend:
             },
         }
 
+    def spec_errors(self, spec: dict[str, Any], target: Target) -> list[tuple[str, str]]:
+        """What rknn-toolkit2 cannot build on this chip with `quantization` (backends.rknn.quant_fit)."""
+        from backends.onnx.quant_policy import has_float
+        from backends.rknn import quant_fit
+
+        chip = str(target.extra.get("rknn_platform") or target.id)
+        section = spec.get("quantization") or {}
+        return quant_fit.errors(section, chip, has_float(target), target.default_activation)
+
     def missing_toolchain(self) -> str | None:
         if toolchains.python(toolchains.RKNN) is None:
             return (

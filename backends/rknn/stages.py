@@ -17,19 +17,12 @@ from backends import bundles, toolchains
 from backends.base import StageOutput, StageRequest
 from backends.errors import TerminalError
 from backends.rknn import build as B
-from backends.rknn import driver
+from backends.rknn import driver, quant_fit
 
 QUANTIZE_VERSION = "1"
 COMPILE_VERSION = "3"
 EVALUATE_VERSION = "7"  # 7: the declared task's metric (backends.tasks)
 
-_DTYPES = {
-    ("int8", "int8"): "w8a8",
-    ("int8", "uint8"): "w8a8",
-    ("int8", "int16"): "w8a16",
-    ("int8", "uint16"): "w8a16",
-    ("int16", "int16"): "w16a16i",
-}
 _ALGORITHMS = {"minmax": "normal", "entropy": "kl_divergence"}
 
 
@@ -53,12 +46,14 @@ def quant_plan(config: Mapping[str, Any], target: Any, model: Any) -> tuple[dict
     if policy.mode in ("fp16", "qat"):
         why = "fp16: RKNN's float build is float16" if policy.mode == "fp16" else "qat: QDQ model built as is"
         return {"quantize": False, "mode": policy.mode}, [why]
-    key = (policy.weights, policy.activations)
-    if key not in _DTYPES:
-        raise TerminalError(
-            f"rknn: weights {policy.weights} with activations {policy.activations} has no RKNN quantized_dtype "
-            "(w8a8, w8a16, w16a16i)"
-        )
+    section = config.get("quantization") or {}
+    chip = str(target.extra.get("rknn_platform") or target.id)
+    found = quant_fit.errors(section, chip, quant_policy.has_float(target), target.default_activation)
+    if found:
+        field, message = found[0]
+        raise TerminalError(f"{field}: {message}")
+    kind = quant_fit.dtype(policy.weights, policy.activations)
+    assert kind is not None  # quant_fit.errors refuses the pairs with no dtype
     if policy.activations == "uint8":
         notes.append("activations uint8: RKNN's w8a8 uses asymmetric int8 activations (the same 256 levels)")
     algorithm = _ALGORITHMS.get(policy.method)
@@ -69,7 +64,7 @@ def quant_plan(config: Mapping[str, Any], target: Any, model: Any) -> tuple[dict
     plan: dict[str, Any] = {
         "quantize": True,
         "mode": policy.mode,
-        "quantized_dtype": _DTYPES[key],
+        "quantized_dtype": kind,
         "quantized_algorithm": algorithm,
         "quantized_method": "channel" if policy.per_channel else "layer",
         "samples": policy.samples,
@@ -85,7 +80,9 @@ def quant_plan(config: Mapping[str, Any], target: Any, model: Any) -> tuple[dict
         plan["sensitive_nodes"] = sorted(kept)
     if rules is not None and rules.auto is not None:
         plan["auto_hybrid"] = True
-        notes.append("sensitive_layers.auto: RKNN auto_hybrid (layers under cosine 0.98 move to float16)")
+        plan["auto_hybrid_cos_thresh"] = quant_fit.AUTO_HYBRID_COS
+        plan["auto_mapping"] = quant_fit.auto_hybrid_note(rules)
+        notes.append(plan["auto_mapping"])
     return plan, notes
 
 
@@ -181,7 +178,7 @@ class RknnQuantize:
         request.log.write_text(json.dumps({"plan": plan, "notes": notes}, indent=1, sort_keys=True) + "\n")
         note = f"rknn {plan.get('quantized_dtype', 'float16')} plan; the build runs in compile" + (
             f" ({len(plan.get('sensitive_nodes', []))} layers hybrid)" if plan.get("hybrid") else ""
-        )
+        ) + (f"; {plan['auto_mapping']}" if plan.get("auto_mapping") else "")
         return StageOutput(
             artifacts={"model": out}, report={"rknn_quantization": plan, "notes": notes}, note=note
         )

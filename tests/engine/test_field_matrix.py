@@ -78,6 +78,7 @@ CHANGES: dict[str, Any] = {
     "model.package": None,
     "model.sha256": None,
     "model.version": "v2",
+    "quantization.placement": "every_op",  # unset in BASE: the generic next enum value is its default
     "target": "rk3588",
     "inputs": {"image": [1, 1, 8, 8], "extra": None},
     "shape_variants": [{"image": [2, 1, 8, 8]}],

@@ -207,6 +207,31 @@ def test_nncf_quantize_keeps_ignored_layers_float(tmp_path: Path, digits: Path) 
         )
 
 
+def test_calibration_method_maps_onto_nncf_range_estimators(tmp_path: Path, digits: Path) -> None:
+    """minmax and percentile give different NNCF ranges (the issue: they gave the same digest); entropy,
+    which NNCF has no estimator for, is refused with the field."""
+    from backends.openvino.quantize import NncfQuantize
+
+    inputs = {"model": digits, "float_model": digits, "calibration_data": DIGITS / "data" / "calib"}
+    built = {}
+    for name in ("minmax", "percentile", "e"):
+        (tmp_path / name).mkdir()
+    for method in ("minmax", "percentile"):
+        calibration = {"data": "calib", "samples": 20, "method": method, "percentile": 99.0, "seed": 0}
+        section = {"mode": "ptq", "weights": "int8", "activations": "int8", "calibration": calibration}
+        out = NncfQuantize().run(
+            _request(tmp_path / method, "quantize", {"quantization": section, "target": "intel-npu"}, inputs)
+        )
+        assert method in out.note and "NNCF" in out.report["range_estimator"]
+        built[method] = out.artifacts["model"].read_bytes()
+    assert built["minmax"] != built["percentile"]
+    entropy = {"mode": "ptq", "calibration": {"data": "calib", "samples": 20, "method": "entropy"}}
+    with pytest.raises(TerminalError, match=r"calibration\.method: openvino/nncf has no entropy"):
+        NncfQuantize().run(
+            _request(tmp_path / "e", "quantize", {"quantization": entropy, "target": "intel-npu"}, inputs)
+        )
+
+
 def test_options_schema_rejects_unknown_and_bad_values() -> None:
     from jsonschema import Draft202012Validator
 

@@ -114,6 +114,23 @@ def test_quant_plan_maps_the_spec(tiny_model: Path) -> None:
         quant_plan(_policy(sensitive_layers={"nodes": ["nope*"]}), t, model)
 
 
+def test_auto_is_recorded_as_what_rknn_does_and_chip_limits_are_refused(tiny_model: Path) -> None:
+    from backends.catalog import targets
+
+    model = onnx.load(str(tiny_model))
+    t = targets()["rk3588"]
+    auto = _policy(sensitive_layers={"keep": "fp16", "auto": {"max_accuracy_drop": 0.01, "max_layers": 3}})
+    plan, notes = quant_plan(auto, t, model)
+    assert plan["auto_hybrid"] and plan["auto_hybrid_cos_thresh"] == 0.98
+    for said in ("auto_hybrid", "under 0.98", "max_accuracy_drop 0.01", "max_layers 3", "float16"):
+        assert said in plan["auto_mapping"], plan["auto_mapping"]
+    assert plan["auto_mapping"] in notes
+    with pytest.raises(TerminalError, match=r"quantization\.activations: rknn w8a16 .* not rk3588"):
+        quant_plan(_policy(activations="int16"), t, model)
+    plan, _ = quant_plan(_policy(activations="int16"), targets()["rk3562"], model)
+    assert plan["quantized_dtype"] == "w8a16"
+
+
 def test_quantize_bundle_is_reproducible_and_in_rknn_layout(
     tmp_path: Path, make_request: Request, calib_folder: Path
 ) -> None:
