@@ -110,8 +110,12 @@ def range_estimator(method: str, percentile: float) -> Any:
         return RangeEstimatorParametersSet.MINMAX
     prob = max(1e-12, 1.0 - percentile / 100.0)
     return RangeEstimatorParameters(
-        min=StatisticsCollectorParameters(StatisticsType.QUANTILE, AggregatorType.MEAN, quantile_outlier_prob=prob),
-        max=StatisticsCollectorParameters(StatisticsType.QUANTILE, AggregatorType.MEAN, quantile_outlier_prob=prob),
+        min=StatisticsCollectorParameters(
+            StatisticsType.QUANTILE, AggregatorType.MEAN, quantile_outlier_prob=prob
+        ),
+        max=StatisticsCollectorParameters(
+            StatisticsType.QUANTILE, AggregatorType.MEAN, quantile_outlier_prob=prob
+        ),
     )
 
 

@@ -176,9 +176,11 @@ class RknnQuantize:
         out = bundles.write(request.workdir / "model.rknnq.tar", members)
         request.log.parent.mkdir(parents=True, exist_ok=True)
         request.log.write_text(json.dumps({"plan": plan, "notes": notes}, indent=1, sort_keys=True) + "\n")
-        note = f"rknn {plan.get('quantized_dtype', 'float16')} plan; the build runs in compile" + (
-            f" ({len(plan.get('sensitive_nodes', []))} layers hybrid)" if plan.get("hybrid") else ""
-        ) + (f"; {plan['auto_mapping']}" if plan.get("auto_mapping") else "")
+        note = (
+            f"rknn {plan.get('quantized_dtype', 'float16')} plan; the build runs in compile"
+            + (f" ({len(plan.get('sensitive_nodes', []))} layers hybrid)" if plan.get("hybrid") else "")
+            + (f"; {plan['auto_mapping']}" if plan.get("auto_mapping") else "")
+        )
         return StageOutput(
             artifacts={"model": out}, report={"rknn_quantization": plan, "notes": notes}, note=note
         )
