@@ -1,5 +1,5 @@
 """JSON Schemas of the other commands' `--json` output (validate, audit, explain, gc, targets, toolchain
-list, artifacts, backends), beside those of plan, apply, status and lock files (output_schemas).
+list, artifacts, backends, push and pull), beside those of plan, apply, status and lock files (output_schemas).
 
 Each pins the top-level shape and the fields scripts read; fields may be added (the contract: add
 freely, never rename), so only the top level forbids unknown keys where a typo would hide a field.
@@ -155,6 +155,19 @@ def schemas(base: str) -> dict[str, dict[str, Any]]:
         "targets": _top(base, "targets", "targets", ["targets"], {"targets": _list(target)}),
         "toolchains": _top(
             base, "toolchains", "toolchain list", ["toolchains"], {"toolchains": _list(toolchain)}
+        ),
+        "remote-sync": _top(
+            base,
+            "remote-sync",
+            "push / pull",
+            ["remote", "done", "present", "absent", "stats"],
+            {
+                "remote": {"type": "string", "description": "the remote cache URL"},
+                "done": _list(_DIGEST),
+                "present": _list(_DIGEST),
+                "absent": _list(_DIGEST),
+                "stats": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
+            },
         ),
         "gc": _top(
             base,

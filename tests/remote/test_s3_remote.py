@@ -7,9 +7,10 @@ import hashlib
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 
-from tests.conftest import git, run_npuctl
+from tests.conftest import ROOT, git, run_npuctl
 from tests.remote.conftest import S3, clone, commit, digits_specs, lock_bytes, lock_digests, stored
 
 pytestmark = pytest.mark.slow
@@ -32,6 +33,8 @@ def test_push_pull_and_a_flipped_byte_on_the_remote_is_caught_and_rebuilt(
     pushed = run_npuctl(dev, "push", "--json")
     assert pushed.returncode == 0, pushed.stderr
     report = json.loads(pushed.stdout)
+    schema = json.loads((ROOT / "schemas" / "remote-sync.schema.json").read_text())
+    jsonschema.validate(report, schema)
     assert len(report["done"]) == 3 + 2 and report["absent"] == []
     s3 = s3_emulator.client()
     names = [o["Key"] for o in s3.list_objects_v2(Bucket=s3_emulator.bucket)["Contents"]]
