@@ -219,7 +219,7 @@ def latency_table(work: Path, runs: int, threads: int) -> None:
 def calibrate_child(model: Path, calib: Path, samples: int) -> None:
     """Runs in a child process so its peak RSS is the calibration's own."""
     from backends.onnx import calibration
-    from backends.onnx.quantize import op_types_to_quantize, prepare
+    from backends.onnx.qdq_build import op_types_to_quantize, prepare
 
     with tempfile.TemporaryDirectory() as tmp:
         prepared, _ = prepare(model, Path(tmp), lambda _m: None)

@@ -188,8 +188,8 @@ def test_a_real_detector_compiles_for_the_htp_and_agrees_with_float_on_the_simul
 
 
 def test_qnns_qdq_config_reaches_the_quantizer_under_the_specs_own_settings(tmp_path: Path) -> None:
+    from backends.onnx.qdq_build import _merge_backend_options
     from backends.onnx.quant_policy import resolve
-    from backends.onnx.quantize import _merge_backend_options
     from backends.qnn.stages import qnn_options
 
     model = _odd_model(tmp_path / "odd.onnx")
