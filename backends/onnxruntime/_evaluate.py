@@ -105,7 +105,8 @@ def record_profile(
         return None
     layers = runtime_layers(trace, artifact, model)
     placement = _placement(request)
-    profiles.with_costs(layers, onnx.load(str(model), load_external_data=False), placement)
+    deployed = onnx.load(str(model), load_external_data=False)
+    profiles.with_costs(layers, deployed, placement)
     how = str(trace.get("how"))
     if trace.get("calibration"):
         how += "; each layer's time_ms is onnxruntime's kernel time less that cost (raw_time_ms: as reported)"
@@ -129,6 +130,7 @@ def record_profile(
         precision=placement.get("precision") or {},
         threads=int(result.get("threads") or 0),
         cpus=int((result.get("device") or {}).get("cpus") or 0),
+        model=deployed,
     )
     return profile
 

@@ -183,5 +183,6 @@ def record_profile(
         request.target,
         float_model=_float_model(request),
         precision=placement.get("precision") or {},
+        model=deployed,
     )
     return profile

@@ -1,5 +1,5 @@
 """What to do next: rules that turn a profile into suggestions, each naming the spec field to change and
-its expected gain, ranked by that gain.
+its expected gain, ranked by that gain (the fixed-shape-variant rule is in backends.profiles.shapes).
 
 Every gain is an estimate (named so): the measured time of the layers a change would move, minus the
 roofline time the same work needs where it would go. The rewrite rule does not guess which ops the
@@ -147,14 +147,19 @@ def suggest(
     precision: Mapping[str, Any] | None = None,
     threads: int = 0,
     cpus: int = 0,
+    model: onnx.ModelProto | None = None,
 ) -> list[dict[str, Any]]:
-    """The rules' suggestions worth at least MIN_GAIN_SHARE of the profiled time, largest gain first."""
+    """The rules' suggestions worth at least MIN_GAIN_SHARE of the profiled time, largest gain first.
+    `model` is the deployed model the profile ran (the fixed-shape-variant rule reads its graph)."""
+    from backends.profiles.shapes import shape_variant_rule
+
     total = _time(list(profile.get("layers") or []))
     found = [
         rewrite_rule(profile, target, float_model, precision or {}),
         sensitive_rule(profile, target),
         preprocess_rule(profile, target),
         cores_rule(profile, target, threads, cpus),
+        shape_variant_rule(profile, model),
     ]
     kept = [
         s for s in found if s is not None and total > 0 and s["expected_gain_ms"] >= MIN_GAIN_SHARE * total

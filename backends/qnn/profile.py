@@ -128,5 +128,5 @@ def qnn_profile(cycles: Mapping[str, Any], request: StageRequest, simulator: str
     profile["htp_clock_hz"] = clock_hz
     profile["evidence_of"]["cycles"] = EVIDENCE
     profile["total_cycles"] = cycles.get("last_total")
-    profile["suggestions"] = suggest(profile, request.target)
+    profile["suggestions"] = suggest(profile, request.target, model=model)
     return profile

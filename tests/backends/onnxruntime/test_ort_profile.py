@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 from ort_helpers import compile_model
@@ -181,3 +182,62 @@ def test_a_rapidocr_model_on_rk3588s_placement_shows_its_cpu_fallbacks(ppocr_cls
     assert attribution["shares"]["cpu_fallback"] == pytest.approx(expected, abs=1e-3)
     assert set(attribution["fallback_layers"]) == {x["name"] for x in fallback}
     assert profile["runs"] == 50  # evaluate.runs 100: PROFILE_RUNS
+
+
+def test_a_model_fixed_at_a_batch_is_offered_a_batch_1_variant(digits_batch) -> None:
+    """Digits fixed at batch 64: a request that comes alone still pays for 64. The suggestion's gain is
+    the layers' time less 1/64 of it, computed here from the recorded layers."""
+    _, profile, _ = digits_batch
+    found = [s for s in profile["suggestions"] if s["field"] == "shape_variants"]
+    assert len(found) == 1, profile["suggestions"]
+    total = sum(float(layer["time_ms"]) for layer in profile["layers"])
+    assert found[0]["value"] == [{"image": [1, 1, 8, 8]}]
+    assert found[0]["expected_gain_ms"] == pytest.approx(total * (1 - 1 / 64), abs=1e-5)
+    assert found[0]["estimate"].startswith("estimated") and "upper bound" in found[0]["why"]
+
+
+def _upsampling_model() -> onnx.ModelProto:
+    """32x32 frames resized up 2x (4x the pixels) before two convolutions."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"),
+        numpy_helper.from_array(rng.standard_normal([16, 3, 3, 3]).astype(np.float32), "w1"),
+        numpy_helper.from_array(rng.standard_normal([16, 16, 3, 3]).astype(np.float32), "w2"),
+    ]
+    nodes = [
+        helper.make_node("Resize", ["x", "", "scales"], ["big"], name="up", mode="linear"),
+        helper.make_node("Conv", ["big", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "w2"], ["y"], name="conv2", pads=[1, 1, 1, 1]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "upsampled",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 64, 64])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_an_input_resized_up_before_the_first_layer_is_offered_a_variant_at_its_own_size(
+    tmp_path: Path,
+) -> None:
+    """Every layer after the 2x Resize computes on 4x the input's pixels: the gain is 3/4 of the time of
+    the layers downstream of it (computed here), and the Resize's own layer is not among them."""
+    source = tmp_path / "source.onnx"
+    onnx.save(_upsampling_model(), str(source))
+    model = _imported(tmp_path, source, {"x": [1, 3, 32, 32]})
+    profile = _evaluate(tmp_path, model)[1]
+    found = [s for s in profile["suggestions"] if s["field"] == "shape_variants"]
+    assert len(found) == 1, profile["suggestions"]
+    downstream = {"conv1", "relu1", "conv2"}
+    moved = [layer for layer in profile["layers"] if set(layer["onnx_nodes"]) & downstream]
+    assert moved and not any("up" in layer["onnx_nodes"] for layer in moved)
+    expected = sum(float(layer["time_ms"]) for layer in moved) * (1 - 32 * 32 / (64 * 64))
+    assert found[0]["expected_gain_ms"] == pytest.approx(expected, abs=1e-5)
+    assert "4.00x in pixels" in found[0]["why"]
