@@ -16,13 +16,12 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from backends import toolchains
+from backends import outside_tmp, toolchains
 from backends.child import python_argv
 from backends.errors import TerminalError, ToolchainMissing, TransientError
 
@@ -90,13 +89,10 @@ def worker_env(job_dir: Path) -> dict[str, str]:
 
 @contextmanager
 def job_folder() -> Iterator[Path]:
-    """A scratch folder whose path has the same length on every run (see worker_env)."""
-    base = Path("/tmp") if Path("/tmp").is_dir() else Path(tempfile.gettempdir())
-    path = Path(tempfile.mkdtemp(prefix="npuctl-rknn-", dir=base))
-    try:
+    """A scratch folder whose path has the same length on every run (see worker_env), outside the
+    repository; backends.outside_tmp records it so `npuctl gc` removes it after a kill -9."""
+    with outside_tmp.folder("npuctl-rknn-") as path:
         yield path / "job"
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def run(

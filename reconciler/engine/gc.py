@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from backends import outside_tmp
 from reconciler.engine.workspace import Workspace
 from reconciler.state import lockfile
 
@@ -74,6 +75,7 @@ def _stale_temp(ws: Workspace) -> list[Path]:
         for workdir in ws.layout.tmp.iterdir():
             pid = workdir.name.split("-", 1)[0]
             if not pid.isdigit() or not _pid_alive(int(pid)):
+                out += outside_tmp.leftovers(workdir) if workdir.is_dir() else []
                 out.append(workdir)
     return out
 

@@ -9,9 +9,13 @@ import signal
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from tests.conftest import run_npuctl
+import pytest
+
+from backends import toolchains
+from tests.conftest import DIGITS_SPEC, copy_digits, run_npuctl
 
 HOLDER = """
 import sys, time
@@ -74,3 +78,51 @@ def test_lock_files_are_written_0644(built_repo: Path) -> None:
     _bump(built_repo / "specs" / "a.yaml")
     assert run_npuctl(built_repo, "apply").returncode == 0
     assert stat.S_IMODE(lock.stat().st_mode) == 0o644
+
+
+RK_SPEC = DIGITS_SPEC.replace("target: cpu", "target: rk3588").replace(
+    "  evaluate:",
+    "  quantization:\n    mode: ptq\n    calibration: {{data: ../data/calib, samples: 4}}\n  evaluate:",
+)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    toolchains.python(toolchains.RKNN) is None, reason="needs `npuctl toolchain install rknn` (.ci/setup)"
+)
+def test_gc_removes_the_rknn_folder_a_kill_9_left_in_tmp(git_repo: Path) -> None:
+    """rknn-toolkit2 builds in `/tmp/npuctl-rknn-*` (a fixed-length path: it embeds it in the .rknn),
+    outside the run's own temporary folder. A real apply killed with -9 while the toolkit works leaves
+    that folder behind; `npuctl gc` removes it with the dead run's folder, and nothing else in /tmp."""
+    copy_digits(git_repo, eval_samples=2, calib_samples=4)
+    (git_repo / "specs" / "rk.yaml").write_text(RK_SPEC.format(name="rk"))
+    env = {**os.environ, "CI": "1"}
+    apply = subprocess.Popen(
+        [sys.executable, "-I", "-m", "reconciler", "apply"],
+        cwd=git_repo,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        pointers: list[Path] = []
+        while not pointers and apply.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            pointers = list((git_repo / ".npuctl" / "tmp").glob("*/*.outside-tmp"))
+        assert pointers, "the rknn stage never made its folder"
+        os.killpg(apply.pid, signal.SIGKILL)
+    finally:
+        if apply.poll() is None:
+            os.killpg(apply.pid, signal.SIGKILL)
+        apply.wait()
+    left = Path(pointers[0].read_text())
+    assert left.parent == Path("/tmp") and left.name.startswith("npuctl-rknn-") and left.is_dir()
+    done = run_npuctl(git_repo, "gc", "--json")
+    assert done.returncode == 0, done.stderr
+    removed = json.loads(done.stdout)["temp_removed"]
+    assert not left.exists()
+    assert not pointers[0].parent.exists()  # the dead run's own temporary folder went too
+    outside = [p for p in removed if not Path(p).is_relative_to(git_repo / ".npuctl" / "tmp")]
+    assert outside == [str(left)] and str(pointers[0].parent) in removed  # and nothing else
