@@ -127,8 +127,12 @@ def open_regular(path: Path | str) -> BinaryIO:
 def members(base: Path, root: Path | None, suffixes: Iterable[str] | None = None) -> list[Path]:
     """The files directly in the folder `base` (hidden ones skipped, optionally only these suffixes),
     sorted by name; a member that escapes `root` or is not a regular file is refused, never skipped.
-    `root` None: the caller's engine confined the folder's members already (backends know no repo)."""
+    `root` None: the caller's engine confined the folder's members already (backends know no repo).
+
+    The folder is resolved once: a member that is not a symlink lies where its folder does, so only
+    symlinks are resolved one by one (a folder of N files costs N stats, not N path walks)."""
     wanted = tuple(s.lower() for s in suffixes) if suffixes is not None else None
+    real_base_inside = root is None or inside(resolve(base), resolve(root))
     out = []
     for entry in sorted(os.scandir(base), key=lambda e: e.name):
         if entry.name.startswith("."):
@@ -138,7 +142,7 @@ def members(base: Path, root: Path | None, suffixes: Iterable[str] | None = None
         if entry.is_dir(follow_symlinks=False):
             continue
         path = Path(entry.path)
-        if root is not None:
+        if root is not None and (entry.is_symlink() or not real_base_inside):
             confine(path, root, f"{base.name}/{entry.name}")
         require_regular(path)
         out.append(path)

@@ -7,8 +7,9 @@ every ONNX-based toolchain can start from. compile and evaluate have no shared f
 from __future__ import annotations
 
 import importlib
+import sys
 from functools import cache
-from importlib.metadata import entry_points
+from typing import Any
 
 from backends.base import Backend, StageImpl
 from backends.catalog import Target
@@ -38,15 +39,24 @@ def _load(name: str, ref: str) -> type:
 
 def known() -> dict[str, str]:
     names = dict(BUILTIN)
-    for ep in entry_points(group="npuctl.backends"):
-        names.setdefault(ep.name, ep.value)
+    for name, value in _plugins(tuple(sys.path)):
+        names.setdefault(name, value)
     return names
+
+
+@cache
+def _plugins(search_path: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """Entry points, read once per import path: scanning every installed distribution's metadata
+    costs ~25 ms, and validation asks once per spec."""
+    from importlib.metadata import entry_points
+
+    return tuple((ep.name, ep.value) for ep in entry_points(group="npuctl.backends"))
 
 
 @cache
 def backend(name: str) -> Backend:
     """The backend registered under `name`; UnsupportedStage when no such backend exists."""
-    refs = known()
+    refs = BUILTIN if name in BUILTIN else known()  # built-in names win: no metadata scan for them
     if name not in refs:
         raise UnsupportedStage(f"no backend named {name!r} (known: {', '.join(sorted(refs))})")
     instance: Backend = _load(name, refs[name])()
@@ -82,6 +92,33 @@ def implementation(target: Target, stage: str, override: str | None = None) -> S
         name = chosen.name if chosen is not None else (override or target.backend)
         raise UnsupportedStage(f"backend {name!r} implements no {stage} stage for target {target.id!r}")
     return shared
+
+
+def static_info(target: Target, stage: str, override: str | None = None) -> dict[str, Any] | None:
+    """The key identity ({"name", "version", "fingerprint"}) of what `implementation` would return,
+    from backends.impl_table without importing the implementation's module; None when the table
+    cannot say (a plug-in, a fingerprint only its module knows): then ask `implementation`.
+    Raises ToolchainMissing exactly where `implementation` would."""
+    from backends import impl_table
+
+    name = override or target.backend
+    if name not in BUILTIN:
+        return None
+    try:
+        chosen = backend(name)
+    except UnsupportedStage:
+        return None
+    found = impl_table.entry(name, stage)
+    if found is None:
+        return None
+    (qualified, version, recipe), own = found
+    if own:
+        missing = chosen.missing_toolchain()
+        if missing:
+            raise ToolchainMissing(missing)
+    if recipe is None:
+        return None
+    return {"name": qualified, "version": version, "fingerprint": impl_table.fingerprint(recipe)}
 
 
 def describe(target: Target) -> dict[str, str]:

@@ -88,6 +88,7 @@ def import_model(
 
     model = load_model(path)
     opset_before, ir_before = default_opset(model), model.ir_version
+    weights = detach_weights(model)  # the passes below copy the model: without its weights, cheaply
     _check(model, full=False, what=f"{path.name} fails onnx.checker")
     renamed = name_nodes(model)  # before any conversion, by the rule spec validation uses too
     model = raise_opset(model, log)
@@ -96,6 +97,7 @@ def import_model(
     model.ir_version = max(model.ir_version, _min_ir_version(model))
     model = infer_shapes(model, log)
     _check(model, full=True, what="the imported model fails onnx.checker (full check)")
+    attach_weights(model, weights)
     report = describe(model)
     report["opset"] = {"before": opset_before, "after": default_opset(model)}
     report["ir_version"] = {"before": ir_before, "after": model.ir_version}
@@ -142,11 +144,65 @@ def _external_tensors(model: onnx.ModelProto) -> Iterable[str]:
                 yield f"{node.name or node.op_type}.{attr.name}"
 
 
-def _check(model: onnx.ModelProto, full: bool, what: str) -> None:
+DETACH_BYTES = 1 << 20
+"""Initializers larger than this are held outside the proto while the import passes run."""
+_DETACHED = "npuctl-detached-weights.bin"
+
+
+def detach_weights(model: onnx.ModelProto) -> dict[str, tuple[bytes, bool]]:
+    """Moves the raw data of large initializers out of the model, marking them external.
+
+    Every onnx pass here (checker, version converter, shape inference) serializes and copies the
+    whole model; a 1 GB model made them peak at several GB. They read the weights' dims, never their
+    bytes, so the bytes wait outside (each copied once, the proto's copy released) and come back in
+    `attach_weights`.
+    """
     import onnx
 
+    out: dict[str, tuple[bytes, bool]] = {}
+    for tensor in model.graph.initializer:
+        if tensor.data_location == onnx.TensorProto.DEFAULT and len(tensor.raw_data) > DETACH_BYTES:
+            out[tensor.name] = (tensor.raw_data, tensor.HasField("data_location"))
+            tensor.ClearField("raw_data")
+            tensor.data_location = onnx.TensorProto.EXTERNAL
+            entry = tensor.external_data.add()
+            entry.key, entry.value = "location", _DETACHED
+    return out
+
+
+def attach_weights(model: onnx.ModelProto, weights: dict[str, tuple[bytes, bool]]) -> None:
+    """The weights back in place, the tensors as they were (a proto2 field set to its default is
+    still written, so `data_location` is set again only where the source had it)."""
+    for tensor in model.graph.initializer:
+        found = weights.pop(tensor.name, None)
+        if found is not None:
+            data, had_location = found
+            del tensor.external_data[:]
+            tensor.ClearField("data_location")
+            if had_location:
+                tensor.data_location = 0
+            tensor.raw_data = data
+    if weights:
+        raise TerminalError(f"import: initializers lost in conversion: {', '.join(sorted(weights))}")
+
+
+def _check(model: onnx.ModelProto, full: bool, what: str) -> None:
+    """onnx.checker; a model with detached weights is checked from a file beside an empty stand-in
+    for them (the checker only asks that external data exist, never reads it)."""
+    import tempfile
+
+    import onnx
+
+    detached = any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
     try:
-        onnx.checker.check_model(model, full_check=full)
+        if not detached:
+            onnx.checker.check_model(model, full_check=full)
+            return
+        with tempfile.TemporaryDirectory(prefix="npuctl-check-") as folder:
+            (Path(folder) / _DETACHED).write_bytes(b"")
+            light = Path(folder) / "model.onnx"
+            light.write_bytes(model.SerializeToString())
+            onnx.checker.check_model(str(light), full_check=full)
     except Exception as exc:  # ValidationError, InferenceError and C++ errors: all the model's fault
         raise TerminalError(f"{what}: {one_line(exc)}") from exc
 

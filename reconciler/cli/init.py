@@ -26,6 +26,7 @@ from reconciler.spec import ModelError, ModelSummary, SpecErrors, load, model_su
 from reconciler.spec._errors import display_path
 from reconciler.spec._paths import package_folder
 from reconciler.spec._suggest import suggest
+from reconciler.spec._summary import sha256_file
 from reconciler.spec.models import is_valid_name
 
 _PLAIN = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_./-]*$")
@@ -80,9 +81,9 @@ def command(model: Path, target: str, name: str | None, output: Path | None, giv
     except ValueError as exc:
         click.echo(f"error: --input: {exc}", err=True)
         return 1
-    text = render(
-        summary, reference, name, target, _schema_ref(output.parent, root), model.name, _task(model), fixed
-    )
+    schema = _schema_ref(output.parent, root)
+    digest = sha256_file(model.resolve())
+    text = render(summary, reference, name, target, schema, model.name, _task(model), fixed, digest)
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         with output.open("x") as handle:
@@ -250,6 +251,7 @@ def render(
     model: str,
     task: list[str] | None = None,
     fixed: dict[str, list[int | None]] | None = None,
+    sha256: str = "",
 ) -> str:
     """The starter spec text."""
     fixed = fixed or {i.name: [d if isinstance(d, int) else None for d in i.dims] for i in summary.inputs}
@@ -259,7 +261,7 @@ def render(
     model_lines = [f"    path: {scalar(path)}  # relative to {relative_to}"]
     if package:
         model_lines.append(f"    package: {package}  # installed package shipping the model (never imported)")
-    model_lines.append(f"    # sha256: {summary.sha256}  # uncomment to pin this exact file")
+    model_lines.append(f"    # sha256: {sha256}  # uncomment to pin this exact file")
     inputs = [line for i in summary.inputs for line in _input_lines(i.name, i.dims, fixed[i.name])]
     lines = [
         f"# yaml-language-server: $schema={schema}",

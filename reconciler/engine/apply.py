@@ -15,7 +15,7 @@ from typing import Any
 
 from backends.catalog import Target, targets
 from backends.errors import BackendError, TerminalError, ToolchainMissing
-from reconciler.engine import faults, health, integrity, keys, schedule
+from reconciler.engine import faults, health, keys, schedule
 from reconciler.engine.chain import StageSetup, Variant, build_chain, variants
 from reconciler.engine.execute import InputsChanged, RetryPolicy, run_with_retries
 from reconciler.engine.executors import Executor, jobs_for
@@ -44,8 +44,16 @@ from reconciler.state.lockread import LOCK_NOTE, LockedVariant, is_lock_record
 FETCHED = "fetched from the remote cache (verified)"
 
 
+class WouldWrite(Exception):
+    """Raised by a dry walk at the first write it would make: the spec has work to do."""
+
+
 class _ChainRun:
-    """The state of one variant's walk; short-lived, one per apply of a variant."""
+    """The state of one variant's walk; short-lived, one per apply of a variant.
+
+    A `dry` walk reuses what is recorded and raises WouldWrite instead of building, logging or moving
+    a head: apply takes the spec's lock only after a dry walk found something to do.
+    """
 
     def __init__(
         self,
@@ -56,7 +64,9 @@ class _ChainRun:
         policy: RetryPolicy,
         locked: LockedVariant,
         remeasure: bool = False,
+        dry: bool = False,
     ) -> None:
+        self.dry = dry
         self.ws = ws
         self.spec = spec
         self.variant = variant
@@ -89,6 +99,10 @@ class _ChainRun:
 
     def _result(self, setup: StageSetup, action: str, key: str | None, why: str, **extra: Any) -> StageResult:
         return StageResult(setup.stage.name, self.variant.name, action, key, why, **extra)
+
+    def _writing(self) -> None:
+        if self.dry:
+            raise WouldWrite
 
     def _wanted_again(self, setup: StageSetup) -> bool:
         return self.remeasure and setup.stage.name == "evaluate"
@@ -173,6 +187,7 @@ class _ChainRun:
             note = setup.stage.idle_reason if here else f"{setup.stage.idle_reason}; {LOCK_NOTE}"
             record = Record(resolved.key, setup.stage.name, resolved.key_inputs, artifacts, {}, digest, note)
             if here:
+                self._writing()
                 self.ws.db.put_record(record)
             action = "built" if head_key != resolved.key and resolved.record is None else "cached"
         return self._done(setup, record, action, setup.stage.idle_reason, identity=True)
@@ -185,12 +200,14 @@ class _ChainRun:
             not is_lock_record(record)
             and self.ws.db.head(self.spec.name, self.variant.name, name) != record.key
         ):
+            self._writing()
             self.ws.db.set_head(self.spec.name, self.variant.name, name, record.key)
         return self._result(setup, action, record.key, why, **extra)
 
     def _build(
         self, setup: StageSetup, linked: dict[str, Any], key: str, key_inputs: dict[str, Any], why: str
     ) -> StageResult:
+        self._writing()
         name = setup.stage.name
         log = self.ws.layout.logs / self.spec.name / self.variant.name / f"{name}-{key[:12]}.log"
         started = time.perf_counter()
@@ -218,9 +235,11 @@ class _ChainRun:
         )
 
     def _log(self, stage: str, key: str, action: str, message: str) -> None:
+        self._writing()
         self.ws.db.log_attempt(self.spec.name, self.variant.name, stage, key, action, message)
 
     def _not_run(self, setup: StageSetup, key: str, why: str) -> StageResult:
+        self._writing()
         name = setup.stage.name
         self.not_run = True
         self.blocked_by = name
@@ -231,6 +250,7 @@ class _ChainRun:
     def _failed(
         self, setup: StageSetup, key: str, message: str, terminal: bool, log: Path | None = None
     ) -> StageResult:
+        self._writing()
         name = setup.stage.name
         log_text = str(log) if log else ""
         if terminal:
@@ -276,56 +296,87 @@ def _judged(spec: LoadedSpec, run: _ChainRun, result: SpecResult) -> tuple[dict[
 def apply_spec(
     ws: Workspace, spec: LoadedSpec, reporter: Reporter, policy: RetryPolicy, remeasure: bool = False
 ) -> SpecResult:
+    """Check, then lock, then re-check: a dry walk without the spec's lock first, so a spec with
+    nothing to do costs no lock file, no owner file and no write; anything else is redone under it."""
+    if not remeasure:
+        try:
+            result = _reconcile(ws, spec, Reporter(), policy, dry=True)
+        except WouldWrite:
+            pass
+        else:
+            _replay(reporter, result, 8 * len(variants(spec)))
+            return result
+    with locks.hold(ws.layout.locks, f"spec-{spec.name}", lambda h: reporter.waiting(spec.name, h)):
+        return _reconcile(ws, spec, reporter, policy, remeasure)
+
+
+def _replay(reporter: Reporter, result: SpecResult, total_stages: int) -> None:
+    reporter.spec_started(result.name, total_stages)
+    for stage in result.stages:
+        reporter.stage_started(result.name, stage.variant, stage.name)
+        reporter.stage_finished(result.name, stage)
+    reporter.spec_finished(result)
+
+
+def _reconcile(
+    ws: Workspace,
+    spec: LoadedSpec,
+    reporter: Reporter,
+    policy: RetryPolicy,
+    remeasure: bool = False,
+    dry: bool = False,
+) -> SpecResult:
     result = SpecResult(spec.name, str(spec.path), spec.target)
     reporter.spec_started(spec.name, 8 * len(variants(spec)))
-    with locks.hold(ws.layout.locks, f"spec-{spec.name}", lambda h: reporter.waiting(spec.name, h)):
-        lock_path = Layout.lock_file(spec.path)
-        previous = lockfile.read(lock_path)
-        result.lock_problems = integrity.problems(previous, lock_path)
-        if result.lock_problems:
-            previous = None  # never carried over nor trusted: rebuilt and rewritten from real records
-        locked = lockread.variants(previous)
-        per_variant: dict[str, dict[str, Any]] = {}
-        stalled = failed = False
-        all_synced = True
-        all_fresh = True
-        sources: dict[str, Any] = {}
-        for variant in variants(spec):
-            try:
-                chain = build_chain(spec, variant, ws.layout.root, ws.hasher)
-            except SpecErrors as exc:
-                result.errors.extend(str(e) for e in exc.errors)
-                result.status, result.sync, result.health = health.STALLED, health.UNKNOWN, health.UNKNOWN
-                reporter.spec_finished(result)
-                return result
-            sources = sources or lock_sources(spec, chain)
-            prior = locked.get(variant.name) or LockedVariant(variant.name)
-            run = _ChainRun(ws, spec, variant, reporter, policy, prior, remeasure)
-            run.run(chain)
-            result.stages.extend(run.results)
-            per_variant[variant.name], synced = _judged(spec, run, result)
-            all_synced &= synced
-            all_fresh &= run.complete or not prior.raw
-            stalled |= run.stalled
-            failed |= any(s.action == "failed" for s in run.results)
-        if not all_fresh and previous is not None:
-            sources = previous.get("sources") or sources
-        model_stages = per_variant.get("default", {}).get("stages", {})
-        model = {
-            "version": spec.field("model.version"),
-            "import_key": model_stages.get("import", {}).get("key"),
-        }
-        if not all_fresh and previous is not None and isinstance(previous.get("model"), dict):
-            model = previous["model"]
-        data = lock_data(
-            spec.name, spec.path.name, spec.target, model, spec.field("slo"), sources, per_variant, all_synced
-        )
-        result.sync = health.SYNCED if all_synced and not failed and not stalled else health.OUT_OF_SYNC
-        result.health = health.of_verdicts(result.slo)
-        result.status = health.status(result.sync, result.health, stalled=stalled, failed=failed)
-        if lockfile.write(lock_path, data):
-            _log_verdicts(ws, spec, result, previous)
-        ws.hasher.flush()
+    lock_path = Layout.lock_file(spec.path)
+    previous, problems = ws.committed_lock(lock_path, fresh=not dry)
+    result.lock_problems = list(problems)
+    if result.lock_problems:
+        previous = None  # never carried over nor trusted: rebuilt and rewritten from real records
+    locked = lockread.variants(previous)
+    per_variant: dict[str, dict[str, Any]] = {}
+    stalled = failed = False
+    all_synced = True
+    all_fresh = True
+    sources: dict[str, Any] = {}
+    for variant in variants(spec):
+        try:
+            chain = build_chain(spec, variant, ws.layout.root, ws.hasher)
+        except SpecErrors as exc:
+            result.errors.extend(str(e) for e in exc.errors)
+            result.status, result.sync, result.health = health.STALLED, health.UNKNOWN, health.UNKNOWN
+            reporter.spec_finished(result)
+            return result
+        sources = sources or lock_sources(spec, chain)
+        prior = locked.get(variant.name) or LockedVariant(variant.name)
+        run = _ChainRun(ws, spec, variant, reporter, policy, prior, remeasure, dry)
+        run.run(chain)
+        result.stages.extend(run.results)
+        per_variant[variant.name], synced = _judged(spec, run, result)
+        all_synced &= synced
+        all_fresh &= run.complete or not prior.raw
+        stalled |= run.stalled
+        failed |= any(s.action == "failed" for s in run.results)
+    if not all_fresh and previous is not None:
+        sources = previous.get("sources") or sources
+    model_stages = per_variant.get("default", {}).get("stages", {})
+    model = {
+        "version": spec.field("model.version"),
+        "import_key": model_stages.get("import", {}).get("key"),
+    }
+    if not all_fresh and previous is not None and isinstance(previous.get("model"), dict):
+        model = previous["model"]
+    data = lock_data(
+        spec.name, spec.path.name, spec.target, model, spec.field("slo"), sources, per_variant, all_synced
+    )
+    result.sync = health.SYNCED if all_synced and not failed and not stalled else health.OUT_OF_SYNC
+    result.health = health.of_verdicts(result.slo)
+    result.status = health.status(result.sync, result.health, stalled=stalled, failed=failed)
+    if dry and (ws.hasher.pending or not lockfile.unchanged(lock_path, data)):
+        raise WouldWrite
+    if not dry and lockfile.write(lock_path, data):
+        _log_verdicts(ws, spec, result, previous)
+    ws.hasher.flush()
     reporter.spec_finished(result)
     return result
 

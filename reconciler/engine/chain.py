@@ -49,12 +49,17 @@ class StageSetup:
     files: dict[str, Path]
     file_digests: dict[str, str | None]
     active: bool
-    impl: StageImpl | None = None
     impl_info: dict[str, Any] = field(default_factory=lambda: dict(keys.IMPL_IDENTITY))
     error: BackendError | None = None
     """Why the stage cannot run here (no implementation, toolchain missing), found before running."""
     upstream: dict[str, str] = field(default_factory=dict)
     """Input name -> artifact digest, filled while walking the chain."""
+    override: str | None = None
+    """compile.backend, when the spec names one."""
+
+    def implementation(self, target: Target) -> StageImpl:
+        """The implementation itself, imported only now that the stage is to run."""
+        return registry.implementation(target, self.stage.name, self.override)
 
     def key_inputs(self, target: Target) -> dict[str, Any]:
         reads_target = "target" in self.stage.reads
@@ -68,27 +73,29 @@ class StageSetup:
         )
 
 
-_IMPL_CACHE: dict[
-    tuple[str, str, str | None], tuple[StageImpl | None, dict[str, Any], BackendError | None]
-] = {}
+_IMPL_CACHE: dict[tuple[str, str, str | None], tuple[dict[str, Any], BackendError | None]] = {}
 
 
 def _implementation(
     target: Target, stage: str, override: str | None
-) -> tuple[StageImpl | None, dict[str, Any], BackendError | None]:
+) -> tuple[dict[str, Any], BackendError | None]:
+    """The key identity of the stage's implementation, or why there is none; from the static table
+    when it can say (backends.impl_table), so plan imports no implementation module."""
     cache_key = (target.id, stage, override)
     if cache_key not in _IMPL_CACHE:
         try:
-            impl = registry.implementation(target, stage, override)
+            info = registry.static_info(target, stage, override)
+            if info is None:
+                impl = registry.implementation(target, stage, override)
+                info = {
+                    "name": f"{type(impl).__module__}.{type(impl).__qualname__}",
+                    "version": impl.version,
+                    "fingerprint": impl.fingerprint(),
+                }
         except BackendError as exc:
-            _IMPL_CACHE[cache_key] = (None, {"name": "unavailable", "version": "0", "fingerprint": {}}, exc)
+            _IMPL_CACHE[cache_key] = ({"name": "unavailable", "version": "0", "fingerprint": {}}, exc)
         else:
-            info = {
-                "name": f"{type(impl).__module__}.{type(impl).__qualname__}",
-                "version": impl.version,
-                "fingerprint": impl.fingerprint(),
-            }
-            _IMPL_CACHE[cache_key] = (impl, info, None)
+            _IMPL_CACHE[cache_key] = (info, None)
     return _IMPL_CACHE[cache_key]
 
 
@@ -163,7 +170,8 @@ def build_chain(spec: LoadedSpec, variant: Variant, root: Path, hasher: FileHash
                     files[name] = path
         setup = StageSetup(stage, config, files, digests, active)
         if active:
-            setup.impl, setup.impl_info, setup.error = _implementation(target, stage.name, override)
+            setup.impl_info, setup.error = _implementation(target, stage.name, override)
+            setup.override = override
             if stage.name == "evaluate":
                 setup.impl_info = _with_runner(setup.impl_info, config.get("evaluate"))
         chain.append(setup)

@@ -129,7 +129,7 @@ def run_once(
     key_inputs: dict[str, Any],
     log: Path,
 ) -> Record:
-    assert setup.impl is not None
+    impl = setup.implementation(target)
     stage = setup.stage.name
     workdir = ws.layout.tmp / f"{os.getpid()}-{key[:16]}"
     shutil.rmtree(workdir, ignore_errors=True)
@@ -142,7 +142,7 @@ def run_once(
         cache_dir.mkdir(parents=True, exist_ok=True)
         inputs["cache_dir"] = cache_dir
         request = StageRequest(stage, target, dict(setup.config), inputs, outdir, log)
-        output = _run_impl(ws, setup.impl, request)
+        output = _run_impl(ws, impl, request)
         if not _inputs_unchanged(ws, setup):
             raise InputsChanged(f"{stage}: an input file changed while it ran; result discarded")
         report = _json_report(output.report, stage)

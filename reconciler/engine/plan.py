@@ -13,7 +13,7 @@ from typing import Any
 
 from backends.catalog import targets
 from backends.errors import ToolchainMissing
-from reconciler.engine import health, integrity, keys
+from reconciler.engine import health, keys
 from reconciler.engine.chain import StageSetup, Variant, build_chain, variants
 from reconciler.engine.measurements import collect
 from reconciler.engine.predict import predict
@@ -25,7 +25,7 @@ from reconciler.engine.walk import changes, previous, reason
 from reconciler.engine.workspace import Workspace
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec, SpecErrors
-from reconciler.state import lockfile, lockread
+from reconciler.state import lockread
 from reconciler.state.db import Record
 from reconciler.state.lockread import LockedVariant
 
@@ -121,8 +121,8 @@ def _plan_verify(
 def plan_spec(ws: Workspace, spec: LoadedSpec) -> SpecResult:
     result = SpecResult(spec.name, str(spec.path), spec.target)
     lock_path = Layout.lock_file(spec.path)
-    lock = lockfile.read(lock_path)
-    result.lock_problems = integrity.problems(lock, lock_path)
+    lock, problems = ws.committed_lock(lock_path)
+    result.lock_problems = list(problems)
     if result.lock_problems:
         lock = None  # never read as passed: the plan proceeds as if nothing were committed
     measuring = False

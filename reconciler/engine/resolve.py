@@ -18,14 +18,13 @@ from typing import Any
 
 from backends.catalog import Target
 from backends.errors import ToolchainMissing
-from reconciler.engine import integrity, keys
+from reconciler.engine import keys
 from reconciler.engine.chain import StageSetup
 from reconciler.engine.walk import Artifacts, identity_outputs, link_upstream
 from reconciler.engine.workspace import Workspace
 from reconciler.remote import layer
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec
-from reconciler.state import lockfile
 from reconciler.state.db import Record
 from reconciler.state.lockread import LockedVariant
 
@@ -141,7 +140,6 @@ def first_to_build(
 def index_locks(ws: Workspace, specs: list[LoadedSpec]) -> None:
     """Adds every spec's committed lock file to `ws.locks`, skipping any that fails its integrity checks."""
     for spec in specs:
-        path = Layout.lock_file(spec.path)
-        lock = lockfile.read(path)
-        if lock is not None and not integrity.problems(lock, path):
+        lock, problems = ws.committed_lock(Layout.lock_file(spec.path))
+        if lock is not None and not problems:
             ws.locks.add(lock)

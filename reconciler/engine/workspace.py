@@ -9,10 +9,11 @@ it is rebuilt and nothing is ever built from it: a flipped byte never spreads.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from backends import pathpolicy
 from backends.child_call import Child
@@ -63,6 +64,28 @@ class Workspace:
         finally:
             self._undo_tmp()
 
+    _committed: dict[Path, tuple[Any, dict[str, Any] | None, list[str]]] = field(
+        default_factory=dict, repr=False
+    )
+
+    def committed_lock(self, path: Path, fresh: bool = False) -> tuple[dict[str, Any] | None, list[str]]:
+        """The lock file at `path` and its integrity problems, parsed again only when its stat changed
+        (a rewrite renames a new file into place) or when `fresh` (apply, under the spec's lock)."""
+        try:
+            st = os.stat(path)
+            stamp: Any = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        except OSError:
+            stamp = None
+        known = self._committed.get(path)
+        if fresh or known is None or known[0] != stamp or stamp is None:
+            from reconciler.engine import integrity
+            from reconciler.state import lockfile
+
+            data = lockfile.read(path)
+            known = (stamp, data, integrity.problems(data, path))
+            self._committed[path] = known
+        return known[1], known[2]
+
     quarantined: list[str] = field(default_factory=list)
     """Digests found corrupt (and moved aside) during this run."""
     _undo_tmp: Callable[[], None] = field(default=lambda: None, repr=False)
@@ -71,11 +94,13 @@ class Workspace:
         """The object is in the store and its content still hashes to its name; a corrupt one is
         quarantined (so the next check, and every other process, sees it absent)."""
         path = self.store.path(digest)
-        if not path.is_file():
-            return False
         try:
-            actual = self.hasher.file(path)
+            actual = self.hasher.stored(path)
+        except FileNotFoundError:
+            return False
         except (OSError, ValueError):
+            if not path.is_file():
+                return False
             actual = ""
         if actual == digest:
             return True

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from reconciler.spec._cache import SpecCache
+from reconciler.spec._cached import from_cache, mark_model_checked, model_checked, remember
 from reconciler.spec._discover import discover_with_errors
 from reconciler.spec._errors import SpecError, display_path
 from reconciler.spec._load import LoadedSpec, attempt
-from reconciler.spec._semantic import semantic_errors
-from reconciler.spec._yaml import Flat
+from reconciler.spec._semantic import data_errors, model_errors, ordered
 
 
 @dataclass(frozen=True)
@@ -34,55 +35,84 @@ def check(paths: Sequence[Path], root: Path, semantic: bool = True) -> list[Spec
 
     A `metadata.name` claimed by two specs is an error in both, each naming the other's file and line,
     so neither is built: a new spec can never take over another's name, heads and ledger. Specs beside
-    an explicitly named file count too (watch applies one file at a time).
+    an explicitly named file count too (watch applies one file at a time). Specs unchanged since they
+    last validated come from the cache (reconciler.spec._cache), their data folders checked again.
     """
     files, missing = discover_with_errors(paths, root)
     reports = [SpecReport(error.file, None, None, (error,)) for error in missing]
-    attempts = {file: _attempt(file, root) for file in files}
-    claims = _claims(attempts)
+    cache = SpecCache(root)
+    attempts = {file: _attempt(file, root, cache) for file in files}
+    claims = _claims(attempts.values())
     for file in _siblings(paths, files, root):
-        for claimed, where in _claims({file: _attempt(file, root)}).items():
+        for claimed, where in _claims([_attempt(file, root, cache)]).items():
             claims.setdefault(claimed, []).extend(where)
-    for file, (spec, flat, errors) in attempts.items():
-        name = _name(flat.data if flat is not None else None)
+    for file, tried in attempts.items():
+        spec, errors = tried.spec, tried.errors
         if spec is not None:
             if semantic:
-                errors = _semantic(spec, root)
+                errors = _semantic(spec, root, cache)
             others = [w for w in claims.get(spec.name, []) if w.file != file]
             if others:
                 listed = ", ".join(f"{display_path(w.file)}:{w.line}" for w in others)
                 message = f"name {spec.name!r} is also claimed by {listed}: neither spec is built"
                 errors = [_error_at(spec, ("metadata", "name"), message), *errors]
-        reports.append(SpecReport(file, name, spec, tuple(errors)))
+        reports.append(SpecReport(file, tried.name, spec, tuple(errors)))
+    cache.save()
     return reports
 
 
-def _attempt(file: Path, root: Path) -> tuple[LoadedSpec | None, Flat | None, list[SpecError]]:
-    """`attempt`, with anything unforeseen turned into this file's error: one spec never stops the others."""
+@dataclass(frozen=True)
+class _Attempt:
+    spec: LoadedSpec | None
+    name: str | None
+    name_at: tuple[Path, int, int] | None
+    """Where metadata.name is written (file, line, column)."""
+    errors: list[SpecError]
+
+
+def _attempt(file: Path, root: Path, cache: SpecCache) -> _Attempt:
+    """The spec from the cache, else `attempt`, with anything unforeseen turned into this file's error:
+    one spec never stops the others."""
+    hit = from_cache(cache, file, root)
+    if hit is not None:
+        return _Attempt(hit[0], hit[0].name, hit[1], [])
     try:
-        return attempt(file, root)
+        spec, flat, errors = attempt(file, root)
     except Exception as exc:
-        return None, None, [SpecError(file, 0, 0, "", f"cannot load: {type(exc).__name__}: {exc}")]
+        return _Attempt(
+            None, None, None, [SpecError(file, 0, 0, "", f"cannot load: {type(exc).__name__}: {exc}")]
+        )
+    name = _name(flat.data if flat is not None else None)
+    name_at: tuple[Path, int, int] | None = None
+    if flat is not None and name is not None:
+        mark, _ = flat.nearest(("metadata", "name"))
+        name_at = (mark.file, mark.line, mark.column)
+    if spec is not None and name_at is not None:
+        remember(cache, spec, name_at)
+    return _Attempt(spec, name, name_at, errors)
 
 
-def _semantic(spec: LoadedSpec, root: Path) -> list[SpecError]:
+def _semantic(spec: LoadedSpec, root: Path, cache: SpecCache) -> list[SpecError]:
     try:
-        return semantic_errors(spec, root)
+        errors = data_errors(spec, root)
+        if not model_checked(cache, spec):
+            found = model_errors(spec, root)
+            if not found:
+                mark_model_checked(cache, spec)
+            errors += found
+        return ordered(spec, errors)
     except Exception as exc:
         return [SpecError(spec.path, 0, 0, "", f"cannot check: {type(exc).__name__}: {exc}")]
 
 
-def _claims(
-    attempts: dict[Path, tuple[LoadedSpec | None, Flat | None, list[SpecError]]],
-) -> dict[str, list[SpecError]]:
+def _claims(attempts: Iterable[_Attempt]) -> dict[str, list[SpecError]]:
     """name -> where each spec claims it (file, line, column of metadata.name), invalid specs too."""
     out: dict[str, list[SpecError]] = {}
-    for file, (_spec, flat, _errors) in attempts.items():
-        name = _name(flat.data if flat is not None else None)
-        if name is None or flat is None:
+    for tried in attempts:
+        if tried.name is None or tried.name_at is None:
             continue
-        mark, _ = flat.nearest(("metadata", "name"))
-        out.setdefault(name, []).append(SpecError(file, mark.line, mark.column, "metadata.name", name))
+        file, line, column = tried.name_at
+        out.setdefault(tried.name, []).append(SpecError(file, line, column, "metadata.name", tried.name))
     return out
 
 

@@ -13,6 +13,7 @@ while error positions still point at the base file where the path was written.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path, PurePath
 
 from backends import pathpolicy
@@ -45,7 +46,7 @@ def resolve(path: Path, tree: Node, root: Path) -> tuple[Node, tuple[Path, ...]]
         if isinstance(ref, Scalar) and ref.value is None:
             break
         base = _base_path(ref, chain, real_root)
-        base_tree = read(base)
+        base_tree = _read_base(base)
         _check_base(base_tree, base)
         chain.append(base)
         trees.append(base_tree)
@@ -53,6 +54,28 @@ def resolve(path: Path, tree: Node, root: Path) -> tuple[Node, tuple[Path, ...]]
     for child in reversed(trees[:-1]):
         merged = merge(merged, child)
     return merged, tuple(chain)
+
+
+_BASES: dict[tuple[str, int, int, int, int], Node] = {}
+"""Parsed base files by path and stat: a base shared by 300 specs is parsed once per run (and again
+only after it changes, in watch mode). Trees are never modified (merge builds new mappings)."""
+MAX_BASES = 256
+
+
+def _read_base(path: Path) -> Node:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return read(path)  # read() names the problem
+    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if key in _BASES:
+        return _BASES[key]
+    tree = read(path)
+    if time.time_ns() - st.st_mtime_ns > 2_000_000_000:  # a later write in the same tick keeps the stat
+        if len(_BASES) >= MAX_BASES:
+            _BASES.clear()
+        _BASES[key] = tree
+    return tree
 
 
 def _base_path(ref: Node, chain: list[Path], root: Path) -> Path:

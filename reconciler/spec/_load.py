@@ -6,54 +6,110 @@ Every schema-level error of a spec is collected and raised together, each positi
 
 from __future__ import annotations
 
-import copy
-from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
-from typing import Any
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any
 
 import backends.catalog as catalog
 from reconciler.spec._errors import SpecError, SpecErrors
 from reconciler.spec._extends import rebase_paths, resolve
-from reconciler.spec._messages import from_validation_error
 from reconciler.spec._suggest import suggest
 from reconciler.spec._yaml import Flat, Loc, Map, Mark, Scalar, flatten, read
-from reconciler.spec.models import Deployment
+
+if TYPE_CHECKING:
+    from reconciler.spec.models import Deployment
 
 
-@dataclass(frozen=True)
 class LoadedSpec:
-    """A validated spec (after `extends` merging), with where each of its values was written."""
+    """A validated spec (after `extends` merging), with where each of its values was written.
 
-    path: Path
-    """Absolute path of the spec file."""
-    deployment: Deployment
-    sources: tuple[Path, ...]
-    """The spec file and every file it extends (absolute), for watch mode."""
-    flat: Flat | None = field(default=None, repr=False, compare=False)
-    """The merged YAML document with positions; None for specs built in code."""
+    Built by validation, or from the validated-spec cache (reconciler.spec._cache): then the pydantic
+    model and the positions are rebuilt only when first asked for (an error to report, a semantic
+    check), so an unchanged spec costs its stats and a lookup.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        sources: tuple[Path, ...],
+        spec_json: dict[str, Any],
+        name: str,
+        document: dict[str, Any],
+        root: Path,
+        deployment: Deployment | None = None,
+        flat: Flat | None = None,
+    ) -> None:
+        self.path = path
+        self.root = root
+        """The repository root the spec's paths were confined to."""
+        """Absolute path of the spec file."""
+        self.sources = sources
+        """The spec file and every file it extends (absolute), for watch mode."""
+        self.document = document
+        """The merged document, paths rebased, as validated."""
+        self._spec_json = spec_json
+        self._name = name
+        self._deployment = deployment
+        self._flat = flat
+
+    @classmethod
+    def validated(
+        cls, path: Path, root: Path, deployment: Deployment, sources: tuple[Path, ...], flat: Flat
+    ) -> LoadedSpec:
+        spec_json = deployment.spec.model_dump(mode="json", by_alias=True, exclude_none=False)
+        name = deployment.metadata.name
+        return cls(path, sources, spec_json, name, flat.data, root, deployment, flat)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LoadedSpec):
+            return NotImplemented
+        key = (self.path, self._name, self.sources, self._spec_json)
+        return key == (other.path, other._name, other.sources, other._spec_json)
+
+    def __hash__(self) -> int:
+        return hash((self.path, self._name))
+
+    def __repr__(self) -> str:
+        return f"LoadedSpec({self._name!r}, {str(self.path)!r})"
+
+    @property
+    def deployment(self) -> Deployment:
+        if self._deployment is None:
+            from reconciler.spec.models import Deployment
+
+            self._deployment = Deployment.model_validate(self.document, strict=True)
+        return self._deployment
+
+    @property
+    def flat(self) -> Flat | None:
+        """The merged YAML document with positions, re-read from the files when first needed."""
+        if self._flat is None:
+            try:
+                self._flat = _merged(self.path, self.root)
+            except SpecErrors:
+                return None
+        return self._flat
+
+    @property
+    def spec_json(self) -> dict[str, Any]:
+        """spec: as JSON (pydantic's dump, defaults filled); shared, never to be modified."""
+        return self._spec_json
 
     @property
     def name(self) -> str:
-        return self.deployment.metadata.name
+        return self._name
 
     @property
     def target(self) -> str:
-        return self.deployment.spec.target
-
-    @cached_property
-    def _spec_json(self) -> dict[str, Any]:
-        return self.deployment.spec.model_dump(mode="json", by_alias=True, exclude_none=False)
+        return str(self._spec_json["target"])
 
     def field(self, dotted: str) -> Any:
         """JSON value of spec.<dotted> (e.g. "quantization.calibration.data"); None under a None parent.
 
-        Keys may contain dots ("inputs.input.1"); KeyError for a field the spec does not have.
+        Keys may contain dots ("inputs.input.1"); KeyError for a field the spec does not have. The
+        value is shared by every caller (no copy): read it, never modify it.
         """
         parts = dotted.split(".") if dotted else []
-        return copy.deepcopy(_walk(self._spec_json, parts, dotted))
+        return _walk(self._spec_json, parts, dotted)
 
     def position(self, dotted: str, *, key: bool = False) -> tuple[Path, int, int]:
         """Best-effort (file, line, column) of spec.<dotted>: of its value, or of its key with key=True."""
@@ -110,6 +166,11 @@ def load(path: Path, root: Path) -> LoadedSpec:
 
 def attempt(path: Path, root: Path) -> tuple[LoadedSpec | None, Flat | None, list[SpecError]]:
     """Like `load`, but also returns the merged document when validation fails (for its name)."""
+    from pydantic import ValidationError
+
+    from reconciler.spec._messages import from_validation_error
+    from reconciler.spec.models import Deployment
+
     path = Path(path).resolve()
     try:
         tree = read(path)
@@ -128,7 +189,16 @@ def attempt(path: Path, root: Path) -> tuple[LoadedSpec | None, Flat | None, lis
     errors.extend(_target_errors(flat))
     if errors or deployment is None:
         return None, flat, sorted(errors, key=lambda e: (e.file != path, *e.sort_key()))
-    return LoadedSpec(path, deployment, sources, flat), flat, []
+    return LoadedSpec.validated(path, root, deployment, sources, flat), flat, []
+
+
+def _merged(path: Path, root: Path) -> Flat:
+    """The merged document of `path` with positions (for a spec rebuilt from the cache)."""
+    tree = read(path)
+    merged, _ = resolve(path, tree, root)
+    flat = flatten(merged)
+    rebase_paths(flat, path)
+    return flat
 
 
 def _check_kind(tree: Any, path: Path) -> None:

@@ -76,22 +76,22 @@ def model_file(spec: LoadedSpec, root: Path) -> Path:
     Raises SpecErrors naming spec.model.path (or spec.model.package) when the path escapes its folder,
     the package is not installed, or the file does not exist.
     """
-    model = spec.deployment.spec.model
-    assert model.path is not None  # the model validator requires it
-    if model.package is None:
-        path = resolve_path(spec, model.path, root, "model.path")
+    model_path, package = spec.field("model.path"), spec.field("model.package")
+    assert model_path is not None  # the model validator requires it
+    if package is None:
+        path = resolve_path(spec, model_path, root, "model.path")
     else:
         try:
-            folder = package_folder(model.package)
+            folder = package_folder(package)
         except LookupError as exc:
             raise _error(spec, "model.package", str(exc)) from None
         try:
-            pathpolicy.check_text(model.path)
+            pathpolicy.check_text(model_path)
         except pathpolicy.PathRefused as exc:
             raise _error(spec, "model.path", str(exc).replace("spec file", "package")) from None
-        path = pathpolicy.resolve(folder / model.path)
+        path = pathpolicy.resolve(folder / model_path)
         if not pathpolicy.inside(path, folder):
-            raise _error(spec, "model.path", f"{model.path!r} resolves outside the package folder {folder}")
+            raise _error(spec, "model.path", f"{model_path!r} resolves outside the package folder {folder}")
     if not path.exists():
         raise _error(spec, "model.path", f"model file not found: {path}")
     try:

@@ -19,7 +19,7 @@ from reconciler.spec._load import LoadedSpec
 from reconciler.spec._options import backend_spec_errors, options_errors
 from reconciler.spec._paths import data_members, model_file, resolve_path
 from reconciler.spec._suggest import did_you_mean, suggest
-from reconciler.spec._summary import Dim, ModelError, ModelSummary, summary
+from reconciler.spec._summary import Dim, ModelError, ModelSummary, sha256_file, summary
 
 _DATA_FIELDS = (
     ("quantization.calibration.data", "folder"),
@@ -31,7 +31,17 @@ _DATA_FIELDS = (
 
 def semantic_errors(spec: LoadedSpec, root: Path) -> list[SpecError]:
     """Every semantic problem of a schema-valid spec (empty when it can be built)."""
-    errors = _data_errors(spec, root) + options_errors(spec) + backend_spec_errors(spec) + _task_errors(spec)
+    return ordered(spec, data_errors(spec, root) + model_errors(spec, root))
+
+
+def ordered(spec: LoadedSpec, errors: list[SpecError]) -> list[SpecError]:
+    return sorted(errors, key=lambda e: (e.file != spec.path, *e.sort_key()))
+
+
+def model_errors(spec: LoadedSpec, root: Path) -> list[SpecError]:
+    """The checks against the model, the backends and the task: while the spec and the model file are
+    unchanged, their outcome is too (reconciler.spec._cache keeps a pass)."""
+    errors = options_errors(spec) + backend_spec_errors(spec) + _task_errors(spec)
     try:
         path = model_file(spec, root)
     except SpecErrors as exc:
@@ -42,14 +52,14 @@ def semantic_errors(spec: LoadedSpec, root: Path) -> list[SpecError]:
         return [*errors, spec.error("model.path", f"{exc} ({path})")]
     except OSError as exc:
         return [*errors, spec.error("model.path", f"cannot read the model: {exc.strerror or exc}")]
-    errors += _pin_errors(spec, graph)
+    errors += _pin_errors(spec, path)
     errors += _input_errors(spec, graph)
     errors += _preprocess_errors(spec, graph)
     errors += _rule_errors(spec, graph)
-    return sorted(errors, key=lambda e: (e.file != spec.path, *e.sort_key()))
+    return errors
 
 
-def _data_errors(spec: LoadedSpec, root: Path) -> list[SpecError]:
+def data_errors(spec: LoadedSpec, root: Path) -> list[SpecError]:
     errors: list[SpecError] = []
     for dotted, kind in _DATA_FIELDS:
         try:
@@ -99,11 +109,16 @@ def _task_errors(spec: LoadedSpec) -> list[SpecError]:
     return []
 
 
-def _pin_errors(spec: LoadedSpec, graph: ModelSummary) -> list[SpecError]:
-    pin = spec.deployment.spec.model.sha256
-    if pin is None or pin == graph.sha256:
+def _pin_errors(spec: LoadedSpec, path: Path) -> list[SpecError]:
+    """The file's digest, only for a pinned spec: the shared streaming sha256 (reconciler.state.digest)
+    that the engine's key then reuses, so the model is still read once."""
+    pin = spec.field("model.sha256")
+    if pin is None:
         return []
-    return [spec.error("model.sha256", f"pin does not match the model file, whose sha256 is {graph.sha256}")]
+    actual = sha256_file(path)
+    if pin == actual:
+        return []
+    return [spec.error("model.sha256", f"pin does not match the model file, whose sha256 is {actual}")]
 
 
 def _fmt(dims: tuple[Dim, ...] | list[int]) -> str:

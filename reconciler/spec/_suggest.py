@@ -10,12 +10,12 @@ import difflib
 import types
 import typing
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal, Union
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 from reconciler.spec._yaml import Loc
-from reconciler.spec.models import Deployment
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 
 def close(word: str, candidates: Iterable[str], n: int = 3) -> list[str]:
@@ -74,6 +74,10 @@ def _model_field(model: type[BaseModel], key: str | int) -> Any:
 
 def type_at(loc: Loc) -> Any:
     """The (unwrapped) type the models declare at `loc`, or None when the path leaves the models."""
+    from pydantic import BaseModel
+
+    from reconciler.spec.models import Deployment
+
     tp: Any = Deployment
     for part in loc:
         tp = _unwrap(tp)
@@ -93,6 +97,8 @@ def type_at(loc: Loc) -> Any:
 
 def allowed_keys(loc: Loc) -> list[str]:
     """The keys the mapping at `loc` accepts (aliases as written in YAML); [] for free-form maps."""
+    from pydantic import BaseModel
+
     tp = type_at(loc)
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         return [info.alias or name for name, info in tp.model_fields.items()]

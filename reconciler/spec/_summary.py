@@ -1,4 +1,5 @@
-"""A small JSON summary of an ONNX model (inputs, nodes, sha256), cached so validation stays fast.
+"""A small JSON summary of an ONNX model (inputs, nodes), cached so validation stays fast; read
+without the initializer bytes (reconciler.spec._skim), so a 1 GB model costs a few kilobytes of reads.
 
 Importing onnx alone takes about 0.4 s, so the summary is computed once per model file version and
 kept under `<root>/.npuctl/cache/onnx-summary/`, keyed by (absolute path, size, mtime_ns, inode).
@@ -19,7 +20,8 @@ from typing import Any
 
 from backends import pathpolicy
 
-SUMMARY_VERSION = 2
+SUMMARY_VERSION = 3
+"""3: no sha256 (computed only for a pin, by the shared digest); read without initializer data."""
 RACY_SECONDS = 2.0
 Dim = int | str | None
 """A fixed size, the name of a dynamic dimension, or None for an unnamed dynamic one."""
@@ -37,7 +39,6 @@ class InputInfo:
 
 @dataclass(frozen=True)
 class ModelSummary:
-    sha256: str
     inputs: tuple[InputInfo, ...]
     """Graph inputs that are not initializers, in graph order."""
     nodes: tuple[tuple[str, str], ...]
@@ -47,7 +48,6 @@ class ModelSummary:
     def to_json(self) -> dict[str, Any]:
         return {
             "version": SUMMARY_VERSION,
-            "sha256": self.sha256,
             "inputs": [{"name": i.name, "dims": list(i.dims)} for i in self.inputs],
             "nodes": [list(n) for n in self.nodes],
         }
@@ -58,7 +58,7 @@ class ModelSummary:
             raise ValueError("old summary format")
         inputs = tuple(InputInfo(str(i["name"]), tuple(i["dims"])) for i in raw["inputs"])
         nodes = tuple((str(n[0]), str(n[1])) for n in raw["nodes"])
-        return cls(str(raw["sha256"]), inputs, nodes)
+        return cls(inputs, nodes)
 
     def input(self, name: str) -> InputInfo | None:
         return next((i for i in self.inputs if i.name == name), None)
@@ -68,12 +68,11 @@ _memo: dict[tuple[str, int, int, int], ModelSummary] = {}
 """In-process summaries by file key: 200 specs of one model read its summary once."""
 
 
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
+def sha256_file(path: Path) -> str:
+    """The file's sha256, through the one streaming digest the engine shares (read once per version)."""
+    from reconciler.state.digest import sha256
+
+    return sha256(str(path), pathpolicy.require_regular(path))[0]
 
 
 def summary(path: Path, root: Path) -> ModelSummary:
@@ -128,8 +127,13 @@ def summarize(path: Path) -> ModelSummary:
     """Read the model with onnx (imported here: it is slow to import) and summarize it."""
     import onnx
 
+    from reconciler.spec._skim import skim
+
     try:
-        model = onnx.load(str(path), load_external_data=False)
+        with pathpolicy.open_regular(path) as fh:
+            model = onnx.ModelProto.FromString(skim(fh, os.fstat(fh.fileno()).st_size))
+    except pathpolicy.PathRefused as exc:
+        raise OSError(str(exc)) from None
     except Exception as exc:  # protobuf raises several unrelated types for a corrupt file
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(f"not a readable ONNX model: {detail}") from None
@@ -144,7 +148,7 @@ def summarize(path: Path) -> ModelSummary:
 
     names = node_names(graph.node)  # the names the import stage gives unnamed nodes
     nodes = tuple((name, node.op_type) for name, node in zip(names, graph.node, strict=True))
-    return ModelSummary(sha256_file(path), inputs, nodes)
+    return ModelSummary(inputs, nodes)
 
 
 def _dims(value: Any) -> tuple[Dim, ...]:

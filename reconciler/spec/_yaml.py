@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from backends import pathpolicy
 from reconciler.spec._errors import SpecError, SpecErrors
 
@@ -28,7 +26,6 @@ MAX_DEPTH = 32
 MAX_NODES = 20_000
 """Most values a document may expand to (aliases counted each time they are used)."""
 
-_Parser: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _CORE = "tag:yaml.org,2002:"
 _SCALAR_TAGS = {_CORE + t for t in ("null", "bool", "int", "float", "str")}
 _MERGE = _CORE + "merge"
@@ -99,9 +96,11 @@ def read(path: Path) -> Node:
 
 
 def parse(text: str, file: Path) -> Node:
+    import yaml  # here: a spec read from the validated-spec cache needs no YAML parser
+
     """Parse one YAML document; raises SpecErrors with every problem found."""
     builder = _Builder(file)
-    loader = _Parser(text)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
         while loader.check_event():
             builder.feed(loader.get_event())
@@ -159,6 +158,8 @@ class _Builder:
         self.stack: list[_Frame] = []
         self.anchors: dict[str, Node] = {}
         self.documents = 0
+        import yaml
+
         self.resolver = yaml.resolver.Resolver()
         self.constructor = yaml.constructor.SafeConstructor()
 
@@ -170,6 +171,8 @@ class _Builder:
         return SpecErrors(self.errors)
 
     def feed(self, event: Any) -> None:
+        import yaml
+
         if isinstance(event, yaml.DocumentStartEvent):
             self.documents += 1
             if self.documents > 1:
@@ -184,6 +187,8 @@ class _Builder:
             self.end()
 
     def scalar(self, event: Any) -> Scalar:
+        import yaml
+
         mark = self.mark(event)
         tag = event.tag
         if tag is None or tag == "!":
@@ -220,6 +225,8 @@ class _Builder:
         self.add(node)
 
     def start(self, event: Any) -> None:
+        import yaml
+
         mark = self.mark(event)
         if len(self.stack) >= MAX_DEPTH:
             raise self.fatal(mark, f"nesting deeper than {MAX_DEPTH} levels")

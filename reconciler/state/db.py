@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import re
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -69,6 +70,9 @@ CREATE INDEX IF NOT EXISTS ledger_spec ON ledger (spec, time_ns);
 """
 
 
+_SCHEMA_NAMES = frozenset(re.findall(r"CREATE (?:TABLE|INDEX) IF NOT EXISTS (\w+)", _SCHEMA))
+
+
 @dataclass(frozen=True)
 class Record:
     key: str
@@ -122,6 +126,8 @@ class Database:
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.execute("PRAGMA busy_timeout=60000")
+        if self._schema_present():
+            return  # a read: opening an existing database takes no write lock
         with self.transaction():
             for statement in _SCHEMA.strip().split(";"):
                 if statement.strip():
@@ -129,6 +135,14 @@ class Database:
             self.conn.execute(
                 "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
             )
+
+    def _schema_present(self) -> bool:
+        """Every table and index of _SCHEMA exists and the version is recorded (checked by reading)."""
+        names = {row[0] for row in self.conn.execute("SELECT name FROM sqlite_master")}
+        if not names >= _SCHEMA_NAMES:
+            return False
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        return row is not None and row[0] == str(SCHEMA_VERSION)
 
     def close(self) -> None:
         self.conn.close()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from backends import pathpolicy
 from reconciler.state.db import Database
-from reconciler.state.store import CHUNK
+from reconciler.state.digest import sha256
 
 RACY_NS = 100_000_000
 """Larger than the coarse kernel clock tick that stamps mtimes (4-10 ms), with margin."""
@@ -40,6 +40,12 @@ class FileHasher:
     def file(self, path: Path) -> str:
         return self._file(str(path.resolve()), None)
 
+    def stored(self, path: Path) -> str:
+        """Digest of a store object: `path` is already real (the store is never a symlink, checked
+        when the workspace opens), so it is not resolved again. FileNotFoundError when absent."""
+        os.stat(path)
+        return self._file(str(path), None)
+
     def _file(self, key: str, cached: tuple[int, int, int, str] | None) -> str:
         """Digest of the file at the absolute path `key`; `cached` is its cache row when prefetched."""
         if key in self._memo:
@@ -51,7 +57,7 @@ class FileHasher:
             digest = cached[3]
         else:
             started = time.time_ns()
-            digest = self._hash(key)
+            digest = self._hash(key, st)
             if started - st.st_mtime_ns > RACY_NS:
                 self._pending.append((key, st.st_ino, st.st_size, st.st_mtime_ns, digest))
         self._memo[key] = digest
@@ -63,14 +69,13 @@ class FileHasher:
         if base + os.sep in self._memo:
             return self._memo[base + os.sep]
         rows = self.db.cached_hashes_under(base + os.sep)
-        files = []
-        for dirpath, dirnames, filenames in os.walk(base):
-            dirnames.sort()
-            files += [os.path.join(dirpath, name) for name in filenames]
+        files = _walk(base)
+        confined = self.root is None or pathpolicy.inside(Path(base), pathpolicy.resolve(self.root))
         listing = hashlib.sha256()
-        for full in sorted(files):
+        for full, link in sorted(files):
             rel = os.path.relpath(full, base).replace(os.sep, "/")
-            if self.root is not None:
+            if link or not confined:  # base is resolved: only a symlink can lead elsewhere
+                assert self.root is not None
                 pathpolicy.confine(Path(full), self.root, f"{path.name}/{rel}")
             listing.update(f"{rel}\0{self._file(full, rows.get(full))}\n".encode())
         self._memo[base + os.sep] = listing.hexdigest()
@@ -83,14 +88,31 @@ class FileHasher:
         self._pending = [row for row in self._pending if row[0] != key]
         self.db.forget_hash(key)
 
+    @property
+    def pending(self) -> bool:
+        """Whether digests computed in this run still wait to be written to the cache."""
+        return bool(self._pending)
+
     def flush(self) -> None:
         self.db.put_hashes(self._pending)
         self._pending = []
 
-    def _hash(self, path: str) -> str:
-        digest = hashlib.sha256()
-        with pathpolicy.open_regular(path) as fh:
-            while chunk := fh.read(CHUNK):
-                digest.update(chunk)
-                self.bytes_read += len(chunk)
-        return digest.hexdigest()
+    def _hash(self, path: str, st: os.stat_result) -> str:
+        digest, read = sha256(path, st)  # shared with validation's pin check: one read per version
+        self.bytes_read += read
+        return digest
+
+
+def _walk(base: str) -> list[tuple[str, bool]]:
+    """(path, is a symlink) of every non-folder under `base`, from the directory entries alone (the
+    kernel's d_type: no stat); symlinked folders are not followed, as os.walk does not."""
+    out: list[tuple[str, bool]] = []
+    pending = [base]
+    while pending:
+        with os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(entry.path)
+                elif not (entry.is_symlink() and os.path.isdir(entry.path)):
+                    out.append((entry.path, entry.is_symlink()))
+    return out

@@ -42,17 +42,21 @@ def read(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def unchanged(path: Path, data: dict[str, Any]) -> bool:
+    """Whether the lock file already holds exactly `data` (as JSON would read it back)."""
+    old = read(path)
+    return old is not None and old == json.loads(json.dumps(data))
+
+
 def write(path: Path, data: dict[str, Any]) -> bool:
     """Atomically replace the lock file; returns False (and writes nothing) when content is unchanged.
 
     The comparison parses the old file rather than formatting the new one: indented JSON is produced
     by the slow pure-Python encoder, and a no-op apply over many specs should not pay for it.
     """
-    normalized = json.loads(json.dumps(data))
-    old = read(path)
-    if old is not None and old == normalized:
+    if unchanged(path, data):
         return False
-    text = dumps(normalized)
+    text = dumps(json.loads(json.dumps(data)))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, LOCK_MODE)  # mkstemp makes 0600; a committed file is world-readable like its spec

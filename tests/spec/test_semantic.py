@@ -149,7 +149,7 @@ def test_summary_is_cached_and_reused(repo: Repo, monkeypatch: pytest.MonkeyPatc
     assert [(i.name, i.dims) for i in first.inputs] == [("x", (None, 3, "?", "?"))]
     assert ("Softmax@0", "Softmax") in first.nodes and ("Constant_0", "Constant") in first.nodes
     cached = list((repo.root / ".npuctl" / "cache" / "onnx-summary").glob("*.json"))
-    assert len(cached) == 1 and json.loads(cached[0].read_text())["sha256"] == first.sha256
+    assert len(cached) == 1 and json.loads(cached[0].read_text())["inputs"][0]["name"] == "x"
     _summary._memo.clear()
 
     def boom(path: Path) -> _summary.ModelSummary:

@@ -213,3 +213,40 @@ def test_fingerprint_reads_metadata_without_importing_onnx() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == [onnx.__version__, "False"]
+
+
+def _weighty_model(path: Path, opset: int) -> None:
+    """Two MatMuls whose 2 MB and 4 KB weights straddle DETACH_BYTES, at an opset the import raises."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    big = numpy_helper.from_array(rng.standard_normal((512, 1024)).astype(np.float32), "big")
+    small = numpy_helper.from_array(rng.standard_normal((1024, 1)).astype(np.float32), "small")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "big"], ["h"]), helper.make_node("MatMul", ["h", "small"], ["y"])],
+        "weighty",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 512])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 1])],
+        [big, small],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 7
+    onnx.save(model, str(path))
+
+
+@pytest.mark.parametrize("opset", [11, 17])
+def test_large_weights_are_detached_while_passes_run_and_come_back_identical(
+    tmp_path: Path, opset: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from backends.onnx import importer
+
+    source = tmp_path / "m.onnx"
+    _weighty_model(source, opset)
+    detached, _ = importer.import_model(source, {"x": [2, 512]}, log=lambda _: None)
+    monkeypatch.setattr(importer, "DETACH_BYTES", 1 << 40)  # nothing detached: the old path
+    whole, _ = importer.import_model(source, {"x": [2, 512]}, log=lambda _: None)
+    assert detached.SerializeToString(deterministic=True) == whole.SerializeToString(deterministic=True)
+    assert all(t.data_location == 0 and not t.external_data for t in detached.graph.initializer)
+    assert [len(t.raw_data) for t in detached.graph.initializer] == [512 * 1024 * 4, 1024 * 4]

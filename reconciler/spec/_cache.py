@@ -1,0 +1,119 @@
+"""Validated specs, cached by the stat of every file they were read from, so an unchanged spec costs a
+few stats and a lookup instead of a YAML parse, an `extends` merge and a pydantic validation.
+
+One JSON file, `.npuctl/cache/specs.json`, holds an entry per spec file: the stat tuples (inode, size,
+mtime_ns, ctime_ns) of the spec and of every file it extends, the validated JSON, and, when its
+semantic checks passed, the stat of the model they were checked against. An entry is used only while
+every one of those stats is unchanged and the code that validates (the spec package and the target
+catalog, by their own stats) is the same. A file modified within the last RACY_S seconds is never
+cached (a second write inside the timestamp tick would keep the same stat). The file is rewritten only
+when an entry changed, so a no-op run writes nothing; a read-only or refused `.npuctl` just goes
+without the cache, and a corrupt file is ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from backends import pathpolicy
+
+CACHE_VERSION = 1
+RACY_S = 2.0
+Stat = list[int]
+
+
+def stat_of(path: Path | str) -> Stat | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+@cache
+def code_key() -> str:
+    """What validation depends on besides the spec: the modules of this package and of every backend
+    (options schemas, spec limits) and the target catalog, by their stats (~200 stats, once a run)."""
+    import backends
+
+    parts: list[Any] = [CACHE_VERSION]
+    for top in (Path(__file__).parent, Path(backends.__file__).parent):
+        for folder, dirs, files in os.walk(top):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                if name.endswith((".py", ".json")):
+                    parts.append([os.path.join(folder, name), stat_of(os.path.join(folder, name))])
+    return json.dumps(parts)
+
+
+class SpecCache:
+    """The entries of one repository's cache file, read once per run, written back once if changed."""
+
+    def __init__(self, root: Path) -> None:
+        self.file: Path | None = None
+        self.entries: dict[str, dict[str, Any]] = {}
+        self.changed = False
+        try:  # a committed `.npuctl` symlink is never read or written through
+            pathpolicy.check_state_dir(root / ".npuctl")
+        except pathpolicy.PathRefused:
+            return
+        self.file = root / ".npuctl" / "cache" / "specs.json"
+        try:
+            with pathpolicy.open_regular(self.file) as fh:
+                raw = json.loads(fh.read())
+        except (OSError, ValueError):
+            return
+        if isinstance(raw, dict) and raw.get("code") == code_key():
+            entries = raw.get("entries")
+            self.entries = entries if isinstance(entries, dict) else {}
+
+    def get(self, path: Path) -> dict[str, Any] | None:
+        """The entry of the spec file at `path` while every file it was read from is unchanged."""
+        entry = self.entries.get(str(path))
+        if not isinstance(entry, dict):
+            return None
+        stats = entry.get("stats")
+        if not isinstance(stats, list) or not stats:
+            return None
+        for source, recorded in stats:
+            if stat_of(source) != recorded:
+                return None
+        return entry
+
+    def put(self, path: Path, sources: tuple[Path, ...], data: dict[str, Any]) -> None:
+        """Remember `data` for the spec at `path` unless one of its files was modified just now."""
+        stats = [(str(s), stat_of(s)) for s in sources]
+        now = time.time_ns()
+        if any(st is None or now - st[2] < RACY_S * 1e9 for _, st in stats):
+            self.forget(path)
+            return
+        self.entries[str(path)] = {**data, "stats": [list(pair) for pair in stats]}
+        self.changed = True
+
+    def forget(self, path: Path) -> None:
+        if self.entries.pop(str(path), None) is not None:
+            self.changed = True
+
+    def save(self) -> None:
+        if not self.changed or self.file is None:
+            return
+        text = json.dumps({"code": code_key(), "entries": self.entries}, separators=(",", ":"))
+        try:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.file.parent, prefix=".specs-", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w") as fh:
+                    fh.write(text)
+                os.replace(tmp, self.file)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        except OSError:
+            pass
+        self.changed = False
