@@ -125,6 +125,8 @@ class _ChainRun:
         resolved = resolve(self.ws, setup, self.target, self.outputs, self.locked)
         assert resolved.key is not None and resolved.key_inputs is not None, "every upstream stage completed"
         key, key_inputs = resolved.key, resolved.key_inputs
+        if self.dry and (resolved.source == "remote" or (resolved.source == "lock" and self.ws.remote)):
+            raise WouldWrite  # the real walk would look the key up in the remote cache and fetch it
         if resolved.source == "identity":
             return self._identity(setup, resolved)
         if resolved.source in ("store", "fetched") and not self._wanted_again(setup):
@@ -299,11 +301,14 @@ def apply_spec(
     """Check, then lock, then re-check: a dry walk without the spec's lock first, so a spec with
     nothing to do costs no lock file, no owner file and no write; anything else is redone under it."""
     if not remeasure:
+        fetch, ws.remote_fetch = ws.remote_fetch, False  # a dry walk downloads nothing
         try:
             result = _reconcile(ws, spec, Reporter(), policy, dry=True)
         except WouldWrite:
-            pass
-        else:
+            result = None
+        finally:
+            ws.remote_fetch = fetch
+        if result is not None:
             _replay(reporter, result, 8 * len(variants(spec)))
             return result
     with locks.hold(ws.layout.locks, f"spec-{spec.name}", lambda h: reporter.waiting(spec.name, h)):
