@@ -31,7 +31,7 @@ SHARED: dict[str, Entry] = {
     "check": ("backends.onnx.check.CheckPass", "1", (_ONNX, _NUMPY)),
     "rewrite": ("backends.onnx.rewrite.RewritePass", "1", (_ONNX, _ORT, _NUMPY)),
     "preprocess": ("backends.onnx.preprocess.PreprocessPass", "1", (_ONNX, _ORT, _NUMPY)),
-    "quantize": ("backends.onnx.quantize.QuantizePass", "3", (_ONNX, _ORT, _NUMPY)),
+    "quantize": ("backends.onnx.quantize.QuantizePass", "4", (_ONNX, _ORT, _NUMPY)),
 }
 """The shared ONNX passes (backends.onnx), used for every stage a backend does not implement."""
 
@@ -70,7 +70,7 @@ OWN: dict[str, dict[str, Entry]] = {
         "preprocess": ("backends.qnn.adapter.QnnPreprocess", "1+record", None),
         "quantize": ("backends.qnn.stages.QnnQuantize", "1+record+htp3", None),
         "compile": ("backends.qnn.stages.QnnCompile", "2-epcontext", None),
-        "evaluate": ("backends.qnn.stages.QnnEvaluate", "2-simulator", (_QNN_FP,)),
+        "evaluate": ("backends.qnn.evaluate.QnnEvaluate", "3-simulator", (_QNN_FP,)),
     },
     "cann": {
         "preprocess": ("backends.cann.adapter.CannPreprocess", "1", (_ONNX, _ORT, _NUMPY)),
