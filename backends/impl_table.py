@@ -70,7 +70,7 @@ OWN: dict[str, dict[str, Entry]] = {
         "preprocess": ("backends.qnn.adapter.QnnPreprocess", "1+record", None),
         "quantize": ("backends.qnn.stages.QnnQuantize", "1+record+htp3", None),
         "compile": ("backends.qnn.stages.QnnCompile", "2-epcontext", None),
-        "evaluate": ("backends.qnn.evaluate.QnnEvaluate", "3-simulator", (_QNN_FP,)),
+        "evaluate": ("backends.qnn.evaluate.QnnEvaluate", "3-simulator", None),
     },
     "cann": {
         "preprocess": ("backends.cann.adapter.CannPreprocess", "1", (_ONNX, _ORT, _NUMPY)),
