@@ -48,7 +48,7 @@ OWN: dict[str, dict[str, Entry]] = {
         "check": ("backends.openvino.check.OpenVinoCheck", "1-openvino", (_ONNX, _NUMPY, _OV_FP)),
         "quantize": (
             "backends.openvino.quantize.NncfQuantize",
-            "1",
+            "2",
             (
                 _OV_FP,
                 ("dist", "onnx", "shared."),
