@@ -5,7 +5,10 @@ fingerprint; importing the modules that hold the implementations only to read th
 a no-op's start-up (onnx, numpy, the runners). This table says the same from data: a test
 (tests/backends/test_impl_table.py) checks every entry against the real class, so a version bumped in
 a module and not here fails the suite instead of going stale. An entry whose fingerprint has no
-recipe here (managed environments, SDK probes) is read from its module, as is every plug-in.
+recipe here (managed environments, SDK probes) is read from its module, as is every plug-in. The
+version is not copied here (it changes with every fix): it is read from the class body in the
+module's source with `ast`, never imported; a version that is not a string literal there makes the
+caller import the module.
 
 A fingerprint recipe is a tuple of parts merged in order: ("dist", name) is {name: the installed
 version or "missing"}; ("call", "module:function", prefix) is that light function's dict, its keys
@@ -14,24 +17,27 @@ prefixed.
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
+from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 Recipe = tuple[tuple[str, ...], ...]
-Entry = tuple[str, str, Recipe | None]
-"""(module.Class, version, fingerprint recipe or None)."""
+Entry = tuple[str, Recipe | None]
+"""(module.Class, fingerprint recipe or None)."""
 
 _ONNX = ("dist", "onnx")
 _NUMPY = ("dist", "numpy")
 _ORT = ("dist", "onnxruntime")
 
 SHARED: dict[str, Entry] = {
-    "import": ("backends.onnx.importer.ImportPass", "2", (_ONNX,)),
-    "check": ("backends.onnx.check.CheckPass", "1", (_ONNX, _NUMPY)),
-    "rewrite": ("backends.onnx.rewrite.RewritePass", "1", (_ONNX, _ORT, _NUMPY)),
-    "preprocess": ("backends.onnx.preprocess.PreprocessPass", "1", (_ONNX, _ORT, _NUMPY)),
-    "quantize": ("backends.onnx.quantize.QuantizePass", "4", (_ONNX, _ORT, _NUMPY)),
+    "import": ("backends.onnx.importer.ImportPass", (_ONNX,)),
+    "check": ("backends.onnx.check.CheckPass", (_ONNX, _NUMPY)),
+    "rewrite": ("backends.onnx.rewrite.RewritePass", (_ONNX, _ORT, _NUMPY)),
+    "preprocess": ("backends.onnx.preprocess.PreprocessPass", (_ONNX, _ORT, _NUMPY)),
+    "quantize": ("backends.onnx.quantize.QuantizePass", (_ONNX, _ORT, _NUMPY)),
 }
 """The shared ONNX passes (backends.onnx), used for every stage a backend does not implement."""
 
@@ -41,14 +47,13 @@ _QNN_FP = ("call", "backends.qnn:fingerprint", "")
 
 OWN: dict[str, dict[str, Entry]] = {
     "onnxruntime": {
-        "compile": ("backends.onnxruntime._compile.CompilePass", "2", (_ORT_FP,)),
-        "evaluate": ("backends.onnxruntime._evaluate.EvaluatePass", "5", (_ORT_FP,)),
+        "compile": ("backends.onnxruntime._compile.CompilePass", (_ORT_FP,)),
+        "evaluate": ("backends.onnxruntime._evaluate.EvaluatePass", (_ORT_FP,)),
     },
     "openvino": {
-        "check": ("backends.openvino.check.OpenVinoCheck", "1-openvino", (_ONNX, _NUMPY, _OV_FP)),
+        "check": ("backends.openvino.check.OpenVinoCheck", (_ONNX, _NUMPY, _OV_FP)),
         "quantize": (
             "backends.openvino.quantize.NncfQuantize",
-            "2",
             (
                 _OV_FP,
                 ("dist", "onnx", "shared."),
@@ -56,42 +61,42 @@ OWN: dict[str, dict[str, Entry]] = {
                 ("dist", "numpy", "shared."),
             ),
         ),
-        "compile": ("backends.openvino.compile.OpenVinoCompile", "3", (_OV_FP,)),
-        "evaluate": ("backends.openvino.evaluate.OpenVinoEvaluate", "6", (_OV_FP,)),
+        "compile": ("backends.openvino.compile.OpenVinoCompile", (_OV_FP,)),
+        "evaluate": ("backends.openvino.evaluate.OpenVinoEvaluate", (_OV_FP,)),
     },
     "rknn": {
-        "preprocess": ("backends.rknn.preprocess.RknnPreprocess", "1", None),
-        "quantize": ("backends.rknn.stages.RknnQuantize", "1", None),
-        "compile": ("backends.rknn.stages.RknnCompile", "3", None),
-        "evaluate": ("backends.rknn.stages.RknnEvaluate", "7", None),
+        "preprocess": ("backends.rknn.preprocess.RknnPreprocess", None),
+        "quantize": ("backends.rknn.stages.RknnQuantize", None),
+        "compile": ("backends.rknn.stages.RknnCompile", None),
+        "evaluate": ("backends.rknn.stages.RknnEvaluate", None),
     },
     "qnn": {
-        "check": ("backends.qnn.stages.QnnCheck", "1-qnn", (_ONNX, _NUMPY, _QNN_FP)),
-        "preprocess": ("backends.qnn.adapter.QnnPreprocess", "1+record", None),
-        "quantize": ("backends.qnn.stages.QnnQuantize", "1+record+htp3", None),
-        "compile": ("backends.qnn.stages.QnnCompile", "2-epcontext", None),
-        "evaluate": ("backends.qnn.evaluate.QnnEvaluate", "3-simulator", None),
+        "check": ("backends.qnn.stages.QnnCheck", (_ONNX, _NUMPY, _QNN_FP)),
+        "preprocess": ("backends.qnn.adapter.QnnPreprocess", None),
+        "quantize": ("backends.qnn.stages.QnnQuantize", None),
+        "compile": ("backends.qnn.stages.QnnCompile", None),
+        "evaluate": ("backends.qnn.evaluate.QnnEvaluate", None),
     },
     "cann": {
-        "preprocess": ("backends.cann.adapter.CannPreprocess", "1", (_ONNX, _ORT, _NUMPY)),
-        "quantize": ("backends.cann.adapter.CannQuantize", "1+record", None),
-        "compile": ("backends.cann.adapter.CannCompile", "1", None),
-        "evaluate": ("backends.sdk.BundleEvaluate", "1", None),
+        "preprocess": ("backends.cann.adapter.CannPreprocess", (_ONNX, _ORT, _NUMPY)),
+        "quantize": ("backends.cann.adapter.CannQuantize", None),
+        "compile": ("backends.cann.adapter.CannCompile", None),
+        "evaluate": ("backends.sdk.BundleEvaluate", None),
     },
     "ethos-u": {
-        "quantize": ("backends.tflite.stages.TfliteQuantize", "1-onnx2tf", None),
-        "compile": ("backends.ethosu.vela.VelaCompile", "1-vela", None),
-        "evaluate": ("backends.ethosu.vela.VelaEvaluate", "2-vela", None),
+        "quantize": ("backends.tflite.stages.TfliteQuantize", None),
+        "compile": ("backends.ethosu.vela.VelaCompile", None),
+        "evaluate": ("backends.ethosu.vela.VelaEvaluate", None),
     },
     "mediatek": {
-        "quantize": ("backends.tflite.stages.TfliteQuantize", "1-onnx2tf", None),
-        "compile": ("backends.mediatek.compile.NccCompile", "1", None),
-        "evaluate": ("backends.tflite.stages.TfliteEvaluate", "1-litert", None),
+        "quantize": ("backends.tflite.stages.TfliteQuantize", None),
+        "compile": ("backends.mediatek.compile.NccCompile", None),
+        "evaluate": ("backends.tflite.stages.TfliteEvaluate", None),
     },
     "coreml": {
-        "quantize": ("backends.coreml.convert.CoreMlQuantize", "1-coreml-plan", None),
-        "compile": ("backends.coreml.convert.CoreMlCompile", "2-coremltools", None),
-        "evaluate": ("backends.coreml.convert.CoreMlEvaluate", "1", None),
+        "quantize": ("backends.coreml.convert.CoreMlQuantize", None),
+        "compile": ("backends.coreml.convert.CoreMlCompile", None),
+        "evaluate": ("backends.coreml.convert.CoreMlEvaluate", None),
     },
 }
 """backend -> the stages it implements itself."""
@@ -105,6 +110,36 @@ def entry(backend: str, stage: str) -> tuple[Entry, bool] | None:
         return own, True
     shared = SHARED.get(stage)
     return (shared, False) if shared is not None else None
+
+
+@cache
+def literal_version(qualified: str) -> str | None:
+    """The class's `version = "..."`, read from its module's source without importing it; None when
+    it is not a plain string literal there (then the caller imports the module)."""
+    module, _, name = qualified.rpartition(".")
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if found is None or found.origin is None or not found.origin.endswith(".py"):
+        return None
+    try:
+        with open(found.origin, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            for item in node.body:
+                target = item.targets[0] if isinstance(item, ast.Assign) and len(item.targets) == 1 else None
+                if isinstance(item, ast.AnnAssign):
+                    target = item.target
+                value = getattr(item, "value", None)
+                if isinstance(target, ast.Name) and target.id == "version":
+                    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                        return value.value
+                    return None
+    return None
 
 
 def _dist(name: str) -> str:

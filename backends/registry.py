@@ -111,12 +111,13 @@ def static_info(target: Target, stage: str, override: str | None = None) -> dict
     found = impl_table.entry(name, stage)
     if found is None:
         return None
-    (qualified, version, recipe), own = found
+    (qualified, recipe), own = found
     if own:
         missing = chosen.missing_toolchain()
         if missing:
             raise ToolchainMissing(missing)
-    if recipe is None:
+    version = impl_table.literal_version(qualified)
+    if recipe is None or version is None:
         return None
     return {"name": qualified, "version": version, "fingerprint": impl_table.fingerprint(recipe)}
 

@@ -32,10 +32,11 @@ def test_table_matches_every_builtin_implementation(backend: str) -> None:
             continue
         assert listed is not None, f"{backend}/{stage}: implemented but not in backends.impl_table"
         impl, own = real
-        (name, version, recipe), listed_own = listed
+        (name, recipe), listed_own = listed
         assert listed_own == own, f"{backend}/{stage}: own implementation or shared pass?"
         assert name == f"{type(impl).__module__}.{type(impl).__qualname__}"
-        assert version == impl.version, f"{backend}/{stage}: version {impl.version} in the module"  # type: ignore[attr-defined]
+        version = impl_table.literal_version(name)
+        assert version in (None, impl.version), f"{backend}/{stage}: the source says {version}"  # type: ignore[attr-defined]
         if recipe is not None:
             assert impl_table.fingerprint(recipe) == impl.fingerprint(), f"{backend}/{stage}"  # type: ignore[attr-defined]
 
@@ -46,8 +47,9 @@ def test_static_info_is_what_the_import_gives() -> None:
     cpu = targets()["cpu"]
     for stage in (s.name for s in STAGES):
         info = registry.static_info(cpu, stage)
-        if info is None:
+        if stage == "verify":
             continue
+        assert info is not None, f"{stage}: the cpu chain imports no implementation module to plan"
         impl = registry.implementation(cpu, stage)
         assert info == {
             "name": f"{type(impl).__module__}.{type(impl).__qualname__}",
