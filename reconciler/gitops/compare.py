@@ -2,7 +2,8 @@
 
 Specs are matched by `metadata.name` (state, ledger and lock files are per name). For each: whether it
 was added, removed, modified or unchanged; the field-level diff; which stages the current plan rebuilds;
-and, once the work tree's lock file has been applied, the SLO table base -> now.
+and, once the work tree's lock file has been applied, the SLO table base -> now and the per-layer
+profile diff (reconciler.gitops.layers).
 
 "Applied" is decided from local state when there is some (the plan re-judges nothing), else from the
 lock file's `sources` (digest of the merged spec and of every input file): CI runs on a fresh checkout
@@ -20,7 +21,7 @@ from reconciler.engine.results import SpecResult, StageResult
 from reconciler.engine.sources import file_digests, spec_digest
 from reconciler.engine.stages import VERIFY
 from reconciler.engine.workspace import Workspace
-from reconciler.gitops import gitref, slo, specdiff
+from reconciler.gitops import gitref, layers, slo, specdiff
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec, SpecErrors, check
 from reconciler.state import lockfile
@@ -51,6 +52,8 @@ class SpecComparison:
     slo_now: tuple[int, int] = (0, 0)
     errors: list[str] = field(default_factory=list)
     base_errors: list[str] = field(default_factory=list)
+    layers: list[layers.VariantLayers] = field(default_factory=list)
+    """Per variant whose profile changed (applied lock files only), the layer diff base -> now."""
 
     @property
     def rebuilds(self) -> list[str]:
@@ -81,6 +84,7 @@ class SpecComparison:
             },
             "errors": self.errors,
             "base_errors": self.base_errors,
+            "layers": [v.to_json() for v in self.layers],
         }
 
 
@@ -187,6 +191,9 @@ def _compare_one(
     out.slo = slo.table(base_lock, lock if out.applied else None)
     out.slo_base = slo.summary(base_lock)
     out.slo_now = slo.summary(lock if out.applied else None)
+    out.layers = layers.compare_locks(
+        base_lock, lock if out.applied else None, lambda d: ws.store.path(d) if ws.intact(d) else None
+    )
     if base is None:
         out.change = "added"
     elif now is None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from reconciler.engine.results import SpecResult
 from reconciler.gitops.compare import Comparison, SpecComparison
+from reconciler.gitops.layers import LayerChange
 from reconciler.gitops.slo import SloRow
 
 FOLD_AFTER = 8
@@ -141,6 +142,36 @@ def _slo_md(spec: SpecComparison) -> list[str]:
     return [*lines, ""]
 
 
+def _layer_row(c: LayerChange) -> str:
+    changed = "; ".join(f"{k} {a} → {b}" for k, (a, b) in c.changed.items()) or "—"
+    return (
+        f"| `{_escape(c.key)[:80]}` | {c.op_type or '?'} | {number(c.base_ms)} | {number(c.now_ms)} | "
+        f"{c.delta_ms:+.4f} | {_escape(changed)} |"
+    )
+
+
+def _layers_md(spec: SpecComparison) -> list[str]:
+    from reconciler.gitops.layers import SHOWN
+
+    lines: list[str] = []
+    for v in spec.layers:
+        head = f"**Layers** [{v.variant}] (profile base → now)"
+        if v.missing:
+            lines += [f"{head}: {v.missing}", ""]
+            continue
+        rows = v.slower[:SHOWN] + [c for c in v.changed if c not in v.slower][:SHOWN]
+        lines += [
+            f"{head}: layers sum {number(v.base_total_ms)} → {number(v.now_total_ms)} ms; "
+            f"{len(v.slower)} slower, {v.faster} faster, {len(v.changed)} moved or changed precision, "
+            f"{len(v.added)} added, {len(v.removed)} removed",
+            "",
+        ]
+        if rows:
+            lines += ["| layer | op | base ms | now ms | delta ms | changed |", "|---|---|---|---|---|---|"]
+            lines += [_layer_row(c) for c in rows] + [""]
+    return lines
+
+
 def _spec_md(spec: SpecComparison) -> list[str]:
     target = spec.target or spec.base_target or "?"
     lines = [f"#### `{spec.name}` → `{target}`: {CHANGE.get(spec.change, spec.change)}", ""]
@@ -150,7 +181,7 @@ def _spec_md(spec: SpecComparison) -> list[str]:
         lines.append("")
     if spec.base_target and spec.target and spec.base_target != spec.target:
         lines += [f"Target changed: `{spec.base_target}` → `{spec.target}`.", ""]
-    return lines + _fields_md(spec) + _stages_md(spec) + _slo_md(spec)
+    return lines + _fields_md(spec) + _stages_md(spec) + _slo_md(spec) + _layers_md(spec)
 
 
 def to_markdown(comparison: Comparison, exit_code: int) -> str:
@@ -214,3 +245,21 @@ def print_text(comparison: Comparison) -> None:
                 f" ({delta_text(row)}) {row.new_verdict or 'dropped'}"
             )
             out.print(line, markup=False, highlight=False)
+        for v in spec.layers:
+            if v.missing:
+                out.print(f"    layers [{v.variant}]: {v.missing}", markup=False, highlight=False)
+                continue
+            out.print(
+                f"    layers [{v.variant}]: sum {number(v.base_total_ms)} -> {number(v.now_total_ms)} ms; "
+                f"{len(v.slower)} slower, {v.faster} faster, {len(v.changed)} moved or changed precision",
+                markup=False,
+                highlight=False,
+            )
+            for lc in v.slower[:5] + [x for x in v.changed if x not in v.slower][:5]:
+                changed = "; ".join(f"{k} {a} -> {b}" for k, (a, b) in lc.changed.items())
+                out.print(
+                    f"      {lc.key[:70]}: {number(lc.base_ms)} -> {number(lc.now_ms)} ms ({lc.delta_ms:+.4f})"
+                    + (f" {changed}" if changed else ""),
+                    markup=False,
+                    highlight=False,
+                )
