@@ -20,10 +20,10 @@ rest of the run, with one warning: the build goes on locally.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +33,7 @@ from typing import Any
 from reconciler.engine import keys
 from reconciler.remote.config import RemoteConfig
 from reconciler.state.db import Record
-from reconciler.state.store import CHUNK, Store
+from reconciler.state.store import Store, sha256_file
 
 MAX_RECORD_BYTES = 16 << 20
 """Largest record accepted from a remote (latency samples make evaluate's the biggest: a few kB)."""
@@ -110,10 +110,48 @@ def parse_record(raw: bytes, key: str) -> Record:
     )
 
 
+TIMEOUT_S = float(os.environ.get("NPUCTL_REMOTE_TIMEOUT_S", "120"))
+"""Longest wait for one remote operation: a remote that stops answering (a dead peer whose connection
+was never closed, a hung mount) is dropped like one that refuses."""
+
+
+def _deadline(seconds: float, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`fn(*args, **kwargs)`, or TimeoutError after `seconds` (the call is left behind in a daemon
+    thread: a hung file system call cannot be interrupted, only abandoned)."""
+    box: dict[str, Any] = {}
+
+    def call() -> None:
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=call, name="npuctl-remote", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise TimeoutError(f"no answer in {seconds:.0f} s")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+class _Timed:
+    """A file system whose every method call has a deadline."""
+
+    def __init__(self, fs: Any, seconds: float) -> None:
+        self._fs, self._seconds = fs, seconds
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._fs, name)
+        return lambda *args, **kwargs: _deadline(self._seconds, method, *args, **kwargs)
+
+
 @dataclass
 class Remote:
     config: RemoteConfig
     warn: Callable[[str], None]
+    timeout_s: float = TIMEOUT_S
     stats: Stats = field(default_factory=Stats)
     down: str | None = None
     """Why the remote was turned off for this run (None while it works)."""
@@ -140,7 +178,9 @@ class Remote:
                 options.setdefault("config_kwargs", retry)
             if self.config.scheme in ("sftp", "ssh"):
                 options.setdefault("timeout", 30)
-            self._fs, root = url_to_fs(self.config.url, **options)
+                options.setdefault("keepalive_interval", 15)  # a silent peer is noticed
+            fs, root = _deadline(self.timeout_s, url_to_fs, self.config.url, **options)
+            self._fs = _Timed(fs, self.timeout_s)
             self._root = str(root).rstrip("/")
         return self._fs, self._root
 
@@ -189,15 +229,15 @@ class Remote:
         try:
             fs, _ = self._open()
             path = self.record_path(key)
-            with fs.open(path, "rb") as fh:
-                raw = fh.read(MAX_RECORD_BYTES + 1)
+            size = fs.info(path).get("size") or 0
+            raw = b"" if size > MAX_RECORD_BYTES else fs.cat_file(path)
         except FileNotFoundError:
             self._missing.add(key)
             return None
         except Exception as exc:  # noqa: BLE001 - any failure of a remote file system is a warning
             self._fail(f"reading record {key[:12]}", exc)
             return None
-        if len(raw) > MAX_RECORD_BYTES:
+        if size > MAX_RECORD_BYTES or len(raw) > MAX_RECORD_BYTES:
             self._corrupt(path, Corrupt(f"record {key[:12]} exceeds {MAX_RECORD_BYTES} bytes"))
             self.miss(key, broken=True)
             return None
@@ -217,16 +257,11 @@ class Remote:
         path = self.object_path(digest)
         tmpdir.mkdir(parents=True, exist_ok=True)
         local = tmpdir / f"remote-{uuid.uuid4().hex}"
-        hasher, received = hashlib.sha256(), 0
         try:
             fs, _ = self._open()
-            with fs.open(path, "rb") as src, local.open("wb") as dst:
-                while chunk := src.read(CHUNK):
-                    received += len(chunk)
-                    if received > size:
-                        break
-                    hasher.update(chunk)
-                    dst.write(chunk)
+            remote_size = fs.info(path).get("size")
+            if remote_size is None or remote_size == size:  # a truncated copy is not even fetched
+                fs.get_file(path, str(local))
         except FileNotFoundError:
             local.unlink(missing_ok=True)
             self.warn(f"remote {self.url}: object {digest[:12]} is missing (its record is there): built here")
@@ -235,10 +270,12 @@ class Remote:
             local.unlink(missing_ok=True)
             self._fail(f"downloading object {digest[:12]}", exc)
             return False
-        if received != size or hasher.hexdigest() != digest:
+        received = local.stat().st_size if local.exists() else int(remote_size or 0)
+        actual = sha256_file(local) if received == size and local.exists() else ""
+        if received != size or actual != digest:
             local.unlink(missing_ok=True)
-            actual = "more bytes than recorded" if received > size else f"sha256 {hasher.hexdigest()[:12]}"
-            self._corrupt(path, Corrupt(f"object {digest[:12]} does not verify ({actual}, {received} bytes)"))
+            why = f"{received} bytes, {size} recorded" if received != size else f"sha256 {actual[:12]}"
+            self._corrupt(path, Corrupt(f"object {digest[:12]} does not verify ({why})"))
             return False
         store.put(local)
         self.stats.objects_fetched += 1

@@ -141,3 +141,19 @@ def test_an_unreachable_remote_warns_once_and_is_then_left_alone(tmp_path: Path)
     assert not remote.push(record, here, tmp_path / "tmp")
     assert remote.record("0" * 64) is None
     assert len(warnings) == 1 and "continuing without the remote" in warnings[0]
+
+
+def test_a_remote_that_stops_answering_is_dropped_after_its_deadline(tmp_path: Path) -> None:
+    """A read that never returns (here: a FIFO nobody writes, as a hung mount or a dead peer whose
+    connection was never closed behaves) costs one deadline, then the run goes on without it."""
+    import os
+
+    key = "a" * 64
+    (tmp_path / "remote" / "records").mkdir(parents=True)
+    os.mkfifo(tmp_path / "remote" / "records" / f"{key}.json")
+    warnings: list[str] = []
+    remote = Remote(RemoteConfig(f"file://{tmp_path}/remote"), warnings.append, timeout_s=1.0)
+    assert remote.record(key) is None
+    assert remote.down is not None and "no answer in 1 s" in remote.down
+    assert remote.record("b" * 64) is None  # not asked again
+    assert len(warnings) == 1
