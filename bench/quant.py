@@ -17,7 +17,10 @@
 3. (--auto) The auto sensitive-layer search on PP-OCR det: ranked table, text-map IoU / box F1 on
    disjoint evaluation photos, and the latency of the chosen model against float.
 
-Run: python bench/quant.py [--samples 300] [--runs 30] [--threads 1] [--auto] [--no-calibration]
+4. (--compare) issue 12: float, npuctl ptq, ptq + auto, NNCF's and ONNX Runtime's defaults on a YOLOX
+   and a YOLOv8-style detector and an LSTM OCR recognizer (bench/quant_compare.py).
+
+Run: python bench/quant.py [--samples 300] [--runs 30] [--threads 1] [--auto] [--no-calibration] [--compare]
 """
 
 from __future__ import annotations
@@ -301,12 +304,22 @@ def main() -> None:
     )
     parser.add_argument("--no-calibration", action="store_true", help="skip the 300-sample calibration run")
     parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="only issue 12's comparison (bench/quant_compare.py): ptq, auto, NNCF, ORT on 3 models",
+    )
+    parser.add_argument(
         "--calibrate-child", nargs=3, metavar=("MODEL", "FOLDER", "N"), help=argparse.SUPPRESS
     )
     args = parser.parse_args()
     if args.calibrate_child:
         model, folder, n = args.calibrate_child
         calibrate_child(Path(model), Path(folder), int(n))
+        return
+    if args.compare:
+        import quant_compare
+
+        quant_compare.compare(args.runs, args.threads)
         return
     with tempfile.TemporaryDirectory(prefix="npuctl-bench-quant-") as tmp:
         work = Path(tmp)

@@ -22,13 +22,28 @@ def yolox_at(folder: Path, size: int = SIZE) -> Path:
     for dim in model.graph.input[0].type.tensor_type.shape.dim[2:]:
         dim.dim_value = size
     del model.graph.value_info[:]
-    for out in model.graph.output:
-        for i, dim in enumerate(out.type.tensor_type.shape.dim):
-            dim.dim_param = f"out{i}"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"yolox{size}.onnx"
-    onnx.save(model, str(path))
+    _static_outputs(model, path)
     return path
+
+
+def _static_outputs(model: onnx.ModelProto, path: Path) -> None:
+    """Output shapes as one run gives them (the task reads the head's row count from the graph)."""
+    import onnxruntime as ort
+
+    for out in model.graph.output:
+        out.type.tensor_type.ClearField("shape")
+    onnx.save(model, str(path))
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    feed = {
+        i.name: np.zeros([d if isinstance(d, int) else 1 for d in i.shape], np.float32)
+        for i in session.get_inputs()
+    }
+    for out, value in zip(model.graph.output, session.run(None, feed), strict=True):
+        for d in np.asarray(value).shape:
+            out.type.tensor_type.shape.dim.add().dim_value = int(d)
+    onnx.save(model, str(path))
 
 
 def yolov8_at(folder: Path, size: int = SIZE) -> Path:
