@@ -157,3 +157,34 @@ def test_a_remote_that_stops_answering_is_dropped_after_its_deadline(tmp_path: P
     assert remote.down is not None and "no answer in 1 s" in remote.down
     assert remote.record("b" * 64) is None  # not asked again
     assert len(warnings) == 1
+
+
+def test_an_http_remote_is_read_only_and_verified(tmp_path: Path) -> None:
+    """A shared folder published by a real HTTP server on 127.0.0.1 (port 0): fetches verify, pushes
+    are refused without touching it."""
+    import functools
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    here, there = Store(tmp_path / "here"), Store(tmp_path / "there")
+    record = _record(here, tmp_path, b"served" * 300)
+    warnings: list[str] = []
+    assert _remote(f"file://{tmp_path}/site", warnings).push(record, here, tmp_path / "tmp")
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(tmp_path / "site"))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        remote = _remote(url, warnings)
+        assert remote.record(record.key) == record
+        digest = record.artifacts["model"]["digest"]
+        assert remote.fetch_object(digest, 1800, there, tmp_path / "tmp2")
+        assert there.has(digest)
+        assert remote.record("c" * 64) is None and remote.down is None  # a 404 is a miss
+        before = sorted(p.name for p in (tmp_path / "site").rglob("*"))
+        assert not remote.push(_record(here, tmp_path, b"new"), here, tmp_path / "tmp3")
+        assert sorted(p.name for p in (tmp_path / "site").rglob("*")) == before
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not warnings

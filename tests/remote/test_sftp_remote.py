@@ -86,7 +86,7 @@ def test_fresh_clone_downloads_everything_and_a_remote_dying_mid_run_leaves_a_co
     proc = subprocess.Popen(
         command,
         cwd=late,
-        env={**os.environ, "CI": "1", **env},
+        env={**os.environ, "CI": "1", "NPUCTL_REMOTE_TIMEOUT_S": "20", **env},  # a transfer cut mid-way
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
