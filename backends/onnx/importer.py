@@ -57,11 +57,12 @@ class ImportPass:
             raise TerminalError("import: no model file given")
         shapes = _spec_shapes(request.config.get("inputs"))
         log = StageLog(request.log)
-        model, report = import_model(Path(source), shapes, log)
+        pieces, report = import_model(Path(source), shapes, log, as_bytes=True)
         out = Path(request.workdir) / "model.onnx"
-        data = model.SerializeToString(deterministic=True)
-        out.write_bytes(data)
-        report["size_bytes"] = len(data)
+        with out.open("wb") as fh:
+            for piece in pieces:
+                fh.write(piece)
+        report["size_bytes"] = sum(len(piece) for piece in pieces)
         log(json.dumps(report, indent=1, sort_keys=True))
         note = f"opset {report['opset']['before']} -> {report['opset']['after']}, {report['nodes']} nodes"
         return StageOutput(artifacts={"model": out}, report=report, note=note)
@@ -81,14 +82,17 @@ def _spec_shapes(raw: Any) -> dict[str, list[int]]:
 
 
 def import_model(
-    path: Path, shapes: Mapping[str, Sequence[int]], log: Logger = print
-) -> tuple[onnx.ModelProto, dict[str, Any]]:
-    """The imported model and its report. Every failure is a TerminalError with one line."""
+    path: Path, shapes: Mapping[str, Sequence[int]], log: Logger = print, as_bytes: bool = False
+) -> tuple[Any, dict[str, Any]]:
+    """The imported model and its report (`as_bytes`: its deterministic serialization, as pieces to
+    write in order, instead of the proto). Every failure is a TerminalError with one line."""
     from backends.onnx.facts import name_nodes
 
     model = load_model(path)
     opset_before, ir_before = default_opset(model), model.ir_version
     weights = detach_weights(model)  # the passes below copy the model: without its weights, cheaply
+    if weights:  # a parsed proto keeps the whole file's buffer alive: keep only the light model
+        model = type(model).FromString(model.SerializeToString())
     _check(model, full=False, what=f"{path.name} fails onnx.checker")
     renamed = name_nodes(model)  # before any conversion, by the rule spec validation uses too
     model = raise_opset(model, log)
@@ -97,14 +101,42 @@ def import_model(
     model.ir_version = max(model.ir_version, _min_ir_version(model))
     model = infer_shapes(model, log)
     _check(model, full=True, what="the imported model fails onnx.checker (full check)")
+    if as_bytes:
+        report = _report(model, opset_before, ir_before, renamed, removed)
+        return _serialized(model, weights), report
     attach_weights(model, weights)
+    return model, _report(model, opset_before, ir_before, renamed, removed)
+
+
+def _serialized(model: onnx.ModelProto, weights: dict[str, tuple[bytes, bool]]) -> list[bytes]:
+    """The imported model's deterministic bytes, the detached weights spliced in (backends.onnx.skim):
+    the model's weights are then held once, not in a proto and again in its serialization."""
+    from backends.onnx.skim import with_weights
+
+    for tensor in model.graph.initializer:
+        if tensor.name in weights:
+            del tensor.external_data[:]
+            tensor.ClearField("data_location")
+            if weights[tensor.name][1]:
+                tensor.data_location = 0
+    light = model.SerializeToString(deterministic=True)
+    return with_weights(light, {name: data for name, (data, _) in weights.items()})
+
+
+def _report(
+    model: onnx.ModelProto,
+    opset_before: int | None,
+    ir_before: int,
+    renamed: int,
+    removed: int,
+) -> dict[str, Any]:
     report = describe(model)
     report["opset"] = {"before": opset_before, "after": default_opset(model)}
     report["ir_version"] = {"before": ir_before, "after": model.ir_version}
     report["removed_initializer_inputs"] = removed
     report["external_data"] = "refused"
     report["named_nodes"] = renamed
-    return model, report
+    return report
 
 
 def load_model(path: Path) -> onnx.ModelProto:

@@ -127,7 +127,7 @@ def summarize(path: Path) -> ModelSummary:
     """Read the model with onnx (imported here: it is slow to import) and summarize it."""
     import onnx
 
-    from reconciler.spec._skim import skim
+    from backends.onnx.skim import skim
 
     try:
         with pathpolicy.open_regular(path) as fh:

@@ -244,9 +244,15 @@ def test_large_weights_are_detached_while_passes_run_and_come_back_identical(
 
     source = tmp_path / "m.onnx"
     _weighty_model(source, opset)
-    detached, _ = importer.import_model(source, {"x": [2, 512]}, log=lambda _: None)
+    detached, report = importer.import_model(source, {"x": [2, 512]}, log=lambda _: None)
+    spliced, spliced_report = importer.import_model(
+        source, {"x": [2, 512]}, log=lambda _: None, as_bytes=True
+    )
     monkeypatch.setattr(importer, "DETACH_BYTES", 1 << 40)  # nothing detached: the old path
-    whole, _ = importer.import_model(source, {"x": [2, 512]}, log=lambda _: None)
-    assert detached.SerializeToString(deterministic=True) == whole.SerializeToString(deterministic=True)
+    whole, whole_report = importer.import_model(source, {"x": [2, 512]}, log=lambda _: None)
+    expected = whole.SerializeToString(deterministic=True)
+    assert detached.SerializeToString(deterministic=True) == expected
+    assert b"".join(spliced) == expected, "the weights spliced into the light serialization: same bytes"
+    assert report == spliced_report == whole_report
     assert all(t.data_location == 0 and not t.external_data for t in detached.graph.initializer)
     assert [len(t.raw_data) for t in detached.graph.initializer] == [512 * 1024 * 4, 1024 * 4]

@@ -15,10 +15,8 @@ _GRAPH = 7
 """ModelProto.graph"""
 _INITIALIZER = 5
 """GraphProto.initializer"""
-_TENSOR_DATA = frozenset({4, 5, 6, 7, 9, 10, 11})
-"""TensorProto float/int32/string/int64/raw/double/uint64 data"""
-_SMALL = 1 << 16
-"""Initializers up to this size are kept whole (read, not skipped)."""
+_TENSOR_DATA = frozenset({4, 5, 7, 9, 10, 11})
+"""TensorProto float/int32/int64/raw/double/uint64 data (string data is always kept)."""
 _LENGTH_DELIMITED = 2
 
 
@@ -117,18 +115,72 @@ def _tensor(number: int, fh: BinaryIO, start: int, wire: int, length: int) -> by
     return None
 
 
-def _graph(number: int, fh: BinaryIO, start: int, wire: int, length: int) -> bytes | None:
-    if number == _INITIALIZER and wire == _LENGTH_DELIMITED and length > _SMALL:
-        return _wrap(number, _message(fh, start + length, _tensor))
-    return None
+def skim(fh: BinaryIO, size: int, keep_bytes: int = 1 << 16) -> bytes:
+    """The serialized model in `fh` (`size` bytes) without the data of its initializers larger than
+    `keep_bytes` (their name, type and dims stay; smaller ones are kept whole)."""
+
+    def graph(number: int, fh: BinaryIO, start: int, wire: int, length: int) -> bytes | None:
+        if number == _INITIALIZER and wire == _LENGTH_DELIMITED and length > keep_bytes:
+            return _wrap(number, _message(fh, start + length, _tensor))
+        return None
+
+    def model(number: int, fh: BinaryIO, start: int, wire: int, length: int) -> bytes | None:
+        if number == _GRAPH and wire == _LENGTH_DELIMITED:
+            return _wrap(number, _message(fh, start + length, graph))
+        return None
+
+    return _message(fh, size, model)
 
 
-def _model(number: int, fh: BinaryIO, start: int, wire: int, length: int) -> bytes | None:
-    if number == _GRAPH and wire == _LENGTH_DELIMITED:
-        return _wrap(number, _message(fh, start + length, _graph))
-    return None
+_RAW_DATA = 9
+"""TensorProto.raw_data"""
+_NAME = 8
+"""TensorProto.name"""
 
 
-def skim(fh: BinaryIO, size: int) -> bytes:
-    """The serialized model in `fh` (`size` bytes) without the data of its large initializers."""
-    return _message(fh, size, _model)
+def with_weights(light: bytes, weights: dict[str, bytes]) -> list[bytes]:
+    """The serialized model `light` (deterministic, its large initializers without data) with each
+    named initializer's raw data put back where deterministic serialization writes it (fields in
+    number order), as pieces to write one after the other: the same bytes as serializing the whole
+    model, and the weights are never copied (each is one of the pieces)."""
+    import io
+
+    def header(number: int, length: int) -> bytes:
+        return _encode_varint(number << 3 | _LENGTH_DELIMITED) + _encode_varint(length)
+
+    def tensor(fields: bytes) -> list[bytes]:
+        parts: list[tuple[int, bytes]] = []
+        name = None
+        fh = io.BytesIO(fields)
+        while (found := _field(fh, len(fields))) is not None:
+            number, wire, length = found
+            start = fh.tell()
+            raw = _copy(fh, number, wire, length)
+            if number == _NAME and wire == _LENGTH_DELIMITED:
+                fh.seek(start)
+                name = _read(fh, length).decode("utf-8")
+            parts.append((number, raw))
+        data = weights.pop(name, None) if name is not None else None
+        if data is None:
+            return [fields]
+        at = next((i for i, (number, _) in enumerate(parts) if number > _RAW_DATA), len(parts))
+        pieces = [raw for _, raw in parts[:at]]
+        pieces += [header(_RAW_DATA, len(data)), data]
+        return pieces + [raw for _, raw in parts[at:]]
+
+    def fields_of(payload: bytes, number_of_interest: int, inner: Any) -> list[bytes]:
+        pieces: list[bytes] = []
+        fh = io.BytesIO(payload)
+        while (found := _field(fh, len(payload))) is not None:
+            number, wire, length = found
+            if number == number_of_interest and wire == _LENGTH_DELIMITED:
+                sub = inner(_read(fh, length))
+                pieces += [header(number, sum(len(p) for p in sub)), *sub]
+            else:
+                pieces.append(_copy(fh, number, wire, length))
+        return pieces
+
+    out = fields_of(light, _GRAPH, lambda graph: fields_of(graph, _INITIALIZER, tensor))
+    if weights:
+        raise SkimError(f"no initializer named {sorted(weights)[0]!r} to put its data back into")
+    return out
