@@ -53,15 +53,7 @@ def test_a_pr_that_quantizes_shows_each_layers_time_and_precision_base_to_now(di
     markdown = run_npuctl(digits_repo, "plan", "specs/digits.yaml", "--base", "HEAD", "--format", "markdown")
     assert "**Layers** [default] (profile base → now)" in markdown.stdout
     assert "precision fp32 → int8" in markdown.stdout
-
-
-def test_a_base_profile_not_in_this_store_is_reported_missing_not_guessed(digits_repo: Path) -> None:
-    spec = digits_repo / "specs" / "digits.yaml"
-    apply_ok(digits_repo, "specs/digits.yaml")
-    base_lock = json.loads((digits_repo / "specs" / "digits.lock.json").read_text())
-    commit_all(digits_repo, "main")
-    edit(spec, "runs: 5", "runs: 6")
-    apply_ok(digits_repo, "specs/digits.yaml")
+    # a base profile this store does not hold (built elsewhere, not pulled) is reported missing, not guessed
     entry = base_lock["variants"]["default"]["stages"]["evaluate"]["artifacts"]["profile"]
     Store(digits_repo / ".npuctl" / "store").path(entry["digest"]).unlink()
     payload = npuctl_json(digits_repo, "plan", "specs/digits.yaml", "--base", "HEAD", codes=(0,))
