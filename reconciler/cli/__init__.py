@@ -10,6 +10,7 @@ import importlib
 import os
 import sys
 import traceback
+from pathlib import Path
 
 import click
 
@@ -81,10 +82,21 @@ def main() -> None:
         from reconciler.engine import faults
 
         if isinstance(exc, PathRefused) or faults.is_infrastructure(exc):
-            click.echo(f"npuctl: {exc if isinstance(exc, PathRefused) else faults.describe(exc)}", err=True)
+            said = exc if isinstance(exc, PathRefused) else faults.describe(exc, _database())
+            click.echo(f"npuctl: {said}", err=True)
             sys.exit(1)
         click.echo(
             f"npuctl: internal error: {type(exc).__name__}: {exc} (set NPUCTL_DEBUG=1 for details)", err=True
         )
         sys.exit(1)
     sys.exit(rc if isinstance(rc, int) else 0)
+
+
+def _database() -> Path | None:
+    """The state database of the repository here (what an SQLite error, which names no path, is about)."""
+    try:
+        from reconciler.repo import Layout, find_root
+
+        return Layout(find_root(Path.cwd())).database
+    except Exception:
+        return None

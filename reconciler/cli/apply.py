@@ -76,6 +76,8 @@ def command(
                 executor.close()
     finally:
         ws.close()
+    if ws.close_warning:
+        click.echo(f"npuctl: warning: {ws.close_warning}", err=True)
     chosen = _common.chosen_format(fmt, as_json)
     _render.emit(results, chosen, "apply")
     if chosen == "text":

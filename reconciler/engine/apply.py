@@ -9,7 +9,9 @@ cannot run here keeps the committed evidence (reconciler.engine.lockwrite).
 
 from __future__ import annotations
 
+import os
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -440,11 +442,14 @@ def apply_all(
         try:
             results.append(apply_spec(ws, spec, reporter, policy, remeasure))
         except Exception as exc:
+            if os.environ.get("NPUCTL_DEBUG"):
+                traceback.print_exc()
             failed = SpecResult(spec.name, str(spec.path), spec.target, status=health.FAILED)
             if isinstance(exc, locks.LockTimeout):
                 failed.errors.append(f"{spec.path}: {exc}")
             elif faults.is_infrastructure(exc):
-                failed.errors.append(f"{spec.path}: {faults.describe(exc, ws.layout.database)}")
+                near = (ws.layout.tmp, ws.layout.store, ws.layout.state_dir, spec.path)
+                failed.errors.append(f"{spec.path}: {faults.describe(exc, ws.layout.database, near)}")
             else:
                 failed.errors.append(f"{spec.path}: internal error: {type(exc).__name__}: {exc}")
             results.append(failed)

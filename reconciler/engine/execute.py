@@ -190,8 +190,9 @@ def run_with_retries(
             error: BackendError = exc
         except Exception as exc:
             if faults.is_infrastructure(exc):
+                near = (log, ws.layout.tmp, ws.layout.store)
                 raise faults.InfrastructureError(
-                    f"{setup.stage.name}: {faults.describe(exc, ws.layout.database)}"
+                    f"{setup.stage.name}: {faults.describe(exc, ws.layout.database, near)}"
                 ) from exc
             _append(log, traceback.format_exc())
             error = TransientError(f"{setup.stage.name} crashed: {type(exc).__name__}: {exc}")

@@ -41,12 +41,15 @@ def full_disk(path: Path) -> Path | None:
     return path if usage.free < FULL_BELOW_BYTES else None
 
 
-def describe(exc: BaseException, database: Path | None = None) -> str:
-    """`<path>: <cause>` for an OSError or an SQLite error (which names no path: the database's)."""
+def describe(exc: BaseException, database: Path | None = None, near: tuple[Path, ...] = ()) -> str:
+    """`<path>: <cause>` for an OSError or an SQLite error (which names no path: the database's). A
+    write that failed on a full disk after its file was opened names no path either: the first of
+    `near` (the files and folders the failing step writes) whose file system is full is named."""
     if isinstance(exc, sqlite3.Error):
         return f"{database or 'state database'}: {exc}"
     if isinstance(exc, OSError):
-        where = exc.filename if exc.filename is not None else "(no path)"
+        full = next((p for p in near if full_disk(p) is not None), None)
+        where = exc.filename if exc.filename is not None else (str(full) if full else "(no path)")
         cause = exc.strerror or str(exc)
         return f"{where}: {cause}"
     return f"{type(exc).__name__}: {exc}"

@@ -57,8 +57,18 @@ class Workspace:
         return ws
 
     def close(self) -> None:
+        """Saves the file-hash cache (best effort: a full or read-only disk only costs the next run a
+        re-hash, named in `close_warning`), then closes the child, the database and the scratch."""
         try:
-            self.hasher.flush()
+            try:
+                self.hasher.flush()
+            except Exception as exc:
+                from reconciler.engine import faults
+
+                if not faults.is_infrastructure(exc):
+                    raise
+                cause = faults.describe(exc, self.layout.database)
+                self.close_warning = f"{cause} (the file-hash cache was not saved: the next run hashes again)"
             self.child.close()
             self.db.close()
         finally:
@@ -86,6 +96,8 @@ class Workspace:
             self._committed[path] = known
         return known[1], known[2]
 
+    close_warning: str | None = None
+    """Set by close() when the file-hash cache could not be saved (the run's results stand)."""
     quarantined: list[str] = field(default_factory=list)
     """Digests found corrupt (and moved aside) during this run."""
     _undo_tmp: Callable[[], None] = field(default=lambda: None, repr=False)

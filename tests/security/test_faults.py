@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
+import sqlite3
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from reconciler.engine.workspace import Workspace
 from tests.conftest import DIGITS_SPEC, copy_digits, git, run_npuctl
 
 
@@ -162,3 +166,54 @@ def test_lost_state_db_is_reseeded_from_lock_files_and_store(repo: Path) -> None
     assert actions["evaluate"] == "built"
     assert [n for n, a in actions.items() if a == "built"] == ["evaluate"]  # nothing else rebuilt
     assert all(s["action"] == "cached" for s in _results(done)["b"]["stages"])
+
+
+def test_database_filling_mid_run(repo: Path) -> None:
+    """The disk under .npuctl (store and state.db) fills while an apply runs: right after its first
+    stage finished, a filler takes every free byte. The run ends with one line per failure naming the
+    path, no internal error; the database and the store stay sound and the committed lock files keep
+    their evidence; the next run on a healthy disk builds what was left."""
+    state = repo / ".npuctl"
+    for name in ("a", "b"):
+        spec = repo / "specs" / f"{name}.yaml"
+        spec.write_text(spec.read_text().replace("runs: 5", "runs: 7").replace("runs: 4", "runs: 8"))
+    _change_a(repo)
+    with tmpfs(state, extra_kib=1024):
+        env = {**os.environ, "CI": "1", "NPUCTL_RETRY_BASE_S": "0.05"}
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-m", "reconciler", "apply", "--json"],
+            cwd=repo,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stderr is not None
+        first = proc.stderr.readline()  # the first stage that did work
+        assert first.startswith("npuctl: "), first
+        fill = state / "filler"
+        with contextlib.suppress(OSError), fill.open("wb") as fh:
+            while True:
+                fh.write(bytes(1 << 16))
+                fh.flush()
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 1, (out[-2000:], err[-2000:])
+        text = out + err
+        assert "internal error" not in text and "Traceback" not in text, text[-3000:]
+        results = _results(subprocess.CompletedProcess([], 1, out, err))  # every spec is reported
+        lines = [f for name in ("a", "b") for f in _failure_lines(results[name])]
+        assert lines, results
+        _one_line_naming(lines, state)
+        assert "(no path)" not in json.dumps(lines), lines
+        integrity = sqlite3.connect(state / "state.db").execute("PRAGMA integrity_check").fetchone()
+        assert integrity == ("ok",)
+        _committed_evidence_kept(repo)
+        fill.unlink()
+    ws = Workspace.open(repo)
+    try:
+        assert ws.store.verify() == []
+    finally:
+        ws.close()
+    again = run_npuctl(repo, "apply", "--json")
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert {s["name"]: s["action"] for s in _results(again)["a"]["stages"]}["evaluate"] == "built"
