@@ -433,8 +433,8 @@ def apply_all(
 ) -> list[SpecResult]:
     """Every spec; an internal error in one is that spec's error and writes nothing to its lock.
     With an executor, the specs run there (reconciler.engine.executors), else one after another here."""
-    if executor is not None and specs:
-        return _through(ws, specs, reporter, remeasure, executor)
+    if executor is not None and specs and (executor.name != "local" or len(specs) > 1):
+        return _through(ws, specs, reporter, remeasure, executor)  # one spec gains nothing from a pool
     policy = policy or RetryPolicy.from_env()
     index_locks(ws, specs)
     results = []
