@@ -112,7 +112,11 @@ def test_numpy_resize_matches_onnx_resize() -> None:
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
         x = photo("camera")[:17, :23, 0].astype(np.float32)[None, None]
         (y,) = run_model(model, {"x": x})
-        ref = PPlan.resize_matrix(17, 8, mode) @ x[0, 0].astype(np.float64) @ PPlan.resize_matrix(23, 40, mode).T
+        ref = (
+            PPlan.resize_matrix(17, 8, mode)
+            @ x[0, 0].astype(np.float64)
+            @ PPlan.resize_matrix(23, 40, mode).T
+        )
         assert np.max(np.abs(y[0, 0] - ref)) < 1e-3, mode
 
 
