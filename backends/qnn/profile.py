@@ -64,6 +64,35 @@ def read_profile(path: Path) -> dict[str, Any]:
     return {"total": total, "last_total": last, "per_op": per_op}
 
 
+PRECISION_EVIDENCE = (
+    "inferred from the deployed graph the HTP compiled: QNN runs a Q/DQ node unit in the quantized type "
+    "of its DequantizeLinear activation input, any other op in fp16 (the worker sets "
+    "enable_htp_fp16_precision)"
+)
+
+
+def precisions(model: Any) -> dict[str, str]:
+    """Node name -> the precision the HTP runs it in, read off the QDQ graph (PRECISION_EVIDENCE): the
+    quantized type of its first (activation) input, else of any input, else fp16."""
+    from onnx import helper
+
+    init = {t.name: t.data_type for t in model.graph.initializer}
+    quantized: dict[str, str] = {}  # a DequantizeLinear's output -> its quantized input's type
+    for node in model.graph.node:
+        if node.op_type == "DequantizeLinear":
+            source = node.input[2] if len(node.input) > 2 and node.input[2] else node.input[0]
+            code = init.get(source)
+            quantized[node.output[0]] = helper.tensor_dtype_to_np_dtype(code).name if code else "uint8"
+    out = {}
+    for node in model.graph.node:
+        if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+            continue
+        activation = next((quantized[t] for t in node.input[:1] if t in quantized), None)
+        kinds = sorted({quantized[t] for t in node.input if t in quantized})
+        out[node.name] = activation or (kinds[0] if kinds else "fp16")
+    return out
+
+
 def cycle_rows(per_op: Mapping[str, int], model: Any) -> list[dict[str, Any]]:
     """QNN's ops as backends.profiles.cycles rows, named after the ONNX node (or tensor) they came from."""
     names = {n.name: n.op_type for n in model.graph.node}
@@ -103,10 +132,12 @@ def qnn_profile(cycles: Mapping[str, Any], request: StageRequest, simulator: str
     rows = cycle_rows(per_op, model)
     clock_hz, clock = _clock(request.target)
     layers = layers_from_cycles(rows, clock_hz, model)
+    ran_in = precisions(model)
     for layer, row in zip(layers, rows, strict=True):
         layer.update(
             cycles=row["cycles"], inserted=row["inserted"], executed_by=f"{simulator}: {row['qnn_op']}"
         )
+        layer["precision"] = next((ran_in[n] for n in layer["onnx_nodes"] if n in ran_in), None)
     placement_path = request.inputs.get("placement")
     placement = json.loads(Path(placement_path).read_text()) if placement_path is not None else {}
     profiles.with_costs(layers, model, placement)
@@ -127,6 +158,7 @@ def qnn_profile(cycles: Mapping[str, Any], request: StageRequest, simulator: str
     )
     profile["htp_clock_hz"] = clock_hz
     profile["evidence_of"]["cycles"] = EVIDENCE
+    profile["evidence_of"]["precision"] = PRECISION_EVIDENCE
     profile["total_cycles"] = cycles.get("last_total")
     profile["suggestions"] = suggest(profile, request.target, model=model)
     return profile

@@ -146,6 +146,8 @@ def test_apply_builds_an_epcontext_binary_and_measures_it_on_the_htp_simulator(b
     assert profile["evidence"] == "estimated: QNN HTP simulator cycles"
     assert sum(layer["cycles"] for layer in profile["layers"]) == profile["total_cycles"] <= cycles["value"]
     assert "/conv1/Conv" in {name for layer in profile["layers"] for name in layer["onnx_nodes"]}
+    conv = next(layer for layer in profile["layers"] if "/conv1/Conv" in layer["onnx_nodes"])
+    assert conv["precision"] == "uint8", "the QDQ quantizer's default activation type on the HTP"
     # the artifact is what ONNX Runtime's QNN EP loads: an EPContext node naming the binary beside it
     store = Store(digits_repo / ".npuctl" / "store")
     ctx = store.path(artifacts["context_model"]["digest"])

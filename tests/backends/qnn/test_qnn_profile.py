@@ -106,3 +106,6 @@ def test_each_op_named_after_a_node_maps_onto_it_and_qnns_own_ops_are_inserted(s
     conv = next(layer for layer in profile["layers"] if layer["onnx_nodes"] == ["/conv2/Conv"])
     assert conv["macs"] > 0 and conv["device"] == "NPU" and conv["placement"] == "NPU"
     assert profile["attribution"]["shares"]["cpu_fallback"] == 0.0
+    # a float model: the worker runs it in fp16 on the HTP (no Q/DQ node anywhere)
+    assert {layer["precision"] for layer in profile["layers"] if layer["onnx_nodes"]} == {"fp16"}
+    assert profile["evidence_of"]["precision"].startswith("inferred")
