@@ -217,3 +217,37 @@ def test_database_filling_mid_run(repo: Path) -> None:
     again = run_npuctl(repo, "apply", "--json")
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     assert {s["name"]: s["action"] for s in _results(again)["a"]["stages"]}["evaluate"] == "built"
+
+
+NO_DAC = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner"]
+"""Root without the capabilities that let it ignore permission bits: the tests run as root, and the
+Python here lives under /root (0700), so an unprivileged user could not even start npuctl."""
+
+
+@pytest.mark.parametrize("where", ["store", "specs"])
+def test_permission_denied_is_one_line_naming_the_path(repo: Path, where: str) -> None:
+    """The store's folders (or the spec folder, where lock files are written) are made 0555 and npuctl
+    runs without CAP_DAC_OVERRIDE: a real EACCES. The spec that must write fails in one line naming
+    the path, the other carries on, the committed evidence stays, and the next run builds."""
+    target = repo / ".npuctl" / "store" if where == "store" else repo / "specs"
+    folders = [target, *(p for p in target.rglob("*") if p.is_dir())]
+    _change_a(repo)
+    modes = {p: p.stat().st_mode for p in folders}
+    for p in folders:
+        p.chmod(0o555)
+    try:
+        env = {**os.environ, "CI": "1", "NPUCTL_RETRY_BASE_S": "0.05"}
+        argv = [*NO_DAC, sys.executable, "-I", "-m", "reconciler", "apply", "--json"]
+        done = subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+    finally:
+        for p, mode in modes.items():
+            p.chmod(mode)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    results = _results(done)
+    lines = _failure_lines(results["a"])
+    _one_line_naming(lines, target)
+    assert "Permission denied" in json.dumps(lines), lines
+    assert results["b"]["health"] == "Healthy"
+    _committed_evidence_kept(repo)
+    again = run_npuctl(repo, "apply", "--json")
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
