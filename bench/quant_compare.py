@@ -215,8 +215,8 @@ def compare(runs: int, threads: int) -> None:
         ocr = _fixed_input(_ddddocr("common.onnx"), work / "ocr.onnx", {3: OCR_W})
         ocr_calib, ocr_eval = _lines(work / "ocr_calib", CALIB, 1), _lines(work / "ocr_eval", EVAL, 2)
         cases = [
-            ("ddddocr YOLOX 320x320", yolox, det_calib, det_eval, {"type": "detection"}, "box F1"),
             ("YOLOv8-style head 320x320", v8, det_calib, det_eval, {"type": "detection"}, "box F1"),
+            ("ddddocr YOLOX 320x320", yolox, det_calib, det_eval, {"type": "detection"}, "box F1"),
             (f"ddddocr OCR (LSTM) 64x{OCR_W}", ocr, ocr_calib, ocr_eval, {"type": "ctc"}, "strings"),
         ]
         print(f"\n4. issue 12: {CALIB} calibration / {EVAL} evaluation samples, ORT CPU, {threads} thread(s)")

@@ -14,7 +14,7 @@ its score slice's is ~0 dB). It only orders candidates: the task metric confirms
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,11 @@ if TYPE_CHECKING:
     from backends.onnx.data import Sample
 
 ACTIVATION, WEIGHT = "activation", "weight"
+
+SIGNAL_SAMPLES = 8
+"""Samples the cheap signal is measured on (it only orders candidates; the task metric confirms)."""
+SIGNAL_ELEMENTS = 1 << 16
+"""Elements per tensor slice and sample the rounding SQNR is computed on (evenly strided)."""
 
 
 @dataclass(frozen=True)
@@ -139,30 +144,46 @@ def signals(
         inputs = [t for t in concats[name].input if t]
         if all(t not in constants for t in inputs):
             parts[name] = inputs
-    values = _run_float(prepared, sorted(wanted | {t for ts in parts.values() for t in ts}), samples)
+    needed = sorted(wanted | {t for ts in parts.values() for t in ts})
+    acts = [p for p in found if p.kind == ACTIVATION]
+    quant = {p.name: _scale_zp(qdq, nodes[p.quantize_node]) for p in acts}
+    powers: dict[str, list[float]] = {}
+    noises: dict[str, list[float]] = {}
+    ranges: dict[str, list[float]] = {}
+    for values in _iter_float(prepared, needed, samples[:SIGNAL_SAMPLES]):
+        for point in acts:
+            name = names.get(point.name, point.name)
+            x = values.get(name)
+            if x is None:
+                continue
+            pieces = parts.get(name)
+            sig, loss = _slice_powers(x, pieces, values, concats.get(name), *quant[point.name])
+            for acc, got in ((powers, sig), (noises, loss)):
+                have = acc.setdefault(point.name, [0.0] * len(got))
+                acc[point.name] = [a + b for a, b in zip(have, got, strict=True)]
+        for tensor in {t for ts in parts.values() for t in ts}:
+            if tensor in values:
+                lo, hi = float(np.min(values[tensor])), float(np.max(values[tensor]))
+                seen = ranges.setdefault(tensor, [lo, hi])
+                ranges[tensor] = [min(seen[0], lo), max(seen[1], hi)]
     out: list[Signal] = []
     for point in found:
-        node = nodes[point.quantize_node]
-        scale, zp, lo, hi, axis = _scale_zp(qdq, node)
         if point.kind == WEIGHT:
             weight = float_weights.get(point.name)
             if weight is None:
                 continue
+            scale, zp, lo_q, hi_q, axis = _scale_zp(qdq, nodes[point.quantize_node])
             w = numpy_helper.to_array(weight).astype(np.float64)
-            err = float(np.sum((w - _fake_quant(w, scale, zp, lo, hi, axis)) ** 2))
-            out.append(Signal(point, _sqnr(float(np.sum(w**2)), err), 1.0))
+            rounding = float(np.sum((w - _fake_quant(w, scale, zp, lo_q, hi_q, axis)) ** 2))
+            out.append(Signal(point, _sqnr(float(np.sum(w**2)), rounding), 1.0))
             continue
-        name = names.get(point.name, point.name)
-        per_sample = values.get(name, [])
-        if not per_sample:
+        if point.name not in powers:
             continue
-        pieces = parts.get(name)
-        powers, noises = _slice_powers(per_sample, pieces, values, concats.get(name), scale, zp, lo, hi, axis)
-        db = min(_sqnr(s, n) for s, n in zip(powers, noises, strict=True))
+        db = min(_sqnr(a, b) for a, b in zip(powers[point.name], noises[point.name], strict=True))
         ratio = 1.0
-        if pieces:
-            widths = [float(np.ptp(np.concatenate([v.ravel() for v in values[t]]))) for t in pieces]
-            live = [w for w in widths if w > 0]
+        pieces = parts.get(names.get(point.name, point.name))
+        if pieces and all(t in ranges for t in pieces):
+            live = [ranges[t][1] - ranges[t][0] for t in pieces if ranges[t][1] > ranges[t][0]]
             ratio = max(live) / min(live) if len(live) > 1 else 1.0
         out.append(Signal(point, db, ratio))
     return out
@@ -184,9 +205,9 @@ def _float_names(qdq: onnx.ModelProto, prepared: onnx.ModelProto) -> dict[str, s
 
 
 def _slice_powers(
-    per_sample: Sequence[np.ndarray],
+    x: np.ndarray,
     pieces: Sequence[str] | None,
-    values: Mapping[str, Sequence[np.ndarray]],
+    values: Mapping[str, np.ndarray],
     concat: Any,
     scale: np.ndarray,
     zp: np.ndarray,
@@ -194,32 +215,38 @@ def _slice_powers(
     hi: int,
     axis: int,
 ) -> tuple[list[float], list[float]]:
-    """Signal and noise power of the rounding, per concatenated input's slice (one slice otherwise)."""
+    """Signal and noise power of the rounding of one sample's tensor, per concatenated input's slice
+    (one slice otherwise), on at most SIGNAL_ELEMENTS evenly strided elements of each slice."""
     import numpy as np
 
-    cat_axis = next((a.i for a in concat.attribute if a.name == "axis"), 0) if concat is not None else 0
-    count = len(pieces) if pieces else 1
-    sig, noise = [0.0] * count, [0.0] * count
-    for i, x in enumerate(per_sample):
-        err = (x.astype(np.float64) - _fake_quant(x, scale, zp, lo, hi, axis)) ** 2
-        if not pieces:
-            sig[0] += float(np.sum(x.astype(np.float64) ** 2))
-            noise[0] += float(np.sum(err))
-            continue
-        sizes = [values[t][i].shape[cat_axis % x.ndim] for t in pieces]
-        bounds = np.cumsum([0, *sizes])
-        for k in range(count):
+    slices = [x]
+    if pieces:
+        cat_axis = next((a.i for a in concat.attribute if a.name == "axis"), 0) % x.ndim
+        bounds = np.cumsum([0, *(values[t].shape[cat_axis] for t in pieces)])
+        slices = []
+        for k in range(len(pieces)):
             index = [slice(None)] * x.ndim
-            index[cat_axis % x.ndim] = slice(int(bounds[k]), int(bounds[k + 1]))
-            sig[k] += float(np.sum(x[tuple(index)].astype(np.float64) ** 2))
-            noise[k] += float(np.sum(err[tuple(index)]))
+            index[cat_axis] = slice(int(bounds[k]), int(bounds[k + 1]))
+            slices.append(x[tuple(index)])
+    sig, noise = [], []
+    for part in slices:
+        flat = part.ravel() if np.ndim(scale) == 0 or np.size(scale) == 1 else None
+        if flat is None:  # a per-axis activation scale: the whole slice, in its shape
+            v, q = part.astype(np.float64), _fake_quant(part, scale, zp, lo, hi, axis)
+        else:
+            if flat.size > SIGNAL_ELEMENTS:
+                flat = flat[:: flat.size // SIGNAL_ELEMENTS]
+            v = flat.astype(np.float64)
+            q = _fake_quant(v, np.reshape(scale, ()), np.reshape(zp, ()), lo, hi, 0)
+        sig.append(float(np.sum(v**2)))
+        noise.append(float(np.sum((v - q) ** 2)))
     return sig, noise
 
 
-def _run_float(
+def _iter_float(
     prepared: onnx.ModelProto, names: Sequence[str], samples: Sequence[Sample]
-) -> dict[str, list[np.ndarray]]:
-    """`names` (intermediate tensors) of the float model on each sample."""
+) -> Iterator[dict[str, np.ndarray]]:
+    """`names` (intermediate tensors) of the float model, one sample at a time (bounded memory)."""
     import onnx
     import onnxruntime as ort
 
@@ -237,12 +264,9 @@ def _run_float(
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     outputs = [o.name for o in session.get_outputs()]
     keep = set(names)
-    found: dict[str, list[np.ndarray]] = {}
     for sample in samples:
-        for name, value in zip(outputs, session.run(outputs, sample.feed), strict=True):
-            if name in keep:
-                found.setdefault(name, []).append(value)
-    return found
+        got = session.run(outputs, sample.feed)
+        yield {name: value for name, value in zip(outputs, got, strict=True) if name in keep}
 
 
 def kept_float(
