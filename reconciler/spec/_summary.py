@@ -1,5 +1,5 @@
 """A small JSON summary of an ONNX model (inputs, nodes), cached so validation stays fast; read
-without the initializer bytes (reconciler.spec._skim), so a 1 GB model costs a few kilobytes of reads.
+without the initializer bytes (backends.onnx.skim), so a 1 GB model costs a few kilobytes of reads.
 
 Importing onnx alone takes about 0.4 s, so the summary is computed once per model file version and
 kept under `<root>/.npuctl/cache/onnx-summary/`, keyed by (absolute path, size, mtime_ns, inode).
