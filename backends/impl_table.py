@@ -7,7 +7,7 @@ a no-op's start-up (onnx, numpy, the runners). This table says the same from dat
 a module and not here fails the suite instead of going stale. An entry whose fingerprint has no
 recipe here (managed environments, SDK probes) is read from its module, as is every plug-in. The
 version is not copied here (it changes with every fix): it is read from the class body in the
-module's source with `ast`, never imported; a version that is not a string literal there makes the
+module's source by a line pattern, never imported; a version that is not a string literal there makes the
 caller import the module.
 
 A fingerprint recipe is a tuple of parts merged in order: ("dist", name) is {name: the installed
@@ -17,9 +17,9 @@ prefixed.
 
 from __future__ import annotations
 
-import ast
 import importlib
 import importlib.util
+import re
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -114,8 +114,9 @@ def entry(backend: str, stage: str) -> tuple[Entry, bool] | None:
 
 @cache
 def literal_version(qualified: str) -> str | None:
-    """The class's `version = "..."`, read from its module's source without importing it; None when
-    it is not a plain string literal there (then the caller imports the module)."""
+    """The class's `version = "..."`, read from its module's source without importing it (a line
+    pattern, not a parse: cheap at start-up); None when it is not a plain string literal directly in
+    the class body (then the caller imports the module)."""
     module, _, name = qualified.rpartition(".")
     try:
         found = importlib.util.find_spec(module)
@@ -125,20 +126,16 @@ def literal_version(qualified: str) -> str | None:
         return None
     try:
         with open(found.origin, encoding="utf-8") as fh:
-            tree = ast.parse(fh.read())
-    except (OSError, SyntaxError, ValueError):
+            source = fh.read()
+    except (OSError, ValueError):
         return None
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == name:
-            for item in node.body:
-                target = item.targets[0] if isinstance(item, ast.Assign) and len(item.targets) == 1 else None
-                if isinstance(item, ast.AnnAssign):
-                    target = item.target
-                value = getattr(item, "value", None)
-                if isinstance(target, ast.Name) and target.id == "version":
-                    if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                        return value.value
-                    return None
+    body = re.search(rf"^class {re.escape(name)}\b[^\n]*:\n((?:(?:[ \t]+[^\n]*)?\n)*)", source, re.M)
+    if body is None:
+        return None
+    for line in body[1].splitlines():
+        if re.match(r"^ {4}version\b", line):
+            literal = re.match(r'^ {4}version(?:\s*:\s*str)?\s*=\s*"([^"\\]*)"\s*(?:#.*)?$', line)
+            return literal[1] if literal else None
     return None
 
 
