@@ -251,3 +251,40 @@ def test_permission_denied_is_one_line_naming_the_path(repo: Path, where: str) -
     _committed_evidence_kept(repo)
     again = run_npuctl(repo, "apply", "--json")
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_openvino_on_a_full_disk_says_so_in_one_line(git_repo: Path, tmp_path: Path) -> None:
+    """OpenVINO writing its IR to a full disk says `basic_ios::clear: iostream error`; the compile
+    stage's failure names the full folder and the cause in one line, and the next run builds."""
+    pytest.importorskip("openvino")
+    if not _mount_works(tmp_path):
+        pytest.fail("mount -t tmpfs is refused here: the fault tests need root and mount")
+    copy_digits(git_repo, eval_samples=2, calib_samples=0)
+    spec = git_repo / "specs" / "ov.yaml"
+    spec.write_text(DIGITS_SPEC.format(name="ov").replace("target: cpu", "target: intel-npu"))
+    first = run_npuctl(git_repo, "apply")
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    spec.write_text(spec.read_text().replace("  slo:", "  compile: {optimization_level: 1}\n  slo:"))
+    scratch = git_repo / ".npuctl" / "tmp"
+    with tmpfs(scratch, extra_kib=512):
+        fill = scratch / "filler"
+        with contextlib.suppress(OSError), fill.open("wb") as fh:
+            while True:
+                fh.write(bytes(4096))
+                fh.flush()
+        # room for the stage's input model (copied in first), not for the IR OpenVINO writes
+        room = (git_repo / "models" / "digits.onnx").stat().st_size + (16 << 10)
+        os.truncate(fill, fill.stat().st_size - room)
+        done = run_npuctl(git_repo, "apply", "--json")
+        fill.unlink()
+    assert done.returncode == 1, done.stderr[-2000:]
+    [compile_] = [s for s in _results(done)["ov"]["stages"] if s["name"] == "compile"]
+    assert compile_["action"] == "failed", compile_
+    reason = compile_["reason"]
+    assert "\n" not in reason and str(scratch) in reason and "no space left on device" in reason.lower(), (
+        reason
+    )
+    print(reason)
+    again = run_npuctl(git_repo, "apply", "--json")
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
