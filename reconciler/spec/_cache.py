@@ -101,7 +101,9 @@ class SpecCache:
             self.changed = True
 
     def save(self) -> None:
-        if not self.changed or self.file is None:
+        """Written only into an existing `.npuctl`: a read command in a fresh checkout leaves no trace
+        (a CI cache restored into `.npuctl` afterwards must find no folder there)."""
+        if not self.changed or self.file is None or not self.file.parent.parent.is_dir():
             return
         text = json.dumps({"code": code_key(), "entries": self.entries}, separators=(",", ":"))
         try:
