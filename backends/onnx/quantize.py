@@ -248,6 +248,9 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
     report["qdq_nodes"] = _qdq_counts(out)
     if notes:
         report["notes"] = notes
+    from backends.onnx import quantize_check  # the artifact against its float source, before it is recorded
+
+    report["check"] = quantize_check.check(request, report, out, reference, files)
     return report
 
 
