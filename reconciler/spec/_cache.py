@@ -31,7 +31,7 @@ Stat = list[int]
 def stat_of(path: Path | str) -> Stat | None:
     try:
         st = os.stat(path)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL byte in a path a spec wrote
         return None
     return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
