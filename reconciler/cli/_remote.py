@@ -47,3 +47,40 @@ def open_for(root: Path, url: str | None, required: bool = False) -> Remote | No
 def attach(ws: Workspace, url: str | None, fetch: bool = True) -> None:
     ws.remote = open_for(ws.layout.root, url)
     ws.remote_fetch = fetch
+
+
+def sync_command(verb: str, paths: tuple[Path, ...], remote_url: str | None, as_json: bool) -> int:
+    """push and pull: move every stage the lock files record; exit 1 when there is no remote or it
+    failed. `verb` is "push" or "pull" (reconciler.remote.sync's function of that name)."""
+    import json
+
+    from reconciler.cli import _common
+    from reconciler.engine.workspace import Workspace
+    from reconciler.remote import sync
+
+    loaded = _common.load(paths)
+    remote = open_for(loaded.root, remote_url, required=True)
+    if remote is None:
+        click.echo(f"npuctl {verb}: no remote configured (.npuctl.yaml, NPUCTL_REMOTE or --remote)", err=True)
+        return 1
+    ws = Workspace.open(loaded.root)
+    try:
+        ws.remote = remote
+        result = (sync.push if verb == "push" else sync.pull)(ws, loaded.specs)
+    finally:
+        ws.close()
+    if as_json:
+        data = {
+            "format_version": 1,
+            "remote": remote.url,
+            **result.to_json(),
+            "stats": remote.stats.to_json(),
+        }
+        click.echo(json.dumps(data, indent=2, sort_keys=True))
+    else:
+        absent = "not built here" if verb == "push" else "not on the remote"
+        click.echo(
+            f"{verb} {remote.url}: {len(result.done)} {verb}ed, "
+            f"{len(result.present)} already there, {len(result.absent)} {absent}"
+        )
+    return 1 if remote.down is not None else 0
