@@ -1,15 +1,26 @@
 """`--executor ray`: each spec's chain as a Ray task, on a private local cluster or an existing one.
 
 npuctl sets Ray's settings, never the user's global configuration: usage statistics off, a private
-cluster for `address="local"` on node address 127.0.0.1 with no dashboard and its temp folder in the
+cluster for `address="local"` listening on loopback only, with no dashboard and its temp folder in the
 run's `.npuctl/ray` (reached through a short symlink in /tmp when that path is too long for Ray's unix
-sockets), and `num_cpus` from `-j`. Actors each keep one isolated spec worker interpreter
-(`worker_process`) on their node and are given one spec at a time, at most `-j` at once (the cluster's
-CPUs for an existing cluster), in `schedule.dispatch`'s order. Their code is shipped by value, so no
-Ray worker imports anything from a module path for it. A spec whose backend's toolchain is installed
-on some nodes only goes where the cluster declares `npuctl-backend-<name>`. The repository must be at
-the same path on every node that runs tasks (a private cluster, or a shared checkout); artifacts move
-through the remote cache.
+sockets), and `num_cpus` from `-j`.
+
+Loopback only: Ray's gcs_server binds 127.0.0.1 exactly when its node address is "127.0.0.1"
+(`listen_to_localhost_only = node_ip_address == "127.0.0.1"`, gcs_server.cc), and so do the raylet
+and the core workers (measured); any other address binds gRPC's wildcard, `::`. But
+`ray.init(_node_ip_address="127.0.0.1")` goes through `services.resolve_ip_for_localhost`, which
+swaps a loopback address for the machine's routable one unless `ray_constants.ENABLE_RAY_CLUSTER` is
+false, a constant read once, when Ray is imported, from `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`. So for a
+private cluster npuctl sets that variable to 0 before importing Ray (the processes Ray starts inherit
+it) and checks afterwards that every node's address is loopback; if Ray was imported earlier with
+the variable unset, the run warns instead of claiming loopback.
+
+Actors each keep one isolated spec worker interpreter (`worker_process`) on their node and are
+given one spec at a time, at most `-j` at once (the cluster's CPUs for an existing cluster), in
+`schedule.dispatch`'s order. Their code is shipped by value, so no Ray worker imports anything from
+a module path for it. A spec whose backend's toolchain is installed on some nodes only goes where the
+cluster declares `npuctl-backend-<name>`. The repository must be at the same path on every node that
+runs tasks (a private cluster, or a shared checkout); artifacts move through the remote cache.
 """
 
 from __future__ import annotations
@@ -29,6 +40,9 @@ from reconciler.engine.spec_worker import Job, Outcome
 RESOURCE_PREFIX = "npuctl-backend-"
 SOCKET_PATH_ROOM = 107 - len("/session_2026-12-02_01-45-33_123456_123456/sockets/plasma_store")
 """Ray's unix sockets live under its temp dir, and AF_UNIX paths are limited to 107 bytes."""
+LOOPBACK = "127.0.0.1"
+LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+"""0 keeps Ray from replacing a loopback node address with a routable one (see the module docstring)."""
 
 
 class _Worker:
@@ -53,6 +67,8 @@ class RayExecutor:
         self, address: str, jobs: int, state_dir: Path, warn: Callable[[str], None] | None = None
     ) -> None:
         os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+        if address == "local":
+            os.environ[LOOPBACK_ENV] = "0"  # read when Ray is imported, and by every process it starts
         import ray
 
         from backends.child import NEUTRAL_CWD, python_argv
@@ -73,8 +89,13 @@ class RayExecutor:
                 self._alias = Path(tempfile.mkdtemp(prefix="npuctl-ray-", dir="/tmp"))
                 (self._alias / "r").symlink_to(temp, target_is_directory=True)
                 temp = self._alias / "r"
-            options.update(num_cpus=jobs, _temp_dir=str(temp), _node_ip_address="127.0.0.1")
+            options.update(num_cpus=jobs, _temp_dir=str(temp), _node_ip_address=LOOPBACK)
         ray.init(address=address, **options)
+        if address == "local" and not self._loopback_only(ray) and warn is not None:
+            warn(
+                f"the private Ray cluster listens beyond loopback: Ray was imported before npuctl "
+                f"set {LOOPBACK_ENV}=0"
+            )
         for module in (sys.modules[__name__], worker_process):
             ray.cloudpickle.register_pickle_by_value(module)
         self._actor: Any = ray.remote(num_cpus=0, max_restarts=0)(_Worker)
@@ -84,6 +105,10 @@ class RayExecutor:
         self._declared = {k for k in resources if k.startswith(RESOURCE_PREFIX)}
         self._free: dict[str | None, list[Any]] = {}
         self._actors: list[Any] = []
+
+    @staticmethod
+    def _loopback_only(ray: Any) -> bool:
+        return all(node["NodeManagerAddress"] == LOOPBACK for node in ray.nodes())
 
     def resource_for(self, place: Placement) -> str | None:
         """The custom resource a spec needs: `npuctl-backend-<name>` when the cluster declares it for
