@@ -11,13 +11,28 @@ an `extends` base still point at the base file).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from backends import pathpolicy
 from reconciler.spec._errors import SpecError, SpecErrors
+from reconciler.spec._tree import Flat, Loc, Map, Mark, Node, Scalar, Seq, children, describe, dotted, flatten
+
+__all__ = [
+    "Flat",
+    "Loc",
+    "Map",
+    "Mark",
+    "Node",
+    "Scalar",
+    "Seq",
+    "describe",
+    "dotted",
+    "flatten",
+    "parse",
+    "read",
+]
 
 MAX_BYTES = 1 << 20
 """Largest spec file accepted (1 MiB): real specs are a few kB."""
@@ -31,44 +46,6 @@ _SCALAR_TAGS = {_CORE + t for t in ("null", "bool", "int", "float", "str")}
 _MERGE = _CORE + "merge"
 _STR = _CORE + "str"
 _TIMESTAMP = _CORE + "timestamp"
-
-Loc = tuple[str | int, ...]
-
-
-@dataclass(frozen=True)
-class Mark:
-    """A 1-based position in a file."""
-
-    file: Path
-    line: int
-    column: int
-
-
-@dataclass(eq=False)
-class Node:
-    mark: Mark
-    loc: Loc = field(default=(), kw_only=True)
-    """Where the node is written in its own file (aliases keep their anchor's path)."""
-
-
-@dataclass(eq=False)
-class Scalar(Node):
-    value: Any
-    text: str
-    """The scalar as written, for messages such as "quote it"."""
-    plain: bool
-    """Written without quotes, so that YAML typed it (yes -> true, 1.10 -> 1.1)."""
-
-
-@dataclass(eq=False)
-class Seq(Node):
-    items: list[Node] = field(default_factory=list)
-
-
-@dataclass(eq=False)
-class Map(Node):
-    entries: dict[str, tuple[Mark, Node]] = field(default_factory=dict)
-    """key -> (position of the key, value)"""
 
 
 def read(path: Path) -> Node:
@@ -96,9 +73,9 @@ def read(path: Path) -> Node:
 
 
 def parse(text: str, file: Path) -> Node:
+    """Parse one YAML document; raises SpecErrors with every problem found."""
     import yaml  # here: a spec read from the validated-spec cache needs no YAML parser
 
-    """Parse one YAML document; raises SpecErrors with every problem found."""
     builder = _Builder(file)
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
@@ -121,11 +98,6 @@ def parse(text: str, file: Path) -> Node:
         raise _fail(file, 0, 0, "empty document: expected a mapping with apiVersion, kind, metadata, spec")
     _measure(builder.root, file)
     return builder.root
-
-
-def dotted(loc: Loc) -> str:
-    """('spec', 'inputs', 'x', 0) -> 'spec.inputs.x.0'"""
-    return ".".join(str(part) for part in loc)
 
 
 def _fail(file: Path, line: int, column: int, message: str, loc: Loc = ()) -> SpecErrors:
@@ -344,26 +316,6 @@ def _kind(node: Node) -> str:
     return describe(node.value)
 
 
-def describe(value: Any) -> str:
-    """How a YAML value reads in a message: 'the string "abc"', 'the boolean true', 'a list', ..."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"the boolean {str(value).lower()}"
-    if isinstance(value, int):
-        return f"the integer {value}"
-    if isinstance(value, float):
-        return f"the number {value}"
-    if isinstance(value, str):
-        shown = value if len(value) <= 40 else value[:37] + "..."
-        return f"the string {shown!r}"
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    return type(value).__name__
-
-
 def _measure(root: Node, file: Path) -> None:
     """Refuse documents whose alias expansion is too large or too deep, without expanding them.
 
@@ -378,7 +330,7 @@ def _measure(root: Node, file: Path) -> None:
             if depth > MAX_DEPTH:
                 raise _too_deep(root, file)
             size, height = 1, 0
-            for child in _children(node):
+            for child in children(node):
                 child_size, child_height = visit(child, depth + 1)
                 size, height = size + child_size, max(height, child_height + 1)
             known = sizes[id(node)] = (size, height)
@@ -391,7 +343,7 @@ def _measure(root: Node, file: Path) -> None:
         return
     node = root
     while True:
-        bigger = next((c for c in _children(node) if sizes[id(c)][0] > MAX_NODES), None)
+        bigger = next((c for c in children(node) if sizes[id(c)][0] > MAX_NODES), None)
         if bigger is None:
             break
         node = bigger
@@ -404,62 +356,3 @@ def _measure(root: Node, file: Path) -> None:
 def _too_deep(root: Node, file: Path) -> SpecErrors:
     message = f"nesting deeper than {MAX_DEPTH} levels after alias expansion"
     return _fail(file, root.mark.line, root.mark.column, message)
-
-
-def _children(node: Node) -> Iterator[Node]:
-    if isinstance(node, Map):
-        for _, value in node.entries.values():
-            yield value
-    elif isinstance(node, Seq):
-        yield from node.items
-
-
-@dataclass
-class Flat:
-    """A document as plain data, with the position of every value and every mapping key by path."""
-
-    data: Any
-    nodes: dict[Loc, Node]
-    keys: dict[Loc, Mark]
-
-    def value_mark(self, loc: Loc) -> Mark | None:
-        node = self.nodes.get(loc)
-        return node.mark if node is not None else None
-
-    def key_mark(self, loc: Loc) -> Mark | None:
-        return self.keys.get(loc)
-
-    def nearest(self, loc: Loc, prefer_key: bool = False) -> tuple[Mark, Loc]:
-        """The best position for `loc`: itself, else its nearest ancestor present in the document."""
-        for end in range(len(loc), -1, -1):
-            prefix = loc[:end]
-            first, second = (self.keys, self.nodes) if prefer_key else (self.nodes, self.keys)
-            for table in (first, second):
-                hit = table.get(prefix)
-                if hit is not None:
-                    return (hit if isinstance(hit, Mark) else hit.mark), prefix
-        root = self.nodes[()]
-        return root.mark, ()
-
-
-def flatten(root: Node) -> Flat:
-    """Plain Python data (fresh containers, safe to modify) plus positions by path."""
-    nodes: dict[Loc, Node] = {}
-    keys: dict[Loc, Mark] = {}
-
-    def build(node: Node, loc: Loc) -> Any:
-        nodes[loc] = node
-        if isinstance(node, Map):
-            out: dict[str, Any] = {}
-            for name, (key_mark, value) in node.entries.items():
-                child: Loc = (*loc, name)
-                keys[child] = key_mark
-                out[name] = build(value, child)
-            return out
-        if isinstance(node, Seq):
-            return [build(item, (*loc, i)) for i, item in enumerate(node.items)]
-        assert isinstance(node, Scalar)
-        return node.value
-
-    data = build(root, ())
-    return Flat(data, nodes, keys)
