@@ -6,6 +6,8 @@ and a pull-request diff shows exactly what changed.
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import json
 import os
 import tempfile
@@ -57,6 +59,7 @@ def write(path: Path, data: dict[str, Any]) -> bool:
     if unchanged(path, data):
         return False
     text = dumps(json.loads(json.dumps(data)))
+    _remove_leftovers(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, LOCK_MODE)  # mkstemp makes 0600; a committed file is world-readable like its spec
@@ -69,6 +72,17 @@ def write(path: Path, data: dict[str, Any]) -> bool:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return True
+
+
+def _remove_leftovers(path: Path) -> None:
+    """Temp files of this lock that a killed writer left beside it (kill -9 between write and rename).
+
+    The caller holds the spec's lock, so no other writer of this lock file is live: every such file is
+    dead, and left alone it would sit untracked in the user's repository until `git add -A` took it.
+    """
+    for leftover in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        with contextlib.suppress(FileNotFoundError):
+            leftover.unlink()
 
 
 def digests(data: dict[str, Any]) -> set[str]:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from reconciler.state import lockfile
@@ -33,3 +34,14 @@ def test_digests_lists_every_artifact(tmp_path: Path) -> None:
         }
     }
     assert lockfile.digests(data) == {"a" * 64, "b" * 64}
+
+
+def test_write_removes_temp_files_a_killed_writer_left(tmp_path: Path) -> None:
+    path = tmp_path / "digits.lock.json"
+    dead = tmp_path / ".digits.lock.json.ab12cd34.tmp"
+    dead.write_text("{half")
+    other = tmp_path / ".other.lock.json.ab12cd34.tmp"  # another spec's: not this writer's to remove
+    other.write_text("{")
+    assert lockfile.write(path, {"a": 1})
+    assert not dead.exists() and other.exists()
+    assert json.loads(path.read_text()) == {"a": 1}
