@@ -12,8 +12,8 @@
    elementwise Mul/Add of HardSwish and learnable scale/shift blocks, which run no faster as
    QLinearMul/QLinearAdd, and the Q/DQ between them adds ~3 ms; measured with ORT's profiler) and
    the PP-OCR direction classifier at 48x192 (too small: the Q/DQ overhead exceeds the conv savings).
-2. Calibration of 300 realistic text images on PP-OCRv4 det at 640x640, in a child process: wall time
-   and peak memory (goal < 2 min, < 2 GB on 2 cores).
+2. Calibration of 300 realistic text images on PP-OCRv4 det at 640x640, in a child process: wall time,
+   CPU time and peak memory (goal < 2 min, < 2 GB on 2 cores). `--calibration-only` runs just this.
 3. (--auto) The auto sensitive-layer search on PP-OCR det: ranked table, text-map IoU / box F1 on
    disjoint evaluation photos, and the latency of the chosen model against float.
 
@@ -21,6 +21,7 @@
    and a YOLOv8-style detector and an LSTM OCR recognizer (bench/quant_compare.py).
 
 Run: python bench/quant.py [--samples 300] [--runs 30] [--threads 1] [--auto] [--no-calibration] [--compare]
+     python bench/quant.py --calibration-only [--samples 300]
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -227,12 +229,12 @@ def calibrate_child(model: Path, calib: Path, samples: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         prepared, _ = prepare(model, Path(tmp), lambda _m: None)
         files = sorted(calib.glob("*.npy"))[:samples]
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         result = calibration.calibrate(
             prepared, files, calibration.Settings(), op_types_to_quantize(), Path(tmp), None
         )
-        seconds = time.perf_counter() - start
-    print(json.dumps({"seconds": seconds, "samples": len(result.samples)}))
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "samples": len(result.samples)}))
 
 
 def calibration_cost(work: Path, samples: int) -> None:
@@ -252,9 +254,10 @@ def calibration_cost(work: Path, samples: int) -> None:
     result = json.loads(done.stdout.strip().splitlines()[-1])
     peak_gb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024 / 1024
     met = "met" if result["seconds"] < 120 and peak_gb < 2 else "NOT met"
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(
-        f"   {result['samples']} samples: {result['seconds']:.1f} s, peak memory {peak_gb:.2f} GB "
-        f"(goal < 120 s, < 2 GB on 2 cores: {met})"
+        f"   {result['samples']} samples: {result['seconds']:.1f} s wall, {result['cpu_seconds']:.1f} s CPU, "
+        f"peak memory {peak_gb:.2f} GB (goal < 120 s, < 2 GB on 2 cores: {met}); load average {load}"
     )
 
 
@@ -304,6 +307,7 @@ def main() -> None:
         "--auto", action="store_true", help="also run the auto sensitive-layer search (~3 min)"
     )
     parser.add_argument("--no-calibration", action="store_true", help="skip the 300-sample calibration run")
+    parser.add_argument("--calibration-only", action="store_true", help="only the calibration run (part 2)")
     parser.add_argument(
         "--compare",
         action="store_true",
@@ -324,6 +328,9 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="npuctl-bench-quant-") as tmp:
         work = Path(tmp)
+        if args.calibration_only:
+            calibration_cost(work, args.samples)
+            return
         latency_table(work, args.runs, args.threads)
         if not args.no_calibration:
             calibration_cost(work, args.samples)

@@ -111,3 +111,107 @@ def test_chunk_reader_protocol() -> None:
     assert reader.get_next() is feeds[0] and reader.get_next() is feeds[1] and reader.get_next() is None
     reader.rewind()
     assert reader.get_next() is feeds[0]
+
+
+def _conv_chain(folder: Path, depth: int, channels: int, side: int) -> Path:
+    """A plain Conv/Relu chain whose every intermediate tensor is channels x side x side floats."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    nodes, inits, x = [], [], "x"
+    for i in range(depth):
+        w = rng.normal(0, 0.5, (channels, channels, 1, 1)).astype(np.float32)
+        inits.append(numpy_helper.from_array(w, f"w{i}"))
+        nodes.append(helper.make_node("Conv", [x, f"w{i}"], [f"c{i}"], name=f"conv{i}"))
+        nodes.append(helper.make_node("Relu", [f"c{i}"], [f"r{i}"], name=f"relu{i}"))
+        x = f"r{i}"
+    shape = [1, channels, side, side]
+    graph = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, shape)],
+        inits,
+    )
+    model = onnx.shape_inference.infer_shapes(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    )
+    path = folder / "chain.onnx"
+    onnx.save(model, path)
+    return path
+
+
+def _samples(folder: Path, count: int, shape: tuple[int, ...]) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(1)
+    files = []
+    for i in range(count):
+        files.append(folder / f"{i:02d}.npy")
+        np.save(files[-1], rng.normal(0, 1, shape).astype(np.float32))
+    return files
+
+
+def _stock_minmax(model: Path, files: list[Path], op_types: list[str], scratch: Path) -> dict[str, Any]:
+    """ONNX Runtime's own MinMax calibrator, its own session, every sample in one collect call."""
+    from onnxruntime.quantization.calibrate import CalibrationMethod, create_calibrator
+
+    calibrator = create_calibrator(
+        model,
+        op_types,
+        augmented_model_path=str(scratch / "stock.onnx"),
+        calibrate_method=CalibrationMethod.MinMax,
+    )
+    name = calibrator.infer_session.get_inputs()[0].name
+    calibrator.collect_data(ChunkReader([{name: np.load(f)} for f in files]))
+    return {k: tuple(np.asarray(v.range_value).tolist()) for k, v in calibrator.compute_data().items()}
+
+
+@pytest.mark.parametrize("which", ["digits", "conv"])
+def test_streamed_minmax_ranges_equal_ort_stock_calibrator(tmp_path: Path, which: str) -> None:
+    if which == "digits":
+        model, files, ops = (
+            digits_model(tmp_path),
+            sorted(DIGITS_CALIB.glob("*.npy"))[:24],
+            ["Gemm", "MatMul"],
+        )
+    else:
+        model = _conv_chain(tmp_path, depth=4, channels=4, side=16)
+        files, ops = _samples(tmp_path / "s", 7, (1, 4, 16, 16)), ["Conv", "Relu"]
+    expected = _stock_minmax(model, files, ops, tmp_path)
+    ranges = calibration.compute_ranges(model, files, Settings(), ops, tmp_path)
+    got = {k: tuple(np.asarray(v.range_value).tolist()) for k, v in ranges.items()}
+    assert got == expected and len(expected) >= 3
+
+
+_PEAK = """
+import json, resource, sys
+from pathlib import Path
+from backends.onnx import calibration
+model, scratch, files = Path(sys.argv[1]), Path(sys.argv[2]), [Path(p) for p in sys.argv[3:]]
+calibration.data.read_sample(files[0], calibration.data.model_inputs(model))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+calibration.compute_ranges(model, files, calibration.Settings(), ["Conv", "Relu"], scratch)
+print(json.dumps({"growth_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before}))
+"""
+
+
+def test_calibration_memory_does_not_hold_every_intermediate_tensor(tmp_path: Path) -> None:
+    """40 intermediate tensors of 4 MiB each. ORT's default execution order for the augmented graph
+    keeps them all alive (measured: +355 MiB); in priority order a few at a time (+40 MiB)."""
+    import json
+    import subprocess
+
+    from backends.child import python_argv
+
+    model = _conv_chain(tmp_path, depth=20, channels=16, side=256)
+    files = _samples(tmp_path / "s", 3, (1, 16, 256, 256))
+    done = subprocess.run(
+        python_argv("-c", _PEAK, str(model), str(tmp_path), *map(str, files)),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    growth_mib = json.loads(done.stdout.strip().splitlines()[-1])["growth_kb"] / 1024
+    assert growth_mib < 100, f"calibration grew peak memory by {growth_mib:.0f} MiB"
