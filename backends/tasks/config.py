@@ -27,7 +27,16 @@ class Classification:
     metric: Literal["top1", "top5"] = "top1"
     implied: bool = False
     """True when no task was declared and integer labels implied classification."""
+    threshold: float | None = None
+    """Decision threshold of a single-score output; None: 0.5 for probabilities, 0 for logits."""
+    logits: bool = False
+    """True when no Sigmoid/Softmax makes the scores (`resolve` decides it from the graph)."""
     type: str = "classification"
+
+    def decision_threshold(self) -> float:
+        if self.threshold is not None:
+            return self.threshold
+        return 0.0 if self.logits else 0.5
 
 
 @dataclass(frozen=True)
@@ -99,7 +108,12 @@ def from_evaluate(evaluate: Mapping[str, Any] | None, charset: Path | None = Non
         return None
     kind = raw.get("type")
     if kind == "classification":
-        return Classification(raw.get("output"), raw.get("metric") or "top1")
+        threshold = raw.get("threshold")
+        return Classification(
+            raw.get("output"),
+            raw.get("metric") or "top1",
+            threshold=None if threshold is None else float(threshold),
+        )
     if kind == "detection":
         strides = raw.get("grid_strides")
         return Detection(
@@ -165,32 +179,47 @@ def graph_facts(model: Path | onnx.ModelProto) -> Graph:
         if len(dims) == 4 and dims[2] > 0 and dims[3] > 0:
             hw = (dims[2], dims[3])
         break
-    producer = {o: n for n in proto.graph.node for o in n.output}
-    heads: dict[str, frozenset[str]] = {}
-    for out in proto.graph.output:
-        ops: set[str] = set()
-        seen: set[str] = set()
-        frontier = [out.name]
-        while frontier:
-            node = producer.get(frontier.pop())
-            if node is None or node.name in seen or len(seen) > 2000:
-                continue
-            seen.add(node.name or str(id(node)))
-            ops.add(node.op_type)
-            if node.op_type not in ("Conv", "MatMul", "Gemm"):
-                frontier.extend(i for i in node.input if i and i not in inits)
-        heads[out.name] = frozenset(ops)
+    heads = {out.name: tail_ops(proto.graph, out.name) for out in proto.graph.output}
     shapes = {o.name: tuple(d.dim_value for d in o.type.tensor_type.shape.dim) for o in proto.graph.output}
     return Graph(hw, shapes, heads)
 
 
+def tail_ops(graph: Any, output: str, depth: int = 0) -> frozenset[str]:
+    """Op types between `output` and the last Conv/MatMul/Gemm before it; an If, Loop or Scan on the
+    way adds its bodies' tails (a model that picks its branch at run time still ends in a Sigmoid)."""
+    inits = {t.name for t in graph.initializer}
+    producer = {o: n for n in graph.node for o in n.output}
+    ops: set[str] = set()
+    seen: set[int] = set()
+    frontier = [output]
+    while frontier:
+        node = producer.get(frontier.pop())
+        if node is None or id(node) in seen or len(seen) > 2000:
+            continue
+        seen.add(id(node))
+        ops.add(node.op_type)
+        for attr in node.attribute if depth < 4 else ():
+            for body in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                for out in body.output:
+                    ops |= tail_ops(body, out.name, depth + 1)
+        if node.op_type not in ("Conv", "MatMul", "Gemm"):
+            frontier.extend(i for i in node.input if i and i not in inits)
+    return frozenset(ops)
+
+
 YOLO_STRIDES = (8, 16, 32)
+SQUASHING = frozenset({"Sigmoid", "Softmax", "HardSigmoid"})
+"""Ops that make probabilities of scores: without one after the head's last layer, scores are logits."""
 
 
 def resolve(task: TaskConfig | None, model: Path | onnx.ModelProto | None) -> TaskConfig | None:
     """`task` with what the graph decides filled in: whether the scores are logits (no Sigmoid or Softmax
     after the head's last convolution), and for a YOLOX-style head with no Exp there (the boxes are still
     grid offsets), the strides whose grid has exactly as many cells as the head has rows."""
+    if isinstance(task, Classification) and task.threshold is None and model is not None:
+        facts = graph_facts(model)
+        head = facts.head_ops.get(task.output or next(iter(facts.head_ops), ""), frozenset())
+        return replace(task, logits=not (head & SQUASHING))
     if not isinstance(task, Detection) or model is None:
         return task
     facts = graph_facts(model)
@@ -198,7 +227,7 @@ def resolve(task: TaskConfig | None, model: Path | onnx.ModelProto | None) -> Ta
     task = replace(
         task,
         input_hw=task.input_hw or facts.input_hw,
-        logits=task.logits or not (ops & {"Sigmoid", "Softmax", "HardSigmoid"}),
+        logits=task.logits or not (ops & SQUASHING),
     )
     if task.grid_strides is not None or task.head in ("yolov8", "ssd"):
         return task

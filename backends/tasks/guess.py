@@ -38,7 +38,7 @@ def guess(model: Path) -> Guess:
     proto = onnx.load(str(model), load_external_data=False)
     outputs = [(o.name, _dims(o)) for o in proto.graph.output]
     producer = {out: n.op_type for n in proto.graph.node for out in n.output}
-    found = _from_shapes(outputs, producer)
+    found = _binary(outputs, proto) or _from_shapes(outputs, producer)
     if found.task["type"] == "regression" and any(d is None for _, dims in outputs for d in dims[1:]):
         ran = _run_once(model)  # declared shapes are incomplete: the real ones decide
         if ran is not None:
@@ -116,6 +116,17 @@ def _from_shapes(outputs: list[tuple[str, Dims]], producer: dict[str, str]) -> G
     if rank >= 2 and len(rest) == 1 and rest[0] is not None and rest[0] > 1:
         return Guess({"type": "classification"}, f"{shown} is one score vector per sample")
     return Guess({"type": "regression"}, f"{shown} has no class, box, sequence or map layout")
+
+
+def _binary(outputs: list[tuple[str, Dims]], proto: Any) -> Guess | None:
+    """One probability per sample ([N, 1], a Sigmoid at its end, maybe inside an If): a yes/no decision."""
+    from backends.tasks.config import SQUASHING, tail_ops
+
+    name, dims = outputs[0]
+    if not dims or any(d != 1 for d in dims[1:]) or not (tail_ops(proto.graph, name) & SQUASHING):
+        return None
+    why = f"output {name} {_text(dims)} is one probability per sample: a yes/no decision at 0.5"
+    return Guess({"type": "classification"}, why)
 
 
 def _ssd(outputs: list[tuple[str, Dims]]) -> Guess | None:

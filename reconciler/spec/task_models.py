@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 
 Fraction = Annotated[float, Field(ge=0, le=1)]
 OutputName = Annotated[str, Field(min_length=1, max_length=256)]
@@ -28,6 +35,21 @@ class ClassificationTask(_Strict):
         description="With integer labels: top-1 or top-5 accuracy. Without labels: top-1 agreement with the "
         "float model.",
     )
+    threshold: float | None = Field(
+        default=None,
+        description="An output with one score per sample (voice activity, wake word, a sigmoid classifier) "
+        "is a yes/no decision: score > threshold. Default: 0.5 when a Sigmoid or Softmax makes the score, "
+        "else 0 (a logit). Labels are then 0 or 1; without labels, decision agreement with the float model.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _unset_threshold_left_out(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        """Added after specs were built with this task: left out while unset, so the stage keys of
+        every existing spec (and their committed lock files) stay what they were."""
+        data: dict[str, object] = handler(self)
+        if data.get("threshold") is None:
+            data.pop("threshold", None)
+        return data
 
 
 class DetectionTask(_Strict):
