@@ -237,6 +237,9 @@ def session(model: Path, threads: int = 1, level: str = "all") -> Any:
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
+    # no busy-waiting between ops: on a shared 2-core machine spinning threads take the cores the
+    # other runs need (these sessions produce numbers; latency is measured by the runners, not here)
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     chosen = "disable_all" if model.suffix == ".ort" else level
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, ORT_LEVELS[chosen])
     try:

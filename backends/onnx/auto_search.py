@@ -8,6 +8,8 @@ task when evaluate.data is set. The quantizer itself (the `build` callable) belo
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +23,9 @@ if TYPE_CHECKING:
     import onnx
 
 Logger = Callable[[str], None]
+
+THREADS = max(1, min(2, os.cpu_count() or 1))
+"""ONNX Runtime threads each candidate runs with: the search is one process on a 2-core machine."""
 
 
 def note(auto: Mapping[str, Any] | None) -> str:
@@ -71,19 +76,24 @@ def run(
     keep: str,
     scratch: Path,
     log: Logger,
+    finish: Callable[[Path], Path] = lambda built: built,
 ) -> tuple[dict[str, Any], Chosen]:
     """Phase 1 ranks every quantization point by its cheap signal and confirms each with the task
     metric (backends.onnx.point_search); when the budget still fails, phase 2 ranks whole layers by
-    measured isolated sensitivity and keeps them greedily. Both judge on `measured_on`."""
+    measured isolated sensitivity and keeps them greedily. Both judge on `measured_on`, each candidate
+    as the final artifact will be: `finish` is the pass the artifact gets after its Q/DQ build."""
     import onnx
 
+    started = time.perf_counter()
     inputs = data.model_inputs(reference)
     samples, labels = measured_on.samples, measured_on.labels
     sensitivity.check_samples(samples)
     rank_n, _ = sensitivity.sample_counts(_elements(inputs), len(samples))
-    search_scorer = sensitivity.Scorer(reference, samples, task=measured_on.task, labels=labels)
+    search_scorer = sensitivity.Scorer(
+        reference, samples, threads=THREADS, task=measured_on.task, labels=labels
+    )
     log(f"auto: budget measured as {search_scorer.text} on {measured_on.describe()}")
-    base_path = build([], explicit_activations=True)
+    base_path = finish(build([], explicit_activations=True))
     base_model = onnx.load(str(base_path))
     weights = {t.name: t for t in model.graph.initializer}
     found = [
@@ -99,9 +109,11 @@ def run(
 
     def with_points(points: Sequence[quant_points.Point], layers: Sequence[sensitivity.Layer] = ()) -> bytes:
         if keep in FLOAT_KEEPS:
-            source = onnx.load(str(build(list(layers), explicit_activations=True))) if layers else base_model
+            if not layers:
+                return quant_points.kept_float(base_model, points, weights)
+            source = onnx.load(str(finish(build(list(layers), explicit_activations=True))))
             return quant_points.kept_float(source, points, weights)
-        return build(list(layers), wide_tensors=[p.name for p in points]).read_bytes()
+        return finish(build(list(layers), wide_tensors=[p.name for p in points])).read_bytes()
 
     base = search_scorer(base_path)
     log(
@@ -145,8 +157,7 @@ def run(
     if not phase1.budget_met and left > 0:
         layer_report, layers = _layer_phase(
             model,
-            reference,
-            measured_on,
+            search_scorer,
             explicit,
             build,
             budget,
@@ -168,13 +179,13 @@ def run(
         *({"layer": layer.name, "kind": "layer", "nodes": list(layer.nodes)} for layer in chosen.layers),
     ]
     report["budget_met"] = met
+    log(f"auto: search done in {time.perf_counter() - started:.1f} s")  # the log, not the (locked) report
     return report, chosen
 
 
 def _layer_phase(
     model: onnx.ModelProto,
-    reference: Path,
-    measured_on: SearchSet,
+    search_scorer: sensitivity.Scorer,
     explicit: Mapping[str, str],
     build: Callable[..., Path],
     budget: Any,
@@ -185,11 +196,9 @@ def _layer_phase(
     log: Logger,
 ) -> tuple[dict[str, Any], sensitivity.Search]:
     """Whole layers ranked by isolated sensitivity, kept greedily on top of the kept points."""
-    samples, labels = measured_on.samples, measured_on.labels
-    rank_n, _ = sensitivity.sample_counts(_elements(data.model_inputs(reference)), len(samples))
-    rank_labels = labels[:rank_n] if labels is not None else None
-    rank_scorer = sensitivity.Scorer(reference, samples[:rank_n], task=measured_on.task, labels=rank_labels)
-    search_scorer = sensitivity.Scorer(reference, samples, task=measured_on.task, labels=labels)
+    inputs = data.model_inputs(search_scorer.reference_model)
+    rank_n, _ = sensitivity.sample_counts(_elements(inputs), len(search_scorer.samples))
+    rank_scorer = search_scorer.subset(rank_n)
     candidates = [layer for layer in sensitivity.layers(model) if not any(n in explicit for n in layer.nodes)]
     log(
         f"auto: budget not met by points; ranking {len(candidates)} layers on {rank_n} samples ({rank_scorer.metric})"
@@ -240,7 +249,7 @@ def search_count(reference: Path, files: Sequence[Path]) -> int:
 
 def final_score(model: Path, reference: Path, measured_on: SearchSet, log: Logger) -> dict[str, Any]:
     scorer = sensitivity.Scorer(
-        reference, measured_on.samples, task=measured_on.task, labels=measured_on.labels
+        reference, measured_on.samples, threads=THREADS, task=measured_on.task, labels=measured_on.labels
     )
     got = scorer(model)
     drop = scorer.reference_accuracy - got.accuracy

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backends.catalog import Target, op_table
+from backends.onnx import channel_ranges
 from backends.onnx.quant_policy import COMPUTE_OPS, has_float
 
 if TYPE_CHECKING:
@@ -101,7 +102,8 @@ def note(report: Mapping[str, Any]) -> str:
         f"range mixing: {m['node']} ({m['output']}): input ranges {m['ratio']:.0f}x apart, {m['fix']}"
         for m in report.get("range_mixing", [])
     ]
-    return "; ".join([report["text"], *mixed])
+    channels = channel_ranges.note(report.get("channel_ranges") or [])
+    return "; ".join([report["text"], *mixed, *([channels] if channels else [])])
 
 
 def plan(

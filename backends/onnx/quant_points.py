@@ -150,7 +150,7 @@ def signals(
     powers: dict[str, list[float]] = {}
     noises: dict[str, list[float]] = {}
     ranges: dict[str, list[float]] = {}
-    for values in _iter_float(prepared, needed, samples[:SIGNAL_SAMPLES]):
+    for values in float_values(prepared, needed, samples[:SIGNAL_SAMPLES]):
         for point in acts:
             name = names.get(point.name, point.name)
             x = values.get(name)
@@ -243,7 +243,7 @@ def _slice_powers(
     return sig, noise
 
 
-def _iter_float(
+def float_values(
     prepared: onnx.ModelProto, names: Sequence[str], samples: Sequence[Sample]
 ) -> Iterator[dict[str, np.ndarray]]:
     """`names` (intermediate tensors) of the float model, one sample at a time (bounded memory)."""

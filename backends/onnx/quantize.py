@@ -24,7 +24,15 @@ from typing import TYPE_CHECKING, Any
 
 from backends.base import StageLog, StageOutput, StageRequest
 from backends.errors import TerminalError
-from backends.onnx import auto_search, calibration, data, qdq_placement, recurrent, sensitivity
+from backends.onnx import (
+    auto_search,
+    calibration,
+    channel_ranges,
+    data,
+    qdq_placement,
+    recurrent,
+    sensitivity,
+)
 from backends.onnx.qdq_build import (
     Builder,
     _name_nodes,
@@ -34,6 +42,7 @@ from backends.onnx.qdq_build import (
 from backends.onnx.quant_policy import (
     FLOAT_KEEPS,
     Policy,
+    has_float,
     match_rules,
     resolve,
 )
@@ -183,6 +192,7 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
             model, calib.ranges, request.target, policy.placement, ops, policy.integer_graph
         )
         report["placement"] = placement.report()
+        report["placement"]["channel_ranges"] = _channel_check(model, files, placement, request, policy)
         log(qdq_placement.note(report["placement"]))
         builder = Builder(
             prepared, calib.ranges, policy, scratch, placement.op_types, list(placement.float_nodes)
@@ -203,13 +213,19 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
             flt = [n for n, (p, _) in nodes.items() if p in FLOAT_KEEPS]
             return builder.build(flt, wide, None, explicit_activations, wide_tensors)
 
+        def finish(built: Path) -> Path:
+            """What every search candidate gets after its Q/DQ build, as the final artifact does: the
+            recurrent weights int8 (the OCR search once scored float LSTMs it never shipped)."""
+            out_path = built.with_suffix(".recurrent.onnx")
+            return recurrent.quantize_weights(built, out_path, request.target, policy.weights, None)[0]
+
         picked = auto_search.Chosen()
         if rules is not None and rules.auto is not None:
             measured_on = search_set(
                 request.config, request.inputs, reference, files, auto_search.search_count(reference, files)
             )
             auto_report, picked = auto_search.run(
-                model, reference, measured_on, explicit, build, rules.auto, keep, scratch, log
+                model, reference, measured_on, explicit, build, rules.auto, keep, scratch, log, finish
             )
             report["auto"] = auto_report
         for layer in picked.layers:
@@ -252,6 +268,21 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
 
     report["check"] = quantize_check.check(request, report, out, reference, files)
     return report
+
+
+def _channel_check(
+    model: onnx.ModelProto,
+    files: Sequence[Path],
+    placement: qdq_placement.Placement,
+    request: StageRequest,
+    policy: Policy,
+) -> list[dict[str, Any]]:
+    """The per-channel range check (backends.onnx.channel_ranges) on the first calibration samples."""
+    specs = data.model_inputs(model)
+    samples = [data.read_sample(p, specs) for p in files[: channel_ranges.SAMPLES]]
+    float_ok = has_float(request.target) and not policy.integer_graph
+    found = channel_ranges.check(model, samples, placement.op_types, placement.float_nodes, float_ok)
+    return [s.as_dict() for s in found]
 
 
 def _point_precision(keep: str) -> str:

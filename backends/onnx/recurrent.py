@@ -39,10 +39,11 @@ def _weight_bytes(model: onnx.ModelProto, node: onnx.NodeProto) -> int:
 
 
 def quantize_weights(
-    built: Path, out: Path, target: Target, weights: str, log: Callable[[str], None]
+    built: Path, out: Path, target: Target, weights: str, log: Callable[[str], None] | None
 ) -> tuple[Path, list[dict[str, Any]]]:
     """`built` with its LSTM weights int8 where the target runs ONNX Runtime's CPU EP; one row per
-    recurrent node either way (what was done, its float weight bytes)."""
+    recurrent node either way (what was done, its float weight bytes). `log` None: quiet (the auto
+    search converts every candidate it builds)."""
     import onnx
 
     model = onnx.load(str(built))
@@ -84,7 +85,8 @@ def quantize_weights(
         else:
             row.update(weights="int8", reason=f"com.microsoft {ORT_INT8[str(row['op_type'])]} (weight-only)")
             row["int8_bytes"] = int(row["float_bytes"]) // 4
-    log(f"recurrent weights: {note(rows)}")
+    if log is not None:
+        log(f"recurrent weights: {note(rows)}")
     return out, rows
 
 

@@ -261,6 +261,16 @@ def gather(root: Path, spec: LoadedSpec) -> ReportData:
             f"{float(m.get('ratio', 0)):.0f}x apart, {m.get('fix')}"
             for m in placement.get("range_mixing") or []
         )
+        spread = placement.get("channel_ranges") or []
+        if spread:
+            named = ", ".join(
+                f"{c.get('tensor')} (into {c.get('consumer')}) {float(c.get('ratio', 0)):.0f}x"
+                for c in spread
+            )
+            notes.append(
+                f"quantize channel ranges: {len(spread)} activations with channels over 16x apart under one "
+                f"scale: {named}; {spread[0].get('fix')}"
+            )
     sources = lock.get("sources") or {}
     if sources.get("spec_digest") and sources["spec_digest"] != spec_digest(spec):
         notes.append("the spec changed since its last apply: this page shows the results in the lock file")
