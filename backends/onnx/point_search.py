@@ -5,7 +5,8 @@ Candidates are taken in cheap order (worst rounding SQNR first) a window at a ti
 with the task metric on the search samples with that point (and those already kept) left float, the
 best improving one is kept, the ones that did not improve are dropped. The phase stops when the budget
 holds, `max_points` are kept, or PATIENCE windows in a row improve nothing. Measuring a candidate is
-a graph edit of one build (no re-quantization), so a window costs WINDOW model runs.
+a graph edit of one build (no re-quantization). With a screen (the search set's first samples), the
+window is compared on the screen and only its best is re-measured on the full set before it is kept.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ class Trial:
     kept_before: int
     accuracy: float
     sqnr_db: float
+    samples: int
+    """Samples the trial was scored on (the screen's, or the full search set's)."""
 
 
 @dataclass
@@ -50,50 +53,75 @@ def search(
     max_points: int,
     scratch: Path,
     log: Callable[[str], None] = print,
+    screen: Scorer | None = None,
 ) -> PointSearch:
+    """`screen` (the first samples of `scorer`'s): candidates are compared on it, and only the best
+    of a window is re-measured on the full set before it is kept, so a window costs WINDOW screen
+    runs and one full run instead of WINDOW full runs."""
     out = PointSearch(score=base)
     reference = scorer.reference_accuracy
     pending = [s.point for s in ordered]
+    judge = screen if screen is not None else scorer
     idle = 0
     with tempfile.TemporaryDirectory(dir=scratch, prefix="points-") as tmp:
         path = Path(tmp) / "candidate.onnx"
+        current = base
+        if screen is not None and reference - base.accuracy > max_drop:
+            path.write_bytes(materialize([]))
+            current = screen(path)
         while reference - out.score.accuracy > max_drop and len(out.chosen) < max_points and pending:
             window, best = pending[:WINDOW], None
             for point in window:
                 path.write_bytes(materialize([*out.chosen, point]))
-                got = scorer(path)
-                out.trials.append(Trial(point, len(out.chosen), got.accuracy, got.sqnr_db))
+                got = judge(path)
+                out.trials.append(
+                    Trial(point, len(out.chosen), got.accuracy, got.sqnr_db, len(judge.samples))
+                )
                 log(
-                    f"  point {point.label} ({point.producer}) float -> {scorer.metric} "
-                    f"{got.accuracy:.4f}, sqnr {got.sqnr_db:.2f} dB"
+                    f"  point {point.label} ({point.producer}) float -> {judge.metric} "
+                    f"{got.accuracy:.4f} on {len(judge.samples)} samples, sqnr {got.sqnr_db:.2f} dB"
                 )
                 if best is None or got.accuracy > best[1].accuracy:
                     best = (point, got)
             improving = [
-                t.point for t in out.trials[-len(window) :] if t.accuracy > out.score.accuracy + MIN_GAIN
+                t.point for t in out.trials[-len(window) :] if t.accuracy > current.accuracy + MIN_GAIN
             ]
             pending = [p for p in pending if p not in window or p in improving]
-            if best is None or best[0] not in improving:
+            full = None
+            if best is not None and best[0] in improving:
+                full = best[1]
+                if screen is not None:
+                    path.write_bytes(materialize([*out.chosen, best[0]]))
+                    full = scorer(path)
+                    log(
+                        f"  confirm {best[0].label}: {scorer.metric} {full.accuracy:.4f} on {len(scorer.samples)}"
+                    )
+                    if full.accuracy <= out.score.accuracy + MIN_GAIN:
+                        pending.remove(best[0])  # the screen's gain did not hold on the full set
+                        full = None
+            if best is None or full is None:
                 idle += 1
                 if idle >= PATIENCE:
                     break
                 continue
             idle = 0
-            point, got = best
+            point = best[0]
+            current = best[1]
             pending.remove(point)
             out.chosen.append(point)
-            out.score = got
+            out.score = full
             out.steps.append(
                 {
                     "added": point.label,
                     "kept": [p.label for p in out.chosen],
-                    "accuracy": round(got.accuracy, 6),
-                    "drop": round(reference - got.accuracy, 6),
-                    "sqnr_db": round(got.sqnr_db, 3),
+                    "accuracy": round(full.accuracy, 6),
+                    "drop": round(reference - full.accuracy, 6),
+                    "sqnr_db": round(full.sqnr_db, 3),
                 }
             )
             log(
-                f"  kept point {point.label}: {scorer.metric} {got.accuracy:.4f} (drop {reference - got.accuracy:.4f})"
+                f"  kept point {point.label}: {scorer.metric} {full.accuracy:.4f} "
+                f"(drop {reference - full.accuracy:.4f})"
             )
     out.budget_met = reference - out.score.accuracy <= max_drop
     return out
@@ -118,6 +146,7 @@ def table(ordered: Sequence[Signal], trials: Sequence[Trial]) -> list[dict[str, 
                 "sqnr_db": round(s.sqnr_db, 3),
                 "range_ratio": round(s.range_ratio, 2),
                 "kept_accuracy": None if found is None else round(found.accuracy, 6),
+                "kept_samples": None if found is None else found.samples,
             }
         )
     return rows

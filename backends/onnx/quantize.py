@@ -252,7 +252,7 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
         )
         report["renamed_qdq_names"] = _save_compact(built, model, out)
         if "auto" in report:
-            final = auto_search.final_score(out, reference, measured_on, log)
+            final = auto_search.final_score(out, reference, measured_on, log, picked.scorer)
             report["auto"]["final"] = final
             # the artifact is what the SLO judges: "met" only when the final model (fp16 keeps and
             # all) is within the budget on the same data, not just the search's last candidate

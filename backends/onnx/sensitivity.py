@@ -370,8 +370,9 @@ def greedy(
     log: Callable[[str], None] = print,
 ) -> Search:
     """Keeps the most sensitive layers, one more per step, measuring every step on a real build (the
-    same quantizer as the final artifact); stops as soon as the drop is within `max_drop`, or when
-    `max_layers` are kept."""
+    same quantizer as the final artifact) on the full search set (a 16-sample screen of a 320x320
+    detector read 0.077 where all 50 read 0.024: too biased at the budget's edge to skip a step on);
+    stops as soon as the drop is within `max_drop`, or when `max_layers` are kept."""
     search = Search()
     drop = reference_accuracy - base.accuracy
     search.steps.append(Step([], None, base.accuracy, drop, base.sqnr_db))
