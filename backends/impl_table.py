@@ -21,8 +21,9 @@ import importlib
 import importlib.util
 import re
 from functools import cache
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
+
+from backends import dists
 
 Recipe = tuple[tuple[str, ...], ...]
 Entry = tuple[str, Recipe | None]
@@ -140,10 +141,7 @@ def literal_version(qualified: str) -> str | None:
 
 
 def _dist(name: str) -> str:
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return "missing"
+    return dists.version(name) or "missing"
 
 
 def fingerprint(recipe: Recipe) -> dict[str, str]:

@@ -30,6 +30,7 @@ Run: python bench/noop.py [--specs 10,100,1000] [--runs 5] [--dvc-max 100] [--la
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import re
 import resource
@@ -40,6 +41,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -97,18 +99,32 @@ def prepare(repo: Path, count: int) -> None:
         (repo / "specs" / f"digits-{i:04d}.yaml").write_text(text)
 
 
+def _params(i: int) -> dict[str, Any]:
+    return {
+        "model": {"path": "../../models/digits.onnx"},
+        "target": "cpu",
+        "inputs": {"image": [1, 1, 8, 8]},
+        "evaluate": {"warmup": 0, "runs": 1 + i % 5},
+        "slo": {"p90": 50 + i},
+    }
+
+
 def prepare_dvc(repo: Path, count: int) -> None:
-    """One pipeline per spec, as DVC users write them; each stage copies its input to its output."""
+    """One pipeline per spec, as DVC users write them; each stage copies its input to its output.
+
+    Only the first pipeline is reproduced by DVC (its first repro costs ~15 s a pipeline). The others
+    get that pipeline's `dvc.lock` with their own params' values and the same outputs (every output is
+    a copy of the model, whose object DVC's cache now holds); `dvc status` must then call them all up
+    to date, else the bench stops: DVC accepted the lock files as its own."""
+    import yaml
+
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
     copy_digits(repo, eval_samples=20, calib_samples=0)
     for i in range(count):
         folder = repo / "pipelines" / f"digits-{i:04d}"
         folder.mkdir(parents=True)
-        (folder / "params.yaml").write_text(
-            f"model: {{path: ../../models/digits.onnx}}\ntarget: cpu\ninputs: {{image: [1, 1, 8, 8]}}\n"
-            f"evaluate: {{warmup: 0, runs: {1 + i % 5}}}\nslo: {{p90: {50 + i}}}\n"
-        )
+        (folder / "params.yaml").write_text(yaml.safe_dump(_params(i), default_flow_style=None))
         lines, previous = ["stages:"], "../../models/digits.onnx"
         for stage in STAGES:
             deps = [previous] + (["../../data/eval"] if stage == "evaluate" else [])
@@ -124,7 +140,26 @@ def prepare_dvc(repo: Path, count: int) -> None:
         (folder / "dvc.yaml").write_text("\n".join(lines) + "\n")
     subprocess.run(_dvc("init", "-q"), cwd=repo, check=True, env=ENV)
     subprocess.run(_dvc("config", "core.analytics", "false"), cwd=repo, check=True, env=ENV)
-    subprocess.run(_dvc("repro", "-q", "-P"), cwd=repo, check=True, env=ENV, capture_output=True)
+    first = repo / "pipelines" / "digits-0000"
+    subprocess.run(
+        _dvc("repro", "-q", str(first / "dvc.yaml")), cwd=repo, check=True, env=ENV, capture_output=True
+    )
+    template = yaml.safe_load((first / "dvc.lock").read_text())
+    for i in range(1, count):
+        folder = repo / "pipelines" / f"digits-{i:04d}"
+        lock, params = copy.deepcopy(template), _params(i)
+        for entry in lock["stages"].values():
+            recorded = entry.get("params", {}).get("params.yaml", {})
+            for key in recorded:
+                recorded[key] = copy.deepcopy(params[key])
+        (folder / "dvc.lock").write_text(yaml.safe_dump(lock, sort_keys=False))
+        for stage in STAGES:
+            shutil.copyfile(first / f"{stage}.out", folder / f"{stage}.out")
+    done = subprocess.run(_dvc("status"), cwd=repo, env=ENV, capture_output=True, text=True)
+    if done.returncode != 0 or "up to date" not in done.stdout:
+        raise SystemExit(
+            f"dvc does not accept the generated lock files: {done.stdout[-500:]}{done.stderr[-500:]}"
+        )
 
 
 CPU: list[float] = []
@@ -194,7 +229,8 @@ def bench_size(tmp: Path, count: int, runs: int, with_dvc: bool) -> dict[str, fl
         start = time.perf_counter()
         prepare_dvc(dvc_repo, count)
         print(
-            f"first dvc repro -P of {count} pipelines ({count * len(STAGES)} stages): {time.perf_counter() - start:.0f} s"
+            f"dvc set up for {count} pipelines ({count * len(STAGES)} stages; one reproduced, the other "
+            f"locks generated, `dvc status` up to date): {time.perf_counter() - start:.0f} s"
         )
     figures: dict[str, float] = {}
     for what, ours, theirs in (("plan", "plan", ["status", "-q"]), ("apply", "apply", ["repro", "-q", "-P"])):

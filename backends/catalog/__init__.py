@@ -86,6 +86,10 @@ PLUGIN_GROUP = "npuctl.catalog"
 @cache
 def plugin_folders() -> tuple[Path, ...]:
     """The catalog folders of the installed plug-ins (installed code, never a repository's)."""
+    from backends import dists
+
+    if not dists.may_declare(PLUGIN_GROUP):
+        return ()
     from importlib.metadata import entry_points
     from importlib.resources import files
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import platform
 from functools import cache
-from importlib.metadata import PackageNotFoundError, version
 from importlib.util import find_spec
 from typing import Any
 
+from backends import dists
 from backends.base import StageImpl
 from backends.catalog import Target
 from backends.errors import TerminalError
@@ -65,10 +65,7 @@ OPTIONS_SCHEMA: dict[str, Any] = {
 
 
 def _dist_version(name: str) -> str:
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return "missing"
+    return dists.version(name) or "missing"
 
 
 @cache

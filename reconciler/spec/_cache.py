@@ -39,11 +39,14 @@ def stat_of(path: Path | str) -> Stat | None:
 @cache
 def code_key() -> str:
     """What validation depends on besides the spec: the modules of this package and of every backend
-    (options schemas, spec limits) and the target catalog, by their stats (~200 stats, once a run)."""
+    (options schemas, spec limits) and the target catalog, built-in and installed plug-ins', by their
+    stats (~200 stats, once a run). A spec valid only with a plug-in is not valid from the cache
+    of a run that had it."""
     import backends
+    from backends.catalog import plugin_folders
 
     parts: list[Any] = [CACHE_VERSION]
-    for top in (Path(__file__).parent, Path(backends.__file__).parent):
+    for top in (Path(__file__).parent, Path(backends.__file__).parent, *plugin_folders()):
         for folder, dirs, files in os.walk(top):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
             for name in sorted(files):
