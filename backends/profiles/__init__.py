@@ -1,10 +1,15 @@
 """Per-layer profiles: one format every runtime's profiler is mapped into, and what evaluate records.
 
 profile.json (an evaluate artifact; the lock file carries only its digest and the report a summary):
-    {"format_version": 1, "runtime", "evidence", "how", "runs", "per_run": [{"kernels_us", "runtime_us",
-     "wall_us"}] (each profiled run: its kernels' sum, the runtime's and the wall time of the whole run),
+    {"format_version": 1, "runtime", "evidence", "how", "runs", "threads" (intra-op, 0: the runtime's
+     default, null: not known), "per_run": [{"kernels_us", "runtime_us",
+     "wall_us", "paired_us", "paired_cpu_us"}] (each profiled run: its kernels' sum, the runtime's and the wall time of
+     the whole run, and the unprofiled run just before it when paired),
      "latency_ms": {"timed_p50": unprofiled p50 of the same evaluate, "profiled_p50": wall time of the
-                    profiled runs, "runtime_p50": the runtime's own whole-run time (when it gives one)},
+                    profiled runs, "runtime_p50": the runtime's own whole-run time (when it gives one),
+                    "paired_p50": the unprofiled runs interleaved with the profiled ones (when paired),
+                    "paired_cpu_p50": those runs' CPU time on the calling thread (a one-thread
+                                      session's whole work, free of the machine's preemptions)},
      "layers": [{"name", "op_type", "onnx_nodes": [...], "inserted", "device", "executed_by", "precision",
                  "time_ms", "raw_time_ms", "profiler_cost_ms", "macs", "bytes", "placement"}],
      "profiler_cost": what the probe measured (bench_ort), or null: the profiler's own cost per node
@@ -73,6 +78,7 @@ def build(
     target: Any,
     device_evidence: str,
     profiler_cost: Mapping[str, Any] | None = None,
+    threads: int | None = None,
 ) -> dict[str, Any]:
     """The profile record, with its attribution against the target's peaks."""
     from backends.profiles.attribution import attribute
@@ -81,6 +87,8 @@ def build(
         "timed_p50": timed_p50_ms,
         "profiled_p50": _p50([r["wall_us"] / 1e3 for r in runs if "wall_us" in r]),
         "runtime_p50": _p50([r["runtime_us"] / 1e3 for r in runs if "runtime_us" in r]),
+        "paired_p50": _p50([r["paired_us"] / 1e3 for r in runs if "paired_us" in r]),
+        "paired_cpu_p50": _p50([r["paired_cpu_us"] / 1e3 for r in runs if "paired_cpu_us" in r]),
     }
     profile = {
         "format_version": FORMAT_VERSION,
@@ -88,6 +96,7 @@ def build(
         "evidence": evidence,
         "how": how,
         "runs": len(runs),
+        "threads": threads,
         "per_run": runs,
         "latency_ms": latency,
         "layers": sorted(layers, key=lambda layer: -float(layer["time_ms"])),
@@ -119,6 +128,8 @@ def summary(profile: Mapping[str, Any]) -> dict[str, Any]:
         "run_fixed_ms": attribution.get("run_fixed_ms"),
         "dispatch_ms": attribution.get("dispatch_ms"),
         "layers_of_timed": attribution.get("layers_of_timed"),
+        "layers_of_paired": attribution.get("layers_of_paired"),
+        "layers_of_paired_cpu": attribution.get("layers_of_paired_cpu"),
         "accounted_of_timed": attribution.get("accounted_of_timed"),
         "shares": attribution.get("shares"),
         "top": [t["name"] for t in (attribution.get("top") or [])[:3]],

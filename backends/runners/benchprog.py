@@ -14,7 +14,10 @@ Request (paths relative to the request file's folder):
                  "providers": ["CPUExecutionProvider"]},
      "warmup": 10, "runs": 100, "seed": 0,
      "samples": "samples.npz" | null, "sample_inputs": ["x"], "outputs": "outputs.npz" | null,
-     "profile": {"runs": 20, "probe": "probe.onnx", "probe_baseline": "probe1.onnx" (both optional)}
+     "profile": {"runs": 20, "probe": "probe.onnx", "probe_baseline": "probe1.onnx" (both optional),
+                 "paired": true (optional: one unprofiled run before each profiled one, on a
+                                 one-thread session only: two sessions' spinning thread pools
+                                 would slow each other)}
                 | absent}
 `samples.npz` holds key "s{i:06d}_{j}" = sample i's array for sample_inputs[j]. Timing uses sample 0,
 or a random feed from `seed` when there are no samples. With `outputs`, every sample is run once more
@@ -30,7 +33,7 @@ Response (one JSON line on stdout):
      "memory": {"peak_rss_mb", "baseline_rss_mb", "delta_mb", "peak_reset"}, "load_ms": 12.3,
      "outputs": {"file": "outputs.npz", "names": [...], "samples": 3} | null,
      "profile": {"available": true, "how", "layers": [{"name", "op_type", "provider", "time_us"}],
-                 "runs": [{"kernels_us", "runtime_us", "wall_us"}],
+                 "runs": [{"kernels_us", "runtime_us", "wall_us", "paired_us", "paired_cpu_us" (paired)}],
                  "calibration": {"base_us", "per_tensor_us", "per_dim_us", "run_fixed_us",
                                  "dispatch_per_node_us", ...} (with probes)} (only when requested)}
 The profile runs last, as separate iterations on a second session: it never touches the timed runs.
@@ -92,7 +95,13 @@ RUNTIMES: dict[str, Any] = {
 
 
 def run_profile(
-    runtime: Any, model: Path, options: dict[str, Any], feed: Any, request: dict[str, Any], folder: Path
+    runtime: Any,
+    model: Path,
+    options: dict[str, Any],
+    feed: Any,
+    request: dict[str, Any],
+    folder: Path,
+    paired: Any = None,
 ) -> dict[str, Any]:
     """The runtime's own per-layer profile, or why there is none."""
     if not hasattr(runtime, "profile"):
@@ -103,12 +112,26 @@ def run_profile(
         for key in ("probe", "probe_baseline")
         if request.get(key)
     }
+    pair = bool(request.get("paired")) and paired is not None
+    if pair and int(options.get("intra_op_num_threads", 0)) == 1:
+        extra["paired"] = paired
     out = runtime.profile(model, options, feed, runs, folder, **extra)
     out["available"] = True
     out["how"] = (
         f"{runs} separate iterations on a second session with profiling on, after the timed runs "
-        f"({common.PROFILE_WARMUP} warm-up): the timed latency was taken without the profiler"
+        f"({common.PROFILE_WARMUP} warm-up): the timed latency was taken without the profiler; "
+        "each layer's time is the mean of the middle half of its times over those runs"
     )
+    if extra.get("paired"):
+        out["how"] += (
+            "; each profiled run right after one unprofiled run of the timed session (paired_p50: the "
+            "whole-model latency of the same moments; paired_cpu_p50: its CPU time on the one thread)"
+        )
+    elif pair:
+        out["how"] += (
+            "; not paired with unprofiled runs: on more than one thread the two sessions' thread "
+            "pools would slow each other"
+        )
     if "calibration" in out:
         out["how"] += (
             "; then as many runs of a probe graph of no-op nodes, whose events measure the "
@@ -193,7 +216,7 @@ def run(request_path: Path) -> dict[str, Any]:
     profile = request.get("profile")
     if profile:
         response["profile"] = run_profile(
-            runtime, model, dict(request.get("options", {})), make_feed(), dict(profile), base
+            runtime, model, dict(request.get("options", {})), make_feed(), dict(profile), base, session.infer
         )
     if samples:
         samples.close()

@@ -136,27 +136,6 @@ def test_the_report_holds_a_summary_and_the_lock_only_the_artifact(digits_batch)
     assert "layers" not in json.dumps(out.report["measurements"])
 
 
-@pytest.fixture(scope="module")
-def ppocr_cls(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """PP-OCR's direction classifier at batch 1: 209 small nodes (~5 us each), where ORT's own per-node
-    cost was as large as the kernels before it was measured and removed."""
-    from ort_helpers import rapidocr_model
-
-    tmp = tmp_path_factory.mktemp("ppocr-cls")
-    model = _imported(tmp, rapidocr_model("ch_ppocr_mobile_v2.0_cls_infer.onnx"), {"x": [1, 3, 48, 192]})
-    return _evaluate(tmp, model, "rk3588", runs=100)[1]
-
-
-@pytest.mark.slow
-def test_a_model_of_many_small_nodes_sums_to_its_timed_latency(ppocr_cls: dict) -> None:
-    """209 nodes of ~5 us: the layers alone within 15 % of the timed p50. With the probe's fixed cost
-    and dispatch added they come out above it (measured here 1.04-1.25): what the profiler still costs
-    the kernels themselves, which a no-op probe cannot see, is recorded as negative unattributed time."""
-    layers, accounted = _accounting(ppocr_cls)
-    assert 0.85 <= layers <= 1.15 and 0.85 <= accounted <= 1.35, (layers, accounted)
-    assert ppocr_cls["attribution"]["resolution"]["coarse"] is False
-
-
 def test_a_profile_of_microsecond_layers_says_it_is_coarse(digits_batch) -> None:
     """At batch 1 the digits layers take ~1 us each, within ORT's 1-us trace resolution and its own
     per-node cost: the attribution says so rather than presenting the shares as exact."""
@@ -168,20 +147,13 @@ def test_a_profile_of_microsecond_layers_says_it_is_coarse(digits_batch) -> None
     assert attribute({**profile, "layers": tiny}, target("cpu"))["resolution"]["coarse"] is True
 
 
-@pytest.mark.slow
-def test_a_rapidocr_model_on_rk3588s_placement_shows_its_cpu_fallbacks(ppocr_cls: dict) -> None:
-    """The PP-OCR classifier profiled here, attributed against rk3588's placement: the layers whose ONNX
-    nodes rk3588 runs on the CPU make up the fallback share (the host ran everything)."""
-    profile = ppocr_cls
-    attribution = attribute(profile, target("rk3588"))
-    fallback = [layer for layer in profile["layers"] if layer["placement"] and "CPU" in layer["placement"]]
-    assert fallback, "rk3588 runs some of the classifier on its CPU"
-    expected = sum(float(x["time_ms"]) for x in fallback) / sum(
-        float(x["time_ms"]) for x in profile["layers"]
-    )
-    assert attribution["shares"]["cpu_fallback"] == pytest.approx(expected, abs=1e-3)
-    assert set(attribution["fallback_layers"]) == {x["name"] for x in fallback}
-    assert profile["runs"] == 50  # evaluate.runs 100: PROFILE_RUNS
+def test_profiled_iterations_are_capped_and_never_below_three() -> None:
+    """The profile runs as separate iterations after the timed ones: as many as the timed runs, at most
+    PROFILE_RUNS (the sums over real models: tests/e2e/test_profile_sums.py)."""
+    from backends.onnxruntime._evaluate import PROFILE_RUNS, profile_runs
+
+    assert profile_runs({"runs": 100}) == PROFILE_RUNS and profile_runs({"runs": 10}) == 10
+    assert profile_runs({"runs": 1}) == 3 and profile_runs({}) == PROFILE_RUNS
 
 
 def test_a_model_fixed_at_a_batch_is_offered_a_batch_1_variant(digits_batch) -> None:
