@@ -1,7 +1,7 @@
 """Benchmark: what the per-layer profile costs evaluate, side by side in one run, with the ratio.
 Prints; asserts nothing.
 
-    python bench/profile.py [--runs 50] [--profile-runs 20] [--repeat 3]
+    python bench/profile.py [--runs 50] [--profile-runs 30] [--repeat 3]
 
 For the digits CNN and PP-OCR's direction classifier (rapidocr-onnxruntime), each imported with fixed
 shapes, benchprog runs through the local runner (a fresh process, as evaluate runs it) the same
@@ -11,7 +11,11 @@ ratio, and what the profile measured against the unprofiled timed p50 of the sam
 as ORT reports it (raw), less the profiler's per-node cost the probe measured (layers), and that plus the
 run's fixed cost and dispatch the probe measured without the profiler (+overhead). The profile runs
 as separate iterations after the timed ones, so the timed latency is the same with or without it; the
-ratio is the evaluate time it adds. Timings on a shared 2-core VM vary: read the ratios.
+ratio is the evaluate time it adds. The issue's target is under 10 % of evaluate's time, or a profile
+that runs as separate iterations and says so: the last column says which of the two this run met (the
+second is checked on the profile's own `how`). `layers/paired cpu` is the acceptance's figure: the
+layers against the CPU time of the unprofiled run paired with each profiled one (one thread).
+Timings on a shared 2-core VM vary: read the ratios.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from backends.onnxruntime._evaluate import PROFILE_RUNS  # noqa: E402
 
 
 def _models(tmp: Path) -> dict[str, Path]:
@@ -73,6 +79,7 @@ def _run(model: Path, runs: int, profile_runs: int | None) -> tuple[float, dict[
                 "runs": profile_runs,
                 "probe": "probe.onnx",
                 "probe_baseline": "probe1.onnx",
+                "paired": True,
             }
         write_request(job, request)
         start = time.perf_counter()
@@ -80,10 +87,20 @@ def _run(model: Path, runs: int, profile_runs: int | None) -> tuple[float, dict[
         return time.perf_counter() - start, result
 
 
+OVERHEAD_TARGET = 0.10
+"""The issue's target: the profile adds under 10 % to evaluate's time (or runs apart and says so)."""
+
+
+def _rule(ratio: float, how: str) -> str:
+    if ratio - 1.0 < OVERHEAD_TARGET:
+        return "under 10 %"
+    return "separate iterations, said" if "separate iterations" in how else "NEITHER"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=50)
-    parser.add_argument("--profile-runs", type=int, default=20)
+    parser.add_argument("--profile-runs", type=int, default=PROFILE_RUNS)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     from backends.onnxruntime._profile import profiler_cost_us
@@ -106,8 +123,11 @@ def main() -> int:
                 float(cost["run_fixed_us"]) + float(cost["dispatch_per_node_us"]) * len(prof["layers"])
             ) / 1e3
             p50 = float(last["latency_ms"]["p50"])
+            paired_cpu = statistics.median(float(r["paired_cpu_us"]) for r in prof["runs"]) / 1e3
             rows.append(
                 {
+                    "how": prof["how"],
+                    "paired_cpu_ms": paired_cpu,
                     "model": name,
                     "evaluate_s": statistics.median(plain),
                     "with_profile_s": statistics.median(profiled),
@@ -130,6 +150,8 @@ def main() -> int:
         "raw/timed",
         "layers/timed",
         "+overhead",
+        "layers/paired cpu",
+        "rule met",
     )
     print("  ".join(f"{h:>13}" for h in head))
     for row in rows:
@@ -143,9 +165,13 @@ def main() -> int:
             f"{row['raw_layers_ms'] / p50:.3f}",
             f"{row['layers_ms'] / p50:.3f}",
             f"{(row['layers_ms'] + row['run_fixed_and_dispatch_ms']) / p50:.3f}",
+            f"{row['layers_ms'] / row['paired_cpu_ms']:.3f}",
+            _rule(row["with_profile_s"] / row["evaluate_s"], str(row["how"])),
         )
         print("  ".join(f"{v:>13}" for v in values))
-    print(json.dumps({"format_version": 1, "rows": rows}))
+    print(
+        json.dumps({"format_version": 1, "rows": [{k: v for k, v in r.items() if k != "how"} for r in rows]})
+    )
     return 0
 
 

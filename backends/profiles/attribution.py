@@ -17,7 +17,7 @@ the peaks from the catalog, and the record names them so.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 TOP = 10
@@ -41,6 +41,11 @@ UTILISATION_NOTE = (
     "estimated: 2 x MACs / (time x peak), MACs from the cost model, peak from the catalog "
     "(the NPU's peak ops at the layer's precision; a CPU fallback against the target's CPU GFLOPS)"
 )
+
+
+def layers_ms(layers: Iterable[Mapping[str, Any]]) -> float:
+    """The layers' summed time: what every share and every suggestion's gain is a part of."""
+    return sum(float(layer["time_ms"]) for layer in layers)
 
 
 def _peak_ops(layer: Mapping[str, Any], target: Any) -> tuple[float, str]:
@@ -85,7 +90,7 @@ def _share(part: float, total: float) -> float | None:
 def attribute(profile: Mapping[str, Any], target: Any) -> dict[str, Any]:
     """The attribution block of a profile (see the module docstring)."""
     layers = list(profile.get("layers") or [])
-    total = sum(float(layer["time_ms"]) for layer in layers)
+    total = layers_ms(layers)
     ran_npu = any(layer.get("device") == "NPU" for layer in layers)
     fallback = [layer for layer in layers if _is_fallback(layer, target, ran_npu)]
     transfers = [layer for layer in layers if layer.get("op_type") in TRANSFER_OPS]
@@ -146,10 +151,10 @@ def attribute(profile: Mapping[str, Any], target: Any) -> dict[str, Any]:
         "paired_cpu_ms": paired_cpu,
         "timed_ms": timed,
         "shares": {
-            "cpu_fallback": _share(sum(float(x["time_ms"]) for x in fallback), total),
-            "boundary_transfers": _share(sum(float(x["time_ms"]) for x in transfers), total),
-            "layout_reorders": _share(sum(float(x["time_ms"]) for x in layout), total),
-            "top10": _share(sum(float(x["time_ms"]) for x in ordered[:TOP]), total),
+            "cpu_fallback": _share(layers_ms(fallback), total),
+            "boundary_transfers": _share(layers_ms(transfers), total),
+            "layout_reorders": _share(layers_ms(layout), total),
+            "top10": _share(layers_ms(ordered[:TOP]), total),
         },
         "fallback_layers": [x["name"] for x in fallback],
         "unmapped_layers": sum(1 for x in layers if not x.get("onnx_nodes") and not x.get("inserted")),

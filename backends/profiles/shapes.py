@@ -20,15 +20,13 @@ from typing import Any
 
 import onnx
 
+from backends.profiles.attribution import layers_ms
+
 EVIDENCE = "estimated: the profile's layer times scaled by the variant's share of the work (batch or pixels)"
 
 
 def _dims(value_info: Any) -> list[int]:
     return [d.dim_value for d in value_info.type.tensor_type.shape.dim]
-
-
-def _time(layers: list[Mapping[str, Any]]) -> float:
-    return sum(float(layer["time_ms"]) for layer in layers)
 
 
 def batch_variant(profile: Mapping[str, Any], model: onnx.ModelProto) -> dict[str, Any] | None:
@@ -40,13 +38,13 @@ def batch_variant(profile: Mapping[str, Any], model: onnx.ModelProto) -> dict[st
     if len(leading) != 1 or not isinstance(b := next(iter(leading)), int) or b <= 1:
         return None
     layers = list(profile.get("layers") or [])
-    gain = _time(layers) * (1.0 - 1.0 / b)
+    gain = layers_ms(layers) * (1.0 - 1.0 / b)
     return {
         "field": "shape_variants",
         "value": [{i.name: [1, *_dims(i)[1:]] for i in graph.input}],
         "expected_gain_ms": round(gain, 6),
         "why": f"the model is fixed at batch {b}: a request that comes alone pays for {b}; a batch-1 variant "
-        f"would answer it in about 1/{b} of the layers' {_time(layers):.3f} ms (an upper bound: each layer's "
+        f"would answer it in about 1/{b} of the layers' {layers_ms(layers):.3f} ms (an upper bound: each layer's "
         "fixed cost stays)",
         "layers": [],
     }
@@ -99,13 +97,13 @@ def upsampled_input_variant(profile: Mapping[str, Any], model: onnx.ModelProto) 
     moved = [layer for layer in profile.get("layers") or [] if set(layer.get("onnx_nodes") or []) & after]
     if not moved:
         return None
-    gain = _time(moved) * (1.0 - ratio)
+    gain = layers_ms(moved) * (1.0 - ratio)
     return {
         "field": "shape_variants",
         "value": None,
         "expected_gain_ms": round(gain, 6),
         "why": f"{resize.name} enlarges the input {1 / ratio:.2f}x in pixels before the first layer: the "
-        f"{len(moved)} layers after it ({_time(moved):.3f} ms) compute on pixels the input never had; a "
+        f"{len(moved)} layers after it ({layers_ms(moved):.3f} ms) compute on pixels the input never had; a "
         f"fixed variant at the input's own size would take about {ratio:.2f} of their time",
         "layers": [layer["name"] for layer in moved],
     }

@@ -14,7 +14,7 @@ from typing import Any
 
 import onnx
 
-from backends.profiles.attribution import roofline
+from backends.profiles.attribution import layers_ms, roofline
 
 MIN_GAIN_SHARE = 0.02
 """A suggestion worth less than this share of the profiled time is noise, not advice."""
@@ -23,10 +23,6 @@ PREPROCESS_MARK = "/preprocess/"
 """backends.onnx.preprocess names the nodes it prepends `<input>/preprocess/<step>`."""
 
 GAIN_NOTE = "estimated: measured time of the layers moved minus their roofline time where they would run"
-
-
-def _time(layers: list[Mapping[str, Any]]) -> float:
-    return sum(float(layer["time_ms"]) for layer in layers)
 
 
 def _on_npu(layer: Mapping[str, Any], target: Any) -> float:
@@ -58,7 +54,7 @@ def rewrite_rule(
         return None
     before, after = result.before.get("crossings") or [], result.placement.get("crossings") or []
     saved_crossings = len(before) - len(after)
-    from_layers = _time(moved) - sum(_on_npu(layer, target) for layer in moved)
+    from_layers = layers_ms(moved) - sum(_on_npu(layer, target) for layer in moved)
     from_crossings = sum(crossing_ms(int(c["bytes"]), target) for c in before)
     from_crossings -= sum(crossing_ms(int(c["bytes"]), target) for c in after)
     gain = from_layers + from_crossings
@@ -70,7 +66,7 @@ def rewrite_rule(
         "expected_gain_ms": round(gain, 6),
         "from_layers_ms": round(from_layers, 6),
         "from_crossings_ms": round(from_crossings, 6),
-        "why": f"{len(moved)} CPU-fallback layers ({', '.join(ops)}, {_time(moved):.3f} ms measured) move to "
+        "why": f"{len(moved)} CPU-fallback layers ({', '.join(ops)}, {layers_ms(moved):.3f} ms measured) move to "
         f"the NPU with the rewrite library ({', '.join(fired) or 'its rewrites'}); "
         f"{max(0, saved_crossings)} fewer NPU/CPU crossings ({from_crossings:.3f} ms at the catalog's "
         f"crossing cost on {target.id}, not measured here)",
@@ -92,12 +88,12 @@ def sensitive_rule(profile: Mapping[str, Any], target: Any) -> dict[str, Any] | 
     ]
     if not floats or ratio >= 1.0:
         return None
-    gain = _time(floats) * (1.0 - ratio)
+    gain = layers_ms(floats) * (1.0 - ratio)
     return {
         "field": "quantization.sensitive_layers",
         "value": None,
         "expected_gain_ms": round(gain, 6),
-        "why": f"{len(floats)} compute layers run in float in an int8 model ({_time(floats):.3f} ms measured); "
+        "why": f"{len(floats)} compute layers run in float in an int8 model ({layers_ms(floats):.3f} ms measured); "
         f"int8 at the target's peak ratio {ratio:.2f} would save about this much: keep in float only the "
         f"layers whose measured accuracy gain is worth it (quantize's sensitivity report)",
         "layers": [layer["name"] for layer in floats],
@@ -117,8 +113,8 @@ def preprocess_rule(profile: Mapping[str, Any], target: Any) -> dict[str, Any] |
     return {
         "field": "preprocess",
         "value": None,
-        "expected_gain_ms": round(_time(layers) - sum(_on_npu(x, target) for x in layers), 6),
-        "why": f"the folded-in preprocessing runs on the CPU ({_time(layers):.3f} ms): use the layout, dtype "
+        "expected_gain_ms": round(layers_ms(layers) - sum(_on_npu(x, target) for x in layers), 6),
+        "why": f"the folded-in preprocessing runs on the CPU ({layers_ms(layers):.3f} ms): use the layout, dtype "
         f"or normalization form the target's NPU runs natively",
         "layers": [layer["name"] for layer in layers],
     }
@@ -132,8 +128,8 @@ def cores_rule(profile: Mapping[str, Any], target: Any, threads: int, cpus: int)
     return {
         "field": "compile.cores",
         "value": cpus,
-        "expected_gain_ms": round(_time(compute) * (1.0 - 1.0 / cpus), 6),
-        "why": f"the run used 1 of {cpus} CPU cores; the compute layers ({_time(compute):.3f} ms) are the "
+        "expected_gain_ms": round(layers_ms(compute) * (1.0 - 1.0 / cpus), 6),
+        "why": f"the run used 1 of {cpus} CPU cores; the compute layers ({layers_ms(compute):.3f} ms) are the "
         f"part that parallelises (an upper bound)",
         "layers": [],
     }
@@ -153,7 +149,7 @@ def suggest(
     `model` is the deployed model the profile ran (the fixed-shape-variant rule reads its graph)."""
     from backends.profiles.shapes import shape_variant_rule
 
-    total = _time(list(profile.get("layers") or []))
+    total = layers_ms(list(profile.get("layers") or []))
     found = [
         rewrite_rule(profile, target, float_model, precision or {}),
         sensitive_rule(profile, target),

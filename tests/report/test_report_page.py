@@ -127,3 +127,4 @@ def test_the_profile_chart_draws_the_slowest_layers_and_the_page_holds_the_sugge
     assert chart["data"]["datasets"][0]["data"] == expected
     page = html(data)
     assert "Per-layer profile" in page and "Suggestions" in page and "utilisation (estimated" in page
+    assert "ran as separate iterations" in page and "separate iterations" in data.profile["how"]
