@@ -134,7 +134,7 @@ class VelaCompile:
     """Stage "compile": the TFLite through vela for the target's Ethos-U configuration."""
 
     stage = "compile"
-    version = "1-vela"
+    version = "2-vela"  # 2: the kept-float layers in the placement
 
     def fingerprint(self) -> dict[str, str]:
         return {**fingerprint(), **tflite_fingerprint()}
@@ -164,6 +164,8 @@ class VelaCompile:
             raise TerminalError("vela wrote no optimised model or summary")
         summary = read_summary(summary_csv)
         placement = parse_stdout(proc.stdout) | {"source": f"vela {fingerprint()['ethos_u_vela']}"}
+        # layers the spec kept in float: float32 TFLite ops, which vela leaves to the Cortex-M CPU
+        placement["kept_float"] = list(json.loads(io_path.read_text()).get("kept_float") or [])
         layers = read_per_layer(layers_csv) if layers_csv.is_file() else []
         record = {
             "format_version": 1,
@@ -215,7 +217,7 @@ def vela_measurements(record: Mapping[str, Any], size_bytes: int) -> dict[str, d
             "value": round(ms, 6),
             "evidence": "estimated: vela",
             "detail": f"{where}: {int(summary['cycles_total'])} cycles at {summary['core_clock'] / 1e6:g} MHz "
-            "(vela's performance model; the same for every percentile)",
+            f"(vela's performance model; the same for every percentile){_cpu_note(placement)}",
         }
         for p in ("p50", "p90", "p95", "p99")
     }
@@ -236,7 +238,7 @@ def vela_measurements(record: Mapping[str, Any], size_bytes: int) -> dict[str, d
         "value": round(placement["npu_operators"] / total, 6) if total else 0.0,
         "evidence": "measured:host",
         "detail": f"{where}: {placement['npu_operators']}/{total} TFLite operators placed on the NPU by the compiler "
-        f"({placement['cpu_operators']} left to the CPU)",
+        f"({placement['cpu_operators']} left to the CPU){_kept_note(placement)}",
     }
     out["size_mb"] = {
         "value": round(size_bytes / 1e6, 6),
@@ -246,10 +248,27 @@ def vela_measurements(record: Mapping[str, Any], size_bytes: int) -> dict[str, d
     return out
 
 
+def _kept_note(placement: Mapping[str, Any]) -> str:
+    kept = placement.get("kept_float") or []
+    if not kept:
+        return ""
+    return f"; kept float by quantization.sensitive_layers, on the Cortex-M CPU: {', '.join(kept)}"
+
+
+def _cpu_note(placement: Mapping[str, Any]) -> str:
+    """vela models the NPU only: the operators it leaves to the CPU add time it does not estimate."""
+    if not placement.get("cpu_operators"):
+        return ""
+    return (
+        f"; NPU only: the {placement['cpu_operators']} operator(s) left to the CPU are not in this "
+        f"estimate{_kept_note(placement)}"
+    )
+
+
 class VelaEvaluate(TfliteEvaluate):
     """LiteRT accuracy of the int8 TFLite on this host, and vela's estimates for time and memory."""
 
-    version = "2-vela"  # 2: vela's per-layer cycles as a profile (profile.json)
+    version = "3-vela"  # 2: vela's per-layer cycles as a profile (profile.json); 3: CPU operators named
 
     def fingerprint(self) -> dict[str, str]:
         return {**fingerprint(), **tflite_fingerprint()}

@@ -20,7 +20,7 @@ from backends.catalog import Target
 from backends.sdk import Sdk
 
 NAME = "mediatek"
-ADAPTER_VERSION = "1"
+ADAPTER_VERSION = "2"  # 2: --relax-fp32 for layers kept float
 SDK = Sdk(
     name="neuropilot",
     env_var="NEUROPILOT_SDK_ROOT",

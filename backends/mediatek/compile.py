@@ -19,8 +19,11 @@ from backends.tflite.stages import tflite_of
 BIN = "$NEUROPILOT_SDK_ROOT/host/bin"
 
 
-def ncc_args(target: Target, compile_cfg: Mapping[str, Any], variant: str) -> list[str]:
-    """ncc-tflite's command line for the bundle's model.tflite."""
+def ncc_args(
+    target: Target, compile_cfg: Mapping[str, Any], variant: str, float_layers: bool = False
+) -> list[str]:
+    """ncc-tflite's command line for the bundle's model.tflite. Float32 ops (a float model, or layers
+    the spec kept float in an int8 one) get --relax-fp32: the APU computes them in fp16, it has no fp32."""
     options: Mapping[str, Any] = compile_cfg.get("options") or {}
     arch = str(options.get("arch") or target.extra.get("neuropilot_arch") or "")
     argv = [
@@ -33,7 +36,7 @@ def ncc_args(target: Target, compile_cfg: Mapping[str, Any], variant: str) -> li
     if options.get("l1_size_kb") is not None:
         argv.append(f"--l1-size-kb={int(options['l1_size_kb'])}")
     relax = options.get("relax_fp32")
-    if relax or (relax is None and variant == "float32"):
+    if relax or (relax is None and (variant == "float32" or float_layers)):
         argv.append("--relax-fp32")
     if options.get("opt_accuracy"):
         argv.append("--opt-accuracy")
@@ -56,7 +59,7 @@ class NccCompile:
         tflite, io_path, converted = tflite_of(request, ALLOWED)
         record = json.loads(io_path.read_text())
         compile_cfg: Mapping[str, Any] = request.config.get("compile") or {}
-        argv = ncc_args(request.target, compile_cfg, record["variant"])
+        argv = ncc_args(request.target, compile_cfg, record["variant"], bool(record.get("kept_float")))
         manifest = {
             "format_version": 1,
             "sdk": "neuropilot",

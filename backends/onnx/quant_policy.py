@@ -156,6 +156,12 @@ def has_float(target: Target) -> bool:
     return any(p in target.precisions for p in ("fp32", "fp16", "bf16"))
 
 
+def float_on_fallback(target: Target) -> bool:
+    """True when float layers the NPU cannot run execute on the target's CPU fallback (an Ethos-U's
+    Cortex-M): a float keep is then possible, at the CPU's speed."""
+    return str(target.extra.get("fallback", "none")).startswith("cpu")
+
+
 def check_supported(policy: Policy, target: Target) -> None:
     """TerminalError when the target cannot run the requested integer types or the sensitive keep."""
     precisions = set(target.precisions)
@@ -173,7 +179,7 @@ def check_supported(policy: Policy, target: Target) -> None:
             f"quantization.sensitive_layers.keep: target {target.id} has no {policy.wide_activations} "
             f"activations (its precisions: {', '.join(target.precisions)})"
         )
-    if rules.keep in FLOAT_KEEPS and not has_float(target):
+    if rules.keep in FLOAT_KEEPS and not has_float(target) and not float_on_fallback(target):
         raise TerminalError(
             f"quantization.sensitive_layers.keep: target {target.id} runs no float layers "
             f"(its precisions: {', '.join(target.precisions)}); use keep: int16"

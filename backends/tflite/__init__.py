@@ -43,28 +43,33 @@ KEEP_FIELD = "quantization.sensitive_layers.keep"
 
 
 def keep_errors(quantization: dict[str, Any], target: str) -> list[tuple[str, str]]:
-    """(field, message) for what onnx2tf cannot build, found at `validate` rather than at apply: a ptq
-    spec keeping sensitive layers in float. onnx2tf quantizes the whole model with one setting, so a
-    per-layer float keep would be silently dropped; keep: int16 widens every layer instead (16x8)."""
+    """(field, message) for what the TFLite path cannot build, found at `validate` rather than at
+    apply: float layers inside a 16-bit-activation model (TF's selective quantizer keeps float layers
+    in int8 models only)."""
     rules = quantization.get("sensitive_layers")
     if quantization.get("mode") != "ptq" or not isinstance(rules, dict):
         return []
     selects = any(rules.get(k) for k in ("nodes", "op_types", "first", "last", "auto"))
     keep = str(rules.get("keep") or "fp16")
-    if not selects or keep not in ("fp16", "fp32"):
+    if (
+        not selects
+        or keep not in ("fp16", "fp32")
+        or quantization.get("activations") not in ("int16", "uint16")
+    ):
         return []
     return [
         (
             KEEP_FIELD,
-            f"keep: {keep} layers cannot be built for {target}: onnx2tf quantizes the whole model with one "
-            "setting (no per-layer float keep); use keep: int16 (every layer's activations at int16, 16x8) "
-            "or remove quantization.sensitive_layers",
+            f"keep: {keep} layers cannot be built for {target} with 16-bit activations: TF's selective "
+            "quantizer keeps float layers in int8 models only; use activations: int8 or keep: int16",
         )
     ]
 
 
 def fingerprint() -> dict[str, str]:
-    digest = hashlib.sha256(WORKER.read_bytes()).hexdigest()[:16]
+    digest = hashlib.sha256(
+        WORKER.read_bytes() + WORKER.with_name("keep_locate.py").read_bytes()
+    ).hexdigest()[:16]
     return {**toolchains.fingerprint(toolchains.TFLITE), "tflite_worker": digest}
 
 

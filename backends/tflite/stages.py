@@ -1,11 +1,12 @@
 """quantize (ONNX -> TFLite with onnx2tf) and evaluate (LiteRT on the host) for TFLite-taking backends.
 
-quantize picks one onnx2tf variant from the spec: mode none -> float32, fp16 -> float16, ptq -> full
-int8 (int8 in and out) calibrated on `quantization.calibration`, or int16 activations with int8 weights
-(16x8) when the spec asks for 16-bit activations or keeps sensitive layers at int16. onnx2tf quantizes
-the whole model with one setting, so an int16 rule widens every layer (the report says so) and a float
-keep is refused rather than silently dropped. The converted float32 model is checked against the ONNX
-it came from before anything is recorded (CONVERSION_COSINE).
+quantize picks one variant from the spec: mode none -> float32, fp16 -> float16, ptq -> full int8
+(int8 in and out) calibrated on `quantization.calibration`, or int16 activations with int8 weights
+(16x8) when the spec asks for 16-bit activations or keeps sensitive layers at int16. onnx2tf writes the
+float32 TFLite and its SavedModel; the worker quantizes that SavedModel into the one variant asked for.
+Sensitive layers kept in float (keep: fp16/fp32) stay float32 ops inside the int8 model (LiteRT's
+selective quantization); an int16 keep widens every layer (TFLite has no per-layer 16x8). Every written
+variant is checked against the ONNX model on a few samples before anything is recorded (backends.tflite.check).
 """
 
 from __future__ import annotations
@@ -23,16 +24,13 @@ from backends.errors import TerminalError
 from backends.onnx.quant_policy import FLOAT_KEEPS, Policy, match_rules, resolve
 from backends.tflite import convert, fingerprint
 
-CONVERSION_COSINE = 0.999
-CONVERSION_ATOL = 1e-4
-"""The float32 TFLite against the ONNX model on one calibration sample: onnx2tf must not change the
-function. Cosine >= CONVERSION_COSINE, or every output within CONVERSION_ATOL x max(1, |reference|)
-(cosine means nothing on a near-empty map); anything else is a conversion bug, not rounding."""
 INT16 = ("int16", "uint16")
+RANDOM_CHECK = 4
+"""Random feeds the float conversion is checked on when the stage has no data (mode none, no evaluate.data)."""
 
 
 def choose(policy: Policy, target: Target, allowed: tuple[str, ...]) -> tuple[str, list[str]]:
-    """(onnx2tf variant, notes) for the spec's quantization policy on `target`."""
+    """(variant, notes) for the spec's quantization policy on `target`."""
     notes: list[str] = []
     if policy.mode == "none":
         variant = "float32"
@@ -40,17 +38,20 @@ def choose(policy: Policy, target: Target, allowed: tuple[str, ...]) -> tuple[st
         variant = "float16"
     elif policy.mode == "ptq":
         rules = policy.sensitive
-        if rules is not None and rules.keep in FLOAT_KEEPS:
-            raise TerminalError(
-                f"quantization.sensitive_layers.keep: {rules.keep} layers are not possible through onnx2tf "
-                "(it quantizes the whole model with one setting); use keep: int16"
-            )
+        float_keep = rules is not None and rules.keep in FLOAT_KEEPS and rules.explicit
         wide = policy.activations in INT16 or (rules is not None and rules.keep == "int16")
+        if float_keep and wide:
+            raise TerminalError(
+                "quantization.sensitive_layers.keep: float layers inside a 16-bit-activation TFLite are not "
+                "built (TF's selective quantizer is int8 only); use activations: int8 or keep: int16"
+            )
         variant = "int16_act" if wide else "full_int8"
         if rules is not None and rules.keep == "int16":
             notes.append(
-                "keep int16: onnx2tf widens every layer's activations to int16, not only the kept ones"
+                "keep int16: TFLite widens every layer's activations to int16, not only the kept ones"
             )
+        if float_keep and rules is not None and rules.keep == "fp16":
+            notes.append("keep fp16: the kept layers are float32 ops in the TFLite (it has no fp16 compute)")
         if policy.activations == "uint8":
             notes.append("TFLite quantizes activations as asymmetric int8 (the same grid as uint8, shifted)")
     else:
@@ -65,23 +66,14 @@ def choose(policy: Policy, target: Target, allowed: tuple[str, ...]) -> tuple[st
     return variant, notes
 
 
-def converted_faithfully(check: Mapping[str, float]) -> bool:
-    bound = CONVERSION_ATOL * max(1.0, float(check.get("max_abs_reference", 0.0)))
-    return check["cosine"] >= CONVERSION_COSINE or check["max_abs_diff"] <= bound
-
-
-def write_calibration(folder: Path, source: Path, policy: Policy, job: Path) -> dict[str, str]:
+def write_calibration(files: list[Path], source: Path, job: Path) -> dict[str, str]:
     """One stacked .npy per input, channels last for 4-D inputs (onnx2tf's calibration layout)."""
     import numpy as np
 
     from backends.onnx import data
 
     specs = data.model_inputs(source)
-    samples = data.load_samples(
-        folder, specs, policy.samples or None, policy.seed, "quantization.calibration.data"
-    )
-    if not samples:
-        raise TerminalError("quantization.calibration.data: no samples")
+    samples = [data.read_sample(f, specs) for f in files]
     out: dict[str, str] = {}
     for spec in specs:
         stacked = np.concatenate([np.asarray(s.feed[spec.name], dtype=np.float32) for s in samples])
@@ -93,12 +85,41 @@ def write_calibration(folder: Path, source: Path, policy: Policy, job: Path) -> 
     return out
 
 
+def calibration_files(request: StageRequest, policy: Policy) -> list[Path]:
+    from backends.onnx import data
+
+    folder = request.inputs.get("calibration_data")
+    if folder is None:
+        raise TerminalError("quantization.calibration.data: ptq needs a calibration folder")
+    return data.select_files(
+        Path(folder), policy.samples or None, policy.seed, "quantization.calibration.data"
+    )
+
+
+def check_data(request: StageRequest, source: Path, files: list[Path]) -> tuple[list[Any], Any, Any, str]:
+    """(samples, labels, task, where from) the written variants are checked on."""
+    from backends.onnx import data
+    from backends.onnx.quantize_check import FEW
+    from backends.tflite.check import check_set
+
+    if files or request.inputs.get("eval_data") is not None:
+        chosen = check_set(request, source, files)
+        labels = None if chosen.labels is None else list(chosen.labels)[:FEW]
+        samples = list(chosen.samples)[:FEW]
+        return samples, labels, chosen.task, f"{len(samples)} samples of {chosen.source}"
+    samples = data.random_samples(data.model_inputs(source), RANDOM_CHECK)
+    return samples, None, None, f"{len(samples)} random inputs (no data given)"
+
+
 def build(
     request: StageRequest, allowed: tuple[str, ...], out_dir: Path
 ) -> tuple[Path, Path, dict[str, Any]]:
     """Converts request.inputs["model"] (ONNX) to the TFLite the spec asks for: (model.tflite,
-    tflite.json (variant + I/O ties), report)."""
+    tflite.json (variant + I/O ties + kept float layers), report)."""
     import onnx
+
+    from backends.onnx.data import model_inputs
+    from backends.tflite.check import run_checks, write_samples
 
     log = StageLog(Path(request.log))
     policy = resolve(request.config, request.target)
@@ -107,31 +128,25 @@ def build(
     kept: dict[str, str] = {}
     if policy.sensitive is not None and policy.sensitive.explicit and policy.mode == "ptq":
         kept = match_rules(onnx.load(str(source), load_external_data=False), policy.sensitive)
+    float_keep = sorted(kept) if policy.sensitive is not None and policy.sensitive.keep in FLOAT_KEEPS else []
+    files = calibration_files(request, policy) if policy.mode == "ptq" else []
+    samples, labels, task, where = check_data(request, source, files)
     with tempfile.TemporaryDirectory(prefix="npuctl-tflite-") as tmp:
         job = Path(tmp)
         shutil.copyfile(source, job / "model.onnx")
-        calibration: dict[str, str] = {}
-        if policy.mode == "ptq":
-            folder = request.inputs.get("calibration_data")
-            if folder is None:
-                raise TerminalError("quantization.calibration.data: ptq needs a calibration folder")
-            calibration = write_calibration(Path(folder), source, policy, job)
-        result = converted(job, calibration, request)
+        calibration = write_calibration(files, source, job) if files else {}
+        write_samples(job / "check.npz", samples, [spec.name for spec in model_inputs(source)])
+        wanted = {"variant": variant, "keep": float_keep}
+        result = converted(job, calibration, wanted, request)
         chosen = result["variants"].get(variant)
         if chosen is None:
             raise TerminalError(f"onnx2tf wrote no {variant} model")
-        checks = result.get("checks", {})
-        conversion = checks.get("float32")
-        if conversion is not None and not converted_faithfully(conversion):
-            raise TerminalError(
-                f"onnx2tf changed the model: float32 TFLite vs ONNX cosine {conversion['cosine']:.5f} "
-                f"< {CONVERSION_COSINE} (max |diff| {conversion['max_abs_diff']:.4g})"
-            )
+        checks = run_checks(result, source, samples, labels, task, where)
+        placed = kept_layers(chosen, kept, float_keep, policy)
         out = out_dir / "model.tflite"
         shutil.copyfile(chosen["file"], out)
-        samples = _count(calibration)
     io_path = out_dir / "tflite.json"
-    record = {"format_version": 1, "variant": variant, "io": chosen["io"]}
+    record = {"format_version": 1, "variant": variant, "io": chosen["io"], "kept_float": float_keep}
     io_path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     report: dict[str, Any] = {
         "mode": policy.mode,
@@ -139,8 +154,8 @@ def build(
         "policy": policy.describe(),
         "tflite": {"inputs": chosen["inputs"], "outputs": chosen["outputs"]},
         "checks": checks,
-        "calibration": {"samples": samples},
-        "kept": [{"node": n, "precision": "int16", "rule": r} for n, r in sorted(kept.items())],
+        "calibration": {"samples": len(files)},
+        "kept": placed,
         "toolchain": {"onnx2tf": result.get("onnx2tf"), "tensorflow": result.get("tensorflow")},
         "size_bytes": out.stat().st_size,
     }
@@ -150,19 +165,50 @@ def build(
     return out, io_path, report
 
 
-def converted(job: Path, calibration: Mapping[str, str], request: StageRequest) -> dict[str, Any]:
-    """onnx2tf's result for job/model.onnx and these calibration arrays, through a cache keyed by their
-    bytes and the toolchain fingerprint: one conversion writes every variant, so specs for different
-    TFLite targets (an Ethos-U and a MediaTek APU) of one model share it."""
+def kept_layers(
+    chosen: Mapping[str, Any], kept: Mapping[str, str], float_keep: list[str], policy: Policy
+) -> list[dict[str, Any]]:
+    """The report's kept layers; raises when a float-kept layer is not float in the written model."""
+    if not float_keep:
+        return [{"node": n, "precision": "int16", "rule": r} for n, r in sorted(kept.items())]
+    found: Mapping[str, Any] = chosen.get("kept") or {}
+    out = []
+    for node in float_keep:
+        where = found.get(node) or {}
+        if where.get("dtype") != "float32":
+            raise TerminalError(
+                f"quantization.sensitive_layers: kept layer {node!r} is {where.get('dtype', 'missing')} in the "
+                f"TFLite, not float32 (TFLite op {where.get('tflite', '?')!r})"
+            )
+        out.append(
+            {
+                "node": node,
+                "precision": "fp32",
+                "rule": kept[node],
+                "tflite_op": where["op"],
+                "tflite_tensor": where["tflite"],
+                "fused_with": where["via"][1:],
+            }
+        )
+    return out
+
+
+def converted(
+    job: Path, calibration: Mapping[str, str], wanted: Mapping[str, Any], request: StageRequest
+) -> dict[str, Any]:
+    """The worker's result for job/model.onnx, these calibration arrays, check samples and the wanted
+    variant, through a cache keyed by all their bytes and the toolchain fingerprint: specs for
+    different TFLite targets (an Ethos-U and a MediaTek APU) of one model share one conversion."""
     import hashlib
 
     digest = hashlib.sha256((job / "model.onnx").read_bytes())
     for name in sorted(calibration):
         digest.update(name.encode() + b"\0" + Path(calibration[name]).read_bytes())
-    digest.update(json.dumps(fingerprint(), sort_keys=True).encode())
+    digest.update((job / "check.npz").read_bytes())
+    digest.update(json.dumps([fingerprint(), wanted], sort_keys=True).encode())
     given = request.inputs.get("cache_dir")
     if given is None:
-        return _convert(job, calibration, request)
+        return _convert(job, calibration, wanted, request)
     root = Path(given) / "tflite"
     root.mkdir(parents=True, exist_ok=True)
     entry = root / digest.hexdigest()[:32]
@@ -171,25 +217,40 @@ def converted(job: Path, calibration: Mapping[str, str], request: StageRequest) 
     with (root / f"{entry.name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a second spec converting the same model waits, then reuses
         if not (entry / "result.json").is_file():
-            _store(entry, _convert(job, calibration, request))
+            _store(entry, _convert(job, calibration, wanted, request))
     result: dict[str, Any] = json.loads((entry / "result.json").read_text())
     for variant in result["variants"].values():
         variant["file"] = str(entry / variant["file"])
+    outputs = result.get("check_outputs") or {}
+    for name in outputs:
+        outputs[name] = str(entry / outputs[name])
     return result
 
 
-def _convert(job: Path, calibration: Mapping[str, str], request: StageRequest) -> dict[str, Any]:
-    req = {"model": str(job / "model.onnx"), "output": str(job / "out"), "calibration": dict(calibration)}
+def _convert(
+    job: Path, calibration: Mapping[str, str], wanted: Mapping[str, Any], request: StageRequest
+) -> dict[str, Any]:
+    req = {
+        "model": str(job / "model.onnx"),
+        "output": str(job / "out"),
+        "calibration": dict(calibration),
+        "check": str(job / "check.npz"),
+        **wanted,
+    }
     return convert(req, job, request.log)
 
 
 def _store(entry: Path, result: dict[str, Any]) -> None:
-    """The result and its variant files under `entry`, renamed into place complete."""
+    """The result, its variant files and check outputs under `entry`, renamed into place complete."""
     staging = Path(tempfile.mkdtemp(prefix=".entry-", dir=entry.parent))
     stored = json.loads(json.dumps(result))
     for name, variant in stored["variants"].items():
         shutil.copyfile(variant["file"], staging / f"{name}.tflite")
         variant["file"] = f"{name}.tflite"
+    outputs = stored.get("check_outputs") or {}
+    for name, path in outputs.items():
+        shutil.copyfile(path, staging / f"check-{name}.npz")
+        outputs[name] = f"check-{name}.npz"
     (staging / "result.json").write_text(json.dumps(stored, indent=1, sort_keys=True))
     shutil.rmtree(entry, ignore_errors=True)
     staging.rename(entry)
@@ -198,10 +259,13 @@ def _store(entry: Path, result: dict[str, Any]) -> None:
 def note_for(report: Mapping[str, Any], out: Path) -> str:
     check = report["checks"].get(report["variant"])
     note = f"onnx2tf {report['variant']} TFLite ({out.stat().st_size} bytes)"
+    floats = [k["node"] for k in report.get("kept", []) if k["precision"] == "fp32"]
+    if floats:
+        note += f", {len(floats)} layer(s) kept float32: {', '.join(floats)}"
     if check is not None:
         note += (
-            f"; vs ONNX on a calibration sample: cosine {check['cosine']:.4f}, "
-            f"max |diff| {check['max_abs_diff']:.3g}"
+            f"; vs ONNX on {check['data']}: {check['metric']} {check['score']:.4f} (float {check['float']:.4f}), "
+            f"worst cosine {check['cosine']:.4f}"
         )
     return note
 
@@ -211,7 +275,7 @@ class TfliteQuantize:
     artifact `model` is a tar of model.tflite + tflite.json (compile unpacks it, see `tflite_of`)."""
 
     stage = "quantize"
-    version = "1-onnx2tf"
+    version = "2-onnx2tf"  # 2: one variant per spec, float keeps, checks on a few samples
 
     def __init__(self, allowed: tuple[str, ...]) -> None:
         self.allowed = allowed

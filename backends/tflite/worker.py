@@ -65,37 +65,175 @@ def _describe(path: Path) -> dict[str, Any]:
 
 
 def convert(request: dict[str, Any]) -> dict[str, Any]:
+    """onnx2tf's float32 TFLite and SavedModel, then only the variant the spec asked for: TF's own
+    converter on that SavedModel (what onnx2tf's -oiqt does for all five quantized variants at once)."""
     import onnx2tf
 
     calibration: dict[str, str] = request["calibration"]
-    _sample_file(calibration)
     out = Path(request["output"])
+    # onnx2tf traces the graph on these samples (on a downloaded image file without them)
+    traced = calibration or _channels_last(request.get("check"), out.parent)
+    _sample_file(traced)
     onnx2tf.convert(
         input_onnx_file_path=request["model"],
         output_folder_path=str(out),
-        output_integer_quantized_tflite=bool(calibration),
-        custom_input_op_name_np_data_path=[
-            [name, path, *_identity_norm(path)] for name, path in calibration.items()
-        ]
-        or None,
-        quant_type=request.get("quant_type", "per-channel"),
+        output_signaturedefs=True,  # the SavedModel gets the serving signature TF's converter reads
+        custom_input_op_name_np_data_path=[[n, p, *_identity_norm(p)] for n, p in traced.items()] or None,
         non_verbose=True,
     )
     stem = Path(request["model"]).stem
+    wanted = str(request["variant"])
+    files = {"float32": out / f"{stem}{VARIANTS['float32']}"}
+    kept: dict[str, Any] = {}
+    if wanted == "float16":
+        files["float16"] = out / f"{stem}{VARIANTS['float16']}"
+    elif wanted in QUANTIZED:
+        path = out / f"{stem}{VARIANTS[wanted]}"
+        body, kept = quantized(out, request, wanted)
+        path.write_bytes(body)
+        files[wanted] = path
+    elif wanted != "float32":
+        raise ValueError(f"unknown TFLite variant {wanted!r}")
     variants = {}
-    for variant, suffix in VARIANTS.items():
-        path = out / f"{stem}{suffix}"
-        if path.is_file():
-            described = _describe(path)
-            described["io"] = io_map(request["model"], described)
-            variants[variant] = {"file": str(path), **described}
-    checks = {}
-    if calibration:
-        feed = {name: np_first(path) for name, path in calibration.items()}
-        want = reference_outputs(request["model"], feed)
-        for name, described_variant in variants.items():
-            checks[name] = compare(want, described_variant, feed)
-    return {"variants": variants, "checks": checks}
+    for variant, path in files.items():
+        described = _describe(path)
+        described["io"] = io_map(request["model"], described)
+        variants[variant] = {"file": str(path), **described}
+    if kept:
+        variants[wanted]["kept"] = kept
+    outputs = {}
+    if request.get("check"):
+        for variant, described_variant in variants.items():
+            outputs[variant] = check_outputs(
+                described_variant, request["check"], out / f"check-{variant}.npz"
+            )
+    return {"variants": variants, "check_outputs": outputs}
+
+
+QUANTIZED = ("full_int8", "int16_act")
+
+
+def quantized(saved_model: Path, request: dict[str, Any], variant: str) -> tuple[bytes, dict[str, Any]]:
+    """The variant's TFLite bytes and, for kept layers, {ONNX node: its TFLite op, kept float}: LiteRT's
+    selective quantization (the QuantizationDebugger's denylisted_nodes) on the calibrated model."""
+    import tensorflow as tf
+
+    calibration = {name: _load(path) for name, path in request["calibration"].items()}
+    if not calibration:
+        raise ValueError(f"{variant} TFLite needs calibration data")
+    feeds = _signature_feeds(saved_model, calibration)
+    count = min(len(x) for x in feeds.values())
+
+    def representative() -> Any:
+        for i in range(count):
+            yield {name: x[i : i + 1] for name, x in feeds.items()}
+
+    converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_model))
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = representative
+    ops = tf.lite.OpsSet
+    wide = variant == "int16_act"
+    integer = (
+        ops.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8 if wide else ops.TFLITE_BUILTINS_INT8
+    )
+    converter.target_spec.supported_ops = [integer, ops.SELECT_TF_OPS]
+    io_type = tf.int16 if wide else tf.int8
+    keep = list(request.get("keep") or [])
+    if not keep:
+        converter.inference_input_type = io_type
+        converter.inference_output_type = io_type
+        body: bytes = converter.convert()
+        return body, {}
+    if wide:
+        raise ValueError(
+            "float layers inside a 16x8 TFLite are not built (TF's selective quantizer is int8 only)"
+        )
+    from tensorflow.lite.python import convert as tf_convert
+
+    converter._experimental_calibrate_only = True
+    calibrated = converter.convert()
+    first = {name: np_first(path) for name, path in request["calibration"].items()}
+    kept = _sibling("keep_locate").locate(request["model"], calibrated, keep, first)
+    body = tf_convert.mlir_quantize(
+        calibrated,
+        fully_quantize=True,
+        input_data_type=io_type,
+        output_data_type=io_type,
+        denylisted_nodes=sorted({k["tflite"] for k in kept.values()}),
+    )
+    dtypes = _sibling("keep_locate").tensor_dtypes(body)
+    for found in kept.values():
+        found["dtype"] = dtypes.get(found["tflite"], "missing")
+    return body, kept
+
+
+def _sibling(name: str) -> Any:
+    """A module beside this file, by path (the worker runs isolated: its folder is not on sys.path)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        f"npuctl_tflite_{name}", Path(__file__).with_name(f"{name}.py")
+    )
+    if spec is None or spec.loader is None:
+        raise ImportError(name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _load(path: str) -> Any:
+    import numpy as np
+
+    return np.load(path).astype(np.float32)
+
+
+def _signature_feeds(saved_model: Path, calibration: dict[str, Any]) -> dict[str, Any]:
+    """The calibration arrays keyed by the SavedModel signature's input names (onnx2tf keeps the ONNX
+    names where TF allows them; otherwise matched by position)."""
+    import tensorflow as tf
+
+    _, spec = tf.saved_model.load(str(saved_model)).signatures["serving_default"].structured_input_signature
+    names = list(spec)
+    onnx_names = list(calibration)
+    if len(names) != len(onnx_names):
+        raise ValueError(f"SavedModel inputs {names} do not match the ONNX inputs {onnx_names}")
+    if set(names) == set(onnx_names):
+        return {n: calibration[n] for n in names}
+    return {n: calibration[o] for n, o in zip(names, onnx_names, strict=True)}
+
+
+def check_outputs(variant: dict[str, Any], samples: str, path: Path) -> str:
+    """The variant's outputs (ONNX layout, float) on every check sample, stacked per output, saved to
+    `path`: the parent scores them against the ONNX model with its own accuracy code."""
+    import numpy as np
+
+    stacked = dict(np.load(samples))
+    count = min(len(x) for x in stacked.values())
+    rows = [
+        run_tflite(variant["file"], variant["io"], {k: x[i : i + 1] for k, x in stacked.items()})
+        for i in range(count)
+    ]
+    names = [o["onnx"] for o in variant["io"]["outputs"]]
+    arrays: dict[str, Any] = {f"out{k}": np.concatenate([row[k] for row in rows]) for k in range(len(names))}
+    np.savez(path, **arrays)
+    return str(path)
+
+
+def _channels_last(samples: str | None, folder: Path) -> dict[str, str]:
+    """The check samples as one channels-last .npy per input (onnx2tf's sample layout)."""
+    import numpy as np
+
+    if not samples:
+        return {}
+    out = {}
+    for k, (name, x) in enumerate(np.load(samples).items()):
+        x = x.astype(np.float32)
+        if x.ndim >= 3:
+            x = x.transpose(0, *range(2, x.ndim), 1)
+        path = folder / f"traced-{k}.npy"
+        np.save(path, np.ascontiguousarray(x))
+        out[name] = str(path)
+    return out
 
 
 def _identity_norm(path: str) -> tuple[Any, Any]:
@@ -183,31 +321,6 @@ def run_tflite(path: str, io: dict[str, Any], feed: dict[str, Any]) -> list[Any]
             y = y.transpose(np.argsort(spec["perm"]))
         result.append(np.asarray(y, dtype=np.float32))
     return result
-
-
-def reference_outputs(model_path: str, feed: dict[str, Any]) -> list[Any]:
-    """The ONNX model's outputs on `feed` (ONNX Runtime CPU): what every variant is compared with."""
-    import numpy as np
-    import onnxruntime as ort
-
-    session = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
-    outputs: list[Any] = session.run(None, {k: np.asarray(v, dtype=np.float32) for k, v in feed.items()})
-    return outputs
-
-
-def compare(want: list[Any], variant: dict[str, Any], feed: dict[str, Any]) -> dict[str, Any]:
-    """The variant against the ONNX model's outputs `want`, one calibration sample."""
-    import numpy as np
-
-    got = run_tflite(variant["file"], variant["io"], feed)
-    a = np.concatenate([np.ravel(x).astype(np.float64) for x in got])
-    b = np.concatenate([np.ravel(x).astype(np.float64) for x in want])
-    denom = float(np.linalg.norm(a) * np.linalg.norm(b))
-    return {
-        "cosine": float(a @ b / denom) if denom else float(np.allclose(a, b)),
-        "max_abs_diff": float(np.max(np.abs(a - b))) if a.size else 0.0,
-        "max_abs_reference": float(np.max(np.abs(b))) if b.size else 0.0,
-    }
 
 
 def main(argv: list[str]) -> int:

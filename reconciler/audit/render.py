@@ -19,6 +19,8 @@ MARK = {
     "fail (estimated)": "❌",
     "met on host CPU": "🟡",
     "missed on host CPU": "🟠",
+    "met on an assumption": "🟡",
+    "missed on an assumption": "🟠",
     "unknown": "⚪",
     "unverified": "⚪",
 }

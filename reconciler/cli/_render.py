@@ -24,6 +24,8 @@ _MARK = {
     "unknown": "⚪ unknown",
     "met on host CPU": "🟡 met on host CPU",
     "missed on host CPU": "🟠 missed on host CPU",
+    "met on an assumption": "🟡 met on an assumption",
+    "missed on an assumption": "🟠 missed on an assumption",
 }
 
 

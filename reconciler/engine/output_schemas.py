@@ -56,6 +56,8 @@ VERDICT: dict[str, Any] = {
                 "fail (estimated)",
                 "met on host CPU",
                 "missed on host CPU",
+                "met on an assumption",
+                "missed on an assumption",
                 "unknown",
                 "unverified",
             ]
@@ -94,6 +96,11 @@ MEASUREMENT: dict[str, Any] = {
             "description": "false: timed on a CPU for a target with an NPU (evidence about that CPU, never a pass)",
         },
         "host": {"type": "string", "description": "with on_target false: the runtime and CPU that measured"},
+        "assumed": {
+            "type": "string",
+            "description": "what the value rests on that was neither measured nor published (an assumed clock): "
+            "its verdict is never a pass or a fail",
+        },
         "verdict": {
             "type": "string",
             "description": "with no value: the verdict it gives (unknown, unverified)",

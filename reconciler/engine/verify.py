@@ -3,7 +3,9 @@
 A latency bound with no measurement falls back to the cost-model estimate, and says so: a verdict met
 only on an estimate has passed=None ("met on estimate"), never a plain pass. A measurement marked
 `on_target: false` (an NPU target's latency timed on a CPU) is evidence about that CPU: "met on host
-CPU" / "missed on host CPU", passed=None. A measurement recorded with no value (an estimate that could
+CPU" / "missed on host CPU", passed=None. A measurement marked `assumed` (milliseconds from an assumed
+clock) is an assumption: "met on an assumption" / "missed on an assumption", passed=None, never a
+fail either. A measurement recorded with no value (an estimate that could
 not bound the work, a bundle whose vendor tool did not run) gives no verdict, with its reason.
 """
 
@@ -54,6 +56,18 @@ def _verdict(
             evidence,
             "met on host CPU" if met else "missed on host CPU",
             f"evidence about {measured.get('host') or 'a host CPU'}, not the target: {measured.get('detail', '')}",
+        )
+    if measured.get("assumed"):
+        return Verdict(
+            name,
+            variant,
+            threshold,
+            comparison,
+            value,
+            None,
+            evidence,
+            "met on an assumption" if met else "missed on an assumption",
+            f"rests on {measured['assumed']}: {measured.get('detail', '')}",
         )
     estimated = evidence.startswith("estimated")
     if estimated:

@@ -23,6 +23,8 @@ MARK = {
     "fail (estimated)": "❌ fail (estimated)",
     "met on host CPU": "🟡 met on host CPU",
     "missed on host CPU": "🟠 missed on host CPU",
+    "met on an assumption": "🟡 met on an assumption",
+    "missed on an assumption": "🟠 missed on an assumption",
     "unknown": "⚪ unknown",
     "unverified": "⚪ unverified",
 }

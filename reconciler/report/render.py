@@ -19,6 +19,8 @@ VERDICT_CLASS = {
     "fail (estimated)": "fail",
     "met on host CPU": "estimate",
     "missed on host CPU": "estimate",
+    "met on an assumption": "estimate",
+    "missed on an assumption": "estimate",
 }
 
 

@@ -51,3 +51,19 @@ def test_accuracy_drop_absolute_and_relative() -> None:
 def test_no_slo_no_verdicts() -> None:
     assert judge(None, MEASURED, "default") == []
     assert judge({"latency_ms": None}, MEASURED, "default") == []
+
+
+def test_a_figure_resting_on_an_assumption_neither_passes_nor_fails() -> None:
+    """milliseconds from an assumed clock (the HTP's): whichever side of the bound, no pass and no fail."""
+    assumed = {
+        "latency_ms.p90": {
+            "value": 4.0,
+            "evidence": "estimated: QNN HTP simulator cycles at the catalog HTP clock",
+            "detail": "4000000 cycles at 1000 MHz",
+            "assumed": "an assumed HTP clock of 1000 MHz",
+        }
+    }
+    for bound, word in ((10, "met on an assumption"), (1, "missed on an assumption")):
+        v = _by_name({"latency_ms": {"p90": bound}}, assumed)["latency_ms.p90"]
+        assert v.passed is None and v.verdict == word, v
+        assert "an assumed HTP clock of 1000 MHz" in v.detail

@@ -75,18 +75,22 @@ def test_unloadable_backend_is_reported(repo: Repo, monkeypatch: pytest.MonkeyPa
 
 
 @pytest.mark.parametrize("target", ["ethos-u55", "ethos-u85", "mediatek-mdla3"])
-def test_a_float_keep_onnx2tf_cannot_build_is_a_validate_error(repo: Repo, target: str) -> None:
-    """onnx2tf quantizes the whole model at one setting: a per-layer float keep on a TFLite-taking target
-    fails at validate, at the sensitive_layers line, naming the field and the alternative."""
+def test_a_float_keep_in_a_16_bit_tflite_is_a_validate_error(repo: Repo, target: str) -> None:
+    """Float layers inside an int8 TFLite are built (LiteRT's selective quantization); inside a
+    16-bit-activation one TF cannot build them: that fails at validate, at the sensitive_layers line,
+    naming the field and the alternatives."""
     text = GOOD.replace("target: cpu", f"target: {target}")
     (report,) = check([repo.write("specs/a.yaml", text)], repo.root)
+    assert [str(e) for e in report.errors] == [], "a float keep in an int8 TFLite is valid"
+    wide = text.replace("    sensitive_layers:\n", "    activations: int16\n    sensitive_layers:\n")
+    (report,) = check([repo.write("specs/a.yaml", wide)], repo.root)
     errors = [str(e) for e in report.errors]
-    block = text.splitlines().index("    sensitive_layers:") + 1
+    block = wide.splitlines().index("    sensitive_layers:") + 1
     assert len(errors) == 1, errors
     file, line, _ = errors[0].split(":", 3)[:3]
     assert file == "specs/a.yaml" and block <= int(line) <= block + 2, "inside the sensitive_layers block"
     assert "spec.quantization.sensitive_layers.keep:" in errors[0] and "keep: fp16 layers" in errors[0]
-    assert "use keep: int16" in errors[0] and target in errors[0]
-    widened = text.replace("    sensitive_layers:\n", "    sensitive_layers:\n      keep: int16\n")
+    assert "use activations: int8 or keep: int16" in errors[0] and target in errors[0]
+    widened = wide.replace("    sensitive_layers:\n", "    sensitive_layers:\n      keep: int16\n")
     (report,) = check([repo.write("specs/a.yaml", widened)], repo.root)
     assert [str(e) for e in report.errors] == []

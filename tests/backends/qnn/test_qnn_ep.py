@@ -17,6 +17,7 @@ from backends.qnn.stages import QnnCheck, context_files
 from backends.qnn.validation import device_map, parse
 from reconciler.state.store import Store
 from tests.backends.built_once import built_once
+from tests.backends.detector import SIZE
 from tests.conftest import DIGITS_SPEC, copy_digits, git, run_npuctl
 
 pytest.importorskip("onnxruntime_qnn")
@@ -186,7 +187,42 @@ def test_a_real_detector_compiles_for_the_htp_and_agrees_with_float_on_the_simul
     assert "HTP validation (htp_arch v73, soc_model 60)" in measured["npu_coverage"]["detail"], placement
     assert measured["accuracy"]["evidence"] == "measured:host simulator"
     assert measured["accuracy"]["value"] >= 0.5, measured["accuracy"]
-    assert measured["htp_cycles"]["value"] > measured["accuracy"]["value"]
+    # the simulator's cycles follow the work: the detector (hundreds of times digits' MACs, counted
+    # here from the two graphs) takes many times the cycles of digits on the same simulator
+    digits = json.loads((git_repo / "specs" / "digits.lock.json").read_text())["variants"]["default"]
+    det_macs = conv_gemm_macs(git_repo / "models" / "det.onnx", [1, 3, SIZE, SIZE])
+    work = det_macs / conv_gemm_macs(git_repo / "models" / "digits.onnx", [1, 1, 8, 8])
+    assert work > 100, work
+    assert measured["htp_cycles"]["value"] > 5 * digits["measurements"]["htp_cycles"]["value"]
+
+
+def conv_gemm_macs(path: Path, shape: list[int]) -> int:
+    """Multiply-accumulates of the Conv and Gemm/MatMul nodes with the (single) input at `shape`."""
+    import onnx
+    from onnx import shape_inference
+
+    model = onnx.load(str(path))
+    inits = {t.name for t in model.graph.initializer}
+    (value,) = [v for v in model.graph.input if v.name not in inits]
+    for dim, size in zip(value.type.tensor_type.shape.dim, shape, strict=True):
+        dim.Clear()
+        dim.dim_value = size
+    model = shape_inference.infer_shapes(model)
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in model.graph.value_info}
+    shapes.update({v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in model.graph.output})
+    weights = {t.name: list(t.dims) for t in model.graph.initializer}
+    for node in model.graph.node:  # weights held in Constant nodes (paddle2onnx writes them so)
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            weights[node.output[0]] = list(node.attribute[0].t.dims)
+    total = 0
+    for node in model.graph.node:
+        if node.op_type == "Conv" and node.input[1] in weights and node.output[0] in shapes:
+            out = shapes[node.output[0]]
+            kernel = weights[node.input[1]]  # [out_ch, in_ch/group, kh, kw]
+            total += int(np.prod(out)) * int(np.prod(kernel[1:]))
+        elif node.op_type in ("Gemm", "MatMul") and node.input[1] in weights:
+            total += int(np.prod(weights[node.input[1]]))
+    return total
 
 
 def test_qnns_qdq_config_reaches_the_quantizer_under_the_specs_own_settings(tmp_path: Path) -> None:

@@ -34,6 +34,8 @@ def test_cycles_become_milliseconds_at_the_clock_and_stay_an_estimate() -> None:
         assert value["evidence"].startswith("estimated") and "measured" not in value["evidence"]
         assert "1250 MHz" in value["detail"] and "not a time measured on a device" in value["detail"]
         assert target.extra["basis"]["htp_clock_mhz"] in value["detail"], "the clock's basis travels with it"
+        assumed = target.extra["basis"]["htp_clock_mhz"].startswith("assumed")
+        assert ("assumed" in value) == assumed, "an assumed clock marks the figure as an assumption"
 
 
 def test_no_clock_no_latency() -> None:

@@ -1,7 +1,8 @@
 """The TFLite backends end to end on real models: ethos-u (vela) and mediatek (ncc-tflite bundle).
 
 One repository holds every spec these tests check (digits and the PP-OCR detector, each for an Ethos-U
-and a MediaTek APU, plus a float spec an Ethos-U refuses) and is applied once for the run
+and a MediaTek APU, digits with a layer kept float on an Ethos-U and a MediaTek APU, plus a float spec
+an Ethos-U refuses) and is applied once for the run
 (tests.backends.built_once): the two quantize stages of one model share one onnx2tf conversion through
 the conversion cache (backends.tflite.stages.converted), as a user deploying one model to both would.
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 
@@ -66,6 +68,10 @@ def _build(repo: Path) -> dict[str, Any]:
     (repo / "specs" / "digits-float-u85.yaml").write_text(
         DIGITS_SPEC.format(name="digits-float-u85").replace("target: cpu", "target: ethos-u85")
     )
+    keep = QUANT + "    sensitive_layers: {keep: fp32, nodes: [/fc1/Gemm]}\n"
+    for name, target in (("digits-u55-keep", "ethos-u55"), ("digits-mtk-keep", "mediatek-mdla3")):
+        spec = DIGITS_SPEC.format(name=name).replace("target: cpu", f"target: {target}")
+        (repo / "specs" / f"{name}.yaml").write_text(spec.replace("  evaluate:", keep + "  evaluate:"))
     write_det_repo(repo, "ethos-u85", name="det-u85", data="det-data")
     write_det_repo(repo, "mediatek-mdla3", name="det-mtk", data="det-data")
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "NEUROPILOT_SDK_ROOT": ""}
@@ -198,3 +204,117 @@ def test_vela_per_layer_cycles_become_the_profile(built: Built) -> None:
     assert sum(float(x["time_ms"]) for x in profile["layers"]) == pytest.approx(total, rel=1e-3)
     assert {x["device"] for x in profile["layers"]} <= {"NPU", "CPU"}
     assert sum(x["macs"] for x in profile["layers"]) == sum(int(float(r["MAC Count"])) for r in rows)
+
+
+def stage_report(repo: Path, variant: dict[str, Any], stage: str) -> dict[str, Any]:
+    """The stage's recorded report (state.db), by the key the lock names."""
+    import sqlite3
+
+    key = variant["stages"][stage]["key"]
+    with sqlite3.connect(repo / ".npuctl" / "state.db") as db:
+        (text,) = db.execute("SELECT report FROM records WHERE key = ?", (key,)).fetchone()
+    report: dict[str, Any] = json.loads(text)
+    return report
+
+
+TFLITE_TYPES = {0: "float32", 2: "int32", 7: "int16", 9: "int8"}
+
+
+def operators(tflite: bytes) -> list[dict[str, Any]]:
+    """Per operator of the first subgraph: builtin name, output type, and its weight tensor's shape and
+    type (the second input, when constant), read with vela's own flatbuffer schema."""
+    from ethosu.vela.tflite.BuiltinOperator import BuiltinOperator
+    from ethosu.vela.tflite.Model import Model
+
+    names = {v: k for k, v in vars(BuiltinOperator).items() if not k.startswith("_")}
+    model = Model.GetRootAsModel(tflite, 0)
+    graph = model.Subgraphs(0)
+    out = []
+    for i in range(graph.OperatorsLength()):
+        op = graph.Operators(i)
+        code = model.OperatorCodes(op.OpcodeIndex())
+        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+        output = graph.Tensors(op.Outputs(0))
+        row: dict[str, Any] = {
+            "op": names.get(builtin, str(builtin)),
+            "name": output.Name().decode(),
+            "out": TFLITE_TYPES.get(output.Type(), "other"),
+        }
+        if op.InputsLength() > 1 and op.Inputs(1) >= 0:
+            weight = graph.Tensors(op.Inputs(1))
+            if model.Buffers(weight.Buffer()).DataLength():
+                row["weight_shape"] = sorted(int(d) for d in weight.ShapeAsNumpy())
+                row["weight"] = TFLITE_TYPES.get(weight.Type(), "other")
+        out.append(row)
+    return out
+
+
+def test_a_layer_kept_float_is_float_in_the_tflite_runs_on_litert_and_is_vela_cpu(built: Built) -> None:
+    """keep: fp32 on /fc1/Gemm through onnx2tf + LiteRT's selective quantization: that layer's TFLite
+    op (found here by its weight's shape, from the ONNX initializer) has float32 weights and output, every
+    other compute op int8; LiteRT runs the model; vela leaves the float ops to the Cortex-M CPU and the
+    estimate says they are not in it."""
+    repo, out = built
+    assert out["digits-u55-keep"]["errors"] == []
+    variant = _lock(repo, "digits-u55-keep")
+    store = Store(repo / ".npuctl" / "store")
+    bundle = store.path(variant["stages"]["quantize"]["artifacts"]["model"]["digest"])
+    ops = operators(bundles.read(bundle, "model.tflite"))
+    model = onnx.load(str(repo / "models" / "digits.onnx"))
+    inits = {t.name: sorted(t.dims) for t in model.graph.initializer}
+    fc1 = next(n for n in model.graph.node if n.name == "/fc1/Gemm")
+    kept_shape = inits[fc1.input[1]]
+    compute = [o for o in ops if o["op"] in ("CONV_2D", "FULLY_CONNECTED", "DEPTHWISE_CONV_2D")]
+    kept = [o for o in compute if o.get("weight_shape") == kept_shape]
+    assert len(kept) == 1 and kept[0]["weight"] == "float32" and kept[0]["out"] == "float32", ops
+    others = [o for o in compute if o is not kept[0]]
+    assert len(others) == 3 and all(o["weight"] == "int8" and o["out"] == "int8" for o in others), ops
+    assert {"QUANTIZE", "DEQUANTIZE"} <= {o["op"] for o in ops}, "float island between int8 ops"
+    report = stage_report(repo, variant, "quantize")
+    (entry,) = report["kept"]
+    assert entry["node"] == "/fc1/Gemm" and entry["precision"] == "fp32"
+    assert entry["tflite_op"] == "FULLY_CONNECTED" and entry["fused_with"] == ["/relu3/Relu"]
+    # LiteRT ran it: the accuracy is a host measurement close to the float model's, computed here
+    measured = variant["measurements"]
+    reference = float_top1(repo)
+    assert measured["accuracy"]["evidence"] == "measured:host"
+    assert abs(measured["accuracy"]["value"] - reference) <= 0.05
+    # vela: the float ops are its CPU operators, and the estimate says what it leaves out
+    record = json.loads(
+        store.path(variant["stages"]["compile"]["artifacts"]["vela_report"]["digest"]).read_text()
+    )
+    placement = record["placement"]
+    assert placement["kept_float"] == ["/fc1/Gemm"]
+    on_cpu = {op["name"].split(" (outputs")[0] for op in placement["cpu"]}
+    assert kept[0]["name"] in on_cpu, (kept, placement["cpu"])
+    float_ops = [o["name"] for o in ops if o["out"] == "float32" or o["op"] == "QUANTIZE"]
+    assert set(float_ops) <= on_cpu and placement["cpu_operators"] == len(float_ops) == 3, (float_ops, on_cpu)
+    detail = measured["latency_ms.p90"]["detail"]
+    assert "are not in this estimate" in detail and "/fc1/Gemm" in detail
+    assert "/fc1/Gemm" in measured["npu_coverage"]["detail"]
+    # MediaTek: the same kept layer; its bundle relaxes the float ops to fp16
+    mtk = _lock(repo, "digits-mtk-keep")
+    bundle = store.path(mtk["stages"]["compile"]["artifacts"]["bundle"]["digest"])
+    (command,) = json.loads(bundles.read(bundle, "manifest.json"))["commands"]
+    assert "--relax-fp32" in command
+
+
+def test_the_quantize_check_scores_a_few_samples_with_the_specs_measure(built: Built) -> None:
+    """The written variants are checked against the ONNX model on the first 16 calibration samples (not
+    one): the float32 conversion is exact-ish, the int8 model within the broken-model bound; only the
+    variant the spec asks for is written."""
+    repo, _ = built
+    for name in ("digits-u55", "det-u85"):
+        variant = _lock(repo, name)
+        report = stage_report(repo, variant, "quantize")
+        checks = report["checks"]
+        assert set(checks) == {"float32", report["variant"]}, "only the variant asked for is written"
+        calib = len(
+            list((repo / ("data/calib" if name.startswith("digits") else "det-data/calib")).glob("*"))
+        )
+        for check in checks.values():
+            assert check["samples"] == min(16, calib, report["calibration"]["samples"]), check
+        assert checks["float32"]["cosine"] >= 0.999 or checks["float32"]["max_abs_diff"] < 1e-3
+        quantized = checks[report["variant"]]
+        assert quantized["drop"] == pytest.approx(quantized["float"] - quantized["score"], abs=1e-5)
+        assert quantized["drop"] <= quantized["budget"] == 0.5
