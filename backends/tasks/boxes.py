@@ -38,6 +38,7 @@ def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
     if not len(a) or not len(b):
         return np.zeros((len(a), len(b)))
+    a, b = _ordered(a), _ordered(b)
     x1 = np.maximum(a[:, None, 0], b[None, :, 0])
     y1 = np.maximum(a[:, None, 1], b[None, :, 1])
     x2 = np.minimum(a[:, None, 2], b[None, :, 2])
@@ -47,6 +48,16 @@ def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     area_b = np.clip(b[:, 2] - b[:, 0], 0, None) * np.clip(b[:, 3] - b[:, 1], 0, None)
     union = area_a[:, None] + area_b[None, :] - inter
     out: np.ndarray = np.where(union > 0, inter / np.where(union > 0, union, 1.0), 0.0)
+    return out
+
+
+def _ordered(boxes: np.ndarray) -> np.ndarray:
+    """Corners as (left, top, right, bottom) whichever way round they came: a decoder's negative width or
+    a label file's (x2, y1, x1, y2) is the same box, not an empty one."""
+    import numpy as np
+
+    xs, ys = boxes[:, [0, 2]], boxes[:, [1, 3]]
+    out: np.ndarray = np.stack([xs.min(1), ys.min(1), xs.max(1), ys.max(1)], axis=1)
     return out
 
 

@@ -50,3 +50,20 @@ def test_nms_on_thousands_of_candidates_stays_linear_in_memory() -> None:
     kept = nms(_dets(rows.tolist()), 0.45, False, 300)
     assert len(kept) == 300
     print(f"nms over 8400 candidates: {time.perf_counter() - start:.2f} s")
+
+
+def test_a_box_with_reversed_corners_is_the_same_box() -> None:
+    """(x2, y2, x1, y1) or one axis swapped: IoU 1 with itself, and it matches its upright twin."""
+    from backends.tasks.boxes import iou_matrix
+
+    upright = np.asarray([[0.0, 0.0, 10.0, 20.0]])
+    for reversed_ in ([[10.0, 20.0, 0.0, 0.0]], [[10.0, 0.0, 0.0, 20.0]], [[0.0, 20.0, 10.0, 0.0]]):
+        box = np.asarray(reversed_)
+        assert iou_matrix(box, box).tolist() == [[1.0]]
+        assert iou_matrix(box, upright).tolist() == [[1.0]]
+    # a half overlap worked by hand: [0,0,10,20] and [5,0,15,20] share 100 of 300
+    shifted = np.asarray([[15.0, 20.0, 5.0, 0.0]])
+    assert iou_matrix(upright, shifted)[0, 0] == pytest.approx(100 / 300)
+    tally = BoxTally(0.5)
+    tally.add(_dets([[10, 20, 0, 0, 0.9, 0]]), _dets([[0, 0, 10, 20, 1, 0]]))
+    assert (tally.tp, tally.fp, tally.fn) == (1, 0, 0)
