@@ -135,9 +135,9 @@ def make_image(photo: Path, rng: random.Random, size: int = SIZE) -> np.ndarray:
     return np.asarray(img)[:, :, ::-1].copy()
 
 
-def generate(photo_set: Sequence[Path], count: int, seed: int) -> list[np.ndarray]:
+def generate(photo_set: Sequence[Path], count: int, seed: int, size: int = SIZE) -> list[np.ndarray]:
     rng = random.Random(seed)
-    return [make_image(photo_set[i % len(photo_set)], rng) for i in range(count)]
+    return [make_image(photo_set[i % len(photo_set)], rng, size) for i in range(count)]
 
 
 def to_input(bgr: np.ndarray) -> np.ndarray:

@@ -112,6 +112,7 @@ class QuantizePass:
                 report = quantize_ptq(request, policy, out, log)
             elif policy.mode == "fp16":
                 report = convert_fp16(Path(source), out, policy, request.target, log)
+                report["check"] = _fp16_check(request, report, Path(source), out)
             elif policy.mode == "qat":
                 report = validate_qat(Path(source), out, request.target, log)
             else:
@@ -123,6 +124,18 @@ class QuantizePass:
         report["size_ratio"] = round(report["size_bytes"] / max(1, report["float_size_bytes"]), 4)
         log(json.dumps(report, indent=1, sort_keys=True, default=str))
         return StageOutput(artifacts={"model": out}, report=report, note=_note(report))
+
+
+def _fp16_check(request: StageRequest, report: Mapping[str, Any], source: Path, out: Path) -> dict[str, Any]:
+    """The fp16 model against its float source, on the broken-model bound (fp16 has no budget)."""
+    if not report.get("runs_on_host", True):
+        return {"ran": False, "why": "the fp16 model does not run on the host ONNX Runtime"}
+    from backends.onnx import quantize_check
+
+    folder = request.inputs.get("calibration_data")
+    files = data.sample_files(Path(folder)) if folder is not None else []
+    reference = Path(request.inputs.get("float_model", source))
+    return quantize_check.check(request, report, out, reference, files)
 
 
 def _note(report: Mapping[str, Any]) -> str:

@@ -199,7 +199,7 @@ class NncfQuantize:
         out = request.workdir / "model.onnx"
         onnx.save(quantized, str(out))
         qdq = sum(1 for n in quantized.graph.node if n.op_type == "QuantizeLinear")
-        report = {
+        report: dict[str, Any] = {
             "quantizer": f"nncf {fingerprint()['nncf']} (ONNX backend)",
             "policy": policy.describe(),
             "preset": preset.value,
@@ -208,6 +208,11 @@ class NncfQuantize:
             "samples": len(samples),
             "quantize_nodes": qdq,
         }
+        from backends.onnx import quantize_check  # the NNCF model against its float source, in ORT
+
+        files = data.select_files(Path(folder), policy.samples, policy.seed, "quantization.calibration.data")
+        reference = Path(request.inputs.get("float_model", source))
+        report["check"] = quantize_check.check(request, report, out, reference, files)
         with request.log.open("a") as fh:
             fh.write(json.dumps(report, indent=1, sort_keys=True) + "\n")
         note = (

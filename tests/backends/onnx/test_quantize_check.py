@@ -99,4 +99,28 @@ def test_a_quantized_model_that_broke_fails_the_quantize_stage_naming_both_numbe
         rf"on the first {SAMPLES} calibration samples against the float model\): drop (\S+) > 0.5,", message
     )
     assert drop and float(drop[1]) == pytest.approx(1.0 - expected, abs=0.01), message
-    assert "the budget of a broken model (no budget stated); log " in message
+    assert "the budget of a broken model (no budget stated); check the calibration data" in message
+    assert "; log " in message
+
+
+def test_an_auto_budget_the_search_cannot_meet_fails_the_quantize_stage(tmp_path: Path) -> None:
+    """max_accuracy_drop 0 with one layer kept at most: int8 digits lose a little cosine on every
+    sample, so the search ends with its budget NOT met; the stage fails in one line naming the final
+    artifact's drop (computed here on the same 16 samples), the budget, the metric, the data and the
+    knobs, instead of recording the artifact."""
+    model, calib = digits_model(tmp_path / "m"), _calib(tmp_path)
+    auto = {"keep": "fp32", "auto": {"max_accuracy_drop": 0.0, "max_layers": 1}}
+    config = ptq_config(samples=SAMPLES, activations="int8", sensitive_layers=auto)
+    with pytest.raises(TerminalError) as caught:
+        run_quantize(config, model, tmp_path / "w", calib=calib)
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith("quantize: the quantized model scores "), message
+    assert f"(generic cosine on {SAMPLES} samples of quantization.calibration.data" in message
+    expected = 1.0 - _mean_cosine(_outputs(model, calib), _outputs(tmp_path / "w" / "model.onnx", calib))
+    found = re.search(
+        r"\): drop (\S+) > 0, the budget of quantization\.sensitive_layers\.auto\.max_accuracy_drop;", message
+    )
+    assert found, message
+    assert expected > 0 and float(found[1]) == pytest.approx(expected, rel=0.1, abs=1e-6), message
+    assert "the search kept 1 of at most 1: raise quantization.sensitive_layers.auto.max_layers" in message
+    assert "or max_accuracy_drop" in message and message.endswith(str(tmp_path / "w" / "quantize.log"))

@@ -4,7 +4,11 @@ images, calibrated and evaluated on DISJOINT photos (bench/text_images.py).
 Measured here while building this: ONNX Runtime's default static PTQ (U8S8 per-channel MinMax) keeps a
 text-map IoU of about 0.91 and a box F1 of about 0.90 on these images; the auto search (percentile
 calibration, the most sensitive layers kept in float, mostly the high-resolution stem) brings both over
-0.95. Latency is printed, not asserted (bench/quant.py measures it properly).
+0.95. The budget is one the search can meet (a missed budget fails the quantize stage): 0.02 was missed
+with 16 layers kept (0.0245 on the calibration maps); 0.03 is met with 10 (0.0298), which then scores
+text-map IoU 0.963 and box F1 0.977 on the disjoint evaluation images. At 320x320 int8 loses far more
+(0.043 with 16 kept), so the size stays 640. Latency is printed, not asserted (bench/quant.py measures
+it properly).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ sys.path.append(str(ROOT / "bench"))
 import text_images
 
 MAX_LAYERS = 16
+BUDGET = 0.03
 CALIB, EVAL = 16, 32
 
 
@@ -75,7 +80,7 @@ def test_ppocr_det_int8_auto_keeps_the_text_map(tmp_path: Path) -> None:
     config = {
         "mode": "ptq",
         "calibration": {"data": "calib", "samples": CALIB, "method": "percentile", "percentile": 99.99},
-        "sensitive_layers": {"keep": "fp32", "auto": {"max_accuracy_drop": 0.02, "max_layers": MAX_LAYERS}},
+        "sensitive_layers": {"keep": "fp32", "auto": {"max_accuracy_drop": BUDGET, "max_layers": MAX_LAYERS}},
     }
     out = run_quantize(config, model, tmp_path / "w", calib=tmp_path / "calib", cache_dir=tmp_path / "cache")
     auto = out.report["auto"]
@@ -93,6 +98,9 @@ def test_ppocr_det_int8_auto_keeps_the_text_map(tmp_path: Path) -> None:
         f"latency float {float_ms:.1f} ms, int8 {int8_ms:.1f} ms (1 thread, printed only)"
     )
     assert kept_layers <= MAX_LAYERS
+    assert auto["budget_met"] and auto["final"]["drop"] <= BUDGET, auto["final"]
+    check = out.report["check"]
+    assert check["passed"] and check["budget"] == BUDGET and check["drop"] == auto["final"]["drop"], check
     assert auto["table"] and len(auto["table"]) == len({row["layer"] for row in auto["table"]})
     assert scores["boxes_ref"] >= 100
     assert scores["map_iou"] >= 0.95
