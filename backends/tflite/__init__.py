@@ -45,25 +45,32 @@ KEEP_FIELD = "quantization.sensitive_layers.keep"
 def keep_errors(quantization: dict[str, Any], target: str) -> list[tuple[str, str]]:
     """(field, message) for what the TFLite path cannot build, found at `validate` rather than at
     apply: float layers inside a 16-bit-activation model (TF's selective quantizer keeps float layers
-    in int8 models only)."""
+    in int8 models only), and the accuracy-driven layer search, which runs on ONNX Runtime's QDQ models
+    only (here it would keep nothing, silently)."""
     rules = quantization.get("sensitive_layers")
     if quantization.get("mode") != "ptq" or not isinstance(rules, dict):
         return []
-    selects = any(rules.get(k) for k in ("nodes", "op_types", "first", "last", "auto"))
-    keep = str(rules.get("keep") or "fp16")
-    if (
-        not selects
-        or keep not in ("fp16", "fp32")
-        or quantization.get("activations") not in ("int16", "uint16")
-    ):
-        return []
-    return [
-        (
-            KEEP_FIELD,
-            f"keep: {keep} layers cannot be built for {target} with 16-bit activations: TF's selective "
-            "quantizer keeps float layers in int8 models only; use activations: int8 or keep: int16",
+    errors = []
+    if rules.get("auto"):
+        errors.append(
+            (
+                "quantization.sensitive_layers.auto",
+                f"the layer search is not built for {target} (it measures ONNX Runtime QDQ models, not "
+                "TFLite); name the layers to keep with nodes, op_types, first or last",
+            )
         )
-    ]
+    selects = any(rules.get(k) for k in ("nodes", "op_types", "first", "last"))
+    keep = str(rules.get("keep") or "fp16")
+    wide = quantization.get("activations") in ("int16", "uint16")
+    if selects and keep in ("fp16", "fp32") and wide:
+        errors.append(
+            (
+                KEEP_FIELD,
+                f"keep: {keep} layers cannot be built for {target} with 16-bit activations: TF's selective "
+                "quantizer keeps float layers in int8 models only; use activations: int8 or keep: int16",
+            )
+        )
+    return errors
 
 
 def fingerprint() -> dict[str, str]:

@@ -38,6 +38,11 @@ def choose(policy: Policy, target: Target, allowed: tuple[str, ...]) -> tuple[st
         variant = "float16"
     elif policy.mode == "ptq":
         rules = policy.sensitive
+        if rules is not None and rules.auto is not None:
+            raise TerminalError(
+                "quantization.sensitive_layers.auto: the layer search is not built for TFLite targets; "
+                "name the layers to keep (nodes, op_types, first, last)"
+            )
         float_keep = rules is not None and rules.keep in FLOAT_KEEPS and rules.explicit
         wide = policy.activations in INT16 or (rules is not None and rules.keep == "int16")
         if float_keep and wide:

@@ -1,7 +1,8 @@
 """`validate` refuses what the target's toolchain cannot do with the quantization section, naming the
 field (file:line:column) and the alternative, before any build (issue 12): RKNN w8a16 / w16a16i on a
 chip that does not build it, auto with explicit rules or int16 keeps (auto_hybrid), float keeps on a chip
-without float; NNCF int16 keeps, auto and calibration methods it has no estimator for."""
+without float; NNCF int16 keeps, auto and calibration methods it has no estimator for; on the TFLite
+path, the layer search and float layers in a 16-bit-activation model."""
 
 from __future__ import annotations
 
@@ -45,6 +46,8 @@ PTQ = "    mode: ptq\n    calibration: {data: ../data/calib, samples: 8}\n"
         ("rv1106", PTQ + "    sensitive_layers: {keep: fp16, op_types: [Softmax]}\n", "spec.quantization.sensitive_layers.keep", "no float unit"),
         ("intel-npu", PTQ + "    sensitive_layers: {keep: int16, op_types: [Softmax]}\n", "spec.quantization.sensitive_layers.keep", "not at int16"),
         ("intel-npu", PTQ + "    sensitive_layers: {auto: {max_accuracy_drop: 0.01}}\n", "spec.quantization.sensitive_layers.auto", "no auto"),
+        ("ethos-u55", PTQ + "    sensitive_layers: {auto: {max_accuracy_drop: 0.01}}\n", "spec.quantization.sensitive_layers.auto", "not built for ethos-u55"),
+        ("mediatek-mdla3", PTQ + "    activations: int16\n    sensitive_layers: {keep: fp32, op_types: [Softmax]}\n", "spec.quantization.sensitive_layers.keep", "16-bit activations"),
         (
             "intel-npu",
             "    mode: ptq\n    calibration: {data: ../data/calib, samples: 8, method: entropy}\n",
@@ -69,6 +72,7 @@ def test_an_unsupported_request_is_a_validate_error_at_its_field(
     [
         ("rk3562", PTQ + "    activations: int16\n"),  # the one RKNN chip that builds w8a16
         ("rk3588", PTQ + "    sensitive_layers: {auto: {max_accuracy_drop: 0.01}}\n"),  # auto_hybrid
+        ("ethos-u55", PTQ + "    sensitive_layers: {keep: fp32, op_types: [Softmax]}\n"),  # on the Cortex-M
         (
             "intel-npu",
             "    mode: ptq\n    calibration: {data: ../data/calib, samples: 8, method: percentile}\n",
