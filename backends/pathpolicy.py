@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
@@ -130,10 +131,19 @@ def members(base: Path, root: Path | None, suffixes: Iterable[str] | None = None
     `root` None: the caller's engine confined the folder's members already (backends know no repo).
 
     The folder is resolved once: a member that is not a symlink lies where its folder does, so only
-    symlinks are resolved one by one (a folder of N files costs N stats, not N path walks)."""
+    symlinks are resolved one by one (a folder of N files costs N stats, not N path walks). A folder
+    without symlinks is listed once per process while its own stat is unchanged (a member created,
+    removed, renamed or replaced changes it): many specs sharing one data folder cost one listing."""
     wanted = tuple(s.lower() for s in suffixes) if suffixes is not None else None
-    real_base_inside = root is None or inside(resolve(base), resolve(root))
+    real_base = resolve(base)
+    real_base_inside = root is None or inside(real_base, resolve(root))
+    memo_key = (str(base), str(real_base), real_base_inside, wanted)
+    folder_stat = _folder_stat(real_base)
+    known = _LISTED.get(memo_key)
+    if known is not None and folder_stat is not None and known[0] == folder_stat:
+        return list(known[1])
     out = []
+    plain = True
     for entry in sorted(os.scandir(base), key=lambda e: e.name):
         if entry.name.startswith("."):
             continue
@@ -142,11 +152,29 @@ def members(base: Path, root: Path | None, suffixes: Iterable[str] | None = None
         if entry.is_dir(follow_symlinks=False):
             continue
         path = Path(entry.path)
+        plain = plain and not entry.is_symlink()
         if root is not None and (entry.is_symlink() or not real_base_inside):
             confine(path, root, f"{base.name}/{entry.name}")
         require_regular(path)
         out.append(path)
+    settled = folder_stat is not None and time.time_ns() - max(folder_stat[2:]) > _SETTLED_NS
+    if plain and settled and folder_stat is not None and folder_stat == _folder_stat(real_base):
+        _LISTED[memo_key] = (folder_stat, tuple(out))
     return out
+
+
+_LISTED: dict[tuple[object, ...], tuple[tuple[int, ...], tuple[Path, ...]]] = {}
+_SETTLED_NS = 2 * 10**9
+"""A folder changed in the last 2 s is not remembered: a second change within the file system's
+timestamp tick would leave its stat unchanged."""
+
+
+def _folder_stat(folder: Path) -> tuple[int, ...] | None:
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_dev, st.st_mtime_ns, st.st_ctime_ns)
 
 
 STATE_ENTRIES = (

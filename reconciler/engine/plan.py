@@ -100,11 +100,15 @@ def _plan_variant(
 
 
 def _plan_verify(
-    spec: LoadedSpec, variant: Variant, records: dict[str, Record], lock: dict[str, Any] | None
+    spec: LoadedSpec,
+    variant: Variant,
+    records: dict[str, Record],
+    measured: dict[str, dict[str, Any]],
+    lock: dict[str, Any] | None,
 ) -> tuple[StageResult, list[Verdict]]:
     if "evaluate" not in records:
         return StageResult(VERIFY, variant.name, "build", None, "after evaluate"), []
-    verdicts = judge(spec.field("slo"), collect(records), variant.name)
+    verdicts = judge(spec.field("slo"), measured, variant.name)
     locked = lockread.variant(lock, variant.name)
     predict(verdicts, locked.verdicts)
     locked_keys = {n: s.key for n, s in locked.stages.items()}
@@ -134,12 +138,13 @@ def plan_spec(ws: Workspace, spec: LoadedSpec) -> SpecResult:
             result.status, result.sync, result.health = health.STALLED, health.UNKNOWN, health.UNKNOWN
             return result
         records, carried = _plan_variant(ws, spec, chain, lockread.variant(lock, variant.name), result)
-        verify, verdicts = _plan_verify(spec, variant, records, lock)
+        measured = collect(records)  # signed once: each measurement's digest is a JSON encoding
+        verify, verdicts = _plan_verify(spec, variant, records, measured, lock)
         for verdict in verdicts:
             verdict.carried_over = carried
         result.stages.append(verify)
         result.slo.extend(verdicts)
-        result.measurements[variant.name] = collect(records)
+        result.measurements[variant.name] = measured
         measuring |= verify.action == "build"
     builds = any(s.action in ("build", "stalled") for s in result.stages)
     stalled = any(s.action == "stalled" for s in result.stages)

@@ -99,6 +99,9 @@ def _dumps(value: Any) -> str:
 
 class Database:
     def __init__(self, path: Path) -> None:
+        self._parsed: dict[str, tuple[tuple[Any, ...], Record]] = {}
+        """key -> (its row, the Record parsed from it): a plan of N specs sharing stages reads the
+        same rows N times; the row is still read each time, only its JSON is not parsed again."""
         for attempt in range(100):
             try:
                 self._open(path)
@@ -170,9 +173,14 @@ class Database:
         ).fetchone()
         if row is None:
             return None
-        return Record(
+        known = self._parsed.get(key)
+        if known is not None and known[0] == row:
+            return known[1]
+        record = Record(
             row[0], row[1], json.loads(row[2]), json.loads(row[3]), json.loads(row[4]), row[5], row[6]
         )
+        self._parsed[key] = (tuple(row), record)
+        return record
 
     def put_record(self, record: Record) -> None:
         with self.transaction() as conn:
