@@ -148,6 +148,7 @@ def _results(name: str, actions: list[str], statuses: list[str], description: st
             "carried_over": {"type": "array", "items": {"type": "string"}},
             "lock_problems": {"type": "array", "items": {"type": "string"}},
             "errors": {"type": "array", "items": {"type": "string"}},
+            "ran_on": {"type": "string", "description": "apply --executor ray: the Ray node that built it"},
             "stages": {"type": "array", "items": _stage(actions)},
             "slo": {"type": "array", "items": VERDICT},
             "measurements": {

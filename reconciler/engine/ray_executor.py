@@ -13,7 +13,8 @@ swaps a loopback address for the machine's routable one unless `ray_constants.EN
 false, a constant read once, when Ray is imported, from `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`. So for a
 private cluster npuctl sets that variable to 0 before importing Ray (the processes Ray starts inherit
 it) and checks afterwards that every node's address is loopback; if Ray was imported earlier with
-the variable unset, the run warns instead of claiming loopback.
+the variable unset, the run warns instead of claiming loopback. The same swap would make an existing
+cluster at a loopback address (`--address 127.0.0.1:6379`) unreachable, so it is set for that too.
 
 Actors each keep one isolated spec worker interpreter (`worker_process`) on their node and are
 given one spec at a time, at most `-j` at once (the cluster's CPUs for an existing cluster), in
@@ -45,6 +46,17 @@ LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 """0 keeps Ray from replacing a loopback node address with a routable one (see the module docstring)."""
 
 
+def _on_loopback(address: str) -> bool:
+    """A cluster address on this machine's loopback ("127.0.0.1:6379"): Ray would swap its host for
+    the routable address too, and never reach a cluster that listens on loopback only."""
+    host = address.rpartition(":")[0].strip("[]")
+    return host in {"localhost", LOOPBACK, "::1"}
+
+
+class Unplaceable(Exception):
+    """No node of the cluster can build the spec; `str(err)` is one line for the user."""
+
+
 class _Worker:
     """A Ray actor holding one long-lived, isolated spec worker on its node."""
 
@@ -53,8 +65,10 @@ class _Worker:
 
         self.process = WorkerProcess(python, cwd)
 
-    def run(self, job_json: str) -> bytes:
-        return self.process.run(job_json)
+    def run(self, job_json: str) -> tuple[str, bytes]:
+        import ray
+
+        return ray.get_runtime_context().get_node_id(), self.process.run(job_json)
 
     def close(self) -> None:
         self.process.close()
@@ -67,7 +81,7 @@ class RayExecutor:
         self, address: str, jobs: int, state_dir: Path, warn: Callable[[str], None] | None = None
     ) -> None:
         os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-        if address == "local":
+        if address == "local" or _on_loopback(address):
             os.environ[LOOPBACK_ENV] = "0"  # read when Ray is imported, and by every process it starts
         import ray
 
@@ -103,6 +117,7 @@ class RayExecutor:
         resources = ray.cluster_resources()
         self.slots = jobs if address == "local" else max(1, min(jobs, int(resources.get("CPU", jobs))))
         self._declared = {k for k in resources if k.startswith(RESOURCE_PREFIX)}
+        self._nodes = sum(1 for node in ray.nodes() if node["Alive"])
         self._free: dict[str | None, list[Any]] = {}
         self._actors: list[Any] = []
 
@@ -112,10 +127,23 @@ class RayExecutor:
 
     def resource_for(self, place: Placement) -> str | None:
         """The custom resource a spec needs: `npuctl-backend-<name>` when the cluster declares it for
-        the spec's backend (nodes started with `--resources '{"npuctl-backend-rknn": 100}'` where the
-        RKNN environment is installed); None, placed anywhere, otherwise."""
+        the spec's backend (nodes started with `--resources '{"npuctl-backend-rknn": 1}'` where the
+        RKNN environment is installed); None, placed anywhere, otherwise: on one node (whose backend
+        says itself when its toolchain is missing) or for a toolchain that comes with npuctl.
+
+        Unplaceable for a managed toolchain on a cluster of several nodes that none declares: Ray would
+        wait for ever for a resource no node has, and placing it anywhere would build on nodes that
+        may not have the environment."""
         wanted = f"{RESOURCE_PREFIX}{place.needs}" if place.needs else None
-        return wanted if wanted in self._declared else None
+        if wanted in self._declared:
+            return wanted
+        if place.managed and self._nodes > 1:
+            raise Unplaceable(
+                f"no node of the Ray cluster declares {wanted}, and the {place.needs} toolchain is a "
+                f"managed environment installed node by node: start the nodes that have it with "
+                f"`ray start --resources '{{\"{wanted}\": 1}}'`"
+            )
+        return None
 
     def _take(self, resource: str | None) -> Any:
         free = self._free.setdefault(resource, [])
@@ -137,7 +165,12 @@ class RayExecutor:
         owner: dict[Any, tuple[Job, str | None, Any]] = {}
 
         def submit(index: int, job: Job) -> Any:
-            resource = self.resource_for(places[index])
+            try:
+                resource = self.resource_for(places[index])
+            except Unplaceable as exc:  # that spec's error, at once; the others go on
+                ref = ray.put(pickle.dumps(failed_outcome(job, exc)))
+                owner[ref] = (job, None, None)
+                return ref
             actor = self._take(resource)
             ref = actor.run.remote(job.to_json())
             owner[ref] = (job, resource, actor)
@@ -146,9 +179,15 @@ class RayExecutor:
         def wait(refs: list[Any]) -> tuple[Any, Outcome]:
             ready, _ = ray.wait(refs, num_returns=1)
             job, resource, actor = owner.pop(ready[0])
-            self._free.setdefault(resource, []).append(actor)
+            if actor is not None:
+                self._free.setdefault(resource, []).append(actor)
             try:
-                outcome: Outcome = pickle.loads(ray.get(ready[0]))  # our own worker's answer
+                answer = ray.get(ready[0])
+                if actor is None:
+                    return ready[0], pickle.loads(answer)  # not placed: its error
+                node, data = answer
+                outcome: Outcome = pickle.loads(data)  # our own worker's answer
+                outcome.result.ran_on = f"ray node {node}"
             except Exception as exc:  # noqa: BLE001 - a failed task is that spec's error
                 outcome = failed_outcome(job, exc)
             return ready[0], outcome

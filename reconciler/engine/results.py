@@ -80,6 +80,8 @@ class SpecResult:
     errors: list[str] = field(default_factory=list)
     measurements: dict[str, dict[str, Any]] = field(default_factory=dict)
     """variant -> measurement name -> {"value", "evidence", "detail"}"""
+    ran_on: str = ""
+    """Where the spec's chain ran, when not in this process's machine alone ("ray node <id>")."""
 
     @property
     def failed(self) -> bool:
@@ -90,7 +92,9 @@ class SpecResult:
         return all(v.passed is True for v in self.slo)
 
     def to_json(self) -> dict[str, Any]:
+        where = {"ran_on": self.ran_on} if self.ran_on else {}
         return {
+            **where,
             "name": self.name,
             "file": self.file,
             "target": self.target,

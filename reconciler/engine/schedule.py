@@ -8,7 +8,8 @@
   stages built (or wait on their key lock for less time) instead of holding a worker while blocked.
 - A spec measured on a device (evaluate.runner ssh:// or adb://) never runs beside another spec on the
   same runner URL: two benchmarks on one board would measure each other.
-- A backend's toolchain may be installed on some nodes only: `needs` names it, and the Ray executor
+- A backend's toolchain may be installed on some nodes only: `needs` names the backend (and `managed`
+  says its toolchain is a managed environment, installed machine by machine), and the Ray executor
   places the spec on a node that declares it (reconciler.engine.ray_executor).
 """
 
@@ -37,6 +38,8 @@ class Placement:
     """The runner URL evaluate measures on, when it is a device."""
     needs: str | None = None
     """The backend whose toolchain must be installed where the spec runs."""
+    managed: bool = False
+    """Its toolchain is a managed environment (`managed_toolchain`), not part of npuctl's install."""
 
 
 def recorded_cost(ws: Workspace, spec: str) -> float | None:
@@ -49,14 +52,28 @@ def recorded_cost(ws: Workspace, spec: str) -> float | None:
 
 
 def placement(ws: Workspace, spec: LoadedSpec, cost_ms: float) -> Placement:
-    from backends.catalog import targets
-
     runner = spec.field("evaluate.runner")
     device = runner if isinstance(runner, str) and runner.startswith(DEVICE_SCHEMES) else None
     model = spec.field("model.path")
     group = json.dumps([str(model), spec.field("inputs")], sort_keys=True, default=str)
+    return Placement(cost_ms, group, device, *_backend(spec))
+
+
+def _backend(spec: LoadedSpec) -> tuple[str | None, bool]:
+    """The name of the backend that builds `spec`, and whether its toolchain is a managed environment."""
+    from backends import registry
+    from backends.catalog import targets
+    from backends.errors import BackendError
+
     target = targets().get(spec.target)
-    return Placement(cost_ms, group, device, target.backend if target is not None else None)
+    if target is None:
+        return None, False
+    override = (spec.field("compile") or {}).get("backend")
+    try:
+        backend = registry.backend_for(target, override if isinstance(override, str) else None)
+    except BackendError:
+        return target.backend, False
+    return backend.name, isinstance(getattr(backend, "managed_toolchain", None), str)
 
 
 def placements(ws: Workspace, specs: list[LoadedSpec]) -> list[Placement]:
