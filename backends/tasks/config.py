@@ -18,7 +18,7 @@ from backends.errors import TerminalError
 if TYPE_CHECKING:
     import onnx
 
-Head = Literal["auto", "yolov8", "yolox", "ssd"]
+Head = Literal["auto", "yolov8", "yolox", "ssd", "gfl"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,8 @@ class Detection:
     class_agnostic_nms: bool = False
     max_detections: int = 300
     metric: Literal["f1", "map"] = "f1"
+    score_outputs: frozenset[str] = frozenset()
+    """Outputs a Sigmoid or Softmax ends in (`resolve`): which output of a gfl level holds the scores."""
     type: str = "detection"
 
 
@@ -228,8 +230,9 @@ def resolve(task: TaskConfig | None, model: Path | onnx.ModelProto | None) -> Ta
         task,
         input_hw=task.input_hw or facts.input_hw,
         logits=task.logits or not (ops & SQUASHING),
+        score_outputs=frozenset(name for name, tail in facts.head_ops.items() if tail & SQUASHING),
     )
-    if task.grid_strides is not None or task.head in ("yolov8", "ssd"):
+    if task.grid_strides is not None or task.head in ("yolov8", "ssd", "gfl"):
         return task
     if "Exp" in ops or task.input_hw is None:
         return task

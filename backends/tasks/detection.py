@@ -9,6 +9,8 @@ Heads, decided from the output shapes (and `evaluate.task.head` when given):
   centre = (offset + cell) * stride, size = exp(raw) * stride.
 - SSD-style, two outputs: boxes [1, N, 4] (x1, y1, x2, y2) and scores [1, N, C] (an optional
   background column is skipped).
+- GFL-style (PicoDet, NanoDet), a scores [1, N, C] and a box-distribution [1, N, 4 * (R + 1)] output per
+  feature level (backends.tasks.gfl).
 Scores are probabilities, or logits when no Sigmoid/Softmax follows the head's last convolution
 (`config.resolve`), which get a sigmoid first. Then a score threshold and greedy NMS per class (or
 class-agnostic). Against ground-truth boxes when
@@ -22,6 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from backends.errors import TerminalError
+from backends.tasks import gfl
 from backends.tasks.base import TaskMetric, TaskScore
 from backends.tasks.boxes import BoxTally, Detections, nms
 from backends.tasks.config import Detection, grid_cells
@@ -31,11 +34,18 @@ if TYPE_CHECKING:
 
 
 def head_of(config: Detection, shapes: Sequence[tuple[int, ...]]) -> str:
-    """yolov8 | yolox | ssd, from the config or the output shapes."""
+    """yolov8 | yolox | ssd | gfl, from the config or the output shapes."""
     if config.head != "auto":
         return config.head
     if len(shapes) >= 2 and _ssd_pair(shapes) is not None:
         return "ssd"
+    if len(shapes) >= 4 and gfl.looks_like_gfl(shapes, config.input_hw):
+        return "gfl"
+    if len(shapes) > 1 and all(len(s) == 3 for s in shapes):
+        raise TerminalError(
+            f"evaluate.task: {len(shapes)} outputs of shapes {[list(s) for s in shapes]} match no head "
+            "(yolov8, yolox, ssd, gfl): name the one output a yolov8/yolox head reads in evaluate.task.outputs"
+        )
     rows, cols = _matrix_shape(shapes[0])
     return "yolov8" if rows < cols else "yolox"
 
@@ -83,6 +93,10 @@ def decode(config: Detection, names: Sequence[str], outputs: Sequence[Any]) -> D
         boxes = chosen[pair[0]].reshape(-1, 4)
         scores = chosen[pair[1]].reshape(boxes.shape[0], -1)
         fmt = "xyxy" if config.box_format == "auto" else config.box_format
+    elif head == "gfl":
+        chosen_names = list(config.outputs) if config.outputs else list(names)
+        boxes, scores = gfl.decode(chosen, chosen_names, config.input_hw, config.score_outputs)
+        fmt = "xyxy"
     else:
         rows, cols = _matrix_shape(chosen[0].shape)
         table = chosen[0].reshape(rows, cols)

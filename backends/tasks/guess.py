@@ -38,7 +38,7 @@ def guess(model: Path) -> Guess:
     proto = onnx.load(str(model), load_external_data=False)
     outputs = [(o.name, _dims(o)) for o in proto.graph.output]
     producer = {out: n.op_type for n in proto.graph.node for out in n.output}
-    found = _binary(outputs, proto) or _from_shapes(outputs, producer)
+    found = _binary(outputs, proto) or _gfl(outputs, proto) or _from_shapes(outputs, producer)
     if found.task["type"] == "regression" and any(d is None for _, dims in outputs for d in dims[1:]):
         ran = _run_once(model)  # declared shapes are incomplete: the real ones decide
         if ran is not None:
@@ -127,6 +127,19 @@ def _binary(outputs: list[tuple[str, Dims]], proto: Any) -> Guess | None:
         return None
     why = f"output {name} {_text(dims)} is one probability per sample: a yes/no decision at 0.5"
     return Guess({"type": "classification"}, why)
+
+
+def _gfl(outputs: list[tuple[str, Dims]], proto: Any) -> Guess | None:
+    """Pairs of [1, N, C] scores and [1, N, 4*(R+1)] distributions per level: a PicoDet/NanoDet head."""
+    from backends.tasks import gfl
+    from backends.tasks.config import graph_facts
+
+    shapes = [tuple(0 if d is None else d for d in dims) for _, dims in outputs]
+    if len(shapes) < 4 or not gfl.looks_like_gfl(shapes, graph_facts(proto).input_hw):
+        return None
+    levels = len(shapes) // 2
+    why = f"{len(shapes)} outputs pair up as {levels} levels of class scores and box distributions (PicoDet/NanoDet)"
+    return Guess({"type": "detection", "head": "gfl"}, why)
 
 
 def _ssd(outputs: list[tuple[str, Dims]]) -> Guess | None:

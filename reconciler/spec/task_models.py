@@ -54,11 +54,12 @@ class ClassificationTask(_Strict):
 
 class DetectionTask(_Strict):
     type: Literal["detection"] = Field(..., description="Boxes with class scores, decoded then matched.")
-    head: Literal["auto", "yolov8", "yolox", "ssd"] = Field(
+    head: Literal["auto", "yolov8", "yolox", "ssd", "gfl"] = Field(
         default="auto",
         description="Head layout. auto decides from the output shapes: one [1, 4+C, N] output is YOLOv8-style "
         "(no objectness), one [1, N, 5+C] output is YOLOX/YOLOv5-style (objectness x class score), a boxes "
-        "[1, N, 4] and a scores [1, N, C] output are SSD-style. A YOLOX head without the grid decode in its "
+        "[1, N, 4] and a scores [1, N, C] output are SSD-style; per feature level a scores [1, N, C] and a box-distribution "
+        "[1, N, 4*(R+1)] output are GFL-style (PicoDet, NanoDet). A YOLOX head without the grid decode in its "
         "graph (no Exp after its last convolution) is decoded with strides 8, 16, 32.",
     )
     outputs: list[OutputName] = Field(

@@ -47,6 +47,31 @@ def v8_rows(raw: np.ndarray) -> list[list[float]]:
     return rows
 
 
+def gfl_rows(
+    scores: list[np.ndarray], dists: list[np.ndarray], hw: tuple[int, int], strides: tuple[int, ...]
+) -> list[list[float]]:
+    """PicoDet's own post-processing, per level: centres at (cell + 0.5) * stride over a ceil(H / s) x
+    ceil(W / s) grid, each side's distance the softmax-expected bin of its distribution times the stride."""
+    rows = []
+    for score, dist, s in zip(scores, dists, strides, strict=True):
+        table, dist2 = score.reshape(score.shape[-2], score.shape[-1]), dist.reshape(dist.shape[-2], -1)
+        bins = dist2.shape[1] // 4
+        gh, gw = math.ceil(hw[0] / s), math.ceil(hw[1] / s)
+        assert gh * gw == table.shape[0]
+        for k in range(table.shape[0]):
+            cy, cx = (k // gw + 0.5) * s, (k % gw + 0.5) * s
+            sides = []
+            for side in range(4):
+                logits = dist2[k, side * bins : (side + 1) * bins].astype(np.float64)
+                e = np.exp(logits - logits.max())
+                sides.append(float((e / e.sum() * np.arange(bins)).sum()) * s)
+            cls = int(np.argmax(table[k]))
+            rows.append(
+                [cx - sides[0], cy - sides[1], cx + sides[2], cy + sides[3], float(table[k, cls]), cls]
+            )
+    return rows
+
+
 def nms(rows: list[list[float]], threshold: float, nms_iou: float) -> list[list[float]]:
     kept: list[list[float]] = []
     for row in sorted((r for r in rows if r[4] > threshold), key=lambda r: -r[4]):

