@@ -108,7 +108,9 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, model in _models(Path(tmp)).items():
-            plain, profiled, last = [], [], {}
+            plain: list[float] = []
+            profiled: list[float] = []
+            last: dict[str, Any] = {}
             for _ in range(args.repeat):
                 plain.append(_run(model, args.runs, None)[0])
                 seconds, last = _run(model, args.runs, args.profile_runs)

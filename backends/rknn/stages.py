@@ -21,7 +21,7 @@ from backends.rknn import driver, quant_fit
 
 QUANTIZE_VERSION = "1"
 COMPILE_VERSION = "3"
-EVALUATE_VERSION = "7"  # 7: the declared task's metric (backends.tasks)
+EVALUATE_VERSION = "8"  # 7: the declared task's metric (backends.tasks); 8: a cost-model profile
 
 _ALGORITHMS = {"minmax": "normal", "entropy": "kl_divergence"}
 
@@ -475,4 +475,13 @@ class RknnEvaluate:
             "runner": "local (rknn-toolkit2 simulator)",
         }
         note = f"simulator {scored.note()} (float {scored.reference:.4f})"
-        return StageOutput(report=report, note=note)
+        artifacts = {}
+        from backends.rknn.profile import estimated_profile
+
+        profile = estimated_profile(request)
+        if profile is not None:
+            from backends import profiles
+
+            artifacts["profile"] = profiles.write(profile, request.workdir / "profile.json")
+            report["profile"] = profiles.summary(profile)
+        return StageOutput(artifacts=artifacts, report=report, note=note)

@@ -43,3 +43,29 @@ def test_apply_builds_an_int8_rknn_and_measures_it_on_the_simulator(digits_repo:
     again = run_npuctl(digits_repo, "apply", "--json")
     stages = json.loads(again.stdout)["specs"][0]["stages"]
     assert all(s["action"] == "cached" for s in stages)
+    _the_profile_is_the_cost_models_and_says_so(digits_repo)
+
+
+def _the_profile_is_the_cost_models_and_says_so(digits_repo: Path) -> None:
+    """The simulator times nothing, so RKNN's profile is the cost model's: every layer an ONNX node of
+    the float model on the device its placement plans, at no less than its MACs at the NPU's int8 peak
+    (computed here from the catalog), and nothing in it claims a measurement."""
+    import onnx
+
+    from backends.catalog import target
+
+    shown = run_npuctl(digits_repo, "explain", "specs/digits.yaml", "--profile", "--json")
+    profile = json.loads(shown.stdout)["profiles"]["default"]
+    assert profile["evidence"].startswith("estimated") and "nothing ran" in profile["how"]
+    assert profile["latency_ms"]["timed_p50"] is None and profile["runs"] == 0
+    assert all(v.startswith("estimated") for v in profile["evidence_of"].values())
+    nodes = {n.name for n in onnx.load(str(digits_repo / "models" / "digits.onnx")).graph.node}
+    computed = [x for x in profile["layers"] if not x["inserted"]]
+    assert {"/conv1/Conv", "/conv2/Conv", "/head/Gemm"} <= {n for x in computed for n in x["onnx_nodes"]}
+    assert all(set(x["onnx_nodes"]) <= nodes and x["device"] == x["placement"] for x in computed)
+    peak = target("rk3588").peak_tops_int8 * 1e12
+    npu = [x for x in computed if x["macs"] > 0 and x["device"] == "NPU"]
+    assert len(npu) >= 4, "both convolutions and both Gemms run on the NPU"
+    for layer in npu:
+        assert layer["precision"] == "int8" and layer["time_ms"] >= 2 * layer["macs"] / peak * 1e3 * 0.999
+    assert profile["attribution"]["utilisation_note"].startswith("estimated")
