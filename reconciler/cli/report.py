@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from reconciler.spec import LoadedSpec
 
 
 @click.command(
@@ -17,7 +21,14 @@ import click
     type=click.Path(path_type=Path),
     help="Output file (default: .npuctl/reports/NAME.html).",
 )
-def command(spec: str, output: Path | None) -> int:
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print everything the page shows (SLOs, placement, latency, sensitivity, profile with its "
+    "attribution and suggestions, history) as JSON instead of writing the page.",
+)
+def command(spec: str, output: Path | None, as_json: bool) -> int:
     from reconciler.repo import Layout, find_root
     from reconciler.spec import SpecErrors, load
 
@@ -36,6 +47,8 @@ def command(spec: str, output: Path | None) -> int:
     except SpecErrors as exc:
         click.echo(f"npuctl report: {exc.errors[0]}", err=True)
         return 1
+    if as_json:
+        return _print_json(root, loaded)
     try:
         import jinja2  # noqa: F401
     except ImportError as exc:
@@ -58,4 +71,21 @@ def command(spec: str, output: Path | None) -> int:
     click.echo(str(target))
     for note in data.notes:
         click.echo(f"note: {note}", err=True)
+    return 0
+
+
+def _print_json(root: Path, loaded: LoadedSpec) -> int:
+    """The page's data as JSON: what `gather` reads, so the page and this never disagree."""
+    import dataclasses
+    import json
+
+    from reconciler.report.data import gather
+
+    try:
+        data = gather(root, loaded)
+    except LookupError as exc:
+        click.echo(f"npuctl report: {exc}", err=True)
+        return 1
+    payload = {"format_version": 1, **dataclasses.asdict(data)}
+    click.echo(json.dumps(payload, indent=1, sort_keys=True, default=str))
     return 0

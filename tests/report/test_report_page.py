@@ -128,3 +128,20 @@ def test_the_profile_chart_draws_the_slowest_layers_and_the_page_holds_the_sugge
     page = html(data)
     assert "Per-layer profile" in page and "Suggestions" in page and "utilisation (estimated" in page
     assert "ran as separate iterations" in page and "separate iterations" in data.profile["how"]
+
+
+def test_report_json_holds_the_profile_its_attribution_and_suggestions(report_repo: Path) -> None:
+    """`npuctl report --json`: the page's data, the profile whole (layers, attribution, suggestions)
+    as evaluate recorded it, instead of the page."""
+    import json
+
+    import pytest
+
+    done = run_npuctl(report_repo, "report", "digits", "--json")
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    profile = payload["profile"]
+    total = sum(float(layer["time_ms"]) for layer in profile["layers"])
+    assert profile["attribution"]["layers_sum_ms"] == pytest.approx(total, abs=1e-5)
+    assert isinstance(profile["suggestions"], list) and "separate iterations" in profile["how"]
+    assert payload["spec"] == "digits" and payload["verdicts"] and payload["placement"]["report"]["nodes"]
