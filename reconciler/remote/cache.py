@@ -179,7 +179,13 @@ class Remote:
             if self.config.scheme in ("sftp", "ssh"):
                 options.setdefault("timeout", 30)
                 options.setdefault("keepalive_interval", 15)  # a silent peer is noticed
-            fs, root = _deadline(self.timeout_s, url_to_fs, self.config.url, **options)
+            url = self.config.url
+            if self.config.scheme == "ssh":
+                # an alias of sftp://. sshfs serves both, but fsspec names the class's configuration
+                # key after whichever scheme was asked first in the process, so FSSPEC_SFTP would
+                # not apply to an ssh:// URL: one scheme, one configuration key
+                url = "sftp" + url[len("ssh") :]
+            fs, root = _deadline(self.timeout_s, url_to_fs, url, **options)
             self._fs = _Timed(fs, self.timeout_s)
             self._root = str(root).rstrip("/")
         return self._fs, self._root

@@ -114,3 +114,25 @@ def test_fresh_clone_downloads_everything_and_a_remote_dying_mid_run_leaves_a_co
     assert {a["digest"] for s in new.values() for a in s["artifacts"].values()} <= stored(late)
     check = run_npuctl(late, "fsck", "--check-only", env={"NPUCTL_REMOTE": "none"})
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_an_ssh_url_is_the_same_sftp_remote(sshd: Sshd, tmp_path: Path) -> None:
+    """`ssh://` names the SFTP remote too (sshfs serves both schemes, with the same fsspec
+    configuration): a developer's apply pushes through it and a fresh clone builds nothing."""
+    dev, remote_dir = _dev_repo(tmp_path, sshd, specs=1)
+    config = (dev / ".npuctl.yaml").read_text()
+    (dev / ".npuctl.yaml").write_text(config.replace("url: sftp://", "url: ssh://"))
+    env = sftp_env(sshd)
+    built = run_npuctl(dev, "apply", env=env)
+    assert built.returncode == 0 and "warning" not in built.stderr, built.stderr
+    records = sorted(p.stem for p in (remote_dir / "records").glob("*.json"))
+    assert len(records) == 4  # import, check, compile, evaluate
+    commit(dev)
+
+    fresh = clone(dev, tmp_path / "fresh")
+    done = run_npuctl(fresh, "apply", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    stages = [s for spec in json.loads(done.stdout)["specs"] for s in spec["stages"]]
+    assert [s for s in stages if s["action"] != "cached"] == []
+    assert sorted(s["key"] for s in stages if s["reason"].startswith("fetched from the remote")) == records
+    assert lock_bytes(fresh) == lock_bytes(dev)
