@@ -11,7 +11,8 @@ The budget is the quantization's own, never the SLO's:
   calibration data, as fp16 has not). This is not a quality bar (the accuracy SLO is that, on the
   evaluation set); it catches a quantizer or calibration that broke the model (blank calibration
   images, one 8-bit scale over boxes and scores) before evaluate would report it as an accuracy drop.
-Every quantizer that writes an ONNX model calls `check` (ONNX Runtime's ptq and fp16, NNCF's ptq).
+Every quantizer that writes an ONNX model calls `check` (ONNX Runtime's ptq and fp16, NNCF's ptq);
+RKNN, whose int8 exists only after its compile build, calls `require` on its simulator's outputs.
 A failed check is a terminal quantize error (the same inputs quantize the same way) in one line naming
 both scores, the measure, the data, the budget and what to change; a check that cannot run says so in
 the report. An auto search that could not meet its budget fails the stage the same way: its artifact
@@ -56,13 +57,19 @@ def check(
     else:
         found = _score(request, quantized, reference, calibration)
         record = {**found, "budget": BROKEN_DROP, "budget_from": "a broken model (no budget stated)"}
+    return require(record, "quantize: the quantized model", _advice(auto), request.log)
+
+
+def require(record: dict[str, Any], what: str, advice: str, log: Any) -> dict[str, Any]:
+    """`record` (metric, quantized, float, drop, data, budget, budget_from) marked passed or not; a
+    TerminalError in one line when the drop exceeds the budget. Shared by every quantizer's check."""
     record["ran"] = True
     record["passed"] = record["drop"] <= record["budget"]
     if not record["passed"]:
         raise TerminalError(
-            f"quantize: the quantized model scores {record['quantized']:.6g} where its float source scores "
+            f"{what} scores {record['quantized']:.6g} where its float source scores "
             f"{record['float']:.6g} ({record['metric']} on {record['data']}): drop {record['drop']:.6g} > "
-            f"{record['budget']:g}, the budget of {record['budget_from']}; {_advice(auto)}; log {request.log}"
+            f"{record['budget']:g}, the budget of {record['budget_from']}; {advice}; log {log}"
         )
     return record
 

@@ -17,7 +17,7 @@ from backends import bundles, toolchains
 from backends.base import StageOutput, StageRequest
 from backends.errors import TerminalError
 from backends.rknn import build as B
-from backends.rknn import driver, quant_fit
+from backends.rknn import driver, quant_fit, simulate
 
 QUANTIZE_VERSION = "1"
 COMPILE_VERSION = "3"
@@ -239,7 +239,9 @@ class RknnCompile:
         with driver.job_folder() as job:
             prep = B.prepare(Path(source), job)
             req = B.build_request(prep, request.target, compile_cfg)
-            result = driver.run(req, prep.folder, request.log)
+            plan = simulate.CheckPlan.make(request, prep, job.parent / "sim") if req["quantize"] else None
+            result = driver.run(req, prep.folder, request.log, plan.after if plan else None)
+            checked = plan.check(request, prep) if plan else None  # the int8 build against its source
             rknn_path = request.workdir / "model.rknn"
             shutil.copyfile(prep.folder / req["output"], rknn_path)
         meta = sidecar(prep, request.target, compile_cfg, req, result)
@@ -254,6 +256,8 @@ class RknnCompile:
             "toolkit": result.get("sdk"),
             "fusion": "rewrite.fusion is applied by the shared rewrite pass; RKNN fuses by optimization_level",
         }
+        if checked is not None:
+            report["check"] = checked
         note = f"{req['config']['target_platform']} .rknn ({meta['quantized_dtype'] or 'float16'}), {result['rknn']['size']} bytes"
         return StageOutput(artifacts={"rknn": rknn_path, "rknn_meta": meta_path}, report=report, note=note)
 
@@ -383,7 +387,6 @@ class RknnEvaluate:
     def _run(
         self, request: StageRequest, rknn_meta: dict[str, Any], job: Path, evaluate: Mapping[str, Any]
     ) -> StageOutput:
-        import numpy as np
 
         from backends.onnx import accuracy, data
 
@@ -398,22 +401,7 @@ class RknnEvaluate:
             )
         samples = data.load_samples(Path(folder), raw, None, 0, "evaluate.data", B.color_of(prep.meta))
         sim = job.parent / "sim"  # outside the build folder: its contents change the toolkit's bytes
-        sim.mkdir()
-        arrays: dict[str, Any] = {}
-        for i, sample in enumerate(samples):
-            for j, spec in enumerate(raw):
-                arrays[f"s{i:06d}_{j}"] = B.to_model_layout(sample.feed[spec.name], spec.name, prep.meta)
-        with (sim / "samples.npz").open("wb") as fh:
-            np.savez(fh, **arrays)
-        np.save(sim / "analysis_0.npy", arrays["s000000_0"])
-        after: dict[str, Any] = {
-            "simulate": {
-                "samples": str(sim / "samples.npz"),
-                "count": len(samples),
-                "inputs": len(raw),
-                "outputs": str(sim / "outputs.npz"),
-            }
-        }
+        after: dict[str, Any] = {"simulate": simulate.request(samples, raw, prep.meta, sim)}
         if len(raw) == 1:
             after["analysis"] = {
                 "inputs": [str(sim / "analysis_0.npy")],
@@ -421,22 +409,8 @@ class RknnEvaluate:
                 "summary": str(sim / "analysis.json"),
             }
         result = driver.run(req, prep.folder, request.log, after)
-        reference = accuracy.run_model(
-            Path(request.inputs["float_model"]),
-            [
-                {spec.name: B.normalized(s.feed[spec.name], spec.name, prep.meta) for spec in raw}
-                for s in samples
-            ],
-        )
-        outputs = accuracy.ModelOutputs(reference.names)
-        with np.load(sim / "outputs.npz") as archive:
-            for i in range(len(samples)):
-                outputs.values.append(
-                    [
-                        archive[f"s{i:06d}_{k}"].reshape(reference.values[i][k].shape)
-                        for k in range(len(reference.names))
-                    ]
-                )
+        reference = simulate.reference(Path(request.inputs["float_model"]), samples, raw, prep.meta)
+        outputs = simulate.outputs(sim, reference, len(samples))
         task, labels = _task_and_labels(request, evaluate, [s.name for s in samples])
         scored = accuracy.score(outputs, reference, labels, task)
         analysis = None

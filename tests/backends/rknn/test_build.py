@@ -123,3 +123,37 @@ def test_impossible_core_mask_fails_before_building(
     _, bundle = _quantized(tmp_path, make_request, calib_folder)
     with pytest.raises(TerminalError, match="rk3566 has 1 NPU core"):
         _compile(make_request, bundle, {**COMPILE, "cores": 3}, target="rk3566")
+
+
+def test_an_int8_build_is_checked_on_the_simulator_against_its_float_source(
+    tmp_path: Path, make_request: Request, calib_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compile simulates its int8 build on 4 random inputs (no evaluate.data) and scores it against
+    the float ONNX in ONNX Runtime; a build whose outputs are wrong (here: the simulator's outputs
+    negated, as a broken quantization would give) is a failed compile naming both numbers."""
+    from backends.rknn import simulate
+
+    _, bundle = _quantized(tmp_path, make_request, calib_folder)
+    config = {"target": "rk3588", "compile": COMPILE, "rewrite.fusion": {}, "quantization.mode": "ptq"}
+    out = RknnCompile().run(make_request("compile", config, {"model": bundle}))
+    check = out.report["check"]
+    assert check["ran"] and check["passed"] and check["budget"] == 0.5, check
+    assert check["metric"] == "generic cosine" and check["float"] == pytest.approx(1.0), check
+    assert check["data"] == "4 random inputs (seed 0) against the float model", check
+    assert check["quantized"] > 0.98, "the same bound as the simulator accuracy test's cosine"
+
+    real = simulate.outputs
+
+    def negated(sim: Path, like: object, count: int) -> object:
+        found = real(sim, like, count)  # type: ignore[arg-type]
+        found.values = [[-v for v in row] for row in found.values]
+        return found
+
+    monkeypatch.setattr(simulate, "outputs", negated)
+    with pytest.raises(TerminalError) as info:
+        RknnCompile().run(make_request("compile", config, {"model": bundle}))
+    message = str(info.value)
+    assert "\n" not in message, message
+    assert message.startswith("compile: the rknn int8 build on the toolkit's simulator scores -"), message
+    assert "(generic cosine on 4 random inputs (seed 0) against the float model): drop " in message
+    assert "> 0.5, the budget of a broken model" in message
