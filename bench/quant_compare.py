@@ -136,12 +136,18 @@ def _npuctl(
         work,
         work / "quantize.log",
     )
+    from backends.errors import TerminalError
+
     start = time.perf_counter()
-    out = QuantizePass().run(request)
+    try:
+        out = QuantizePass().run(request)
+        model_path, note = out.artifacts["model"], out.note
+    except TerminalError as exc:  # the quantize check failed the stage: its model is scored, marked so
+        model_path, note = work / "model.onnx", f"STAGE FAILED (the model it wrote is scored above): {exc}"
     took = time.perf_counter() - start
     done = [ln for ln in (work / "quantize.log").read_text().splitlines() if "auto: search done in" in ln]
     search = f", search {done[-1].split('done in ', 1)[1]}" if done else ""
-    return out.artifacts["model"], took, out.note, search
+    return model_path, took, note, search
 
 
 def _nncf(model: Path, calib: Path, out: Path) -> Path:
