@@ -30,6 +30,7 @@ class FileHasher:
         self.bytes_read = 0
         self._pending: list[tuple[str, int, int, int, str]] = []
         self._memo: dict[str, str] = {}
+        self._resolved_text: dict[Path, str] = {}
         self.resolved: dict[str, Path] = {}
         """Spec paths already resolved and confined during this run (many specs share data folders)."""
 
@@ -38,7 +39,14 @@ class FileHasher:
         return self.tree(path) if path.is_dir() else self.file(path)
 
     def file(self, path: Path) -> str:
-        return self._file(str(path.resolve()), None)
+        return self._file(self._real(path), None)
+
+    def _real(self, path: Path) -> str:
+        """`path` resolved, once per run like its digest (`_memo`): many specs name one model."""
+        real = self._resolved_text.get(path)
+        if real is None:
+            real = self._resolved_text[path] = str(path.resolve())
+        return real
 
     def stored(self, path: Path) -> str:
         """Digest of a store object: `path` is already real (the store is never a symlink, checked
@@ -65,7 +73,7 @@ class FileHasher:
 
     def tree(self, path: Path) -> str:
         """One query for the folder's cached rows, then a stat per file: no file is read if unchanged."""
-        base = str(path.resolve())
+        base = self._real(path)
         if base + os.sep in self._memo:
             return self._memo[base + os.sep]
         rows = self.db.cached_hashes_under(base + os.sep)
@@ -84,6 +92,7 @@ class FileHasher:
     def forget(self, path: Path) -> None:
         """Drops what this run and the cache know of `path` (its content is known to have changed)."""
         key = str(path.resolve())
+        self._resolved_text.pop(path, None)
         self._memo.pop(key, None)
         self._pending = [row for row in self._pending if row[0] != key]
         self.db.forget_hash(key)
