@@ -318,3 +318,63 @@ def test_the_quantize_check_scores_a_few_samples_with_the_specs_measure(built: B
         quantized = checks[report["variant"]]
         assert quantized["drop"] == pytest.approx(quantized["float"] - quantized["score"], abs=1e-5)
         assert quantized["drop"] <= quantized["budget"] == 0.5
+
+
+PROBE = """\
+import json, sys
+import numpy as np
+from ai_edge_litert.interpreter import Interpreter
+
+interpreter = Interpreter(model_path=sys.argv[1])
+interpreter.allocate_tensors()
+(inp,), (out,) = interpreter.get_input_details(), interpreter.get_output_details()
+rows = []
+for path in sys.argv[2:]:
+    x = np.load(path).transpose(0, 2, 3, 1)  # the TFLite takes channels last
+    scale, zero = inp["quantization"]
+    interpreter.set_tensor(inp["index"], np.clip(np.round(x / scale + zero), -128, 127).astype(np.int8))
+    interpreter.invoke()
+    scale, zero = out["quantization"]
+    rows.append(((interpreter.get_tensor(out["index"]).astype(np.float64) - zero) * scale).ravel().tolist())
+print(json.dumps(rows))
+"""
+
+
+def test_the_int8_check_is_the_worst_cosine_over_sixteen_calibration_samples(
+    built: Built, tmp_path: Path
+) -> None:
+    """The quantize check's int8 figure recomputed here: the recorded TFLite run on LiteRT (in the tflite
+    venv) over the 16 calibration samples the spec selects (the 16 smallest sha256 of "0:<name>"), each
+    sample's output cosine against ONNX Runtime's float output, the worst of them."""
+    import hashlib
+
+    repo, _ = built
+    variant = _lock(repo, "digits-u55")
+    check = stage_report(repo, variant, "quantize")["checks"]["full_int8"]
+    files = sorted((repo / "data" / "calib").glob("*.npy"))
+    chosen = sorted(files, key=lambda p: hashlib.sha256(f"0:{p.name}".encode()).hexdigest())[:16]
+    chosen = sorted(chosen, key=lambda p: p.name)
+    store = Store(repo / ".npuctl" / "store")
+    bundle = store.path(variant["stages"]["quantize"]["artifacts"]["model"]["digest"])
+    (tmp_path / "model.tflite").write_bytes(bundles.read(bundle, "model.tflite"))
+    (tmp_path / "probe.py").write_text(PROBE)
+    python = str(toolchains.python(toolchains.TFLITE))
+    done = subprocess.run(
+        [python, "-I", str(tmp_path / "probe.py"), str(tmp_path / "model.tflite"), *map(str, chosen)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    session = ort.InferenceSession(str(repo / "models" / "digits.onnx"))
+    cosines = []
+    for path, row in zip(chosen, got, strict=True):
+        want = session.run(None, {"image": np.load(path)})[0].ravel().astype(np.float64)
+        have = np.asarray(row)
+        cosines.append(float(have @ want / (np.linalg.norm(have) * np.linalg.norm(want))))
+    assert check["samples"] == 16
+    assert check["cosine"] == pytest.approx(min(cosines), abs=1e-5), (check, cosines)
+    assert check["cosine"] < 1.0, "int8 changes the outputs: a check that cannot differ would say 1"
