@@ -72,6 +72,9 @@ def _build(repo: Path) -> dict[str, Any]:
     for name, target in (("digits-u55-keep", "ethos-u55"), ("digits-mtk-keep", "mediatek-mdla3")):
         spec = DIGITS_SPEC.format(name=name).replace("target: cpu", f"target: {target}")
         (repo / "specs" / f"{name}.yaml").write_text(spec.replace("  evaluate:", keep + "  evaluate:"))
+    a16 = DIGITS_SPEC.format(name="digits-mtk-a16").replace("target: cpu", "target: mediatek-mdla3")
+    quant16 = QUANT + "    activations: int16\n"
+    (repo / "specs" / "digits-mtk-a16.yaml").write_text(a16.replace("  evaluate:", quant16 + "  evaluate:"))
     write_det_repo(repo, "ethos-u85", name="det-u85", data="det-data")
     write_det_repo(repo, "mediatek-mdla3", name="det-mtk", data="det-data")
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "NEUROPILOT_SDK_ROOT": ""}
@@ -378,3 +381,21 @@ def test_the_int8_check_is_the_worst_cosine_over_sixteen_calibration_samples(
     assert check["samples"] == 16
     assert check["cosine"] == pytest.approx(min(cosines), abs=1e-5), (check, cosines)
     assert check["cosine"] < 1.0, "int8 changes the outputs: a check that cannot differ would say 1"
+
+
+def test_sixteen_bit_activations_are_a_16x8_tflite_that_litert_runs(built: Built) -> None:
+    """activations: int16 on the MediaTek APU: TF's 16x8 mode (int16 in, out and between the ops, int8
+    weights), measured on LiteRT close to the float model."""
+    repo, out = built
+    assert out["digits-mtk-a16"]["errors"] == []
+    variant = _lock(repo, "digits-mtk-a16")
+    store = Store(repo / ".npuctl" / "store")
+    bundle = store.path(variant["stages"]["quantize"]["artifacts"]["model"]["digest"])
+    ops = operators(bundles.read(bundle, "model.tflite"))
+    compute = [o for o in ops if o["op"] in ("CONV_2D", "FULLY_CONNECTED")]
+    assert len(compute) == 4 and all(o["out"] == "int16" and o["weight"] == "int8" for o in compute), ops
+    io = json.loads(store.path(variant["stages"]["compile"]["artifacts"]["tflite_io"]["digest"]).read_text())
+    assert io["variant"] == "int16_act"
+    assert {t["dtype"] for t in io["io"]["inputs"] + io["io"]["outputs"]} == {"int16"}
+    measured = variant["measurements"]["accuracy"]
+    assert measured["evidence"] == "measured:host" and abs(measured["value"] - float_top1(repo)) <= 0.05
