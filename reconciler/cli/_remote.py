@@ -84,3 +84,48 @@ def sync_command(verb: str, paths: tuple[Path, ...], remote_url: str | None, as_
             f"{len(result.present)} already there, {len(result.absent)} {absent}"
         )
     return 1 if remote.down is not None else 0
+
+
+def attach_for_base(ws: Workspace, url: str | None, ref: str) -> None:
+    """plan --base: a pull request cannot redirect the remote its CI reads. Unless the job pins one
+    (--remote, NPUCTL_REMOTE), a `.npuctl.yaml` whose remote differs from `ref`'s is not followed:
+    the run warns and reads `ref`'s remote (none if `ref` has none)."""
+    import os
+    import tempfile
+
+    from reconciler.gitops.gitref import GitError, blob_text, open_repo, resolve
+    from reconciler.remote import ConfigError, Remote
+    from reconciler.remote.config import CONFIG_FILE, ENV_URL, RemoteConfig, read_file
+
+    root = ws.layout.root
+    if url or os.environ.get(ENV_URL):
+        return attach(ws, url, fetch=False)
+    try:
+        text = blob_text(resolve(open_repo(root), ref), CONFIG_FILE)
+    except GitError:
+        return attach(ws, url, fetch=False)  # the comparison reports the ref
+    base: RemoteConfig | None = None
+    with tempfile.TemporaryDirectory() as tmp:
+        if text is not None:
+            (Path(tmp) / CONFIG_FILE).write_text(text)
+            try:
+                base = read_file(Path(tmp))
+            except ConfigError:
+                base = None
+    try:
+        head = read_file(root)
+    except ConfigError:
+        head = None  # attach warns about it below, or the base's is used
+    same = (base is None and head is None) or (
+        base is not None
+        and head is not None
+        and (base.url, base.options, base.push) == (head.url, head.options, head.push)
+    )
+    if same:
+        return attach(ws, url, fetch=False)
+    warn(
+        f"{CONFIG_FILE} changes the remote cache against {ref}: not followed, plan reads {ref}'s "
+        f"({base.url if base else 'none'}); pin the remote in CI with {ENV_URL}"
+    )
+    ws.remote = Remote(base, warn) if base is not None else None
+    ws.remote_fetch = False

@@ -68,7 +68,10 @@ def command(
     loaded = _common.load(paths)
     ws = Workspace.open(loaded.root)
     try:
-        _remote.attach(ws, remote_url, fetch=False)
+        if base_ref is None:
+            _remote.attach(ws, remote_url, fetch=False)
+        else:
+            _remote.attach_for_base(ws, remote_url, base_ref)
         results = loaded.invalid + plan_all(ws, loaded.specs)
         if base_ref is not None:
             chosen = _common.chosen_format(fmt, as_json)
