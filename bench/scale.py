@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -54,16 +56,28 @@ spec:
 """
 
 
+CPU: dict[str, float] = {}
+"""CPU seconds (user + system) of each timed run's processes, children included: what the run costs
+whatever the machine's load, as wall time does not."""
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def npuctl(cwd: Path, *args: str) -> tuple[float, subprocess.CompletedProcess[str]]:
     started = time.perf_counter()
+    cpu = _children_cpu()
     done = subprocess.run(
         [sys.executable, "-m", "reconciler", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
-        env={**__import__("os").environ, "CI": "1"},
+        env={**os.environ, "CI": "1"},
         check=False,
     )
+    CPU[str(cwd)] = _children_cpu() - cpu  # Ray's own daemons are reaped by their raylet: not counted
     return time.perf_counter() - started, done
 
 
@@ -101,6 +115,7 @@ def main() -> None:
     parser.add_argument("--targets", default="cpu,intel-npu,qualcomm-htp-v73")
     parser.add_argument("--skip-ray", action="store_true")
     args = parser.parse_args()
+    print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     targets = args.targets.split(",")
     chains = args.specs * len(targets)
     work = Path(tempfile.mkdtemp(prefix="npuctl-scale-"))
@@ -115,7 +130,11 @@ def main() -> None:
             if done.returncode not in (0, 3):
                 print(f"{name}: apply exited {done.returncode}: {done.stderr.strip().splitlines()[-1:]}")
             rows[name] = (seconds, built(done))
-            print(f"{name:>10}: {seconds:7.1f} s  ({built(done)} stages built, {chains} spec x target)")
+            cpu = CPU[str(path)]
+            print(
+                f"{name:>10}: {seconds:7.1f} s wall, {cpu:7.1f} s CPU  ({built(done)} stages built, "
+                f"{chains} spec x target)"
+            )
 
         dev = repo(work / "dev", args.specs, targets)
         remote = work / "remote"
@@ -143,7 +162,8 @@ def main() -> None:
         print(f"  ratio: {t_plain / t_remote:.1f}x faster with the remote cache")
 
         t1, t2 = rows["local -j1"][0], rows["local -j2"][0]
-        print(f"\n-j2 vs -j1: {t1 / t2:.2f}x")
+        c1, c2 = CPU[str(work / "local-j1")], CPU[str(work / "local-j2")]
+        print(f"\n-j2 vs -j1: {t1 / t2:.2f}x wall; CPU {c2 / c1:.2f}x of -j1's (the workers' own cost)")
         if "ray -j2" in rows:
             print(
                 f"ray -j2 vs -j1: {t1 / rows['ray -j2'][0]:.2f}x; ray vs local -j2: {t2 / rows['ray -j2'][0]:.2f}x"
@@ -159,6 +179,7 @@ def main() -> None:
             wall = t0 + specs * t_spec / (workers * (efficiency if workers > 1 else 1.0))
             print(f"  S = {specs:4d}, W = {workers:2d}: {wall:8.1f} s")
         print("  (W = 32: a 16-node cluster of 2-core nodes; Ray adds its start-up to t0)")
+        print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
