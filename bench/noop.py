@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import copy
 import os
-import re
 import resource
 import shutil
 import statistics
@@ -47,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.conftest import copy_digits, git  # noqa: E402
+from tests.os_reads import bytes_read, large_model, strace_prefix  # noqa: E402
 
 DVC_VERSION = "3.67.0"
 DVC_VENV = Path.home() / ".cache" / "npuctl" / "bench" / "dvc-3.67"
@@ -260,30 +260,12 @@ def bench_large(tmp: Path, megabytes: int) -> None:
     if shutil.which("strace") is None:
         print("strace not installed: large-model read count not measured")
         return
-    import numpy as np
-    from onnx import TensorProto, helper, numpy_helper
-
     baseline_repo = tmp / "large-baseline"
     prepare(baseline_repo, 1)
     repo = tmp / "large"
     prepare(repo, 1)
-    columns = megabytes * (1 << 20) // (4 * 1024)
-    weight = numpy_helper.from_array(np.full((1024, columns), 1e-3, dtype=np.float32), "w")
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
-        "large",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1024])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, columns])],
-        [weight],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
     path = repo / "models" / "large.onnx"
-    path.write_bytes(model.SerializeToString())
-    del model, weight, graph
-    past = time.time_ns() - 10**10
-    os.utime(path, ns=(past, past))
-    size = path.stat().st_size
+    size = large_model(path, megabytes)
     (repo / "specs" / "digits-0000.yaml").write_text(
         "apiVersion: npuctl/v1\nkind: Deployment\nmetadata: {name: large}\nspec:\n"
         "  model: {path: ../models/large.onnx}\n  target: cpu\n  inputs: {x: [1, 1024]}\n"
@@ -291,11 +273,11 @@ def bench_large(tmp: Path, megabytes: int) -> None:
     )
     base_peak = _peak_of(_npuctl("apply"), baseline_repo)
     log = tmp / "strace.log"
-    trace = ["strace", "-f", "-qq", "-y", "-o", str(log), "-e", "trace=read,pread64,readv,preadv,preadv2"]
+    trace = list(strace_prefix(log))
     start = time.perf_counter()
     peak = _peak_of([*trace, *_npuctl("apply")], repo)
     seconds = time.perf_counter() - start
-    read = _bytes_read(log, str(path))
+    read = bytes_read(log, path)
     print(f"\n== first apply of a {size / 2**20:.0f} MiB model (real CLI, under strace) ==")
     print(
         f"wall {seconds:.0f} s (strace slows it); read from the model file: {read / 2**20:.0f} MiB = {read / size:.2f}x its size (goal <= 2)"
@@ -316,19 +298,6 @@ def _peak_of(cmd: list[str], cwd: Path) -> int:
         [sys.executable, "-c", wrapper, *cmd], cwd=cwd, env=ENV, capture_output=True, text=True
     )
     return int(done.stdout.strip().splitlines()[-1]) * 1024
-
-
-_READ = re.compile(r"^\d+\s+\w+\(\d+<([^>]*)>.*\)\s+=\s+(\d+)")
-
-
-def _bytes_read(log: Path, target: str) -> int:
-    total = 0
-    with log.open() as fh:
-        for line in fh:
-            found = _READ.match(line)
-            if found and found[1] == target:
-                total += int(found[2])
-    return total
 
 
 def main() -> None:

@@ -14,46 +14,23 @@ the source model runs.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import DIGITS_SPEC, copy_digits
+from tests.os_reads import bytes_read, large_model, strace_prefix
 
 SIZE_MB = 300
-_READ = re.compile(r"^\d+\s+\w+\(\d+<([^>]*)>.*\)\s+=\s+(\d+)")
 WRAPPER = (
     "import resource, subprocess, sys\n"
     "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
     "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
     "sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])\n"
 )
-
-
-def _large_model(path: Path) -> int:
-    import numpy as np
-    from onnx import TensorProto, helper, numpy_helper
-
-    columns = SIZE_MB * (1 << 20) // (4 * 1024)
-    weight = numpy_helper.from_array(np.full((1024, columns), 1e-3, dtype=np.float32), "w")
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
-        "large",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1024])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, columns])],
-        [weight],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    path.write_bytes(model.SerializeToString())
-    past = time.time_ns() - 10**10  # not "just modified": its digest may be cached like any other file
-    os.utime(path, ns=(past, past))
-    return path.stat().st_size
 
 
 def _apply(repo: Path, *prefix: str) -> tuple[int, int, str]:
@@ -78,7 +55,7 @@ def test_first_apply_of_a_large_model_reads_it_twice_and_stays_under_3x(
     )
     (git_repo / "models").mkdir()
     model = git_repo / "models" / "large.onnx"
-    size = _large_model(model)
+    size = large_model(model, SIZE_MB)
     (git_repo / "specs" / "large.yaml").write_text(
         "apiVersion: npuctl/v1\nkind: Deployment\nmetadata: {name: large}\nspec:\n"
         "  model: {path: ../models/large.onnx}\n  target: ascend-310p\n  inputs: {x: [1, 1024]}\n"
@@ -86,18 +63,11 @@ def test_first_apply_of_a_large_model_reads_it_twice_and_stays_under_3x(
     code, baseline, out = _apply(small)
     assert code in (0, 3), out
     log = tmp_path / "strace.log"
-    trace = ("strace", "-f", "-qq", "-y", "-o", str(log), "-e", "trace=read,pread64,readv,preadv,preadv2")
-
-    code, peak, out = _apply(git_repo, *trace)
+    code, peak, out = _apply(git_repo, *strace_prefix(log))
 
     assert code in (0, 3), out
     assert "import built" in out and "check built" in out, out
-    read = 0
-    with log.open() as fh:
-        for line in fh:
-            found = _READ.match(line)
-            if found and found[1] == str(model.resolve()):
-                read += int(found[2])
+    read = bytes_read(log, model)
     print(f"model {size} B: read {read} B ({read / size:.2f}x); peak {peak} B vs baseline {baseline} B")
     # twice: the shared sha256 and the import stage's parse; validation's summary reads the graph
     # structure only (a few hundred bytes here), never the weights
