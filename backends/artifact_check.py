@@ -6,10 +6,14 @@ runner (benchprog and the one timing harness, as evaluate runs it) on the first 
 feeds, and `agreement` compares them. A disagreement beyond the stage's tolerance fails the stage with
 one line naming both numbers and the log, so a broken compiler is never reported as an accuracy drop.
 
-`agreement` is the one comparison: the worst error over every output channel, relative to that
-channel's range (a detector's class scores are compared as scores, not drowned by its box
-coordinates, which is how a score collapse hides under a cosine of 0.999), plus the fidelity measures
-of backends.onnx.accuracy (cosine, SQNR) for the report.
+`agreement` is the one comparison: every element's error relative to its output channel's range (a
+detector's class scores are compared as scores, not drowned by its box coordinates, which is how a
+score collapse hides under a cosine of 0.999), plus the fidelity measures of backends.onnx.accuracy
+(cosine, SQNR) for the report. The tolerance holds for the 99th percentile of those errors (BULK), and
+the single worst element is reported beside it: an integer compiler may round one pixel of a map
+across a sigmoid's steep middle (the HTP's PP-OCR detector: one element of 40,000 off by 0.82 of its
+range, the rest within 0.02), while a broken compile (a score collapse, a wrong channel) moves far more
+than one element in a hundred.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ if TYPE_CHECKING:
     from backends.onnx.data import Sample
 
 CHECK_SAMPLES = 4
+BULK = 0.99
+"""The share of elements the tolerance holds for (per output, over the check's samples)."""
 
 FLOAT_TOLERANCE = 1e-3
 """fp32 compile of a float model: only reassociation and fused kernels may differ."""
@@ -52,6 +58,8 @@ def tolerance(precision: str, quantized: bool) -> float:
 
 @dataclass(frozen=True)
 class Agreement:
+    bulk: float
+    """The BULK quantile of |artifact - source| / the channel's max |source|, in the worst output."""
     worst: float
     """max |artifact - source| over the worst channel, over that channel's max |source|."""
     output: str
@@ -65,6 +73,8 @@ class Agreement:
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "bulk_channel_error": self.bulk,
+            "bulk_quantile": BULK,
             "worst_channel_error": self.worst,
             "output": self.output,
             "channel": self.channel,
@@ -83,7 +93,8 @@ def _channel_axis(shape: Sequence[int]) -> int | None:
     return min(candidates)[1] if candidates else None
 
 
-def _worst(name: str, ref: np.ndarray, out: np.ndarray) -> tuple[float, int, float, float]:
+def _errors(ref: np.ndarray, out: np.ndarray) -> tuple[float, float, int, float, float]:
+    """(BULK quantile, worst, the worst's channel, artifact value, source value)."""
     import numpy as np
 
     axis = _channel_axis(ref.shape[1:])
@@ -98,7 +109,8 @@ def _worst(name: str, ref: np.ndarray, out: np.ndarray) -> tuple[float, int, flo
     relative = diff / scale
     where = np.unravel_index(int(np.argmax(relative)), relative.shape)
     channel = int(where[axis]) if axis is not None else 0
-    return float(relative[where]), channel, float(out[where]), float(ref[where])
+    bulk = float(np.quantile(relative, BULK))
+    return bulk, float(relative[where]), channel, float(out[where]), float(ref[where])
 
 
 def agreement(reference: ModelOutputs, outputs: ModelOutputs) -> Agreement:
@@ -112,7 +124,7 @@ def agreement(reference: ModelOutputs, outputs: ModelOutputs) -> Agreement:
         raise TerminalError(
             f"the artifact returned {len(outputs.values)} samples, its source {len(reference.values)}"
         )
-    best = (-1.0, "", 0, 0.0, 0.0)
+    best = (-1.0, -1.0, "", 0, 0.0, 0.0)
     for index, name in enumerate(reference.names):
         ref = np.stack([as_float(v[index]).astype(np.float64) for v in reference.values])
         out = np.stack([as_float(v[index]).astype(np.float64) for v in outputs.values])
@@ -120,35 +132,34 @@ def agreement(reference: ModelOutputs, outputs: ModelOutputs) -> Agreement:
             raise TerminalError(
                 f"output {name}: the artifact gives shape {list(out.shape[1:])}, its source {list(ref.shape[1:])}"
             )
-        worst, channel, got, want = _worst(name, ref, out)
-        if not np.isfinite(worst):
-            worst = float("inf")
-        if worst > best[0]:
-            best = (worst, name, channel, got, want)
+        bulk, worst, channel, got, want = _errors(ref, out)
+        bulk, worst = (v if np.isfinite(v) else float("inf") for v in (bulk, worst))
+        if (bulk, worst) > best[:2]:
+            best = (bulk, worst, name, channel, got, want)
     fid = fidelity(reference.values, outputs.values, reference.names)
-    return Agreement(best[0], best[1], best[2], best[3], best[4], fid.cosine, fid.sqnr_db, fid.samples)
+    return Agreement(*best, fid.cosine, fid.sqnr_db, fid.samples)
 
 
-def check_samples(request: StageRequest, inputs: Any) -> tuple[list[Sample], str]:
-    """The first CHECK_SAMPLES evaluation samples, or random inputs (seed 0) without evaluation data."""
+def check_samples(request: StageRequest, inputs: Any, count: int = CHECK_SAMPLES) -> tuple[list[Sample], str]:
+    """The first `count` evaluation samples, or random inputs (seed 0) without evaluation data."""
     from backends.onnx.data import random_samples, sample_set
 
     folder = request.inputs.get("eval_data")
     if folder is None:
-        return random_samples(inputs, CHECK_SAMPLES, seed=0), "random inputs (seed 0)"
-    found = list(islice(iter(sample_set(Path(folder), inputs, role="evaluate.data")), CHECK_SAMPLES))
+        return random_samples(inputs, count, seed=0), "random inputs (seed 0)"
+    found = list(islice(iter(sample_set(Path(folder), inputs, role="evaluate.data")), count))
     return found, f"the first {len(found)} samples of evaluate.data"
 
 
 def require(found: Agreement, limit: float, what: str, data: str, log: Path) -> dict[str, Any]:
     """The check's record for the report; a TerminalError when the artifact disagrees."""
-    record = {**found.as_dict(), "tolerance": limit, "data": data, "agrees": found.worst <= limit}
-    if found.worst > limit:
+    record = {**found.as_dict(), "tolerance": limit, "data": data, "agrees": found.bulk <= limit}
+    if found.bulk > limit:
         raise TerminalError(
-            f"{what} disagrees with the model it was compiled from on {data}: output {found.output} "
-            f"channel {found.channel} gives {found.artifact_value:.6g} where the source gives "
-            f"{found.source_value:.6g} ({found.worst:.3g} of the channel's range, tolerance {limit:g}; "
-            f"cosine {found.cosine:.6f}); log {log}"
+            f"{what} disagrees with the model it was compiled from on {data}: output {found.output}'s "
+            f"elements differ by {found.bulk:.3g} of their channel's range at the {BULK:.0%} quantile "
+            f"(tolerance {limit:g}); worst: channel {found.channel} gives {found.artifact_value:.6g} where the "
+            f"source gives {found.source_value:.6g} ({found.worst:.3g}); cosine {found.cosine:.6f}; log {log}"
         )
     return record
 

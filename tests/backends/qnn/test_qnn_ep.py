@@ -175,6 +175,51 @@ def test_apply_builds_an_epcontext_binary_and_measures_it_on_the_htp_simulator(b
 
 
 @pytest.mark.slow
+def test_the_compile_check_is_the_shared_one_and_catches_a_context_from_another_model(
+    built: Built, tmp_path: Path
+) -> None:
+    """The HTP simulator's outputs of the compiled context are held to the tolerance every compile
+    check uses (backends.artifact_check); a context that is not its source's fails with one line."""
+    import shutil
+
+    from backends.errors import TerminalError
+    from backends.qnn.stages import check_context, soc
+
+    digits_repo, _ = built
+    variant = json.loads((digits_repo / "specs" / "digits.lock.json").read_text())["variants"]["default"]
+    store = Store(digits_repo / ".npuctl" / "store")
+    compiled = variant["stages"]["compile"]["artifacts"]
+    job = tmp_path / "job"
+    job.mkdir()
+    shutil.copyfile(store.path(compiled["context_model"]["digest"]), job / "model_ctx.onnx")
+    shutil.copyfile(
+        store.path(compiled["context_binary"]["digest"]), job / compiled["context_binary"]["file"]
+    )
+    source = store.path(variant["stages"]["quantize"]["artifacts"]["model"]["digest"])
+    target = targets()["qualcomm-htp-v75"]
+    config: dict[str, Any] = {"compile": {"options": {}}}
+    request = StageRequest(
+        "compile",
+        target,
+        config,
+        {"eval_data": digits_repo / "data" / "eval"},
+        tmp_path,
+        tmp_path / "log.txt",
+    )
+    record = check_context(job, source, soc(target, config), request)
+    assert record["agrees"] and record["tolerance"] == 0.25 and record["bulk_channel_error"] < 0.25
+    assert record["data"] == "the first 1 samples of evaluate.data"
+    other = onnx.load(str(source))
+    for tensor in other.graph.initializer:  # the same graph with every bias moved: another model
+        if tensor.data_type == TensorProto.INT32 and len(tensor.dims) == 1:
+            values = onnx.numpy_helper.to_array(tensor) + 4000
+            tensor.CopyFrom(onnx.numpy_helper.from_array(values.astype(np.int32), tensor.name))
+    onnx.save(other, str(tmp_path / "other.onnx"))
+    with pytest.raises(TerminalError, match="disagrees with the model it was compiled from"):
+        check_context(job, tmp_path / "other.onnx", soc(target, config), request)
+
+
+@pytest.mark.slow
 def test_a_real_detector_compiles_for_the_htp_and_agrees_with_float_on_the_simulator(built: Built) -> None:
     git_repo, _ = built
     lock = json.loads((git_repo / "specs" / "det.lock.json").read_text())
