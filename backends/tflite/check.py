@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.errors import TerminalError
-from backends.onnx.quantize_check import BROKEN_DROP, FEW
+from backends.onnx.quantize_check import BROKEN_DROP, FEW, require
 
 FLOAT_COSINE = {"float32": 0.999, "float16": 0.999}
 FLOAT_ATOL = {"float32": 1e-4, "float16": 1e-2}
@@ -68,6 +68,7 @@ def run_checks(
     labels: Sequence[Any] | None,
     task: Any,
     data: str,
+    log: Any = None,
 ) -> dict[str, dict[str, Any]]:
     """Per written variant: its fidelity and task score against the ONNX model; raises TerminalError
     naming the variant, both numbers and the bound when one is outside it."""
@@ -101,14 +102,13 @@ def run_checks(
                     f"> {bound:.3g}"
                 )
         else:
-            record["budget"] = BROKEN_DROP
+            record.update(quantized=record.pop("score"), budget=BROKEN_DROP)
             record["budget_from"] = "a broken model (no budget stated)"
-            if record["drop"] > BROKEN_DROP:
-                raise TerminalError(
-                    f"quantize: the {name} TFLite scores {record['score']:.6g} where its float source scores "
-                    f"{record['float']:.6g} ({record['metric']} on {data}): drop {record['drop']:.6g} > "
-                    f"{BROKEN_DROP:g}, the bound for a broken model"
-                )
+            advice = (
+                "check the calibration data and quantization.calibration.method, or keep the damaged layers "
+                "(quantization.sensitive_layers)"
+            )
+            require(record, f"quantize: the {name} TFLite", advice, log)
     return checks
 
 

@@ -146,7 +146,7 @@ def build(
         chosen = result["variants"].get(variant)
         if chosen is None:
             raise TerminalError(f"onnx2tf wrote no {variant} model")
-        checks = run_checks(result, source, samples, labels, task, where)
+        checks = run_checks(result, source, samples, labels, task, where, request.log)
         placed = kept_layers(chosen, kept, float_keep, policy)
         out = out_dir / "model.tflite"
         shutil.copyfile(chosen["file"], out)
@@ -269,7 +269,8 @@ def note_for(report: Mapping[str, Any], out: Path) -> str:
         note += f", {len(floats)} layer(s) kept float32: {', '.join(floats)}"
     if check is not None:
         note += (
-            f"; vs ONNX on {check['data']}: {check['metric']} {check['score']:.4f} (float {check['float']:.4f}), "
+            f"; vs ONNX on {check['data']}: {check['metric']} {check.get('quantized', check.get('score', 0)):.4f} "
+            f"(float {check['float']:.4f}), "
             f"worst cosine {check['cosine']:.4f}"
         )
     return note

@@ -319,8 +319,8 @@ def test_the_quantize_check_scores_a_few_samples_with_the_specs_measure(built: B
             assert check["samples"] == min(16, calib, report["calibration"]["samples"]), check
         assert checks["float32"]["cosine"] >= 0.999 or checks["float32"]["max_abs_diff"] < 1e-3
         quantized = checks[report["variant"]]
-        assert quantized["drop"] == pytest.approx(quantized["float"] - quantized["score"], abs=1e-5)
-        assert quantized["drop"] <= quantized["budget"] == 0.5
+        assert quantized["drop"] == pytest.approx(quantized["float"] - quantized["quantized"], abs=1e-5)
+        assert quantized["drop"] <= quantized["budget"] == 0.5 and quantized["passed"] is True
 
 
 PROBE = """\
