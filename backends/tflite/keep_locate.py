@@ -93,9 +93,15 @@ def _tflite_values(tflite: bytes, feed: dict[str, Any]) -> list[tuple[str, str, 
 
 
 def _ordered(inputs: list[dict[str, Any]], feed: dict[str, Any]) -> list[Any]:
-    names = list(feed)
-    by_name = [feed.get(d["name"]) for d in inputs]
-    return by_name if all(v is not None for v in by_name) else [feed[n] for n in names]
+    """The feed in the TFLite's input order: by name (TF's converter writes `serving_default_<name>:0`),
+    else by position."""
+
+    def named(tensor: str) -> Any:
+        bare = tensor.removeprefix("serving_default_").rsplit(":", 1)[0]
+        return feed.get(tensor, feed.get(bare))
+
+    by_name = [named(d["name"]) for d in inputs]
+    return by_name if all(v is not None for v in by_name) else list(feed.values())
 
 
 def _match(value: Any, produced: list[tuple[str, str, Any]]) -> tuple[str, str] | None:
