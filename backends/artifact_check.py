@@ -159,7 +159,7 @@ def require(found: Agreement, limit: float, what: str, data: str, log: Path) -> 
             f"{what} disagrees with the model it was compiled from on {data}: output {found.output}'s "
             f"elements differ by {found.bulk:.3g} of their channel's range at the {BULK:.0%} quantile "
             f"(tolerance {limit:g}); worst: channel {found.channel} gives {found.artifact_value:.6g} where the "
-            f"source gives {found.source_value:.6g} ({found.worst:.3g}); cosine {found.cosine:.6f}; log {log}"
+            f"source gives {found.source_value:.6g} ({found.worst:.3g} of the channel's range); cosine {found.cosine:.6f}; log {log}"
         )
     return record
 
