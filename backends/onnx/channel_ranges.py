@@ -26,6 +26,9 @@ FACTOR = 16.0
 """Widest / narrowest channel range above which the narrow channel keeps at most 256 / 16 = 16 levels."""
 SAMPLES = 4
 """Calibration samples the check runs the float model on (ranges only grow with more)."""
+DUST = 1e-6
+"""A channel narrower than this share of the widest holds float dust (a Relu's or HardSwish's leftovers,
+~1e-12), not values: it loses nothing under any scale, and would make ratios like 1e14."""
 NOTE_LIMIT = 3
 """Tensors named in the stage note (the report holds all of them)."""
 
@@ -40,7 +43,7 @@ class Spread:
     """The compute node that reads the tensor in integer."""
     channels: int
     ratio: float
-    """Widest / narrowest live (non-zero) channel range."""
+    """Widest / narrowest live channel range (channels under DUST of the widest left out)."""
     fix: str
 
     def as_dict(self) -> dict[str, Any]:
@@ -108,7 +111,7 @@ def check(
     out = []
     for name in sorted(low):
         widths = np.maximum(high[name], 0.0) - np.minimum(low[name], 0.0)
-        live = widths[widths > 0]
+        live = widths[widths > widths.max() * DUST]
         if live.size < 2:
             continue
         ratio = float(live.max() / live.min())

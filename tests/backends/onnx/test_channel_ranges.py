@@ -61,3 +61,15 @@ def test_a_consumer_left_float_or_not_quantized_is_not_checked() -> None:
     assert channel_ranges.check(model, samples, ["MatMul"], {}, float_ok=True) == []
     integer = channel_ranges.check(model, samples, ["Conv"], {}, float_ok=False)
     assert "equalize" in integer[0].fix
+
+
+def test_channels_of_float_dust_are_not_ranges() -> None:
+    """A channel a Relu left at ~1e-12 is not a narrow range: x's ratio stays that of its live channels."""
+    model, samples = _model(), _samples()
+    for sample in samples:
+        sample.feed["x"][0, 1] = 1e-12 * sample.feed["x"][0, 1]
+    found = channel_ranges.check(model, samples, ["Conv"], {}, float_ok=True)
+    xs = np.concatenate([s.feed["x"] for s in samples[: channel_ranges.SAMPLES]])
+    widths = xs.max(axis=(0, 2, 3)) - np.minimum(xs.min(axis=(0, 2, 3)), 0)
+    assert widths[1] < 1e-9
+    assert abs(found[0].ratio - widths[0] / widths[2]) < 1e-3 * found[0].ratio
