@@ -14,7 +14,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 Feed = TypeVar("Feed")
@@ -37,6 +37,9 @@ class Timing:
 
     samples_ns: list[int]
     warmup: int
+    cpu_ns: list[int] = field(default_factory=list)
+    """Each run's CPU time on the calling thread: the whole run's work when the runtime computes on
+    that thread alone (one intra-op thread), which another process taking the core cannot inflate."""
 
     def samples_ms(self) -> list[float]:
         return [ns / 1e6 for ns in self.samples_ns]
@@ -63,17 +66,19 @@ def time_runs(infer: Callable[[Feed], Any], feed: Feed, warmup: int, runs: int) 
     for _ in range(max(0, warmup)):
         infer(feed)
     samples: list[int] = []
+    cpu: list[int] = []
     enabled = gc.isenabled()
     gc.disable()
     try:
         for _ in range(runs):
-            start = time.perf_counter_ns()
+            start, thread = time.perf_counter_ns(), time.thread_time_ns()
             infer(feed)
             samples.append(time.perf_counter_ns() - start)
+            cpu.append(time.thread_time_ns() - thread)
     finally:
         if enabled:
             gc.enable()
-    return Timing(samples, max(0, warmup))
+    return Timing(samples, max(0, warmup), cpu)
 
 
 def _noisy(timing: Timing) -> bool:
@@ -114,7 +119,7 @@ def time_steady(infer: Callable[[Feed], Any], feed: Feed, warmup: int, runs: int
         rounds.append(time_runs(infer, feed, 0, runs))
     summaries = [r.summary_ms() for r in rounds]
     kept = min(range(len(rounds)), key=lambda i: summaries[i]["p90"])
-    kept_timing = Timing(rounds[kept].samples_ns, rounds[0].warmup)
+    kept_timing = Timing(rounds[kept].samples_ns, rounds[0].warmup, rounds[kept].cpu_ns)
     seen = [{"p50": round(s["p50"], 6), "p90": round(s["p90"], 6)} for s in summaries]
     return Steady(kept_timing, seen, kept)
 
@@ -201,6 +206,8 @@ class BenchResult:
         latency: dict[str, Any] = dict(self.timing.summary_ms())
         latency["runs"] = len(self.timing.samples_ns)
         latency["warmup"] = self.timing.warmup
+        if self.timing.cpu_ns:
+            latency["cpu_p50"] = statistics.median(ns / 1e6 for ns in self.timing.cpu_ns)
         if self.noise is not None:
             latency["noise"] = self.noise
         if with_samples:

@@ -3,13 +3,11 @@
 profile.json (an evaluate artifact; the lock file carries only its digest and the report a summary):
     {"format_version": 1, "runtime", "evidence", "how", "runs", "threads" (intra-op, 0: the runtime's
      default, null: not known), "per_run": [{"kernels_us", "runtime_us",
-     "wall_us", "paired_us", "paired_cpu_us"}] (each profiled run: its kernels' sum, the runtime's and the wall time of
-     the whole run, and the unprofiled run just before it when paired),
+     "wall_us"}] (each profiled run: its kernels' sum, the runtime's and the wall time of the whole run),
      "latency_ms": {"timed_p50": unprofiled p50 of the same evaluate, "profiled_p50": wall time of the
                     profiled runs, "runtime_p50": the runtime's own whole-run time (when it gives one),
-                    "paired_p50": the unprofiled runs interleaved with the profiled ones (when paired),
-                    "paired_cpu_p50": those runs' CPU time on the calling thread (a one-thread
-                                      session's whole work, free of the machine's preemptions)},
+                    "timed_cpu_p50": the timed runs' CPU time on the calling thread (a one-thread
+                                     session's whole work, free of the machine's preemptions)},
      "layers": [{"name", "op_type", "onnx_nodes": [...], "inserted", "device", "executed_by", "precision",
                  "time_ms", "raw_time_ms", "profiler_cost_ms", "macs", "bytes", "placement"}],
      "profiler_cost": what the probe measured (bench_ort), or null: the profiler's own cost per node
@@ -75,6 +73,7 @@ def build(
     layers: list[dict[str, Any]],
     runs: list[dict[str, float]],
     timed_p50_ms: float | None,
+    timed_cpu_p50_ms: float | None = None,
     target: Any,
     device_evidence: str,
     profiler_cost: Mapping[str, Any] | None = None,
@@ -87,8 +86,7 @@ def build(
         "timed_p50": timed_p50_ms,
         "profiled_p50": _p50([r["wall_us"] / 1e3 for r in runs if "wall_us" in r]),
         "runtime_p50": _p50([r["runtime_us"] / 1e3 for r in runs if "runtime_us" in r]),
-        "paired_p50": _p50([r["paired_us"] / 1e3 for r in runs if "paired_us" in r]),
-        "paired_cpu_p50": _p50([r["paired_cpu_us"] / 1e3 for r in runs if "paired_cpu_us" in r]),
+        "timed_cpu_p50": round(timed_cpu_p50_ms, 6) if timed_cpu_p50_ms is not None else None,
     }
     profile = {
         "format_version": FORMAT_VERSION,
@@ -128,8 +126,7 @@ def summary(profile: Mapping[str, Any]) -> dict[str, Any]:
         "run_fixed_ms": attribution.get("run_fixed_ms"),
         "dispatch_ms": attribution.get("dispatch_ms"),
         "layers_of_timed": attribution.get("layers_of_timed"),
-        "layers_of_paired": attribution.get("layers_of_paired"),
-        "layers_of_paired_cpu": attribution.get("layers_of_paired_cpu"),
+        "layers_of_timed_cpu": attribution.get("layers_of_timed_cpu"),
         "accounted_of_timed": attribution.get("accounted_of_timed"),
         "shares": attribution.get("shares"),
         "top": [t["name"] for t in (attribution.get("top") or [])[:3]],

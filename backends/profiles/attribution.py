@@ -5,12 +5,10 @@ Shares are of the layers' summed time (what the profiler billed to layers, less 
 probe measured it). Against evaluate's timed (unprofiled) p50 the layers are accounted beside what the probe
 measured without the profiler: a run's fixed cost (the binding, feeds and fetches, the executor's
 set-up) and the dispatch between kernels, per node times the layers. What is left is
-`unattributed_ms` (noise, or output copies larger than the probe's), never spread over layers. Where the
-profiled runs were paired with unprofiled ones (each right after one), `layers_of_paired` sets the layers
-against those: the whole-model latency of the same moments, which a machine whose load changed between
-the timed and the profiled runs cannot pull apart. With a one-thread session `layers_of_paired_cpu` sets
-them against the same runs' CPU time: on a shared machine a run of milliseconds is preempted more often
-than a kernel of microseconds (whose middle mean drops the preempted runs), and CPU time is not. Roofline and utilisation are estimates: MACs and bytes come from the cost model,
+`unattributed_ms` (noise, or output copies larger than the probe's), never spread over layers. With a one-thread
+session `layers_of_timed_cpu` sets them against the timed runs' CPU time: on a shared machine a run of
+milliseconds is preempted more often than a kernel of microseconds (whose middle mean drops the
+preempted runs), and CPU time is not. Roofline and utilisation are estimates: MACs and bytes come from the cost model,
 the peaks from the catalog, and the record names them so.
 """
 
@@ -121,10 +119,8 @@ def attribute(profile: Mapping[str, Any], target: Any) -> dict[str, Any]:
     macs = sum(int(layer.get("macs") or 0) for layer in layers)
     peak, peak_name = _peak_ops({"precision": _main_precision(layers)}, target)
     timed = (profile.get("latency_ms") or {}).get("timed_p50")
-    paired = (profile.get("latency_ms") or {}).get("paired_p50")
-    paired_cpu = (
-        (profile.get("latency_ms") or {}).get("paired_cpu_p50") if profile.get("threads") == 1 else None
-    )
+    one_thread = profile.get("threads") == 1
+    timed_cpu = (profile.get("latency_ms") or {}).get("timed_cpu_p50") if one_thread else None
     cost = profile.get("profiler_cost") or {}
     fixed = float(cost["run_fixed_us"]) / 1e3 if "run_fixed_us" in cost else None
     dispatch = (
@@ -145,10 +141,8 @@ def attribute(profile: Mapping[str, Any], target: Any) -> dict[str, Any]:
         "unattributed_ms": round(float(timed) - accounted, 6) if timed is not None else None,
         "accounted_of_timed": round(accounted / float(timed), 4) if timed else None,
         "layers_of_timed": round(total / float(timed), 4) if timed else None,
-        "layers_of_paired": round(total / float(paired), 4) if paired else None,
-        "paired_ms": paired,
-        "layers_of_paired_cpu": round(total / float(paired_cpu), 4) if paired_cpu else None,
-        "paired_cpu_ms": paired_cpu,
+        "layers_of_timed_cpu": round(total / float(timed_cpu), 4) if timed_cpu else None,
+        "timed_cpu_ms": timed_cpu,
         "timed_ms": timed,
         "shares": {
             "cpu_fallback": _share(layers_ms(fallback), total),

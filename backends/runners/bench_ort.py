@@ -11,9 +11,8 @@ per-node cost, as base + per_tensor x (inputs + outputs); the host subtracts it 
 
 from __future__ import annotations
 
+import bisect
 import json
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -132,29 +131,17 @@ class OrtSession:
         folder: Path,
         probe: Path | None = None,
         probe_baseline: Path | None = None,
-        paired: Callable[[dict[str, Any]], Any] | None = None,
     ) -> dict[str, Any]:
         """`runs` iterations on a second session with ORT's profiler on (after the timed runs, so the
         profiler cannot disturb them, and back to back like them, so caches are as warm; repeated
         like them while the machine looks busy, the steadiest round kept): per node its
         kernel time and the provider that ran it, per run the kernels' sum, ORT's own whole-run time
         and the wall time around `run`. Then as many runs of the `probe` graph, profiled on the same
-        options, and with `probe_baseline` both timed without the profiler (probe_cost, run_costs).
-        With `paired` (the timed session's infer), each profiled run follows one unprofiled run timed on
-        its own: the whole-model latency of the same moments, so a machine that got busier or quieter
-        between the timed runs and the profiled ones moves both alike (paired_us)."""
+        options, and with `probe_baseline` both timed without the profiler (probe_cost, run_costs)."""
         session = cls(model, {**options, "profile_prefix": str(folder / "ort-profile")})
-        infer, plain_ns = _paired(session.infer, paired)
-        steady = common.harness().time_steady(infer, feed, common.PROFILE_WARMUP, runs)
+        steady = common.harness().time_steady(session.infer, feed, common.PROFILE_WARMUP, runs)
         later = (len(steady.rounds) - 1 - steady.kept) * runs  # profiled runs after the kept round
-        kept = plain_ns[common.PROFILE_WARMUP + steady.kept * runs :][:runs] if paired else []
-        walls = steady.timing.samples_ns
-        if paired:
-            walls = [ns - p for ns, (p, _) in zip(walls, kept, strict=True)]
-        out = ort_trace_summary(session.trace(), walls, later)
-        if paired:
-            for run, (ns, cpu) in zip(out["runs"], kept[-len(out["runs"]) :], strict=True):
-                run["paired_us"], run["paired_cpu_us"] = ns / 1e3, cpu / 1e3
+        out = ort_trace_summary(session.trace(), steady.timing.samples_ns, later)
         out["noise"] = steady.as_dict()
         if probe:
             probe_options = {**options, "graph_optimization_level": "disable_all"}
@@ -175,26 +162,6 @@ class OrtSession:
     def node_count(self) -> int:
         """Nodes in the probe's graph (disable_all: what was written is what runs)."""
         return int(self._sess.get_modelmeta().custom_metadata_map.get("nodes", 0))
-
-
-def _paired(
-    profiled: Callable[[dict[str, Any]], Any], plain: Callable[[dict[str, Any]], Any] | None
-) -> tuple[Callable[[dict[str, Any]], Any], list[tuple[int, int]]]:
-    """`profiled`, or with `plain` a call that first runs `plain` (its time appended to the list) and
-    then `profiled`: the harness times the pair, and the pair less the plain run is the profiled one.
-    Each plain run's wall time and its CPU time on this thread (the whole run's work when the session
-    runs on one thread: what a busy machine's preemptions cannot inflate)."""
-    if plain is None:
-        return profiled, []
-    plain_ns: list[tuple[int, int]] = []
-
-    def pair(feed: dict[str, Any]) -> Any:
-        start, cpu = time.perf_counter_ns(), time.thread_time_ns()
-        plain(feed)
-        plain_ns.append((time.perf_counter_ns() - start, time.thread_time_ns() - cpu))
-        return profiled(feed)
-
-    return pair, plain_ns
 
 
 PROBE_TIMED_RUNS = 200
@@ -236,13 +203,14 @@ def _windows(events: list[dict[str, Any]], runs: int, later: int = 0) -> list[tu
 
 def _kernel_events(events: list[dict[str, Any]], windows: list[tuple[int, int]]) -> list[tuple[int, dict]]:
     """(run index, event) of every node's kernel event inside a profiled run."""
+    starts = [a for a, _ in windows]  # sorted, disjoint: the window an event falls in by bisection
     out = []
     for e in events:
         if e.get("cat") != "Node" or not str(e.get("name", "")).endswith("_kernel_time"):
             continue
         ts = int(e["ts"])
-        run = next((i for i, (a, b) in enumerate(windows) if a <= ts <= b), None)
-        if run is not None:
+        run = bisect.bisect_right(starts, ts) - 1
+        if run >= 0 and ts <= windows[run][1]:
             out.append((run, e))
     return out
 
@@ -264,18 +232,17 @@ def ort_trace_summary(events: list[dict[str, Any]], wall_ns: list[int], later: i
     nodes: dict[str, dict[str, Any]] = {}
     for run, e in _kernel_events(events, windows):
         node = str(e["name"])[: -len("_kernel_time")]
-        args = e.get("args") or {}
-        outputs = args.get("output_type_shape") or [{}]
-        nodes.setdefault(
-            node,
-            {
+        if node not in nodes:
+            args = e.get("args") or {}
+            outputs = args.get("output_type_shape") or [{}]
+            tensors, dims = _formatted(args)
+            nodes[node] = {
                 "op_type": args.get("op_name"),
                 "provider": args.get("provider"),
                 "output_type": next(iter(outputs[0]), None) if isinstance(outputs[0], dict) else None,
-                "tensors": _formatted(args)[0],
-                "dims": _formatted(args)[1],
-            },
-        )
+                "tensors": tensors,
+                "dims": dims,
+            }
         per_run[run][node] = per_run[run].get(node, 0.0) + float(e["dur"])
     layers = [
         {"name": node, **info, "time_us": common.middle_mean([run.get(node, 0.0) for run in per_run])}

@@ -14,10 +14,7 @@ Request (paths relative to the request file's folder):
                  "providers": ["CPUExecutionProvider"]},
      "warmup": 10, "runs": 100, "seed": 0,
      "samples": "samples.npz" | null, "sample_inputs": ["x"], "outputs": "outputs.npz" | null,
-     "profile": {"runs": 20, "probe": "probe.onnx", "probe_baseline": "probe1.onnx" (both optional),
-                 "paired": true (optional: one unprofiled run before each profiled one, on a
-                                 one-thread session only: two sessions' spinning thread pools
-                                 would slow each other)}
+     "profile": {"runs": 20, "probe": "probe.onnx", "probe_baseline": "probe1.onnx" (both optional)}
                 | absent}
 `samples.npz` holds key "s{i:06d}_{j}" = sample i's array for sample_inputs[j]. Timing uses sample 0,
 or a random feed from `seed` when there are no samples. With `outputs`, every sample is run once more
@@ -29,11 +26,11 @@ Response (one JSON line on stdout):
      "device": {"cpu", "cpus", "machine", "system", "release", "python", "numpy"},
      "inputs": [{"name", "shape", "dtype"}], "timed_feed": "sample 0" | "random, seed 0",
      "latency_ms": {"p50", "p90", "p95", "p99", "mean", "min", "max", "stdev", "runs", "warmup",
-                    "samples": [ms, ...]},
+                    "cpu_p50" (the calling thread's CPU time), "samples": [ms, ...]},
      "memory": {"peak_rss_mb", "baseline_rss_mb", "delta_mb", "peak_reset"}, "load_ms": 12.3,
      "outputs": {"file": "outputs.npz", "names": [...], "samples": 3} | null,
      "profile": {"available": true, "how", "layers": [{"name", "op_type", "provider", "time_us"}],
-                 "runs": [{"kernels_us", "runtime_us", "wall_us", "paired_us", "paired_cpu_us" (paired)}],
+                 "runs": [{"kernels_us", "runtime_us", "wall_us"}],
                  "calibration": {"base_us", "per_tensor_us", "per_dim_us", "run_fixed_us",
                                  "dispatch_per_node_us", ...} (with probes)} (only when requested)}
 The profile runs last, as separate iterations on a second session: it never touches the timed runs.
@@ -95,13 +92,7 @@ RUNTIMES: dict[str, Any] = {
 
 
 def run_profile(
-    runtime: Any,
-    model: Path,
-    options: dict[str, Any],
-    feed: Any,
-    request: dict[str, Any],
-    folder: Path,
-    paired: Any = None,
+    runtime: Any, model: Path, options: dict[str, Any], feed: Any, request: dict[str, Any], folder: Path
 ) -> dict[str, Any]:
     """The runtime's own per-layer profile, or why there is none."""
     if not hasattr(runtime, "profile"):
@@ -112,9 +103,6 @@ def run_profile(
         for key in ("probe", "probe_baseline")
         if request.get(key)
     }
-    pair = bool(request.get("paired")) and paired is not None
-    if pair and int(options.get("intra_op_num_threads", 0)) == 1:
-        extra["paired"] = paired
     out = runtime.profile(model, options, feed, runs, folder, **extra)
     out["available"] = True
     out["how"] = (
@@ -122,16 +110,6 @@ def run_profile(
         f"({common.PROFILE_WARMUP} warm-up): the timed latency was taken without the profiler; "
         "each layer's time is the mean of the middle half of its times over those runs"
     )
-    if extra.get("paired"):
-        out["how"] += (
-            "; each profiled run right after one unprofiled run of the timed session (paired_p50: the "
-            "whole-model latency of the same moments; paired_cpu_p50: its CPU time on the one thread)"
-        )
-    elif pair:
-        out["how"] += (
-            "; not paired with unprofiled runs: on more than one thread the two sessions' thread "
-            "pools would slow each other"
-        )
     if "calibration" in out:
         out["how"] += (
             "; then as many runs of a probe graph of no-op nodes, whose events measure the "
@@ -216,7 +194,7 @@ def run(request_path: Path) -> dict[str, Any]:
     profile = request.get("profile")
     if profile:
         response["profile"] = run_profile(
-            runtime, model, dict(request.get("options", {})), make_feed(), dict(profile), base, session.infer
+            runtime, model, dict(request.get("options", {})), make_feed(), dict(profile), base
         )
     if samples:
         samples.close()
