@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -25,9 +26,20 @@ class BenchError(Exception):
         self.kind = kind
 
 
+_LOCATION = re.compile(r"Exception from \S+:\d+:\s*")
+"""OpenVINO's C++ source locations, which head its messages and say where, not what."""
+
+
 def first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0][:300] if lines else type(exc).__name__
+    """The line of a runtime's message that says what went wrong (bounded): OpenVINO's leading source
+    locations dropped ("Exception from src/...cpp:224:" then the reason on a later line). The same rule
+    as backends.errors.summary, kept here because bench files run on devices with the stdlib only."""
+    lines = [_LOCATION.sub("", line).strip() for line in str(exc).strip().splitlines()]
+    said = [line for line in lines if line]
+    if not said:
+        return type(exc).__name__
+    line = f"{said[0]} {said[1]}" if said[0].endswith(":") and len(said) > 1 else said[0]
+    return line[:300]
 
 
 def load(package: str, name: str) -> ModuleType:

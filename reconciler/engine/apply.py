@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from backends.catalog import Target, targets
-from backends.errors import BackendError, TerminalError, ToolchainMissing
+from backends.errors import BackendError, TerminalError, ToolchainMissing, summary
 from reconciler.engine import faults, health, keys, schedule
 from reconciler.engine.chain import StageSetup, Variant, build_chain, variants
-from reconciler.engine.execute import InputsChanged, RetryPolicy, run_with_retries
+from reconciler.engine.execute import InputsChanged, RetryPolicy, append_log, run_with_retries
 from reconciler.engine.executors import Executor, jobs_for
 from reconciler.engine.lockwrite import (
     carried_entry,
@@ -257,6 +257,10 @@ class _ChainRun:
         self._writing()
         name = setup.stage.name
         log_text = str(log) if log else ""
+        if "\n" in message.strip():  # a toolchain's traceback or log tail: whole in the log, one line here
+            if log is not None:
+                append_log(log, f"\n{message}\n")
+            message = summary(message)
         if terminal:
             self.stalled = True
             self.ws.db.put_failure(Failure(key, name, message, log_text))

@@ -155,7 +155,7 @@ def run_once(
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _append(log: Path, text: str) -> None:
+def append_log(log: Path, text: str) -> None:
     """The stage log, best effort: on a full disk the log is the first thing that cannot grow."""
     try:
         with log.open("a") as fh:
@@ -194,12 +194,12 @@ def run_with_retries(
                 raise faults.InfrastructureError(
                     f"{setup.stage.name}: {faults.describe(exc, ws.layout.database, near)}"
                 ) from exc
-            _append(log, traceback.format_exc())
+            append_log(log, traceback.format_exc())
             error = TransientError(f"{setup.stage.name} crashed: {type(exc).__name__}: {exc}")
         if (full := faults.full_disk(ws.layout.tmp)) is not None:  # a toolchain's own words for ENOSPC
             raise faults.InfrastructureError(f"{setup.stage.name}: {full}: no space left on device ({error})")
         if attempt >= policy.retries:
             raise error
-        _append(log, f"\nattempt {attempt + 1} failed: {error}; retrying\n")
+        append_log(log, f"\nattempt {attempt + 1} failed: {error}; retrying\n")
         time.sleep(policy.delay(attempt))
         attempt += 1
