@@ -383,7 +383,9 @@ def _reconcile(
     result.sync = health.SYNCED if all_synced and not failed and not stalled else health.OUT_OF_SYNC
     result.health = health.of_verdicts(result.slo)
     result.status = health.status(result.sync, result.health, stalled=stalled, failed=failed)
-    if dry and (ws.hasher.pending or not lockfile.unchanged(lock_path, data)):
+    # the lock-free walk compares with the lock as read at its start (re-read when its stat changed);
+    # a spec with work is walked again under its lock, with the file read afresh
+    if dry and (ws.hasher.pending or not lockfile.holds(previous, data)):
         raise WouldWrite
     if not dry and lockfile.write(lock_path, data):
         _log_verdicts(ws, spec, result, previous)

@@ -46,7 +46,11 @@ def read(path: Path) -> dict[str, Any] | None:
 
 def unchanged(path: Path, data: dict[str, Any]) -> bool:
     """Whether the lock file already holds exactly `data` (as JSON would read it back)."""
-    old = read(path)
+    return holds(read(path), data)
+
+
+def holds(old: dict[str, Any] | None, data: dict[str, Any]) -> bool:
+    """Whether the lock content `old` (as read) is exactly `data` (as JSON would read it back)."""
     return old is not None and old == json.loads(json.dumps(data))
 
 
