@@ -69,3 +69,6 @@ def _the_profile_is_the_cost_models_and_says_so(digits_repo: Path) -> None:
     for layer in npu:
         assert layer["precision"] == "int8" and layer["time_ms"] >= 2 * layer["macs"] / peak * 1e3 * 0.999
     assert profile["attribution"]["utilisation_note"].startswith("estimated")
+    page = digits_repo / "report.html"
+    assert run_npuctl(digits_repo, "report", "digits", "-o", str(page)).returncode == 0
+    assert "Nothing ran for this profile: every figure in it is an estimate" in page.read_text()
