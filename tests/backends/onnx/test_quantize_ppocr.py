@@ -7,8 +7,8 @@ calibration, the most sensitive layers kept in float, mostly the high-resolution
 0.95. The budget is one the search can meet (a missed budget fails the quantize stage): 0.02 was missed
 with 16 layers kept (0.0245 on the calibration maps); 0.03 is met with 10 (0.0298), which then scores
 text-map IoU 0.963 and box F1 0.977 on the disjoint evaluation images. At 320x320 int8 loses far more
-(0.043 with 16 kept), so the size stays 640. Latency is printed, not asserted (bench/quant.py measures
-it properly).
+(0.043 with 16 kept) and 480x480 misses 0.03 too (0.032 with 16), so the size stays 640. Latency is
+printed, not asserted (bench/quant.py measures it properly).
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ def _latency_ms(path: Path, frame: np.ndarray, runs: int = 8) -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # 10 min was not enough beside 8 other busy processes on the 2 cores
 def test_ppocr_det_int8_auto_keeps_the_text_map(tmp_path: Path) -> None:
     calib_photos, eval_photos = text_images.photos()
     assert not set(calib_photos) & set(eval_photos)
