@@ -329,7 +329,7 @@ def coerce(array: Any, spec: InputSpec, source: str) -> np.ndarray:
                 f"{source}: {arr.dtype} data cannot feed input {spec.name} ({target}) without loss"
             )
         arr = arr.astype(target)
-    return np.ascontiguousarray(arr)
+    return np.require(arr, requirements="C")  # ascontiguousarray would make a scalar [1]
 
 
 def _castable(arr: np.ndarray, target: np.dtype[Any]) -> bool:

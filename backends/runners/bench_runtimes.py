@@ -248,7 +248,7 @@ class LiteRtSession:
             if spec["dtype"] not in ("float32", "float16"):
                 info = np.iinfo(spec["dtype"])
                 x = np.clip(np.round(x / spec["scale"] + spec["zero_point"]), info.min, info.max)
-            self._interpreter.set_tensor(index, np.ascontiguousarray(x.astype(spec["dtype"])))
+            self._interpreter.set_tensor(index, np.require(x.astype(spec["dtype"]), requirements="C"))
         self._interpreter.invoke()
         result = []
         for spec, index in self._out:

@@ -80,6 +80,35 @@ def test_if_bodies_are_counted_and_a_scalar_input_applies(git_repo: Path) -> Non
     assert check["coverage"]["macs"]["total"] == macs
 
 
+def test_a_scalar_fed_from_evaluation_data_builds_for_onnx_runtime_and_openvino(git_repo: Path) -> None:
+    """The scalar comes from .npz samples this time (evaluate.data), through every stage that feeds the
+    model: the compile checks of ONNX Runtime and of OpenVINO (which refuses a [1] for a [] input)."""
+    import numpy as np
+
+    models, data = git_repo / "models", git_repo / "data" / "vad"
+    models.mkdir()
+    data.mkdir(parents=True)
+    save_vad(models / "vad.onnx")
+    rng = np.random.default_rng(0)
+    for i in range(3):
+        x = rng.normal(0, 1, (8, 1, 16)).astype(np.float32)
+        np.savez(data / f"s{i}.npz", x=x, sr=np.array(16000, np.int64))
+    for target in ("cpu", "intel-npu"):
+        (git_repo / "specs" / f"vad-{target}.yaml").write_text(
+            "apiVersion: npuctl/v1\nkind: Deployment\nmetadata: {name: vad-" + target + "}\nspec:\n"
+            "  model: {path: ../models/vad.onnx, version: v1}\n  target: " + target + "\n"
+            "  inputs: {x: [8, 1, 16], sr: scalar}\n"
+            "  evaluate: {data: ../data/vad, task: {type: classification}, warmup: 1, runs: 3}\n"
+            "  slo: {accuracy: {max_drop: 0.5}}\n"
+        )
+    assert run_npuctl(git_repo, "validate").returncode == 0
+    done = run_npuctl(git_repo, "apply", "--json")
+    assert done.returncode in (0, 3), done.stderr + done.stdout
+    for spec in json.loads(done.stdout)["specs"]:
+        actions = {s["name"]: (s["action"], s["reason"]) for s in spec["stages"]}
+        assert actions["compile"][0] == "built" and actions["evaluate"][0] == "built", (spec["name"], actions)
+
+
 def test_placement_lists_the_branch_nodes(tmp_path: Path) -> None:
     from backends.catalog import target
     from backends.onnx import placement

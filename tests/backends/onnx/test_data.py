@@ -235,3 +235,11 @@ def test_sample_set_reads_files_on_each_pass_not_before(tmp_path: Path) -> None:
         list(samples)
     np.save(tmp_path / "1.npy", np.full((1, 3, 4, 4), 7, np.float32))
     assert [float(s.feed["x"].max()) for s in samples] == [0.0, 7.0, 2.0]  # a second pass reads again
+
+
+def test_a_scalar_in_an_npz_stays_a_scalar(tmp_path: Path) -> None:
+    """A rank-0 input (a sample rate) is fed as shape [], not [1]: OpenVINO refuses [1] for it."""
+    np.savez(tmp_path / "s.npz", x=np.zeros((1, 4), np.float32), sr=np.array(16000, np.int64))
+    specs = [InputSpec("x", (1, 4), "float32"), InputSpec("sr", (), "int64")]
+    feed = read_sample(tmp_path / "s.npz", specs).feed
+    assert feed["sr"].shape == () and int(feed["sr"]) == 16000 and feed["x"].shape == (1, 4)
