@@ -63,7 +63,8 @@ def test_the_first_kept_point_on_a_yolov8_head_is_its_output_concat(tmp_path: Pa
     config = ptq_config(
         8,
         placement="every_op",
-        sensitive_layers={"keep": "fp32", "auto": {"max_accuracy_drop": 0.05, "max_layers": 1}},
+        # a budget one point can meet: one the search cannot meet fails the stage (quantize_check)
+        sensitive_layers={"keep": "fp32", "auto": {"max_accuracy_drop": 0.25, "max_layers": 1}},
     )
     out = run_quantize(
         config,
