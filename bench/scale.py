@@ -25,6 +25,12 @@ and their stage child interpreters importing the stack that -j1 imports once (ab
 printed is 1.52x for -j2; more chains per worker shrink the start-up share towards 2x. Ray's CPU is
 under-counted (its daemons are not this process's children).
 
+When the machine eased (05:42-05:44, load ~4, capacity 1.0-1.4), -j2 was faster: 6 chains 13.4 s ->
+10.0 s (1.34x; CPU 8.9 -> 11.9 s), 18 chains (`--specs 6`) 36.1 s -> 28.1 s (1.28x; CPU 23.0 -> 27.2 s,
+the workers' cost down to 1.18x). The ledger of a -j2 run at capacity 2.1 shows two specs' stages
+overlapping throughout; the gaps before a worker's first spec of each target are that backend's
+imports (onnx, OpenVINO: ~0.8 s), paid once per worker interpreter. Nothing serializes the workers.
+
 The model with these figures (t0 = 3.9 s, t_spec = 7.0 s, e = 0.45 as measured under that load): a
 16-node cluster of 2-core nodes (W = 32) would build 300 chains in ~150 s against ~2100 s at -j1
 (~14x); at the CPU-bound efficiency e = 0.76 (1 / 1.32) it would be ~90 s, and Ray's start-up (10-30 s
