@@ -11,6 +11,7 @@ not bound the work, a bundle whose vendor tool did not run) gives no verdict, wi
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from reconciler.engine.results import Verdict
@@ -45,54 +46,24 @@ def _verdict(
     value = measured["value"] if value is None else value
     evidence = str(measured.get("evidence", ""))
     met = value <= threshold if comparison == _AT_MOST else value >= threshold
+    judged = partial(Verdict, name, variant, threshold, comparison, value)
+    detail = str(measured.get("detail", ""))
     if measured.get("on_target") is False:
-        return Verdict(
-            name,
-            variant,
-            threshold,
-            comparison,
-            value,
+        word = "met on host CPU" if met else "missed on host CPU"
+        return judged(
             None,
             evidence,
-            "met on host CPU" if met else "missed on host CPU",
-            f"evidence about {measured.get('host') or 'a host CPU'}, not the target: {measured.get('detail', '')}",
+            word,
+            f"evidence about {measured.get('host') or 'a host CPU'}, not the target: {detail}",
         )
     if measured.get("assumed"):
-        return Verdict(
-            name,
-            variant,
-            threshold,
-            comparison,
-            value,
-            None,
-            evidence,
-            "met on an assumption" if met else "missed on an assumption",
-            f"rests on {measured['assumed']}: {measured.get('detail', '')}",
+        word = "met on an assumption" if met else "missed on an assumption"
+        return judged(None, evidence, word, f"rests on {measured['assumed']}: {detail}")
+    if evidence.startswith("estimated"):
+        return judged(
+            None if met else False, evidence, "met on estimate" if met else "fail (estimated)", detail
         )
-    estimated = evidence.startswith("estimated")
-    if estimated:
-        return Verdict(
-            name,
-            variant,
-            threshold,
-            comparison,
-            value,
-            None if met else False,
-            evidence,
-            "met on estimate" if met else "fail (estimated)",
-            str(measured.get("detail", "")),
-        )
-    return Verdict(
-        name,
-        variant,
-        threshold,
-        comparison,
-        value,
-        met,
-        evidence,
-        "pass" if met else "fail",
-        str(measured.get("detail", "")),
-    )
+    return judged(met, evidence, "pass" if met else "fail", detail)
 
 
 def _accuracy_drop(measurements: Measurements, relative: bool) -> tuple[dict[str, Any] | None, float | None]:
