@@ -1,0 +1,112 @@
+"""What RKNN's build is asked for: the spec's quantization section mapped onto rknn-toolkit2's config
+(dtype, algorithm, per-channel, hybrid layers, auto_hybrid) with a note on every mapping, and the
+calibration samples written as the toolkit's dataset files."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from backends.errors import TerminalError
+from backends.rknn import build as B
+from backends.rknn import quant_fit
+
+_ALGORITHMS = {"minmax": "normal", "entropy": "kl_divergence"}
+
+
+def quant_plan(config: Mapping[str, Any], target: Any, model: Any) -> tuple[dict[str, Any], list[str]]:
+    """The RKNN quantization settings for the spec's section, and notes on every mapping made."""
+    from backends.onnx import quant_policy
+
+    policy = quant_policy.resolve(config, target)
+    notes: list[str] = []
+    if policy.mode in ("fp16", "qat"):
+        why = "fp16: RKNN's float build is float16" if policy.mode == "fp16" else "qat: QDQ model built as is"
+        return {"quantize": False, "mode": policy.mode}, [why]
+    section = config.get("quantization") or {}
+    chip = str(target.extra.get("rknn_platform") or target.id)
+    found = quant_fit.errors(section, chip, quant_policy.has_float(target), target.default_activation)
+    if found:
+        field, message = found[0]
+        raise TerminalError(f"{field}: {message}")
+    kind = quant_fit.dtype(policy.weights, policy.activations)
+    assert kind is not None  # quant_fit.errors refuses the pairs with no dtype
+    if policy.activations == "uint8":
+        notes.append("activations uint8: RKNN's w8a8 uses asymmetric int8 activations (the same 256 levels)")
+    algorithm = _ALGORITHMS.get(policy.method)
+    if algorithm is None:
+        raise TerminalError(
+            f"rknn: calibration.method {policy.method} has no RKNN equivalent (minmax -> normal, entropy -> kl_divergence)"
+        )
+    plan: dict[str, Any] = {
+        "quantize": True,
+        "mode": policy.mode,
+        "quantized_dtype": kind,
+        "quantized_algorithm": algorithm,
+        "quantized_method": "channel" if policy.per_channel else "layer",
+        "samples": policy.samples,
+        "seed": policy.seed,
+    }
+    rules = policy.sensitive
+    if rules is not None and rules.explicit:
+        kept = quant_policy.match_rules(model, rules)
+        plan["hybrid"] = {
+            "custom_hybrid": _hybrid_pairs(model, kept),
+            "dtype": _keep_dtype(rules.keep, notes),
+        }
+        plan["sensitive_nodes"] = sorted(kept)
+    if rules is not None and rules.auto is not None:
+        plan["auto_hybrid"] = True
+        plan["auto_hybrid_cos_thresh"] = quant_fit.AUTO_HYBRID_COS
+        plan["auto_mapping"] = quant_fit.auto_hybrid_note(rules)
+        notes.append(plan["auto_mapping"])
+    return plan, notes
+
+
+def _keep_dtype(keep: str, notes: list[str]) -> str:
+    if keep == "int16":
+        return "int16"
+    if keep == "fp32":
+        notes.append("sensitive_layers.keep fp32: RKNN's float layers are float16")
+    return "float16"
+
+
+def _hybrid_pairs(model: Any, kept: Mapping[str, str]) -> list[list[str]]:
+    """RKNN custom_hybrid [input tensor, output tensor] per kept node (first activation in, first out)."""
+    weights = {t.name for t in model.graph.initializer}
+    pairs = []
+    for node in model.graph.node:
+        if node.name not in kept:
+            continue
+        activations = [t for t in node.input if t and t not in weights]
+        if not activations or not node.output:
+            raise TerminalError(
+                f"rknn: sensitive node {node.name} has no activation input to anchor hybrid quantization"
+            )
+        pairs.append([activations[0], node.output[0]])
+    return pairs
+
+
+def calibration_files(
+    folder: Path, onnx_path: Path, meta: Mapping[str, Any] | None, count: int, seed: int, out: Path
+) -> list[str]:
+    """Converts `count` calibration samples to raw NCHW .npy files under `out`; returns dataset.txt lines."""
+    import numpy as np
+
+    from backends.onnx import data
+
+    specs = B.raw_inputs(data.model_inputs(onnx_path), meta)
+    out.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for i, sample in enumerate(
+        data.iter_samples(folder, specs, count, seed, "quantization.calibration.data", B.color_of(meta))
+    ):
+        names = []
+        for j, spec in enumerate(specs):
+            name = f"calib/{i:05d}_{j}.npy"
+            with (out.parent / name).open("wb") as fh:
+                np.save(fh, B.to_model_layout(sample.feed[spec.name], spec.name, meta))
+            names.append(name)
+        lines.append(" ".join(names))
+    return lines
