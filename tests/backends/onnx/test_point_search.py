@@ -5,6 +5,7 @@ YOLOv8-style head under ONNX Runtime's every-op placement (issue 12)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -84,3 +85,69 @@ def test_the_first_kept_point_on_a_yolov8_head_is_its_output_concat(tmp_path: Pa
     assert auto["chosen"][0]["layer"].split(" ", 1)[1] in (concat.output[0], "boxes_scores")
     assert auto["steps"][1]["accuracy"] > auto["steps"][0]["accuracy"] + 0.1
     assert out.report["kept_points"][0]["tensor"] == auto["chosen"][0]["layer"].split(" ", 1)[1]
+
+
+class _SpreadDamage:
+    """A stand-in scorer (named so: the real one runs ONNX Runtime): the model it is given is the list
+    of points kept float, and its accuracy recovers only when at least `needed` of the `spread` worst
+    points are kept: damage spread so that no single point shows in the metric."""
+
+    metric = "stand-in exact_match"
+    reference_accuracy = 1.0
+
+    def __init__(self, worst: list[str], needed: int) -> None:
+        self.worst, self.needed = set(worst), needed
+        self.samples = list(range(10))
+
+    def __call__(self, model: Path) -> Any:
+        from backends.onnx.sensitivity import Score
+
+        kept = set(model.read_text().split())
+        hit = len(kept & self.worst)
+        return Score(1.0 if hit >= self.needed else 0.8, 20.0 + hit)
+
+
+def test_spread_damage_no_single_point_shows_is_recovered_by_the_bulk_step(tmp_path: Path) -> None:
+    from backends.onnx import point_search
+
+    names = [f"t{i}" for i in range(20)]
+    ordered = [
+        quant_points.Signal(quant_points.Point(n, "activation", "Conv", f"q{n}"), 10.0 + i, 1.0)
+        for i, n in enumerate(names)
+    ]
+    scorer: Any = _SpreadDamage(names[:6], needed=5)  # the six worst by the cheap signal carry the damage
+    base = scorer(_write(tmp_path / "base.txt", []))
+    logs: list[str] = []
+    found = point_search.search(
+        ordered,
+        lambda points: " ".join(p.name for p in points).encode(),
+        scorer,
+        base,
+        0.03,
+        16,
+        tmp_path,
+        logs.append,
+    )
+    assert found.budget_met, logs
+    # single points improved nothing; the smallest doubling group that meets the budget is 8 (2, 4 fail)
+    assert [p.name for p in found.chosen] == names[:8]
+    assert found.steps[-1]["added"] == "8 points (bulk)"
+    assert any("bulk 4 points" in line and "0.8000" in line for line in logs)
+
+    scorer = _SpreadDamage(names[:6], needed=6)
+    found = point_search.search(
+        ordered,
+        lambda p: " ".join(x.name for x in p).encode(),
+        scorer,
+        base,
+        0.03,
+        4,
+        tmp_path,
+        logs.append,
+    )
+    assert not found.budget_met and found.chosen == []  # no group within max_points improves: nothing kept
+
+
+def _write(path: Path, names: list[str]) -> Path:
+    path.write_text(" ".join(names))
+    return path
