@@ -264,9 +264,9 @@ def test_kill_9_at_random_moments_leaves_consistent_state(tmp_path: Path, npuctl
         git(repo, "commit", "-qm", f"group {group}", "--allow-empty")
     print(f"kill -9 points: {dict(phases_hit)}; runs that finished before their kill: {misses}")
     assert sum(phases_hit.values()) >= 30
-    # lock writing is milliseconds long: aimed at, but hit for certain only by the strace test below
-    assert phases_hit["during evaluate"], phases_hit
-    assert phases_hit["during import"] and phases_hit["during compile"], phases_hit
+    # spread over the run, not bunched in one phase (which phases: chance; lock writing for certain only
+    # in the strace test below)
+    assert len([p for p in phases_hit if p.startswith("during")]) >= 3, phases_hit
 
 
 @pytest.mark.slow

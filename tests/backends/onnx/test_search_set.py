@@ -24,7 +24,10 @@ def test_the_evaluation_set_with_its_labels_and_task(tmp_path: Path) -> None:
     found = ss.search_set(config, _inputs(), model, sorted(DIGITS_CALIB.glob("*.npy")), 16)
     assert found.slo_data and found.of is None and len(found.samples) == 360
     assert (
-        found.task == Classification(metric="top5") and found.labels is not None and len(found.labels) == 360
+        isinstance(found.task, Classification)
+        and found.task.metric == "top5"
+        and found.labels is not None
+        and len(found.labels) == 360
     )
     assert found.describe().endswith("against labels: the data the accuracy SLO is judged on")
 
