@@ -24,7 +24,7 @@ uint8 activations) scored on the 50 tuning lines / 200 fresh lines (seed 4):
   percentile 99.99 0.82, entropy 0.80: no method clearly better, so auto does not try them.
 - the worst-SQNR k activations kept float (tuning / held-out 50): k=8 0.90/0.90, 16 0.90/0.90,
   32 0.96/0.94, 48 0.98/0.94, 64 1.00/0.92. The auto search (its bulk step, max_layers 48, 150 tuning
-  lines) keeps 48 points: 0.947 tuning, 0.92 held-out, 0.93 on the 200 fresh lines, at 0.74x float
+  lines, a group kept when it only improved) kept 48 points: 0.947 tuning, 0.92 held-out, 0.93 on the 200 fresh lines, at 0.74x float
   latency: more points float buys no held-out agreement and spends the latency budget, so the bench
   keeps max_layers 8. The recognizer's int8 ceiling on these lines is about 0.93-0.955 (all
   activations float). `keep: int16` was not measured: an int16 point still rounds, so it can recover

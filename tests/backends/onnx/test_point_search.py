@@ -90,7 +90,8 @@ def test_the_first_kept_point_on_a_yolov8_head_is_its_output_concat(tmp_path: Pa
 class _SpreadDamage:
     """A stand-in scorer (named so: the real one runs ONNX Runtime): the model it is given is the list
     of points kept float, and its accuracy recovers only when at least `needed` of the `spread` worst
-    points are kept: damage spread so that no single point shows in the metric."""
+    points are kept (0.02 per hit beyond the first below that): damage spread so that no single point
+    shows in the metric."""
 
     metric = "stand-in exact_match"
     reference_accuracy = 1.0
@@ -104,7 +105,7 @@ class _SpreadDamage:
 
         kept = set(model.read_text().split())
         hit = len(kept & self.worst)
-        return Score(1.0 if hit >= self.needed else 0.8, 20.0 + hit)
+        return Score(1.0 if hit >= self.needed else 0.8 + 0.02 * max(0, hit - 1), 20.0 + hit)
 
 
 def test_spread_damage_no_single_point_shows_is_recovered_by_the_bulk_step(tmp_path: Path) -> None:
@@ -132,7 +133,7 @@ def test_spread_damage_no_single_point_shows_is_recovered_by_the_bulk_step(tmp_p
     # single points improved nothing; the smallest doubling group that meets the budget is 8 (2, 4 fail)
     assert [p.name for p in found.chosen] == names[:8]
     assert found.steps[-1]["added"] == "8 points (bulk)"
-    assert any("bulk 4 points" in line and "0.8000" in line for line in logs)
+    assert any("bulk 4 points" in line and "0.8600" in line for line in logs)
 
     scorer = _SpreadDamage(names[:6], needed=6)
     found = point_search.search(
@@ -145,7 +146,10 @@ def test_spread_damage_no_single_point_shows_is_recovered_by_the_bulk_step(tmp_p
         tmp_path,
         logs.append,
     )
-    assert not found.budget_met and found.chosen == []  # no group within max_points improves: nothing kept
+    # groups of 2 and 4 improve (0.82, 0.86) but meet no budget: kept, they would take the room the
+    # layer phase needs, so nothing is kept
+    assert not found.budget_met and found.chosen == []
+    assert any("bulk 4 points" in line and "0.8600" in line for line in logs)
 
 
 def _write(path: Path, names: list[str]) -> Path:
