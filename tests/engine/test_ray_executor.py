@@ -1,10 +1,12 @@
 """The private Ray cluster npuctl starts (`--executor ray`, address `local`) listens on loopback only:
 every listening TCP socket of every process of the cluster, read from the kernel, is on 127.0.0.1 or
-::1 (an IPv6 socket bound to ::ffff:127.0.0.1 is loopback too)."""
+::1 (an IPv6 socket bound to ::ffff:127.0.0.1 is loopback too). Its usage statistics are off and its
+session folder is inside the run's state folder: npuctl's settings, not the user's Ray configuration."""
 
 from __future__ import annotations
 
 import ipaddress
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +30,10 @@ def pid():
 
 
 print("pid", ray.get(ray.remote(num_cpus=0)(pid).remote()), flush=True)  # a started worker
+from ray._common.usage import usage_lib
+
+print("usage_stats", usage_lib.usage_stats_enabled(), flush=True)
+print("session", ray._private.worker._global_node.get_session_dir_path(), flush=True)
 sys.stdin.readline()
 executor.close()
 print("closed", flush=True)
@@ -59,6 +65,7 @@ def test_the_private_cluster_listens_on_loopback_only(tmp_path: Path) -> None:
     script.write_text(CLUSTER)
     child = subprocess.Popen(
         [*python_argv(str(script), interpreter=sys.executable), str(tmp_path / "state")],
+        env={**os.environ, "RAY_USAGE_STATS_ENABLED": "1"},  # the user's own setting: npuctl's wins
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -69,6 +76,9 @@ def test_the_private_cluster_listens_on_loopback_only(tmp_path: Path) -> None:
         line = child.stdout.readline()
         assert line.startswith("pid "), line
         worker = int(line.split()[1])
+        usage, session = child.stdout.readline().split(), child.stdout.readline().split(maxsplit=1)
+        assert usage == ["usage_stats", "False"], usage  # npuctl turned them off, not the user's config
+        assert Path(session[1].strip()).resolve().is_relative_to((tmp_path / "state").resolve()), session
         sockets = _listening(psutil.Process(child.pid))
         names = {name for _, name, _, _ in sockets}
         assert "gcs_server" in names and "raylet" in names, sockets  # the cluster's servers were seen
