@@ -29,9 +29,11 @@ from reconciler.engine.lockwrite import (
     with_other_runners,
 )
 from reconciler.engine.measurements import collect
+from reconciler.engine.plan import plan_spec
 from reconciler.engine.reporter import Reporter
 from reconciler.engine.resolve import Resolved, carried_reason, first_to_build, index_locks, resolve
 from reconciler.engine.results import SpecResult, StageResult
+from reconciler.engine.settled import Settled, is_settled
 from reconciler.engine.sources import lock_sources
 from reconciler.engine.verify import judge
 from reconciler.engine.walk import Artifacts, link_upstream, previous, reason
@@ -301,19 +303,37 @@ def _judged(spec: LoadedSpec, run: _ChainRun, result: SpecResult) -> tuple[dict[
     return entry, synced
 
 
+def dry_apply(ws: Workspace, spec: LoadedSpec, policy: RetryPolicy | None = None) -> SpecResult | None:
+    """Apply's result for a spec with nothing to do, found by a walk that writes nothing; else None."""
+    fetch, ws.remote_fetch = ws.remote_fetch, False  # a dry walk downloads nothing
+    try:
+        return _reconcile(ws, spec, Reporter(), policy or RetryPolicy.from_env(), dry=True)
+    except WouldWrite:
+        return None
+    finally:
+        ws.remote_fetch = fetch
+
+
 def apply_spec(
-    ws: Workspace, spec: LoadedSpec, reporter: Reporter, policy: RetryPolicy, remeasure: bool = False
+    ws: Workspace,
+    spec: LoadedSpec,
+    reporter: Reporter,
+    policy: RetryPolicy,
+    remeasure: bool = False,
+    settled: Settled | None = None,
 ) -> SpecResult:
     """Check, then lock, then re-check: a dry walk without the spec's lock first, so a spec with
-    nothing to do costs no lock file, no owner file and no write; anything else is redone under it."""
+    nothing to do costs no lock file, no owner file and no write; anything else is redone under it.
+    With `settled`, a spec found settled is remembered with its plan (reconciler.engine.settled)."""
     if not remeasure:
-        fetch, ws.remote_fetch = ws.remote_fetch, False  # a dry walk downloads nothing
-        try:
-            result = _reconcile(ws, spec, Reporter(), policy, dry=True)
-        except WouldWrite:
-            result = None
-        finally:
-            ws.remote_fetch = fetch
+        if settled is None:
+            result = dry_apply(ws, spec, policy)
+        else:
+            with settled.tracking(ws):
+                result = dry_apply(ws, spec, policy)
+                plan = plan_spec(ws, spec) if result is not None and is_settled(result) else None
+            if plan is not None:
+                settled.remember(spec, plan, result)
         if result is not None:
             _replay(reporter, result, 8 * len(variants(spec)))
             return result
@@ -442,11 +462,20 @@ def apply_all(
     if executor is not None and specs and (executor.name != "local" or len(specs) > 1):
         return _through(ws, specs, reporter, remeasure, executor)  # one spec gains nothing from a pool
     policy = policy or RetryPolicy.from_env()
-    index_locks(ws, specs)
+    settled = None if remeasure else Settled(ws, specs)
+    indexed = False
     results = []
     for spec in specs:
+        hit = settled.get(spec, "apply") if settled is not None else None
+        if hit is not None:
+            _replay(reporter, hit, 8 * len(variants(spec)))
+            results.append(hit)
+            continue
+        if not indexed:
+            index_locks(ws, specs)
+            indexed = True
         try:
-            results.append(apply_spec(ws, spec, reporter, policy, remeasure))
+            results.append(apply_spec(ws, spec, reporter, policy, remeasure, settled))
         except Exception as exc:
             if os.environ.get("NPUCTL_DEBUG"):
                 traceback.print_exc()
@@ -459,4 +488,6 @@ def apply_all(
             else:
                 failed.errors.append(f"{spec.path}: internal error: {type(exc).__name__}: {exc}")
             results.append(failed)
+    if settled is not None:
+        settled.save()
     return results

@@ -157,7 +157,23 @@ def plan_spec(ws: Workspace, spec: LoadedSpec) -> SpecResult:
 
 
 def plan_all(ws: Workspace, specs: list[LoadedSpec]) -> list[SpecResult]:
-    index_locks(ws, specs)
-    results = [plan_spec(ws, spec) for spec in specs]
+    """Settled specs come from reconciler.engine.settled; the others are planned in full (and a
+    settled one found so is remembered with the dry apply's result, for the next plan or apply)."""
+    from reconciler.engine.apply import dry_apply
+    from reconciler.engine.settled import Settled, is_settled
+
+    settled = Settled(ws, specs)
+    results: list[SpecResult | None] = [settled.get(spec, "plan") for spec in specs]
+    if any(r is None for r in results):
+        index_locks(ws, specs)
+    for index, spec in enumerate(specs):
+        if results[index] is not None:
+            continue
+        with settled.tracking(ws):
+            result = plan_spec(ws, spec)
+            again = dry_apply(ws, spec) if settled.usable and is_settled(result) else None
+        settled.remember(spec, result, again)
+        results[index] = result
     ws.hasher.flush()
-    return results
+    settled.save()
+    return [r for r in results if r is not None]

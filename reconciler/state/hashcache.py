@@ -33,9 +33,13 @@ class FileHasher:
         self._resolved_text: dict[Path, str] = {}
         self.resolved: dict[str, Path] = {}
         """Spec paths already resolved and confined during this run (many specs share data folders)."""
+        self.touched: set[str] | None = None
+        """While a set: every file, folder and store object asked for (reconciler.engine.settled)."""
 
     def digest(self, path: Path) -> str:
         """sha256 of a file, or of a folder's sorted (relative path, file digest) list."""
+        if self.touched is not None:
+            self.touched.add(str(path))
         return self.tree(path) if path.is_dir() else self.file(path)
 
     def file(self, path: Path) -> str:
@@ -51,6 +55,8 @@ class FileHasher:
     def stored(self, path: Path) -> str:
         """Digest of a store object: `path` is already real (the store is never a symlink, checked
         when the workspace opens), so it is not resolved again. FileNotFoundError when absent."""
+        if self.touched is not None:
+            self.touched.add(str(path))
         os.stat(path)
         return self._file(str(path), None)
 

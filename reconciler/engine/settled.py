@@ -1,0 +1,277 @@
+"""Settled specs: a no-op plan or apply reuses the last result that found a spec with nothing to do.
+
+A spec is settled when every stage is cached and its verdicts are recorded, with no error, no lock
+problem and nothing carried over. Its plan and apply results are kept in `.npuctl/cache/settled.json`
+with the stat (inode, size, mtime_ns, ctime_ns) of everything they were derived from: the spec file
+and its bases, its lock file, every file, folder (each sub-folder and file in it) and store object
+its keys and records read. The whole file holds only while the world it was written in is the same:
+the code (the reconciler and backends packages and plug-ins, by their stats), the interpreter, the
+state database (its file and WAL), every lock file of the run (any spec's lock may hold another's
+keys), and the implementation identity of every stage used (toolchain versions). Anything changed
+or modified since shortly before the run started (RACY_NS, git's racy-clean rule) -> the full path,
+which re-derives every key and re-runs the lock's integrity checks. Written only when an entry was
+added, so a no-op run writes nothing; a remote cache, a remote runner or `--remeasure` never use it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from backends import pathpolicy
+from reconciler.engine.results import SpecResult, StageResult, Verdict
+from reconciler.engine.workspace import Workspace
+from reconciler.repo import Layout
+from reconciler.spec import LoadedSpec
+from reconciler.spec._cache import code_key, stat_of
+
+VERSION = 1
+RACY_NS = 100_000_000
+"""As reconciler.state.hashcache: above the coarse clock tick that stamps mtimes, with margin."""
+Stat = list[int] | None
+
+
+def from_json(data: dict[str, Any]) -> SpecResult:
+    """The inverse of SpecResult.to_json (which leaves out a stage's None fields)."""
+    fields = {k: v for k, v in data.items() if k not in ("stages", "slo")}
+    result = SpecResult(**fields)
+    result.stages = [StageResult(**{"key": None, **s}) for s in data["stages"]]
+    result.slo = [Verdict(**v) for v in data["slo"]]
+    return result
+
+
+def _pack(result: dict[str, Any], values: list[Any], index: dict[str, int]) -> dict[str, Any]:
+    """The result with each measurement replaced by its place in `values` (specs share them)."""
+    packed: dict[str, dict[str, int]] = {}
+    for variant, measured in result["measurements"].items():
+        packed[variant] = {}
+        for name, value in measured.items():
+            text = json.dumps(value, sort_keys=True)
+            if text not in index:
+                index[text] = len(values)
+                values.append(value)
+            packed[variant][name] = index[text]
+    return {**result, "measurements": packed}
+
+
+def _unpack(packed: dict[str, Any], values: list[Any]) -> dict[str, Any]:
+    measured = {v: {n: values[i] for n, i in m.items()} for v, m in packed["measurements"].items()}
+    return {**packed, "measurements": measured}
+
+
+def is_settled(result: SpecResult) -> bool:
+    return (
+        not result.errors
+        and not result.lock_problems
+        and not result.carried_over
+        and bool(result.stages)
+        and all(s.action == "cached" for s in result.stages)
+    )
+
+
+def _engine_code() -> list[Any]:
+    import backends
+    import reconciler
+
+    parts: list[Any] = [VERSION, sys.version, sys.executable, code_key()]
+    for top in (Path(reconciler.__file__).parent, Path(backends.__file__).parent):
+        for folder, dirs, files in os.walk(top):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                if name.endswith((".py", ".json")):
+                    parts.append(stat_of(os.path.join(folder, name)))
+    return parts
+
+
+def _impl_table() -> dict[str, Any]:
+    """Every stage implementation identity this run computed (backends' versions and fingerprints)."""
+    from reconciler.engine import chain
+
+    return {
+        json.dumps(list(k)): [info, None if err is None else str(err)]
+        for k, (info, err) in chain._IMPL_CACHE.items()
+    }
+
+
+def _impls_hold(table: Any) -> bool:
+    from backends.catalog import targets
+    from reconciler.engine import chain
+
+    if not isinstance(table, dict):
+        return False
+    known = targets()
+    for text, recorded in table.items():
+        target, stage, override = json.loads(text)
+        if target not in known:
+            return False
+        info, err = chain._implementation(known[target], stage, override)
+        if [info, None if err is None else str(err)] != recorded:
+            return False
+    return True
+
+
+class Settled:
+    """One run's view of the cache file: read once, written back once if an entry was added."""
+
+    def __init__(self, ws: Workspace, specs: list[LoadedSpec]) -> None:
+        self.started = time.time_ns()
+        self._stats: dict[str, Stat] = {}
+        self.entries: dict[str, Any] = {}
+        self.changed = False
+        self._touched: set[str] = set()
+        self._paths: list[tuple[str, Stat]] = []
+        self._values: list[Any] = []
+        self._ok: dict[int, bool] = {}
+        self.file: Path | None = None
+        self.usable = ws.remote is None
+        if not self.usable:
+            return
+        try:
+            pathpolicy.check_state_dir(ws.layout.state_dir)
+        except pathpolicy.PathRefused:
+            self.usable = False
+            return
+        self.file = ws.layout.state_dir / "cache" / "settled.json"
+        db = str(ws.layout.database)
+        locks = [str(Layout.lock_file(s.path)) for s in specs]
+        watched = [db, *locks]
+        self.world = [_engine_code(), [[p, self._stat(p)] for p in watched]]
+        wal = stat_of(db + "-wal")  # opening creates it empty; with frames, state.db is not all
+        if (wal is not None and wal[1] > 0) or any(self._racy(self._stat(p)) for p in watched):
+            self.usable = False  # written just now: a same-tick rewrite would keep its stat
+            return
+        try:
+            with pathpolicy.open_regular(self.file) as fh:
+                raw = json.loads(fh.read())
+        except (OSError, ValueError):
+            return
+        if isinstance(raw, dict) and raw.get("world") == self.world and _impls_hold(raw.get("impls")):
+            try:
+                self._paths = [(str(p), st) for p, st in raw["paths"]]
+                self._values = list(raw["values"])
+                self.entries = dict(raw["entries"])
+            except (KeyError, TypeError, ValueError):
+                self._paths, self._values, self.entries = [], [], {}
+
+    def _holds(self, index: int) -> bool:
+        """Whether the loaded path at `index` still has its recorded stat (stat'd once a run)."""
+        if index not in self._ok:
+            path, recorded = self._paths[index]
+            self._ok[index] = self._stat(path) == recorded
+        return self._ok[index]
+
+    def _loaded(self, entry: Any) -> dict[str, Any] | None:
+        """A loaded entry with paths and measurements restored, while every input is unchanged."""
+        try:
+            if not entry["inputs"] or not all(self._holds(i) for i in entry["inputs"]):
+                return None
+            inputs = [list(self._paths[i]) for i in entry["inputs"]]
+            kinds = {k: _unpack(entry[k], self._values) for k in ("plan", "apply")}
+        except (KeyError, TypeError, IndexError, AttributeError):
+            return None
+        return {"inputs": inputs, **kinds, "new": True}
+
+    def _stat(self, path: str) -> Stat:
+        if path not in self._stats:
+            self._stats[path] = stat_of(path)
+        return self._stats[path]
+
+    def _racy(self, st: Stat) -> bool:
+        return st is not None and max(st[2], st[3]) >= self.started - RACY_NS
+
+    def get(self, spec: LoadedSpec, kind: str) -> SpecResult | None:
+        """The `kind` ("plan" or "apply") result recorded for the spec, while nothing it read changed."""
+        entry = self.entries.get(str(spec.path)) if self.usable else None
+        if isinstance(entry, dict) and not entry.get("new"):
+            entry = self._loaded(entry)
+        if entry is None:
+            return None
+        try:
+            return from_json(entry[kind])
+        except (KeyError, TypeError):
+            return None
+
+    @contextmanager
+    def tracking(self, ws: Workspace) -> Iterator[None]:
+        """Records what the hasher is asked for inside the block, for the next `remember`."""
+        ws.hasher.touched = set()
+        try:
+            yield
+        finally:
+            self._touched |= ws.hasher.touched or set()
+            ws.hasher.touched = None
+
+    def remember(self, spec: LoadedSpec, plan: SpecResult, apply: SpecResult | None) -> None:
+        """Keeps both results of a settled spec, with the stats of what `tracking` saw read."""
+        touched, self._touched = self._touched, set()
+        if not self.usable or apply is None or not (is_settled(plan) and is_settled(apply)):
+            return
+        paths = [str(spec.path), *map(str, spec.sources), str(Layout.lock_file(spec.path))]
+        for path in sorted(touched):
+            paths += _expand(path)
+        inputs: list[tuple[str, Stat]] = [(p, self._stat(p)) for p in dict.fromkeys(paths)]
+        if any(st is None or self._racy(st) for _, st in inputs):
+            return
+        kinds = {"plan": plan.to_json(), "apply": apply.to_json()}
+        if any(from_json(data).to_json() != data for data in kinds.values()):
+            return  # a field the cache would not restore exactly: never reused
+        self.entries[str(spec.path)] = {"inputs": inputs, **kinds, "new": True}
+        self.changed = True
+
+    def save(self) -> None:
+        """Best effort, into an existing `.npuctl` only: a failed write costs the next run the full path.
+        Entries whose inputs changed since they were written are dropped."""
+        if not self.changed or self.file is None or not self.file.parent.parent.is_dir():
+            return
+        paths: dict[str, int] = {}
+        values: list[Any] = []
+        index: dict[str, int] = {}
+        entries: dict[str, Any] = {}
+        for name, entry in self.entries.items():
+            full = entry if isinstance(entry, dict) and entry.get("new") else self._loaded(entry)
+            if full is None:
+                continue
+            inputs = []
+            for path, st in full["inputs"]:
+                inputs.append(paths.setdefault(path, len(paths)))
+                self._stats.setdefault(path, st)
+            kinds = {k: _pack(full[k], values, index) for k in ("plan", "apply")}
+            entries[name] = {"inputs": inputs, **kinds}
+        table = [[p, self._stats[p]] for p in paths]
+        data = {"world": self.world, "impls": _impl_table(), "paths": table, "values": values}
+        text = json.dumps({**data, "entries": entries}, separators=(",", ":"))
+        try:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.file.parent, prefix=".settled-", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w") as fh:
+                    fh.write(text)
+                os.replace(tmp, self.file)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        except OSError:
+            pass
+        self.changed = False
+
+
+def _expand(path: str) -> list[str]:
+    """A file, or a folder with every sub-folder and file under it (an added file changes its folder)."""
+    if not os.path.isdir(path):
+        return [path]
+    out = [path]
+    pending = [path]
+    while pending:
+        with os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                out.append(entry.path)
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(entry.path)
+    return out
