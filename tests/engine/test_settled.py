@@ -12,6 +12,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,9 +56,14 @@ def _plan(repo: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[SpecResult, list
     """One in-process plan; returns its result and the specs planned in full (not from the cache)."""
     full: list[str] = []
     real = plan_mod.plan_spec
+
+    def counted(ws: Workspace, spec: LoadedSpec) -> SpecResult:
+        full.append(spec.name)
+        return real(ws, spec)
+
     time.sleep(TICK)
     with monkeypatch.context() as m:
-        m.setattr(plan_mod, "plan_spec", lambda ws, spec: full.append(spec.name) or real(ws, spec))
+        m.setattr(plan_mod, "plan_spec", counted)
         ws = Workspace.open(repo)
         try:
             (result,) = plan_mod.plan_all(ws, _specs(repo))
@@ -123,10 +129,13 @@ def test_a_settled_spec_is_served_from_the_cache_exactly_and_a_noop_writes_nothi
     assert full == []
     applied: list[str] = []
     real = apply_mod.apply_spec
+
+    def counted(ws: Workspace, spec: LoadedSpec, *args: Any) -> SpecResult:
+        applied.append(spec.name)
+        return real(ws, spec, *args)
+
     with monkeypatch.context() as m:
-        m.setattr(
-            apply_mod, "apply_spec", lambda ws, spec, *a: applied.append(spec.name) or real(ws, spec, *a)
-        )
+        m.setattr(apply_mod, "apply_spec", counted)
         again = _apply(repo)
     assert applied == [] and again.status == "Healthy"
     assert os.stat(cache).st_mtime_ns == stamp  # a no-op plan or apply writes nothing
