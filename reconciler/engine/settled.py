@@ -213,6 +213,8 @@ class Settled:
         touched, self._touched = self._touched, set()
         if not self.usable or apply is None or not (is_settled(plan) and is_settled(apply)):
             return
+        if (spec.field("evaluate") or {}).get("runner", "local") != "local":
+            return  # a remote runner's identity is part of evaluate's key and is not checked here
         paths = [str(spec.path), *map(str, spec.sources), str(Layout.lock_file(spec.path))]
         for path in sorted(touched):
             paths += _expand(path)
