@@ -8,11 +8,10 @@ its keys and records read. The whole file holds only while the world it was writ
 the code (the reconciler and backends packages and plug-ins, by their stats), the interpreter, the
 state database (its file; a WAL holding frames -> not used), every lock file of the run (any spec's
 lock may hold another's keys), and the implementation identity of every stage used (toolchain
-versions). Anything changed
-or modified since shortly before the run started (RACY_NS, git's racy-clean rule) -> the full path,
-which re-derives every key and re-runs the lock's integrity checks. Written only when an entry was
-added, so a no-op run writes nothing; a remote cache, a remote runner, fsck's repair or `--remeasure`
-never use it.
+versions). Anything changed or modified since shortly before the run started (RACY_NS, git's
+racy-clean rule) -> the full path, which re-derives every key and re-runs the lock's integrity
+checks. Written only when an entry was added, so a no-op run writes nothing; a remote cache, a
+remote runner, fsck's repair or `--remeasure` never use it.
 """
 
 from __future__ import annotations
