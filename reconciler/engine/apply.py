@@ -29,11 +29,10 @@ from reconciler.engine.lockwrite import (
     with_other_runners,
 )
 from reconciler.engine.measurements import collect
-from reconciler.engine.plan import plan_spec
 from reconciler.engine.reporter import Reporter
 from reconciler.engine.resolve import Resolved, carried_reason, first_to_build, index_locks, resolve
 from reconciler.engine.results import SpecResult, StageResult
-from reconciler.engine.settled import Settled, is_settled
+from reconciler.engine.settled import Settled
 from reconciler.engine.sources import lock_sources
 from reconciler.engine.verify import judge
 from reconciler.engine.walk import Artifacts, link_upstream, previous, reason
@@ -320,20 +319,11 @@ def apply_spec(
     reporter: Reporter,
     policy: RetryPolicy,
     remeasure: bool = False,
-    settled: Settled | None = None,
 ) -> SpecResult:
     """Check, then lock, then re-check: a dry walk without the spec's lock first, so a spec with
-    nothing to do costs no lock file, no owner file and no write; anything else is redone under it.
-    With `settled`, a spec found settled is remembered with its plan (reconciler.engine.settled)."""
+    nothing to do costs no lock file, no owner file and no write; anything else is redone under it."""
     if not remeasure:
-        if settled is None:
-            result = dry_apply(ws, spec, policy)
-        else:
-            with settled.tracking(ws):
-                result = dry_apply(ws, spec, policy)
-                plan = plan_spec(ws, spec) if result is not None and is_settled(result) else None
-            if plan is not None:
-                settled.remember(spec, plan, result)
+        result = dry_apply(ws, spec, policy)
         if result is not None:
             _replay(reporter, result, 8 * len(variants(spec)))
             return result
@@ -462,7 +452,7 @@ def apply_all(
     if executor is not None and specs and (executor.name != "local" or len(specs) > 1):
         return _through(ws, specs, reporter, remeasure, executor)  # one spec gains nothing from a pool
     policy = policy or RetryPolicy.from_env()
-    settled = None if remeasure else Settled(ws, specs)
+    settled = None if remeasure else Settled(ws, specs)  # read only: a no-op apply writes nothing
     indexed = False
     results = []
     for spec in specs:
@@ -475,7 +465,7 @@ def apply_all(
             index_locks(ws, specs)
             indexed = True
         try:
-            results.append(apply_spec(ws, spec, reporter, policy, remeasure, settled))
+            results.append(apply_spec(ws, spec, reporter, policy, remeasure))
         except Exception as exc:
             if os.environ.get("NPUCTL_DEBUG"):
                 traceback.print_exc()
@@ -488,6 +478,4 @@ def apply_all(
             else:
                 failed.errors.append(f"{spec.path}: internal error: {type(exc).__name__}: {exc}")
             results.append(failed)
-    if settled is not None:
-        settled.save()
     return results

@@ -10,8 +10,9 @@ state database (its file; a WAL holding frames -> not used), every lock file of 
 lock may hold another's keys), and the implementation identity of every stage used (toolchain
 versions). Anything changed or modified since shortly before the run started (RACY_NS, git's
 racy-clean rule) -> the full path, which re-derives every key and re-runs the lock's integrity
-checks. Written only when an entry was added, so a no-op run writes nothing; a remote cache, a
-remote runner, fsck's repair or `--remeasure` never use it.
+checks. Plan (and status) write it, only when an entry was added; apply only reads it, so a no-op
+apply writes nothing (an apply that built changed the database, which voids every entry anyway). A
+remote cache, a remote runner, fsck's repair or `--remeasure` never use it.
 """
 
 from __future__ import annotations
