@@ -34,7 +34,7 @@ def query(model_path: str, device: str) -> dict[str, str]:
 
 
 class OpenVinoCheck(CheckPass):
-    version = "1-openvino"
+    version = "2-openvino"
 
     def fingerprint(self) -> dict[str, str]:
         return {**super().fingerprint(), **fingerprint()}

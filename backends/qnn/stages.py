@@ -60,7 +60,7 @@ class QnnCheck(CheckPass):
     """The placement from QNN's own per-node validation (it wins over the op table; the report's
     `source` names it), with QNN's reason on each node it rejects."""
 
-    version = "1-qnn"
+    version = "2-qnn"
 
     def fingerprint(self) -> dict[str, str]:
         return {**super().fingerprint(), **fingerprint()}
