@@ -27,7 +27,7 @@ metadata: {name: cls}
 spec:
   model: {package: rapidocr_onnxruntime, path: models/ch_ppocr_mobile_v2.0_cls_infer.onnx}
   target: cpu
-  inputs: {x: [1, 3, 48, 192]}
+  inputs: {x: [1, 3, 96, 384]}  # 4x the pixels of 48x192: layers well above the per-node profiler cost
   compile: {cores: 1}
   evaluate: {task: {type: classification}, warmup: 3, runs: 30}
 """,
@@ -73,6 +73,7 @@ def test_the_layers_sum_to_the_same_runs_whole_model_latency(profiles: dict[str,
     layers = sum(float(layer["time_ms"]) for layer in profile["layers"])
     whole = profile["latency_ms"]["timed_cpu_p50"]
     assert 0 < whole <= profile["latency_ms"]["timed_p50"] * 1.01, "CPU time within the wall time"
+    print(name, "layers / timed CPU", layers / whole)
     assert 0.85 <= layers / whole <= 1.15, (layers, whole, profile["latency_ms"])
     assert profile["attribution"]["layers_of_timed_cpu"] == pytest.approx(layers / whole, abs=2e-3)
     assert profile["attribution"]["resolution"]["coarse"] is False
