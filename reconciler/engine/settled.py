@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,6 +32,7 @@ from reconciler.engine.workspace import Workspace
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec
 from reconciler.spec._cache import code_key, stat_of
+from reconciler.state import cachefile
 
 VERSION = 1
 RACY_NS = 100_000_000
@@ -251,18 +251,7 @@ class Settled:
         table = [[p, self._stats[p]] for p in paths]
         data = {"world": self.world, "impls": _impl_table(), "paths": table, "values": values}
         text = json.dumps({**data, "entries": entries}, separators=(",", ":"))
-        try:
-            self.file.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.file.parent, prefix=".settled-", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w") as fh:
-                    fh.write(text)
-                os.replace(tmp, self.file)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
-        except OSError:
-            pass
+        cachefile.write(self.file, text, ".settled-")
         self.changed = False
 
 

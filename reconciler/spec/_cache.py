@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from backends import pathpolicy
+from reconciler.state import cachefile
 
 CACHE_VERSION = 1
 RACY_S = 2.0
@@ -109,16 +109,5 @@ class SpecCache:
         if not self.changed or self.file is None or not self.file.parent.parent.is_dir():
             return
         text = json.dumps({"code": code_key(), "entries": self.entries}, separators=(",", ":"))
-        try:
-            self.file.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.file.parent, prefix=".specs-", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w") as fh:
-                    fh.write(text)
-                os.replace(tmp, self.file)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
-        except OSError:
-            pass
+        cachefile.write(self.file, text, ".specs-")
         self.changed = False

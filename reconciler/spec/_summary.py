@@ -12,13 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from backends import pathpolicy
+from reconciler.state import cachefile
 
 SUMMARY_VERSION = 3
 """3: no sha256 (computed only for a pin, by the shared digest); read without initializer data."""
@@ -91,7 +91,7 @@ def summary(path: Path, root: Path) -> ModelSummary:
         found = summarize(path)
         if cache is None or time.time() - stat.st_mtime_ns / 1e9 < RACY_SECONDS:
             return found
-        _write_atomic(cache, json.dumps(found.to_json(), sort_keys=True))
+        cachefile.write(cache, json.dumps(found.to_json(), sort_keys=True))
     _memo[key] = found
     return found
 
@@ -105,22 +105,6 @@ def _read_cache(cache: Path) -> ModelSummary | None:
         return ModelSummary.from_json(json.loads(cache.read_text()))
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         return None
-
-
-def _write_atomic(target: Path, text: str) -> None:
-    """Write via a temp file and rename; a read-only repository just goes without the cache."""
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w") as handle:
-                handle.write(text)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError:
-        pass
 
 
 def summarize(path: Path) -> ModelSummary:
