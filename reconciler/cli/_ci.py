@@ -20,11 +20,16 @@ if TYPE_CHECKING:  # validate imports this module and must not load the engine
 
 def summary_line(results: Sequence[SpecResult], command: str, seconds: float) -> str:
     """`apply: 3 specs (2 Synced/Healthy, 1 ...); stages 4 built, 17 cached, 0 failed; 12.3 s`."""
+    return f"{summary_counts(results, command)}; {seconds:.1f} s"
+
+
+def summary_counts(results: Sequence[SpecResult], command: str) -> str:
+    """The summary line without its time."""
     states = Counter(r.status for r in results)
     actions = Counter(s.action for r in results for s in r.stages)
     state_text = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
     action_text = ", ".join(f"{n} {action}" for action, n in sorted(actions.items())) or "none"
-    return f"{command}: {len(results)} spec(s) ({state_text}); stages: {action_text}; {seconds:.1f} s"
+    return f"{command}: {len(results)} spec(s) ({state_text}); stages: {action_text}"
 
 
 def github_actions() -> bool:

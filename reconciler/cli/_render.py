@@ -183,13 +183,17 @@ def colour(line: str) -> str:
 
 
 def print_text(results: list[SpecResult], command: str, verbose: bool = True) -> None:
-    click.echo("\n".join(colour(line) for line in text_lines(results)))
+    click.echo(render(results, "text", command))
+
+
+def render(results: list[SpecResult], fmt: str, command: str) -> str:
+    """What `emit` prints (one click.echo, which drops the colour codes off a terminal)."""
+    if fmt == "json":
+        return to_json(results, command)
+    if fmt == "markdown":
+        return to_markdown(results, command)
+    return "\n".join(colour(line) for line in text_lines(results))
 
 
 def emit(results: list[SpecResult], fmt: str, command: str) -> None:
-    if fmt == "json":
-        click.echo(to_json(results, command))
-    elif fmt == "markdown":
-        click.echo(to_markdown(results, command))
-    else:
-        print_text(results, command)
+    click.echo(render(results, fmt, command))

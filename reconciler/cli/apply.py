@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
-from reconciler.cli import _common, _executor, _remote, _render
+from reconciler.cli import _common, _executor, _remote, _render, _replay
 from reconciler.engine.results import SpecResult
 
 
@@ -56,11 +57,21 @@ def command(
     fmt: str,
     as_json: bool,
 ) -> int:
-    from reconciler.cli import _ci
     from reconciler.engine.apply import apply_all
     from reconciler.engine.workspace import Workspace
 
     started = time.monotonic()
+    chosen = _common.chosen_format(fmt, as_json)
+    if (
+        not remeasure
+        and remote_url is None
+        and executor_name == "local"
+        and jobs in (None, 1)
+        and address is None
+    ):
+        replayed = _replay.replay("apply", paths, chosen, started, "strict" if strict else "")
+        if replayed is not None:
+            return replayed
     loaded = _common.load(paths)
     ws = Workspace.open(loaded.root)
     try:
@@ -78,15 +89,19 @@ def command(
         ws.close()
     if ws.close_warning:
         click.echo(f"npuctl: warning: {ws.close_warning}", err=True)
-    chosen = _common.chosen_format(fmt, as_json)
-    _render.emit(results, chosen, "apply")
-    if chosen == "text":
+    shown = printed(loaded.root, results, loaded.specs, chosen)
+    return _replay.show(shown, time.monotonic() - started, "strict" if strict else "")
+
+
+def printed(root: Path, results: list[SpecResult], specs: list[Any], fmt: str) -> _replay.Printed:
+    """What apply prints: the results, where the artifacts are (text), CI annotations, the summary."""
+    from reconciler.cli import _ci
+
+    out = [_render.render(results, fmt, "apply")]
+    if fmt == "text":
         from reconciler.cli.artifacts import where_lines
 
-        for line in where_lines(loaded.root, list(results)):
-            click.echo(line)
-    _ci.annotate(_ci.result_annotations(results, loaded.specs))
-    code = exit_code(results, strict)
-    summary = _ci.summary_line(results, "apply", time.monotonic() - started) + f"; exit {code}"
-    click.echo(summary, err=chosen != "text")
-    return code
+        out += where_lines(root, list(results))
+    err = _ci.result_annotations(results, specs) if _ci.github_actions() else []
+    codes = {"": exit_code(results), "strict": exit_code(results, strict=True)}
+    return _replay.Printed(out, err, _ci.summary_counts(results, "apply"), codes, fmt != "text")

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from reconciler.cli import _common, _remote, _render
+from reconciler.cli import _common, _remote, _render, _replay
 from reconciler.engine.results import SpecResult
 
 if TYPE_CHECKING:
+    from reconciler.engine.settled import Settled
     from reconciler.engine.workspace import Workspace
 
 
@@ -61,10 +62,16 @@ def command(
     as_json: bool,
 ) -> int:
     from reconciler.cli import _ci
-    from reconciler.engine.plan import plan_all
+    from reconciler.engine.plan import plan_settled
     from reconciler.engine.workspace import Workspace
 
     started = time.monotonic()
+    chosen = _common.chosen_format(fmt, as_json)
+    replayable = base_ref is None and remote_url is None and not fail_on_regression
+    if replayable:
+        replayed = _replay.replay("plan", paths, chosen, started)
+        if replayed is not None:
+            return replayed
     loaded = _common.load(paths)
     ws = Workspace.open(loaded.root)
     try:
@@ -72,21 +79,62 @@ def command(
             _remote.attach(ws, remote_url, fetch=False)
         else:
             _remote.attach_for_base(ws, remote_url, base_ref)
-        results = loaded.invalid + plan_all(ws, loaded.specs)
-        if base_ref is not None:
-            chosen = _common.chosen_format(fmt, as_json)
-            code = _with_base(ws, paths, base_ref, loaded, results, chosen, fail_on_regression)
-        else:
-            _render.emit(results, _common.chosen_format(fmt, as_json), "plan")
-            _say_regressions(results, fail_on_regression)
-            code = exit_code(results, fail_on_regression)
+        planned, settled = plan_settled(ws, loaded.specs)
+        results = loaded.invalid + planned
+        if base_ref is None:
+            code = _replay.show(printed(results, chosen, fail_on_regression), time.monotonic() - started)
+            if replayable and not loaded.invalid:
+                _keep(ws, settled, loaded, paths, chosen, results)
+            return code
+        code = _with_base(ws, paths, base_ref, loaded, results, chosen, fail_on_regression)
     finally:
         ws.close()
-    chosen = _common.chosen_format(fmt, as_json)
     click.echo(
         _ci.summary_line(results, "plan", time.monotonic() - started) + f"; exit {code}", err=chosen != "text"
     )
     return code
+
+
+def printed(results: list[SpecResult], fmt: str, fail_on_regression: bool = False) -> _replay.Printed:
+    from reconciler.cli import _ci
+    from reconciler.engine.predict import regressions
+
+    err = (
+        [f"npuctl plan: SLO would regress: {line}" for line in regressions(results)]
+        if fail_on_regression
+        else []
+    )
+    code = exit_code(results, fail_on_regression)
+    return _replay.Printed(
+        [_render.render(results, fmt, "plan")],
+        err,
+        _ci.summary_counts(results, "plan"),
+        {"": code},
+        fmt != "text",
+    )
+
+
+def _keep(
+    ws: Workspace,
+    settled: Settled,
+    loaded: _common.Loaded,
+    paths: tuple[Path, ...],
+    fmt: str,
+    results: list[SpecResult],
+) -> None:
+    """A run of settled specs only: its output, and the apply's, for the next identical invocation."""
+    from reconciler.cli import apply as apply_command
+    from reconciler.engine.settled import is_settled
+
+    applied = [settled.get(spec, "apply") for spec in loaded.specs]
+    done = [r for r in applied if r is not None]
+    if len(done) != len(applied) or not all(is_settled(r) for r in results):
+        return
+    kept = {
+        "plan": printed(results, fmt),
+        "apply": apply_command.printed(loaded.root, done, loaded.specs, fmt),
+    }
+    _replay.record(ws, settled, loaded.specs, paths, fmt, kept)
 
 
 def _say_regressions(results: list[SpecResult], fail_on_regression: bool) -> None:

@@ -9,7 +9,7 @@ after apply". With recorded measurements, verify predicts the verdicts under the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backends.catalog import targets
 from backends.errors import ToolchainMissing
@@ -28,6 +28,9 @@ from reconciler.spec import LoadedSpec, SpecErrors
 from reconciler.state import lockread
 from reconciler.state.db import Record
 from reconciler.state.lockread import LockedVariant
+
+if TYPE_CHECKING:
+    from reconciler.engine.settled import Settled
 
 
 def _pending_reason(ws: Workspace, spec: str, locked: LockedVariant, setup: StageSetup, after: str) -> str:
@@ -159,6 +162,11 @@ def plan_spec(ws: Workspace, spec: LoadedSpec) -> SpecResult:
 def plan_all(ws: Workspace, specs: list[LoadedSpec]) -> list[SpecResult]:
     """Settled specs come from reconciler.engine.settled; the others are planned in full (and a
     settled one found so is remembered with the dry apply's result, for the next plan or apply)."""
+    return plan_settled(ws, specs)[0]
+
+
+def plan_settled(ws: Workspace, specs: list[LoadedSpec]) -> tuple[list[SpecResult], Settled]:
+    """plan_all, with the run's settled-spec cache (which holds each settled spec's apply result)."""
     from reconciler.engine.apply import dry_apply
     from reconciler.engine.settled import Settled, is_settled
 
@@ -176,4 +184,4 @@ def plan_all(ws: Workspace, specs: list[LoadedSpec]) -> list[SpecResult]:
         results[index] = result
     ws.hasher.flush()
     settled.save()
-    return [r for r in results if r is not None]
+    return [r for r in results if r is not None], settled

@@ -78,7 +78,7 @@ def is_settled(result: SpecResult) -> bool:
     )
 
 
-def _engine_code() -> list[Any]:
+def engine_code() -> list[Any]:
     import backends
     import reconciler
 
@@ -92,7 +92,7 @@ def _engine_code() -> list[Any]:
     return parts
 
 
-def _impl_table() -> dict[str, Any]:
+def impl_table() -> dict[str, Any]:
     """Every stage implementation identity this run computed (backends' versions and fingerprints)."""
     from reconciler.engine import chain
 
@@ -102,7 +102,7 @@ def _impl_table() -> dict[str, Any]:
     }
 
 
-def _impls_hold(table: Any) -> bool:
+def impls_hold(table: Any) -> bool:
     from backends.catalog import targets
     from reconciler.engine import chain
 
@@ -144,7 +144,7 @@ class Settled:
         db = str(ws.layout.database)
         locks = [str(Layout.lock_file(s.path)) for s in specs]
         watched = [db, *locks]
-        self.world = [_engine_code(), [[p, self._stat(p)] for p in watched]]
+        self.world = [engine_code(), [[p, self._stat(p)] for p in watched]]
         wal = stat_of(db + "-wal")  # opening creates it empty; with frames, state.db is not all
         if (wal is not None and wal[1] > 0) or any(self._racy(self._stat(p)) for p in watched):
             self.usable = False  # written just now: a same-tick rewrite would keep its stat
@@ -154,7 +154,7 @@ class Settled:
                 raw = json.loads(fh.read())
         except (OSError, ValueError):
             return
-        if isinstance(raw, dict) and raw.get("world") == self.world and _impls_hold(raw.get("impls")):
+        if isinstance(raw, dict) and raw.get("world") == self.world and impls_hold(raw.get("impls")):
             try:
                 self._paths = [(str(p), st) for p, st in raw["paths"]]
                 self._values = list(raw["values"])
@@ -179,6 +179,21 @@ class Settled:
         except (KeyError, TypeError, IndexError, AttributeError):
             return None
         return {"inputs": inputs, **kinds, "new": True}
+
+    def inputs_of(self, spec: LoadedSpec) -> list[str] | None:
+        """The paths the spec's entry holds on (None without an entry): what a replay of the whole
+        run must find unchanged (reconciler.cli._replay)."""
+        entry = self.entries.get(str(spec.path)) if self.usable else None
+        if not isinstance(entry, dict):
+            return None
+        try:
+            if entry.get("new"):
+                return [str(p) for p, _ in entry["inputs"]]
+            if not all(self._holds(i) for i in entry["inputs"]):
+                return None  # a stale entry this run planned in full and did not replace
+            return [self._paths[i][0] for i in entry["inputs"]]
+        except (KeyError, TypeError, IndexError, ValueError):
+            return None
 
     def _stat(self, path: str) -> Stat:
         if path not in self._stats:
@@ -249,7 +264,7 @@ class Settled:
             kinds = {k: _pack(full[k], values, index) for k in ("plan", "apply")}
             entries[name] = {"inputs": inputs, **kinds}
         table = [[p, self._stats[p]] for p in paths]
-        data = {"world": self.world, "impls": _impl_table(), "paths": table, "values": values}
+        data = {"world": self.world, "impls": impl_table(), "paths": table, "values": values}
         text = json.dumps({**data, "entries": entries}, separators=(",", ":"))
         cachefile.write(self.file, text, ".settled-")
         self.changed = False

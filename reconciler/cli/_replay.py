@@ -1,0 +1,172 @@
+"""A no-op plan or apply of a settled repository prints what the last identical run printed.
+
+Per spec, a settled run still costs loading, validating and looking up every spec; at 1000 specs that
+is most of a no-op. When every spec of a plan is settled (reconciler.engine.settled), the plan also
+writes what it and the apply of the same invocation print, with the stat of every file the output
+stands on: each spec's settled inputs (spec, bases, lock, model, data, store objects), the state
+database, the scanned spec folders and every YAML file in them (an added or re-kinded spec), the
+remote's config file, and the engine's code, interpreter and toolchain identities (as the settled
+cache checks them). The next plan or apply of the same invocation (the same paths, format, working
+directory and the environment variables npuctl reads) stats those files and, when none changed,
+prints the stored output: what a stat-based build tool's no-op costs (one stat per input), and the
+same bytes the full path prints (a test holds them equal). Anything changed, written within the
+racy window of the run that recorded it, or not settled -> the full path. Plan writes the file; a
+no-op apply only reads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from reconciler.repo import Layout, find_root
+
+if TYPE_CHECKING:
+    from reconciler.engine.settled import Settled
+    from reconciler.engine.workspace import Workspace
+
+VERSION = 1
+RACY_NS = 100_000_000
+"""As reconciler.engine.settled."""
+KEPT_ENV = ("CI", "GITHUB_ACTIONS", "HOME", "XDG_CACHE_HOME", "PATH", "PYTHONPATH")
+"""Besides every NPUCTL_* variable: what the commands read (remote, toolchains, annotations)."""
+
+
+@dataclass
+class Printed:
+    """What a command prints, in order: stdout chunks, stderr lines, then the summary line (with the
+    run's time and exit code); the exit code per mode ("" or "strict")."""
+
+    out: list[str]
+    err: list[str]
+    summary: str
+    codes: dict[str, int]
+    summary_err: bool
+
+
+def show(printed: Printed, seconds: float, mode: str = "") -> int:
+    for chunk in printed.out:
+        click.echo(chunk)
+    for line in printed.err:
+        click.echo(line, err=True)
+    code = printed.codes[mode]
+    click.echo(f"{printed.summary}; {seconds:.1f} s; exit {code}", err=printed.summary_err)
+    return code
+
+
+def _stat(path: str) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _targets(root: Path, paths: tuple[Path, ...]) -> list[str]:
+    return [os.path.abspath(p) for p in paths] or [str(Layout(root).default_specs())]
+
+
+def _key(root: Path, paths: tuple[Path, ...], fmt: str) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if k.startswith("NPUCTL_") or k in KEPT_ENV}
+    python = [sys.executable, sys.version]
+    return {
+        "v": VERSION,
+        "cwd": os.getcwd(),
+        "targets": _targets(root, paths),
+        "fmt": fmt,
+        "env": env,
+        "python": python,
+    }
+
+
+def _file(root: Path, key: dict[str, Any]) -> Path:
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
+    return Layout(root).state_dir / "cache" / "replay" / f"{digest}.json"
+
+
+def replay(command: str, paths: tuple[Path, ...], fmt: str, started: float, mode: str = "") -> int | None:
+    """The exit code after printing the recorded output of this invocation; None: run it in full."""
+    from backends import pathpolicy
+
+    root = find_root(Path.cwd())
+    key = _key(root, paths, fmt)
+    file = _file(root, key)
+    try:
+        pathpolicy.check_state_dir(Layout(root).state_dir)
+        with pathpolicy.open_regular(file) as handle:
+            raw = json.loads(handle.read())
+        if raw["key"] != key or not _holds(raw):
+            return None
+        printed = Printed(**raw["printed"][command])
+        if mode not in printed.codes:
+            return None
+    except (OSError, ValueError, KeyError, TypeError, pathpolicy.PathRefused):
+        return None
+    return show(printed, time.monotonic() - started, mode)
+
+
+def _holds(raw: dict[str, Any]) -> bool:
+    from reconciler.engine import settled
+
+    wal = _stat(raw["database"] + "-wal")
+    if wal is not None and wal[1] > 0:
+        return False  # frames not yet in state.db: its stat does not say what it holds
+    if any(_stat(path) != recorded for path, recorded in raw["paths"]):
+        return False
+    return bool(raw["world"] == settled.engine_code() and settled.impls_hold(raw["impls"]))
+
+
+def _scanned(targets: list[str]) -> list[str]:
+    """The target folders and every YAML file in them (which of them is a spec can change)."""
+    out = []
+    for target in targets:
+        out.append(target)
+        if os.path.isdir(target):
+            with os.scandir(target) as entries:
+                out += sorted(e.path for e in entries if e.name.endswith((".yaml", ".yml")))
+    return out
+
+
+def record(
+    ws: Workspace,
+    settled: Settled,
+    specs: list[Any],
+    paths: tuple[Path, ...],
+    fmt: str,
+    printed: dict[str, Printed],
+) -> bool:
+    """Keeps `printed` for the next identical invocation, when every spec is settled; best effort."""
+    from reconciler.engine import settled as settled_mod
+    from reconciler.remote.config import CONFIG_FILE
+    from reconciler.state import cachefile
+
+    if ws.remote is not None or not settled.usable or not specs:
+        return False
+    root = ws.layout.root
+    inputs: list[str] = [str(ws.layout.database), str(root / CONFIG_FILE), *_scanned(_targets(root, paths))]
+    for spec in specs:
+        held = settled.inputs_of(spec)
+        if held is None:
+            return False
+        inputs += held
+    stats = [(p, _stat(p)) for p in dict.fromkeys(inputs)]
+    if any(st is not None and max(st[2], st[3]) >= settled.started - RACY_NS for _, st in stats):
+        return False  # written during (or just before) this run: a same-tick rewrite keeps its stat
+    key = _key(root, paths, fmt)
+    data = {
+        "key": key,
+        "database": str(ws.layout.database),
+        "paths": stats,
+        "world": settled.world[0],
+        "impls": settled_mod.impl_table(),
+        "printed": {name: asdict(p) for name, p in printed.items()},
+    }
+    return cachefile.write(_file(root, key), json.dumps(data, separators=(",", ":")), ".replay-")

@@ -1,0 +1,75 @@
+"""A no-op plan or apply of a settled repository prints what the full path prints, from the replay
+file, and any change to what the output stands on goes back to the full path."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from reconciler.spec._cache import RACY_S
+from tests.conftest import DIGITS_SPEC, copy_digits, run_npuctl
+
+
+def _settle(repo: Path) -> None:
+    newest = max(p.stat().st_mtime for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts)
+    time.sleep(max(0.0, newest + RACY_S + 0.2 - time.time()))
+
+
+def _body(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if not ln.startswith(("plan:", "apply:"))]
+
+
+def _replays(repo: Path) -> list[Path]:
+    return sorted((repo / ".npuctl" / "cache" / "replay").glob("*.json"))
+
+
+def test_replayed_output_is_the_full_paths_and_a_change_goes_back_to_it(git_repo: Path) -> None:
+    copy_digits(git_repo, eval_samples=6, calib_samples=0)
+    for name in ("one", "two"):
+        (git_repo / "specs" / f"{name}.yaml").write_text(DIGITS_SPEC.format(name=name))
+    assert run_npuctl(git_repo, "apply").returncode == 0
+    _settle(git_repo)
+    for _ in range(3):  # full path: fills the settled cache, then the replay file
+        full_plan = run_npuctl(git_repo, "plan")
+        assert full_plan.returncode == 0, full_plan.stderr
+        if _replays(git_repo):
+            break
+    assert len(_replays(git_repo)) == 1
+    full_apply_text = run_npuctl(git_repo, "apply", env={"NPUCTL_REPLAY_PROBE": "1"})  # another key: full
+
+    replayed_plan = run_npuctl(git_repo, "plan")
+    replayed_apply = run_npuctl(git_repo, "apply")
+
+    assert _body(replayed_plan.stdout) == _body(full_plan.stdout)
+    assert _body(replayed_apply.stdout) == _body(full_apply_text.stdout)
+    assert replayed_apply.returncode == full_apply_text.returncode == 0
+    assert "exit 0" in replayed_apply.stdout.splitlines()[-1]
+
+    # an SLO edit: the replay must not hide it
+    spec = git_repo / "specs" / "one.yaml"
+    spec.write_text(spec.read_text().replace("p90: 1000", "p90: 0.000001"))
+    edited = run_npuctl(git_repo, "plan")
+    assert edited.returncode == 2 and "rejudge" in edited.stdout, edited.stdout
+    # a new spec file in the folder
+    spec.write_text(DIGITS_SPEC.format(name="one"))
+    (git_repo / "specs" / "three.yaml").write_text(DIGITS_SPEC.format(name="three"))
+    added = run_npuctl(git_repo, "plan")
+    assert "three -> cpu" in added.stdout and added.returncode == 2, added.stdout
+
+
+def test_a_changed_environment_or_format_is_not_replayed(git_repo: Path) -> None:
+    copy_digits(git_repo, eval_samples=6, calib_samples=0)
+    (git_repo / "specs" / "one.yaml").write_text(DIGITS_SPEC.format(name="one"))
+    assert run_npuctl(git_repo, "apply").returncode == 0
+    _settle(git_repo)
+    for _ in range(3):
+        assert run_npuctl(git_repo, "plan").returncode == 0
+        if _replays(git_repo):
+            break
+    as_json = run_npuctl(git_repo, "plan", "--json")
+    assert as_json.stdout.lstrip().startswith(("{", "["))
+    missing = run_npuctl(git_repo, "plan", env={"NPUCTL_REMOTE": str(git_repo / "no-such-remote")})
+    # text, json, and the run under another NPUCTL_REMOTE (its remote refused, so it ran without one):
+    # each its own key, none served another's output
+    assert len(_replays(git_repo)) == 3
+    assert "exit" in missing.stderr + missing.stdout
