@@ -18,6 +18,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from backends.onnx import weight_signal
+
 if TYPE_CHECKING:
     import numpy as np
     import onnx
@@ -144,7 +146,8 @@ def signals(
         inputs = [t for t in concats[name].input if t]
         if all(t not in constants for t in inputs):
             parts[name] = inputs
-    needed = sorted(wanted | {t for ts in parts.values() for t in ts})
+    probes, probed = _weight_probes(qdq, prepared, float_weights, found, nodes)
+    needed = sorted(wanted | {t for ts in parts.values() for t in ts} | set(probed.values()))
     acts = [p for p in found if p.kind == ACTIVATION]
     quant = {p.name: _scale_zp(qdq, nodes[p.quantize_node]) for p in acts}
     powers: dict[str, list[float]] = {}
@@ -161,6 +164,9 @@ def signals(
             for acc, got in ((powers, sig), (noises, loss)):
                 have = acc.setdefault(point.name, [0.0] * len(got))
                 acc[point.name] = [a + b for a, b in zip(have, got, strict=True)]
+        for weight_name, reading in probes.items():
+            if probed[weight_name] in values:
+                reading.add(values[probed[weight_name]])
         for tensor in {t for ts in parts.values() for t in ts}:
             if tensor in values:
                 lo, hi = float(np.min(values[tensor])), float(np.max(values[tensor]))
@@ -171,6 +177,10 @@ def signals(
         if point.kind == WEIGHT:
             weight = float_weights.get(point.name)
             if weight is None:
+                continue
+            probe = probes.get(point.name)
+            if probe is not None and probe.signal > 0:
+                out.append(Signal(point, probe.sqnr_db(), 1.0))
                 continue
             scale, zp, lo_q, hi_q, axis = _scale_zp(qdq, nodes[point.quantize_node])
             w = numpy_helper.to_array(weight).astype(np.float64)
@@ -187,6 +197,34 @@ def signals(
             ratio = max(live) / min(live) if len(live) > 1 else 1.0
         out.append(Signal(point, db, ratio))
     return out
+
+
+def _weight_probes(
+    qdq: onnx.ModelProto,
+    prepared: onnx.ModelProto,
+    float_weights: Mapping[str, onnx.TensorProto],
+    found: Sequence[Point],
+    nodes: Mapping[str, onnx.NodeProto],
+) -> tuple[dict[str, weight_signal.Probe], dict[str, str]]:
+    """A probe per weight a linear op multiplies (its output SQNR), and the activation each reads."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    constants = {t.name for t in prepared.graph.initializer}
+    weights = [p for p in found if p.kind == WEIGHT and p.name in float_weights]
+    readers_of = weight_signal.readers(prepared, [p.name for p in weights])
+    inputs_of = weight_signal.weight_inputs(readers_of, constants)
+    init = {t.name: t for t in prepared.graph.initializer}
+    probes: dict[str, weight_signal.Probe] = {}
+    for point in weights:
+        if point.name not in inputs_of:
+            continue
+        node = readers_of[point.name]
+        scale, zp, lo_q, hi_q, axis = _scale_zp(qdq, nodes[point.quantize_node])
+        w = numpy_helper.to_array(float_weights[point.name]).astype(np.float64)
+        bias = {n: numpy_helper.to_array(init[n]) for n in node.input if n in init and n != point.name}
+        probes[point.name] = weight_signal.Probe(node, w, _fake_quant(w, scale, zp, lo_q, hi_q, axis), bias)
+    return probes, {w: inputs_of[w] for w in probes}
 
 
 def _float_names(qdq: onnx.ModelProto, prepared: onnx.ModelProto) -> dict[str, str]:

@@ -90,7 +90,7 @@ class QuantizePass:
     """Stage "quantize"."""
 
     stage = "quantize"
-    version = "5"  # 5: LSTM weights int8 (recurrent); 4: Q/DQ placement by target (qdq_placement)
+    version = "6"  # 6: recurrent weights per channel, weights ranked by output SQNR; 5: LSTM weights int8 (recurrent); 4: Q/DQ placement by target (qdq_placement)
 
     def fingerprint(self) -> dict[str, str]:
         return {name: _dist_version(name) for name in ("onnx", "onnxruntime", "numpy")}
@@ -230,7 +230,9 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
             """What every search candidate gets after its Q/DQ build, as the final artifact does: the
             recurrent weights int8 (the OCR search once scored float LSTMs it never shipped)."""
             out_path = built.with_suffix(".recurrent.onnx")
-            return recurrent.quantize_weights(built, out_path, request.target, policy.weights, None)[0]
+            return recurrent.quantize_weights(
+                built, out_path, request.target, policy.weights, None, policy.per_channel
+            )[0]
 
         picked = auto_search.Chosen()
         if rules is not None and rules.auto is not None:
@@ -261,7 +263,7 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
             )
             notes.append(fp16_note)
         built, report["recurrent"] = recurrent.quantize_weights(
-            built, scratch / "recurrent.onnx", request.target, policy.weights, log
+            built, scratch / "recurrent.onnx", request.target, policy.weights, log, policy.per_channel
         )
         report["renamed_qdq_names"] = _save_compact(built, model, out)
         if "auto" in report:

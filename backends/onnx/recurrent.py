@@ -5,6 +5,10 @@ weight tensors stayed fp32 with "none kept" in the note (issue 12). ONNX Runtime
 with int8 weights as com.microsoft DynamicQuantizeLSTM (weight-only: weights int8, the recurrence in
 float), which its dynamic quantizer writes; GRU and RNN have no such kernel. On any other target the
 weights stay float, and the report and note say so with their bytes.
+
+The weights are per channel (one scale per gate row) when the policy is, as every other weight: with
+one scale per tensor the recognizer's LSTM alone, every other op float, lost 0.12 of decoded-string
+agreement on 50 lines (0.88); per channel it lost none on 300 lines.
 """
 
 from __future__ import annotations
@@ -39,7 +43,12 @@ def _weight_bytes(model: onnx.ModelProto, node: onnx.NodeProto) -> int:
 
 
 def quantize_weights(
-    built: Path, out: Path, target: Target, weights: str, log: Callable[[str], None] | None
+    built: Path,
+    out: Path,
+    target: Target,
+    weights: str,
+    log: Callable[[str], None] | None,
+    per_channel: bool = True,
 ) -> tuple[Path, list[dict[str, Any]]]:
     """`built` with its LSTM weights int8 where the target runs ONNX Runtime's CPU EP; one row per
     recurrent node either way (what was done, its float weight bytes). `log` None: quiet (the auto
@@ -73,6 +82,7 @@ def quantize_weights(
             op_types_to_quantize=sorted(ORT_INT8),
             nodes_to_quantize=convertible,
             weight_type=QuantType.QInt8,
+            per_channel=per_channel,
         )
     except Exception as exc:  # noqa: BLE001 - ORT's quantizer raises plain exceptions
         raise TerminalError(f"recurrent weight quantization failed: {one_line(exc)}") from exc
@@ -83,7 +93,9 @@ def quantize_weights(
         if row["node"] in present or ORT_INT8.get(str(row["op_type"])) not in int8_ops:
             row.update(weights="fp32", reason="no int8 kernel for this op in ONNX Runtime")
         else:
-            row.update(weights="int8", reason=f"com.microsoft {ORT_INT8[str(row['op_type'])]} (weight-only)")
+            scales = "per channel" if per_channel else "per tensor"
+            op = ORT_INT8[str(row["op_type"])]
+            row.update(weights="int8", reason=f"com.microsoft {op} (weight-only, {scales})")
             row["int8_bytes"] = int(row["float_bytes"]) // 4
     if log is not None:
         log(f"recurrent weights: {note(rows)}")
@@ -96,7 +108,10 @@ def note(rows: Sequence[Mapping[str, Any]]) -> str:
     for row in rows:
         mb = int(row["float_bytes"]) / 1e6
         if row.get("weights") == "int8":
-            parts.append(f"{row['op_type']} {row['node']} weights int8 ({mb:.1f} MB -> {mb / 4:.1f} MB)")
+            scales = " per channel" if "per channel" in str(row.get("reason")) else ""
+            parts.append(
+                f"{row['op_type']} {row['node']} weights int8{scales} ({mb:.1f} MB -> {mb / 4:.1f} MB)"
+            )
         else:
             parts.append(
                 f"{row['op_type']} {row['node']} weights kept fp32 ({mb:.1f} MB): {row.get('reason')}"

@@ -232,9 +232,9 @@ def _read_value(buf: bytes, tab: Any, off: int, kind: str) -> Any:
         return _read_table(buf, tab.Indirect(tab.Pos + off), kind)
     element = kind[1:-1]
     start, length = tab.Vector(off), tab.VectorLen(off)
-    if element in _SCALARS:
+    if element in _SCALARS:  # a view, not a copy: a 300 MB initializer is held once
         width = _SCALARS[element][2]
-        return bytes(tab.Bytes[start : start + width * length])
+        return memoryview(tab.Bytes)[start : start + width * length]
     if element == "string":
         return [bytes(tab.String(start + 4 * i)) for i in range(length)]
     if element in TABLES:
@@ -259,15 +259,16 @@ def _read_struct(tab: Any, pos: int, name: str) -> tuple[int, ...]:
 # --------------------------------------------------------------------------------------------- write
 
 
-def write(session: dict[str, Any]) -> bytes:
-    """Serializes an InferenceSession dict; the same dict always gives the same bytes."""
+def write(session: dict[str, Any], size_hint: int = 1 << 20) -> bytes:
+    """Serializes an InferenceSession dict; the same dict always gives the same bytes. `size_hint`
+    (the source file's size) sizes the builder once: doubling would hold two buffers at each step."""
     import flatbuffers
 
-    builder = flatbuffers.Builder(1 << 20)
+    builder = flatbuffers.Builder(size_hint + size_hint // 8 + (1 << 20))
     builder.ForceDefaults(True)  # a field present in the input stays present, even at its default
     root = _write_table(builder, "InferenceSession", session)
     builder.Finish(root, file_identifier=FILE_IDENTIFIER)
-    return bytes(builder.Output())
+    return bytes(memoryview(builder.Bytes)[builder.Head() :])  # one copy (Output() makes two)
 
 
 def _end_vector(builder: Any, length: int) -> int:
@@ -299,7 +300,7 @@ def _write_value(builder: Any, kind: str, value: Any) -> int:
         return _write_table(builder, kind, value)
     element = kind[1:-1]
     if element in _SCALARS:
-        return int(builder.CreateNumpyVector(np.frombuffer(value, dtype=_SCALARS[element][1])))
+        return _scalar_vector(builder, value, np.dtype(_SCALARS[element][1]))
     if element == "string":
         return _offset_vector(builder, [_string(builder, s) for s in value])
     if element in TABLES:
@@ -307,6 +308,16 @@ def _write_value(builder: Any, kind: str, value: Any) -> int:
     if element in STRUCTS:
         return _struct_vector(builder, element, value)
     raise ValueError(f"schema type {kind!r} unknown")
+
+
+def _scalar_vector(builder: Any, value: Any, dtype: Any) -> int:
+    """CreateNumpyVector without its `tobytes()` copy: the little-endian bytes as read, in place."""
+    data = memoryview(value).cast("B")
+    builder.StartVector(dtype.itemsize, len(data) // dtype.itemsize, dtype.alignment)
+    builder.head = builder.Head() - len(data)
+    builder.Bytes[builder.Head() : builder.Head() + len(data)] = data
+    builder.vectorNumElems = len(data) // dtype.itemsize
+    return _end_vector(builder, len(data) // dtype.itemsize)
 
 
 def _struct_vector(builder: Any, name: str, items: list[tuple[int, ...]]) -> int:
@@ -392,7 +403,7 @@ def canonical(session: dict[str, Any]) -> dict[str, Any]:
 def canonical_bytes(buf: bytes) -> bytes:
     """The canonical serialization of an .ort file; verified to read back to the same content."""
     content = canonical(read(buf))
-    out = write(content)
+    out = write(content, len(buf))
     if canonical(read(out)) != content:
         raise ValueError("canonical .ort does not read back to the same content")
     return out

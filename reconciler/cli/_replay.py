@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from reconciler.engine.settled import Settled
     from reconciler.engine.workspace import Workspace
 
-VERSION = 1
+VERSION = 2
 RACY_NS = 100_000_000
 """As reconciler.engine.settled."""
 KEPT_ENV = ("CI", "GITHUB_ACTIONS", "HOME", "XDG_CACHE_HOME", "PATH", "PYTHONPATH")
@@ -95,15 +95,15 @@ def _file(root: Path, key: dict[str, Any]) -> Path:
 def replay(command: str, paths: tuple[Path, ...], fmt: str, started: float, mode: str = "") -> int | None:
     """The exit code after printing the recorded output of this invocation; None: run it in full."""
     from backends import pathpolicy
+    from reconciler.state import cachefile
 
     root = find_root(Path.cwd())
     key = _key(root, paths, fmt)
     file = _file(root, key)
     try:
         pathpolicy.check_state_dir(Layout(root).state_dir)
-        with pathpolicy.open_regular(file) as handle:
-            raw = json.loads(handle.read())
-        if raw["key"] != key or not _holds(raw):
+        raw = cachefile.read_json(file)
+        if raw is None or raw["key"] != key or not _holds(raw):
             return None
         printed = Printed(**raw["printed"][command])
         if mode not in printed.codes:
@@ -114,14 +114,14 @@ def replay(command: str, paths: tuple[Path, ...], fmt: str, started: float, mode
 
 
 def _holds(raw: dict[str, Any]) -> bool:
-    from reconciler.engine import settled
+    from reconciler.engine import world
 
     wal = _stat(raw["database"] + "-wal")
     if wal is not None and wal[1] > 0:
         return False  # frames not yet in state.db: its stat does not say what it holds
     if any(_stat(path) != recorded for path, recorded in raw["paths"]):
         return False
-    return bool(raw["world"] == settled.engine_code() and settled.impls_hold(raw["impls"]))
+    return bool(raw["world"] == world.engine_code(VERSION) and world.impls_hold(raw["impls"]))
 
 
 def _scanned(targets: list[str]) -> list[str]:
@@ -144,7 +144,7 @@ def record(
     printed: dict[str, Printed],
 ) -> bool:
     """Keeps `printed` for the next identical invocation, when every spec is settled; best effort."""
-    from reconciler.engine import settled as settled_mod
+    from reconciler.engine import world
     from reconciler.remote.config import CONFIG_FILE
     from reconciler.state import cachefile
 
@@ -165,8 +165,8 @@ def record(
         "key": key,
         "database": str(ws.layout.database),
         "paths": stats,
-        "world": settled.world[0],
-        "impls": settled_mod.impl_table(),
+        "world": world.engine_code(VERSION),
+        "impls": world.impl_table(),
         "printed": {name: asdict(p) for name, p in printed.items()},
     }
     return cachefile.write(_file(root, key), json.dumps(data, separators=(",", ":")), ".replay-")

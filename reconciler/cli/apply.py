@@ -57,9 +57,6 @@ def command(
     fmt: str,
     as_json: bool,
 ) -> int:
-    from reconciler.engine.apply import apply_all
-    from reconciler.engine.workspace import Workspace
-
     started = time.monotonic()
     chosen = _common.chosen_format(fmt, as_json)
     if (
@@ -72,6 +69,9 @@ def command(
         replayed = _replay.replay("apply", paths, chosen, started, "strict" if strict else "")
         if replayed is not None:
             return replayed
+    from reconciler.engine.apply import apply_all
+    from reconciler.engine.workspace import Workspace
+
     loaded = _common.load(paths)
     ws = Workspace.open(loaded.root)
     try:

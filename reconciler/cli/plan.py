@@ -61,10 +61,6 @@ def command(
     fmt: str,
     as_json: bool,
 ) -> int:
-    from reconciler.cli import _ci
-    from reconciler.engine.plan import plan_settled
-    from reconciler.engine.workspace import Workspace
-
     started = time.monotonic()
     chosen = _common.chosen_format(fmt, as_json)
     replayable = base_ref is None and remote_url is None and not fail_on_regression
@@ -72,6 +68,10 @@ def command(
         replayed = _replay.replay("plan", paths, chosen, started)
         if replayed is not None:
             return replayed
+    from reconciler.cli import _ci
+    from reconciler.engine.plan import plan_settled
+    from reconciler.engine.workspace import Workspace
+
     loaded = _common.load(paths)
     ws = Workspace.open(loaded.root)
     try:

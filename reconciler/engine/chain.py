@@ -17,7 +17,7 @@ from backends import pathpolicy, registry
 from backends.base import StageImpl
 from backends.catalog import Target, targets
 from backends.errors import BackendError, UnsupportedStage
-from reconciler.engine import keys
+from reconciler.engine import keys, world
 from reconciler.engine.stages import STAGES, Stage
 from reconciler.spec import LoadedSpec, SpecError, SpecErrors, model_file, resolve_path
 from reconciler.state.hashcache import FileHasher
@@ -81,30 +81,7 @@ class StageSetup:
         )
 
 
-_IMPL_CACHE: dict[tuple[str, str, str | None], tuple[dict[str, Any], BackendError | None]] = {}
-
-
-def _implementation(
-    target: Target, stage: str, override: str | None
-) -> tuple[dict[str, Any], BackendError | None]:
-    """The key identity of the stage's implementation, or why there is none; from the static table
-    when it can say (backends.impl_table), so plan imports no implementation module."""
-    cache_key = (target.id, stage, override)
-    if cache_key not in _IMPL_CACHE:
-        try:
-            info = registry.static_info(target, stage, override)
-            if info is None:
-                impl = registry.implementation(target, stage, override)
-                info = {
-                    "name": f"{type(impl).__module__}.{type(impl).__qualname__}",
-                    "version": impl.version,
-                    "fingerprint": impl.fingerprint(),
-                }
-        except BackendError as exc:
-            _IMPL_CACHE[cache_key] = ({"name": "unavailable", "version": "0", "fingerprint": {}}, exc)
-        else:
-            _IMPL_CACHE[cache_key] = (info, None)
-    return _IMPL_CACHE[cache_key]
+_implementation = world.implementation
 
 
 def _with_runner(impl_info: dict[str, Any], evaluate: Any) -> dict[str, Any]:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,11 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from backends import pathpolicy
+from reconciler.codestat import stat_of
+from reconciler.engine import world
 from reconciler.engine.results import SpecResult, StageResult, Verdict
 from reconciler.engine.workspace import Workspace
+from reconciler.engine.world import impl_table, impls_hold
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec
-from reconciler.spec._cache import code_key, stat_of
 from reconciler.state import cachefile
 
 VERSION = 1
@@ -79,44 +80,7 @@ def is_settled(result: SpecResult) -> bool:
 
 
 def engine_code() -> list[Any]:
-    import backends
-    import reconciler
-
-    parts: list[Any] = [VERSION, sys.version, sys.executable, code_key()]
-    for top in (Path(reconciler.__file__).parent, Path(backends.__file__).parent):
-        for folder, dirs, files in os.walk(top):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for name in sorted(files):
-                if name.endswith((".py", ".json")):
-                    parts.append(stat_of(os.path.join(folder, name)))
-    return parts
-
-
-def impl_table() -> dict[str, Any]:
-    """Every stage implementation identity this run computed (backends' versions and fingerprints)."""
-    from reconciler.engine import chain
-
-    return {
-        json.dumps(list(k)): [info, None if err is None else str(err)]
-        for k, (info, err) in chain._IMPL_CACHE.items()
-    }
-
-
-def impls_hold(table: Any) -> bool:
-    from backends.catalog import targets
-    from reconciler.engine import chain
-
-    if not isinstance(table, dict):
-        return False
-    known = targets()
-    for text, recorded in table.items():
-        target, stage, override = json.loads(text)
-        if target not in known:
-            return False
-        info, err = chain._implementation(known[target], stage, override)
-        if [info, None if err is None else str(err)] != recorded:
-            return False
-    return True
+    return world.engine_code(VERSION)
 
 
 class Settled:
@@ -149,11 +113,7 @@ class Settled:
         if (wal is not None and wal[1] > 0) or any(self._racy(self._stat(p)) for p in watched):
             self.usable = False  # written just now: a same-tick rewrite would keep its stat
             return
-        try:
-            with pathpolicy.open_regular(self.file) as fh:
-                raw = json.loads(fh.read())
-        except (OSError, ValueError):
-            return
+        raw = cachefile.read_json(self.file)
         if isinstance(raw, dict) and raw.get("world") == self.world and impls_hold(raw.get("impls")):
             try:
                 self._paths = [(str(p), st) for p, st in raw["paths"]]

@@ -14,45 +14,22 @@ without the cache, and a corrupt file is ignored.
 from __future__ import annotations
 
 import json
-import os
 import time
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 from backends import pathpolicy
+from reconciler import codestat
+from reconciler.codestat import SPEC_CACHE_VERSION, stat_of
 from reconciler.state import cachefile
 
-CACHE_VERSION = 1
+CACHE_VERSION = SPEC_CACHE_VERSION
 RACY_S = 2.0
-Stat = list[int]
 
 
-def stat_of(path: Path | str) -> Stat | None:
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError):  # ValueError: a NUL byte in a path a spec wrote
-        return None
-    return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-
-
-@cache
 def code_key() -> str:
-    """What validation depends on besides the spec: the modules of this package and of every backend
-    (options schemas, spec limits) and the target catalog, built-in and installed plug-ins', by their
-    stats (~200 stats, once a run). A spec valid only with a plug-in is not valid from the cache
-    of a run that had it."""
-    import backends
-    from backends.catalog import plugin_folders
-
-    parts: list[Any] = [CACHE_VERSION]
-    for top in (Path(__file__).parent, Path(backends.__file__).parent, *plugin_folders()):
-        for folder, dirs, files in os.walk(top):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for name in sorted(files):
-                if name.endswith((".py", ".json")):
-                    parts.append([os.path.join(folder, name), stat_of(os.path.join(folder, name))])
-    return json.dumps(parts)
+    """The engine code this cache's entries were validated by (reconciler.codestat)."""
+    return codestat.code_key(CACHE_VERSION)
 
 
 class SpecCache:
@@ -67,11 +44,7 @@ class SpecCache:
         except pathpolicy.PathRefused:
             return
         self.file = root / ".npuctl" / "cache" / "specs.json"
-        try:
-            with pathpolicy.open_regular(self.file) as fh:
-                raw = json.loads(fh.read())
-        except (OSError, ValueError):
-            return
+        raw = cachefile.read_json(self.file)
         if isinstance(raw, dict) and raw.get("code") == code_key():
             entries = raw.get("entries")
             self.entries = entries if isinstance(entries, dict) else {}

@@ -3,6 +3,9 @@ file, and any change to what the output stands on goes back to the full path."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -44,6 +47,19 @@ def test_replayed_output_is_the_full_paths_and_a_change_goes_back_to_it(git_repo
     assert _body(replayed_apply.stdout) == _body(full_apply_text.stdout)
     assert replayed_apply.returncode == full_apply_text.returncode == 0
     assert "exit 0" in replayed_apply.stdout.splitlines()[-1]
+    # a replay stands on stats alone: neither the spec package nor the planner is imported
+    probe = (
+        "import sys\nsys.argv = ['npuctl', 'plan']\nfrom reconciler.cli import main\ntry:\n    main()\n"
+        "except SystemExit:\n    pass\n"
+        "print('LOADED', sorted(m for m in ('reconciler.spec', 'reconciler.engine.plan') if m in sys.modules))"
+    )
+    env = {**os.environ, "CI": "1", "NPUCTL_RETRY_BASE_S": "0.05"}
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], cwd=git_repo, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert (
+        _body(loaded.stdout)[:-1] == _body(full_plan.stdout) and loaded.stdout.splitlines()[-1] == "LOADED []"
+    )
 
     # an SLO edit: the replay must not hide it
     spec = git_repo / "specs" / "one.yaml"

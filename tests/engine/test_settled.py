@@ -18,7 +18,7 @@ import pytest
 
 from reconciler.engine import apply as apply_mod
 from reconciler.engine import plan as plan_mod
-from reconciler.engine import settled as settled_mod
+from reconciler.engine import world
 from reconciler.engine.apply import apply_all
 from reconciler.engine.reporter import Reporter
 from reconciler.engine.results import SpecResult
@@ -193,9 +193,9 @@ def test_another_apply_writing_state_invalidates(repo: Path, monkeypatch: pytest
 
 def test_a_changed_code_file_invalidates(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     edited = str(Path(plan_mod.__file__))
-    real = settled_mod.stat_of
+    real = world.stat_of
     with monkeypatch.context() as m:  # as an edit or an upgrade of plan.py leaves its stat
-        m.setattr(settled_mod, "stat_of", lambda p: [0, 0, 0, 0] if str(p) == edited else real(p))
+        m.setattr(world, "stat_of", lambda p: [0, 0, 0, 0] if str(p) == edited else real(p))
         _, full = _plan(repo, monkeypatch)
     assert full == ["one"]
 
