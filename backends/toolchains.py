@@ -195,6 +195,19 @@ def fingerprint(tc: Toolchain) -> dict[str, str]:
     return {k: pins.get(_canonical(k), "unpinned") for k in tc.fingerprint_dists}
 
 
+def environment(tc: Toolchain) -> str:
+    """A digest of every distribution the installed venv resolved (installer tools aside), or
+    "not installed": its unpinned dependencies (opencv, scipy, flatbuffers, ...) run in its builds too."""
+    import hashlib
+
+    data = marker(tc)
+    installed = data.get("versions") if data else None
+    if not isinstance(installed, dict):
+        return "not installed"
+    kept = {k: str(v) for k, v in sorted(installed.items()) if k not in ("pip", "setuptools", "wheel")}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 

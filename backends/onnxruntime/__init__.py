@@ -9,8 +9,6 @@ Nothing heavy is imported here: plan reads the fingerprint and schema without lo
 
 from __future__ import annotations
 
-import platform
-from functools import cache
 from importlib.util import find_spec
 from typing import Any
 
@@ -18,6 +16,7 @@ from backends import dists
 from backends.base import StageImpl
 from backends.catalog import Target
 from backends.errors import TerminalError
+from backends.host import host_isa
 
 FUSION_OPTIMIZERS: dict[str, tuple[str, ...]] = {
     "conv_bn": ("ConvBNFusion", "ConvAddFusion", "ConvMulFusion"),
@@ -66,22 +65,6 @@ OPTIONS_SCHEMA: dict[str, Any] = {
 
 def _dist_version(name: str) -> str:
     return dists.version(name) or "missing"
-
-
-@cache
-def host_isa() -> str:
-    """The widest vector ISA of this host: level-3 graphs are laid out for it (the NCHWc block is 16
-    floats with AVX-512, 8 with AVX2), so it belongs in the key of a host compile."""
-    machine = platform.machine().lower()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            flags = next((line.split(":", 1)[1].split() for line in fh if line.startswith("flags")), [])
-    except OSError:
-        flags = []
-    for isa in ("avx512f", "avx2", "avx", "sse4_1"):
-        if isa in flags:
-            return f"{machine}-{isa}"
-    return machine
 
 
 def fingerprint() -> dict[str, str]:

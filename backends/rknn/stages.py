@@ -16,6 +16,7 @@ from typing import Any
 from backends import bundles, toolchains
 from backends.base import StageOutput, StageRequest
 from backends.errors import TerminalError
+from backends.host import host_isa
 from backends.rknn import build as B
 from backends.rknn import driver, simulate
 from backends.rknn.quant_plan import calibration_files, quant_plan
@@ -130,7 +131,16 @@ class RknnCompile:
     version = COMPILE_VERSION
 
     def fingerprint(self) -> dict[str, str]:
-        return _fingerprint()
+        """Besides the pinned versions: the whole venv and the host's vector ISA. Two machines with
+        the same pinned versions built different .rknn bytes under one key (each reproducibly: an
+        x86_64 AVX-512 host gave one, the machine before it another); whether an unpinned package or
+        the host's float path did it was not isolated, so both are keyed and no lock built on one is
+        claimed for the other."""
+        return {
+            **_fingerprint(),
+            "environment": toolchains.environment(toolchains.RKNN),
+            "host_isa": host_isa(),
+        }
 
     def run(self, request: StageRequest) -> StageOutput:
         source = request.inputs.get("model")

@@ -21,7 +21,7 @@ from onnx import numpy_helper
 from backends import registry
 from backends.base import StageOutput, StageRequest
 from backends.onnxruntime import _compile
-from reconciler.engine import chain
+from reconciler.engine import world
 from reconciler.engine.apply import apply_all
 from reconciler.engine.execute import RetryPolicy
 from reconciler.engine.reporter import Reporter
@@ -80,7 +80,7 @@ def test_a_compile_that_changes_the_numbers_fails_the_compile_stage(
 
     monkeypatch.setattr(_compile, "compile_ort", compile_then_break)
     monkeypatch.setattr(registry, "implementation", implementation)
-    monkeypatch.setattr(chain, "_IMPL_CACHE", {})  # what earlier tests in this process looked up
+    monkeypatch.setattr(world, "_IMPL_CACHE", {})  # what earlier tests in this process looked up
     reports = check([git_repo / "specs"], git_repo)
     ws = Workspace.open(git_repo)
     try:

@@ -69,6 +69,32 @@ def test_fingerprint_is_read_from_the_marker_without_importing(
     assert RknnBackend().missing_toolchain() is None
 
 
+def test_the_compile_key_holds_the_whole_venv_and_the_host_isa(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unpinned dependency of the toolkit (here opencv) changes the compile's key, pip does not."""
+    from backends.host import host_isa
+    from backends.rknn.stages import RknnCompile
+
+    monkeypatch.setenv("NPUCTL_TOOLCHAINS", str(tmp_path))
+    pinned = {"rknn-toolkit2": "2.5.0", "numpy": "1.26.4", "torch": "2.13.0+cpu"}
+    venv = _fake_venv(tmp_path, pinned)
+
+    def compile_fp(extra: dict[str, str]) -> dict[str, str]:
+        record = {"format": 1, "toolchain": "rknn", "version": "2.5.0", "versions": {**pinned, **extra}}
+        (venv / toolchains.MARKER).write_text(json.dumps(record))
+        return RknnCompile().fingerprint()
+
+    base = compile_fp({"opencv-python-headless": "4.10.0.84", "pip": "23.2.1"})
+    assert base["host_isa"] == host_isa() and base["host_isa"].startswith(("x86_64", "aarch64", "arm"))
+    assert compile_fp({"opencv-python-headless": "4.10.0.84", "pip": "24.0"}) == base
+    bumped = compile_fp({"opencv-python-headless": "4.11.0.86", "pip": "23.2.1"})
+    assert bumped["environment"] != base["environment"]
+    assert {k: v for k, v in bumped.items() if k != "environment"} == {
+        k: v for k, v in base.items() if k != "environment"
+    }
+
+
 def test_install_keeps_a_complete_venv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NPUCTL_TOOLCHAINS", str(tmp_path))
     venv = _fake_venv(tmp_path, {"rknn-toolkit2": "2.5.0"})
