@@ -21,10 +21,11 @@ def read_json(path: Path) -> Any:
     """The JSON in `path`, or None when it is missing, not a regular file, too large or not JSON."""
     try:
         with pathpolicy.open_regular(path) as fh:
-            text = fh.read(MAX_BYTES + 1)
-        if len(text) > MAX_BYTES:
-            return None
-        return json.loads(text)
+            size = os.fstat(fh.fileno()).st_size
+            if size > MAX_BYTES:
+                return None
+            text = fh.read(size + 1)  # one byte more: a file that grew since the fstat is refused
+        return None if len(text) > size else json.loads(text)
     except (OSError, ValueError, pathpolicy.PathRefused):
         return None
 

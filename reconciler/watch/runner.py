@@ -21,7 +21,10 @@ from typing import IO, Any, Protocol
 
 from backends.child import python_argv
 
-CANCEL_GRACE_S = 2.0
+CANCEL_GRACE_S = 10.0
+"""How long a cancelled apply gets to unwind after SIGINT (it takes ~0.2 s here) before SIGKILL, which
+leaves its work folders behind. 2 s was too short in a loaded full test run: twice the cancelled
+apply was killed with its work folders in place (cause not isolated)."""
 
 
 @dataclass(frozen=True)
