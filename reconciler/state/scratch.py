@@ -33,3 +33,12 @@ def redirect(tmp_root: Path) -> Callable[[], None]:
         shutil.rmtree(folder, ignore_errors=True)
 
     return undo
+
+
+def remove_of(tmp_root: Path, pid: int) -> int:
+    """Removes the work folders a killed process left under `tmp_root` (every engine folder there is
+    named `<pid>-...`: this module's and each stage run's); returns how many there were."""
+    found = [p for p in tmp_root.glob(f"{pid}-*") if p.is_dir() and not p.is_symlink()]
+    for folder in found:
+        shutil.rmtree(folder, ignore_errors=True)
+    return len(found)
