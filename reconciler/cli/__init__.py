@@ -62,8 +62,20 @@ def cli() -> None:
     """npuctl: deploy ONNX models to NPUs from declarative specs, rebuilding only what changed."""
 
 
+def _honour_watch_cancel() -> None:
+    """An apply the watcher started must stop on its SIGINT (it then cleans its work folders). A
+    process started with SIGINT ignored (a script's background job: `npuctl watch &`, or a test
+    runner's worker) passes SIG_IGN on, and Python then keeps it: every cancel waited out its grace
+    and was SIGKILLed. The watcher marks its children (NPUCTL_WATCH_CHILD), and they take SIGINT back."""
+    import signal
+
+    if os.environ.get("NPUCTL_WATCH_CHILD") and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main() -> None:
     """Console entry point; each command returns its exit code."""
+    _honour_watch_cancel()
     try:
         rc = cli.main(standalone_mode=False)
     except click.exceptions.Abort:

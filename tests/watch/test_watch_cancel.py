@@ -83,3 +83,47 @@ def test_a_save_during_a_build_cancels_it_and_the_stale_result_is_not_cached(
     assert evaluated[lock["variants"]["default"]["stages"]["evaluate"]["key"]] == 7
     leftovers = list((Layout(applied_repo).tmp).glob(f"{stale_pid}-*"))
     assert leftovers == [], "SIGINT let the cancelled apply clean its work folder"
+
+
+def test_a_watch_started_with_sigint_ignored_still_cancels_its_build_cleanly(
+    applied_repo: Path, tmp_path: Path
+) -> None:
+    """A script's background `npuctl watch &` (or a test worker) runs with SIGINT ignored, which its
+    children inherit: the build it cancels must still stop on SIGINT and clean its work folders."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    spec = applied_repo / "specs" / "digits.yaml"
+    set_runs(spec, 6)
+    marker = tmp_path / "marks.jsonl"
+    env = {
+        **os.environ,
+        "CI": "1",
+        "NPUCTL_WATCH_CHILD": "1",  # what the watcher's runner sets
+        "NPUCTL_TEST_SLOW_STAGE": "evaluate",
+        "NPUCTL_TEST_SLOW_S": "60",
+        "NPUCTL_TEST_MARKER": str(marker),
+    }
+    ignoring = "import os, signal, sys\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nos.execv(sys.executable, [sys.executable, *sys.argv[1:]])\n"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ignoring, str(SLOW_APPLY), "apply", "--json"],
+        cwd=applied_repo,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while not any(m["phase"] == "ran" for m in _marks(marker)):
+        assert time.monotonic() < deadline and proc.poll() is None, "the held build did not run"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        code = proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise AssertionError("SIGINT was ignored: the build ran on") from None
+    assert code == 130
+    assert list(Layout(applied_repo).tmp.glob(f"{proc.pid}-*")) == []
