@@ -6,7 +6,9 @@ near 0, so on a flat background its output is mostly bias and each tap's roundin
 channel's scale) leaks straight into it. Per-channel int8, its weights show 47.9 dB, among the finest
 of its 21 convs; its output 39.7 dB, the worst, and it is the conv whose weights cost the most decoded
 strings when rounded. So a weight a linear op multiplies is ranked by that op's output SQNR on the
-float model's own input values (the op alone, its own attributes, in ONNX Runtime).
+float model's own input values (the op alone, its own attributes, in ONNX Runtime). The probe is a
+best effort: an op that ONNX Runtime will not run alone (a shape it cannot infer, a type it lacks)
+keeps its weight-domain SQNR rather than stopping the search.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ def readers(prepared: onnx.ModelProto, weights: Sequence[str]) -> dict[str, onnx
     for node in prepared.graph.node:
         for k, name in enumerate(node.input):
             if name in wanted:
-                found.setdefault(name, []).append(node if LINEAR_OPS.get(node.op_type) == k else None)
+                linear = node.domain in ("", "ai.onnx") and LINEAR_OPS.get(node.op_type) == k
+                found.setdefault(name, []).append(node if linear else None)
     out: dict[str, onnx.NodeProto] = {}
     for w, nodes in found.items():
         if len(nodes) == 1 and nodes[0] is not None:
@@ -50,17 +53,27 @@ class Probe:
         self.error = (weight.astype(np.float64) - rounded).astype(np.float32)
         self.node, self.constants = node, constants
         self.sessions: tuple[Any, Any] | None = None
+        self.failed = False
         self.signal = self.noise = 0.0
 
     def add(self, x: np.ndarray) -> None:
+        """Accumulate one sample; a probe ONNX Runtime cannot build or run stops measuring (signal
+        stays 0, so its caller falls back to the weight-domain SQNR)."""
         import numpy as np
 
-        if self.sessions is None:
-            self.sessions = _sessions(self.node, self.weight.shape, x.shape, self.constants)
-        full, bare = self.sessions
-        x = x.astype(np.float32)
-        y = full.run(None, {"x": x, "w": self.weight})[0].astype(np.float64)
-        e = bare.run(None, {"x": x, "w": self.error})[0].astype(np.float64)
+        if self.failed:
+            return
+        try:
+            if self.sessions is None:
+                self.sessions = _sessions(self.node, self.weight.shape, x.shape, self.constants)
+            full, bare = self.sessions
+            x = x.astype(np.float32)
+            y = full.run(None, {"x": x, "w": self.weight})[0].astype(np.float64)
+            e = bare.run(None, {"x": x, "w": self.error})[0].astype(np.float64)
+        except Exception:  # noqa: BLE001 -- any ORT refusal means "no output signal", not an error
+            self.failed, self.sessions = True, None
+            self.signal = self.noise = 0.0
+            return
         self.signal += float(np.sum(y**2))
         self.noise += float(np.sum(e**2))
 
@@ -112,7 +125,10 @@ def _op_model(
             wired.append("w")
         elif bias and name in constants:
             wired.append(f"c{i}")
-            initializers.append(onnx.numpy_helper.from_array(np.asarray(constants[name]), f"c{i}"))
+            value = np.asarray(constants[name])
+            if value.dtype.kind == "f":  # the probe runs in float32 whatever the model's float type
+                value = value.astype(np.float32)
+            initializers.append(onnx.numpy_helper.from_array(value, f"c{i}"))
         else:
             wired.append("")
     while wired and not wired[-1]:

@@ -141,7 +141,8 @@ class OrtSession:
         session = cls(model, {**options, "profile_prefix": str(folder / "ort-profile")})
         steady = common.harness().time_steady(session.infer, feed, common.PROFILE_WARMUP, runs)
         later = (len(steady.rounds) - 1 - steady.kept) * runs  # profiled runs after the kept round
-        out = ort_trace_summary(session.trace(), steady.timing.samples_ns, later)
+        cpu_ns = steady.timing.cpu_ns if session.threads == 1 else None
+        out = ort_trace_summary(session.trace(), steady.timing.samples_ns, later, cpu_ns)
         out["noise"] = steady.as_dict()
         if probe:
             probe_options = {**options, "graph_optimization_level": "disable_all"}
@@ -223,10 +224,13 @@ def _formatted(args: dict[str, Any]) -> tuple[int, int]:
     return len(shapes), dims
 
 
-def ort_trace_summary(events: list[dict[str, Any]], wall_ns: list[int], later: int = 0) -> dict[str, Any]:
+def ort_trace_summary(
+    events: list[dict[str, Any]], wall_ns: list[int], later: int = 0, cpu_ns: list[int] | None = None
+) -> dict[str, Any]:
     """ORT's chrome-trace events reduced to what a profile needs. Each node's kernel event is billed to
     the `model_run` window it falls in; only the len(wall_ns) runs before the `later` ones count. A
-    node's time is the middle mean of its runs (see bench_common.middle_mean)."""
+    node's time is the middle mean of its runs (see bench_common.middle_mean) over the runs the
+    machine did not preempt when `cpu_ns` (one intra-op thread) says which (unpreempted_runs)."""
     windows = _windows(events, len(wall_ns), later)
     per_run: list[dict[str, float]] = [{} for _ in windows]
     nodes: dict[str, dict[str, Any]] = {}
@@ -244,15 +248,43 @@ def ort_trace_summary(events: list[dict[str, Any]], wall_ns: list[int], later: i
                 "dims": dims,
             }
         per_run[run][node] = per_run[run].get(node, 0.0) + float(e["dur"])
+    walls = wall_ns[-len(windows) :] if windows else []
+    cpus = cpu_ns[-len(windows) :] if cpu_ns and windows and len(cpu_ns) >= len(windows) else None
+    chosen = unpreempted_runs(walls, cpus)
     layers = [
-        {"name": node, **info, "time_us": common.middle_mean([run.get(node, 0.0) for run in per_run])}
+        {"name": node, **info, "time_us": common.middle_mean([per_run[i].get(node, 0.0) for i in chosen])}
         for node, info in nodes.items()
     ]
     runs = [
         {"kernels_us": sum(run.values()), "runtime_us": float(b - a), "wall_us": wall / 1e3}
-        for run, (a, b), wall in zip(per_run, windows, wall_ns[-len(windows) :], strict=True)
+        for run, (a, b), wall in zip(per_run, windows, walls, strict=True)
     ]
-    return {"layers": layers, "runs": runs}
+    if cpus is not None:
+        for run, cpu in zip(runs, cpus, strict=True):
+            run["cpu_us"] = cpu / 1e3
+    return {"layers": layers, "runs": runs, "layer_runs": len(chosen)}
+
+
+PREEMPTED_SHARE = 0.02
+"""A profiled run whose wall time exceeds its thread's CPU time by more than this share (plus
+PREEMPTED_FLOOR_NS) was preempted: its kernel events hold time another process had the core."""
+PREEMPTED_FLOOR_NS = 20_000
+
+
+def unpreempted_runs(wall_ns: list[int], cpu_ns: list[int] | None) -> list[int]:
+    """The runs whose kernels to average. Kernel events are wall times, so on a shared machine a
+    preempted run bills the wait to whichever kernel it hit; the calling thread's CPU time (the whole
+    work on one intra-op thread) says which runs were not preempted. All runs when CPU time is not
+    known; the least-preempted quarter (at least 3) when too few ran clean."""
+    every = list(range(len(wall_ns)))
+    if cpu_ns is None or len(cpu_ns) != len(wall_ns):
+        return every
+    waited = [wall - cpu for wall, cpu in zip(wall_ns, cpu_ns, strict=True)]
+    clean = [i for i in every if waited[i] <= cpu_ns[i] * PREEMPTED_SHARE + PREEMPTED_FLOOR_NS]
+    least = max(3, len(every) // 4)
+    if len(clean) >= least:
+        return clean
+    return sorted(every, key=lambda i: waited[i])[:least]
 
 
 def probe_cost(events: list[dict[str, Any]], runs: int) -> dict[str, Any]:

@@ -110,6 +110,11 @@ def run_profile(
         f"({common.PROFILE_WARMUP} warm-up): the timed latency was taken without the profiler; "
         "each layer's time is the mean of the middle half of its times over those runs"
     )
+    if out.get("layer_runs") is not None and out["layer_runs"] < runs:
+        out["how"] += (
+            f" (the {out['layer_runs']} runs the machine preempted least: wall time within "
+            "2 % of the thread's CPU time, or the least-preempted quarter)"
+        )
     if "calibration" in out:
         out["how"] += (
             "; then as many runs of a probe graph of no-op nodes, whose events measure the "

@@ -149,3 +149,39 @@ def test_the_ocr_recognizers_first_conv_ranks_worst_by_output_not_by_weight() ->
     first = convs[0].name
     assert by_output[0] == first, [(n, round(probes[n].sqnr_db(), 1)) for n in by_output[:4]]
     assert by_weight.index(first) >= len(convs) // 2  # weight-domain SQNR calls it one of the finest
+
+
+def test_a_probe_onnx_runtime_refuses_keeps_no_signal_instead_of_raising() -> None:
+    # a grouped conv whose group attribute does not divide the weight: ORT rejects the lone op
+    w = np.ones((3, 1, 3, 3), np.float32)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], group=2)
+    probe = weight_signal.Probe(node, w, _round(w), {})
+    for x in _inputs(2):
+        probe.add(x)
+    assert probe.failed and probe.signal == 0.0  # the caller falls back to weight-domain SQNR
+
+
+def test_float16_constants_are_probed_in_float32() -> None:
+    w = np.stack([CANCELLING, SMOOTH])[:, None]
+    b = np.array([0.3, -0.2], np.float16)
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[3, 3])
+    probe = weight_signal.Probe(node, w, _round(w), {"b": b})
+    xs = _inputs(2)
+    for x in xs:
+        probe.add(x)
+    signal = sum(float(np.sum(_conv2d(x, w, b.astype(np.float32)) ** 2)) for x in xs)
+    assert not probe.failed and abs(probe.signal - signal) / signal < 1e-4
+
+
+def test_only_default_domain_linear_ops_are_readers() -> None:
+    model = onnx.load_from_string(_model_bytes())
+    model.graph.node[2].domain = "com.microsoft"  # conv2 as a contrib op: not probed
+    found = weight_signal.readers(model, ["w1", "w2"])
+    assert set(found) == {"w1"}
+
+
+def _model_bytes() -> bytes:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        return (_model(Path(d) / "m.onnx")).read_bytes()
