@@ -189,6 +189,21 @@ def run(
         chosen.layers = list(layers.chosen)
         steps.extend(s.as_dict() for s in layers.steps[1:])
         met = layers.budget_met
+        if not met and _fall_back_to_group(phase1, layers, chosen, log):
+            group, got = phase1.best_group or ([], phase1.score)
+            report["fallback"] = (
+                f"budget not met by either phase: kept the bulk step's best group of {len(group)} "
+                "points, which scored above the layer phase's end, instead of its layers"
+            )
+            steps.append(
+                {
+                    "added": f"{len(group)} points (bulk, best below the budget)",
+                    "kept": [p.label for p in chosen.points],
+                    "accuracy": round(got.accuracy, 6),
+                    "drop": round(search_scorer.reference_accuracy - got.accuracy, 6),
+                    "sqnr_db": round(got.sqnr_db, 3),
+                }
+            )
     else:
         met = phase1.budget_met
     report["steps"] = steps
@@ -262,6 +277,26 @@ def _layer_phase(
         ),
         "table": table,
     }, search
+
+
+def _fall_back_to_group(
+    phase1: point_search.PointSearch, layers: sensitivity.Search, chosen: Chosen, log: Logger
+) -> bool:
+    """When neither phase met the budget, the best candidate measured is the artifact: the bulk step's
+    best group (kept points + group) when it scored above where the layer phase ended."""
+    if phase1.best_group is None:
+        return False
+    group, got = phase1.best_group
+    ended = layers.steps[-1].accuracy if layers.steps else phase1.score.accuracy
+    if got.accuracy <= ended:
+        return False
+    log(
+        f"auto: budget not met; the bulk group of {len(group)} points ({got.accuracy:.4f}) beats the "
+        f"layer phase's end ({ended:.4f}): kept instead of its layers"
+    )
+    chosen.points = [*chosen.points, *group]
+    chosen.layers = []
+    return True
 
 
 def _screen(scorer: sensitivity.Scorer) -> sensitivity.Scorer | None:

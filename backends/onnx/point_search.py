@@ -49,6 +49,9 @@ class PointSearch:
     trials: list[Trial] = field(default_factory=list)
     steps: list[dict[str, Any]] = field(default_factory=list)
     budget_met: bool = False
+    best_group: tuple[list[Point], Score] | None = None
+    """The bulk step's best-scoring group when none met the budget (not kept: see _bulk); the search
+    falls back to it when the layer phase ends below it."""
 
 
 def search(
@@ -174,6 +177,10 @@ def _bulk(
         if reference - got.accuracy <= max_drop:
             met = (group, got)
             break
+        if got.accuracy > out.score.accuracy + MIN_GAIN and (
+            out.best_group is None or got.accuracy > out.best_group[1].accuracy
+        ):
+            out.best_group = (group, got)
     if met is None:
         log("  bulk step: no group meets the budget; none kept")
         return

@@ -372,17 +372,30 @@ def greedy(
     """Keeps the most sensitive layers, one more per step, measuring every step on a real build (the
     same quantizer as the final artifact) on the full search set (a 16-sample screen of a 320x320
     detector read 0.077 where all 50 read 0.024: too biased at the budget's edge to skip a step on);
-    stops as soon as the drop is within `max_drop`, or when `max_layers` are kept."""
+    stops as soon as the drop is within `max_drop`, or when `max_layers` are kept. A layer whose step
+    scores no better than the one before is not kept (an OCR recognizer's search once went from 0.92
+    to 0.82 over 7 kept convs, each a loss; a tie spends latency on nothing), and the next is tried,
+    at most 2 x max_layers in all."""
     search = Search()
     drop = reference_accuracy - base.accuracy
     search.steps.append(Step([], None, base.accuracy, drop, base.sqnr_db))
     if drop <= max_drop:
         search.budget_met = True
         return search
-    for row in ranked[:max_layers]:
-        search.chosen.append(row.layer)
-        got = scorer(build(list(search.chosen)))
+    current = base.accuracy
+    for row in ranked[: 2 * max_layers]:
+        if len(search.chosen) >= max_layers:
+            break
+        trial = [*search.chosen, row.layer]
+        got = scorer(build(trial))
         drop = reference_accuracy - got.accuracy
+        if got.accuracy <= current + 1e-9:
+            log(
+                f"  try +{row.layer.name} -> {scorer.metric} {got.accuracy:.4f}: no better than "
+                f"{current:.4f}, not kept"
+            )
+            continue
+        search.chosen, current = trial, got.accuracy
         names = [layer.name for layer in search.chosen]
         search.steps.append(Step(names, row.layer.name, got.accuracy, drop, got.sqnr_db))
         log(

@@ -150,6 +150,10 @@ def test_spread_damage_no_single_point_shows_is_recovered_by_the_bulk_step(tmp_p
     # layer phase needs, so nothing is kept
     assert not found.budget_met and found.chosen == []
     assert any("bulk 4 points" in line and "0.8600" in line for line in logs)
+    # ... but the best of them is remembered, for when the layer phase ends lower
+    assert found.best_group is not None
+    group, got = found.best_group
+    assert [p.name for p in group] == names[:4] and abs(got.accuracy - 0.86) < 1e-9
 
 
 def _write(path: Path, names: list[str]) -> Path:

@@ -1,0 +1,39 @@
+"""When neither phase of the auto search meets the budget, the artifact is the best candidate it
+measured: the bulk step's best group beats a layer phase that ended lower (on an OCR recognizer the
+bulk step read 0.96 and the layer phase ended at 0.82, which was shipped)."""
+
+from __future__ import annotations
+
+from backends.onnx import auto_search, point_search, sensitivity
+from backends.onnx.quant_points import Point
+from backends.onnx.sensitivity import Layer, Score, Step
+
+
+def _points(*names: str) -> list[Point]:
+    return [Point(n, "activation", "Conv", f"q{n}") for n in names]
+
+
+def test_the_best_bulk_group_replaces_a_lower_layer_phase() -> None:
+    phase1 = point_search.PointSearch(score=Score(0.92, 18.0), chosen=_points("a"))
+    phase1.best_group = (_points("b", "c", "d", "e"), Score(0.96, 20.4))
+    layers = sensitivity.Search(
+        chosen=[Layer("Conv_8", "Conv", ("Conv_8",))],
+        steps=[Step([], None, 0.92, 0.08, 18.0), Step(["Conv_8"], "Conv_8", 0.94, 0.06, 19.0)],
+    )
+    chosen = auto_search.Chosen(list(phase1.chosen), list(layers.chosen))
+    assert auto_search._fall_back_to_group(phase1, layers, chosen, lambda _m: None)
+    assert [p.name for p in chosen.points] == ["a", "b", "c", "d", "e"] and chosen.layers == []
+
+
+def test_a_layer_phase_that_ended_higher_is_kept() -> None:
+    phase1 = point_search.PointSearch(score=Score(0.92, 18.0), chosen=_points("a"))
+    phase1.best_group = (_points("b", "c"), Score(0.94, 19.0))
+    layers = sensitivity.Search(
+        chosen=[Layer("Conv_8", "Conv", ("Conv_8",))],
+        steps=[Step([], None, 0.92, 0.08, 18.0), Step(["Conv_8"], "Conv_8", 0.95, 0.05, 19.0)],
+    )
+    chosen = auto_search.Chosen(list(phase1.chosen), list(layers.chosen))
+    assert not auto_search._fall_back_to_group(phase1, layers, chosen, lambda _m: None)
+    assert [p.name for p in chosen.points] == ["a"] and [x.name for x in chosen.layers] == ["Conv_8"]
+    nothing = point_search.PointSearch(score=Score(0.92, 18.0))
+    assert not auto_search._fall_back_to_group(nothing, layers, chosen, lambda _m: None)
