@@ -22,3 +22,19 @@ def host_isa() -> str:
         if isa in flags:
             return f"{machine}-{isa}"
     return machine
+
+
+@cache
+def memory_layout() -> dict[str, str]:
+    """What places a process's memory on this host when address randomization is off: the kernel
+    (where mmap puts thread stacks and arenas, what the initial stack holds) and the CPUs the process
+    may use (how many threads its libraries start, each with its own stack and arena). A toolchain
+    that writes host addresses into its output (rknn-toolkit2 2.5.0 writes stack and heap pointers,
+    0x7fff... and 0x5555..., at fixed offsets of a .rknn) builds other bytes when either changes."""
+    import os
+
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return {"kernel": platform.release(), "cpus": str(cpus)}

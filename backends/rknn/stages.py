@@ -16,7 +16,7 @@ from typing import Any
 from backends import bundles, toolchains
 from backends.base import StageOutput, StageRequest
 from backends.errors import TerminalError
-from backends.host import host_isa
+from backends.host import host_isa, memory_layout
 from backends.rknn import build as B
 from backends.rknn import driver, simulate
 from backends.rknn.quant_plan import calibration_files, quant_plan
@@ -131,15 +131,19 @@ class RknnCompile:
     version = COMPILE_VERSION
 
     def fingerprint(self) -> dict[str, str]:
-        """Besides the pinned versions: the whole venv and the host's vector ISA. Two machines with
-        the same pinned versions built different .rknn bytes under one key (each reproducibly: an
-        x86_64 AVX-512 host gave one, the machine before it another); whether an unpinned package or
-        the host's float path did it was not isolated, so both are keyed and no lock built on one is
-        claimed for the other."""
+        """Besides the pinned versions: the whole venv, the host's vector ISA and its memory layout.
+        Three machines with the same pinned versions built three .rknn files under one key, each
+        reproducibly. The bytes that differ are host pointers the toolkit writes into the file
+        (8-byte words 0x00007fff........ and 0x00005555........; 1,000 bytes of 6.9 MB for PP-OCR
+        rec), and its worker runs with address randomization off, so they are fixed by the kernel and
+        the CPUs the worker may use: pinned to one CPU, this machine built a third file. So the
+        layout is keyed (backends.host.memory_layout) and no lock built on one is claimed for
+        another."""
         return {
             **_fingerprint(),
             "environment": toolchains.environment(toolchains.RKNN),
             "host_isa": host_isa(),
+            **{f"host_{k}": v for k, v in memory_layout().items()},
         }
 
     def run(self, request: StageRequest) -> StageOutput:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -93,6 +94,35 @@ def test_the_compile_key_holds_the_whole_venv_and_the_host_isa(
     assert {k: v for k, v in bumped.items() if k != "environment"} == {
         k: v for k, v in base.items() if k != "environment"
     }
+
+
+def test_the_compile_key_holds_the_hosts_memory_layout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernel and the CPUs the worker may use fix the host addresses rknn-toolkit2 writes into a
+    .rknn (its worker runs without address randomization): pinned to one CPU, a process keys apart."""
+    import platform
+    import subprocess
+    import sys
+
+    from backends.rknn.stages import RknnCompile
+
+    monkeypatch.setenv("NPUCTL_TOOLCHAINS", str(tmp_path))
+    venv = _fake_venv(tmp_path, {"rknn-toolkit2": "2.5.0"})
+    record = {"format": 1, "toolchain": "rknn", "version": "2.5.0", "versions": {"rknn-toolkit2": "2.5.0"}}
+    (venv / toolchains.MARKER).write_text(json.dumps(record))
+    fp = RknnCompile().fingerprint()
+    assert fp["host_kernel"] == platform.release()
+    allowed = len(os.sched_getaffinity(0))
+    assert fp["host_cpus"] == str(allowed)
+    one = next(iter(os.sched_getaffinity(0)))
+    code = (
+        f"import os; os.sched_setaffinity(0, {{{one}}}); "
+        "from backends.host import memory_layout; print(memory_layout()['cpus'])"
+    )
+    pinned = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert pinned.stdout.strip() == "1"
+    assert allowed == 1 or pinned.stdout.strip() != fp["host_cpus"]
 
 
 def test_install_keeps_a_complete_venv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
