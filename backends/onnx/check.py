@@ -52,9 +52,12 @@ class CheckPass:
     def run(self, request: StageRequest) -> StageOutput:
 
         from backends.onnx import placement as P
+        from backends.onnx.facts import load_light
 
         try:
-            model = _without_large_weights(Path(request.inputs["model"]))
+            # placement folds constants only up to facts.MATERIALIZE_LIMIT elements: larger weights'
+            # data stays unread (reading a 1 GB model whole made shape inference copy it many times)
+            model = load_light(Path(request.inputs["model"]))
         except Exception as exc:
             raise TerminalError(f"check: cannot read the model: {str(exc).splitlines()[0][:200]}") from exc
         report = P.compute(model, request.target, quantization_config(request.config))
@@ -66,21 +69,6 @@ class CheckPass:
         return StageOutput(
             artifacts={"placement": path}, report=summary, note=placement_note(report, request.target)
         )
-
-
-def _without_large_weights(path: Path) -> Any:
-    """The model with the data of tensors too large for placement to evaluate left unread (their dims
-    stay): placement folds constants only up to facts.MATERIALIZE_LIMIT elements, and reading a 1 GB
-    model whole made its shape inference copy the weights several times over."""
-    import os
-
-    import onnx
-
-    from backends.onnx.facts import MATERIALIZE_LIMIT
-    from backends.onnx.skim import skim
-
-    with open(path, "rb") as fh:
-        return onnx.ModelProto.FromString(skim(fh, os.fstat(fh.fileno()).st_size, 16 * MATERIALIZE_LIMIT))
 
 
 def placement_note(report: Mapping[str, Any], target: Any) -> str:

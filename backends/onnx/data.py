@@ -61,7 +61,9 @@ def model_inputs(model: Path | onnx.ModelProto) -> list[InputSpec]:
     """The graph inputs (initializers excluded) of an ONNX model with static shapes."""
     import onnx
 
-    proto = onnx.load(str(model), load_external_data=False) if isinstance(model, Path) else model
+    from backends.onnx.facts import load_light
+
+    proto = load_light(model) if isinstance(model, Path) else model  # never the weights' bytes
     weights = {init.name for init in proto.graph.initializer}
     colors = {
         p.key[len(COLOR_METADATA) :]: p.value
@@ -240,7 +242,9 @@ def read_labels(path: Path) -> dict[str, int]:
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
-        raise TerminalError(f"evaluate.labels: cannot read {path.name}: {sample_formats.reason(exc)}") from exc
+        raise TerminalError(
+            f"evaluate.labels: cannot read {path.name}: {sample_formats.reason(exc)}"
+        ) from exc
     labels: dict[str, int] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()

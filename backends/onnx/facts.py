@@ -143,6 +143,28 @@ def load(path: Path | str) -> onnx.ModelProto:
     return onnx.load(str(path))
 
 
+LIGHT_KEEP_BYTES = 16 * MATERIALIZE_LIMIT
+"""Initializers larger than this are read without their data by `load_light` (serialized size), and
+shape inference here sees them so too (data size, from their dims): no tensor analyse evaluates is
+that large (MATERIALIZE_LIMIT elements of at most 8 bytes), and shapes never depend on a weight's values."""
+
+
+def load_light(path: Path | str) -> onnx.ModelProto:
+    """The model without the data of its initializers larger than LIGHT_KEEP_BYTES (names, types and
+    dims stay): everything `analyse` and the graph readers need, without a copy of the weights."""
+    import os
+
+    import onnx
+
+    from backends.onnx.skim import skim
+
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size <= LIGHT_KEEP_BYTES:  # nothing to leave out: onnx's C++ parse is the quicker read
+            return onnx.ModelProto.FromString(fh.read())
+        return onnx.ModelProto.FromString(skim(fh, size, LIGHT_KEEP_BYTES))
+
+
 def opset_of(model: onnx.ModelProto) -> int:
     for imp in model.opset_import:
         if imp.domain in ("", "ai.onnx"):
@@ -301,17 +323,23 @@ def _reference_run(node: onnx.NodeProto, inputs: list[Any], opset: int) -> list[
 
 
 def _infer_shapes(facts: Facts) -> None:
-    """Runs ONNX shape inference on a copy whose folded tensors are initializers; records every shape."""
+    """Runs ONNX shape inference on a copy whose folded tensors are initializers; records every shape.
+    The copy holds the graph and what inference reads of the model (IR version, opsets, functions),
+    and its large initializers without data (_shape_only): a 1 GB model is not copied, nor serialized
+    for onnx's C++ inference and parsed back."""
     import onnx
     from onnx import numpy_helper
 
     model = facts.model
-    graph = onnx.GraphProto()
+    copy = onnx.ModelProto(ir_version=model.ir_version)
+    copy.opset_import.extend(model.opset_import)
+    copy.functions.extend(model.functions)
+    graph = copy.graph
     graph.name = model.graph.name
     graph.input.extend(model.graph.input)
     graph.output.extend(model.graph.output)
     existing = {t.name for t in model.graph.initializer}
-    graph.initializer.extend(model.graph.initializer)
+    graph.initializer.extend(_shape_only(t) for t in model.graph.initializer)
     needed: set[str] = set()
     kept = []
     for i, node in enumerate(model.graph.node):
@@ -324,13 +352,20 @@ def _infer_shapes(facts: Facts) -> None:
         if name in facts.values and name not in existing:
             graph.initializer.append(numpy_helper.from_array(facts.values[name], name))
     graph.node.extend(kept)
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    copy.graph.CopyFrom(graph)
-    del copy.graph.value_info[:]
     try:
         inferred = onnx.shape_inference.infer_shapes(copy, data_prop=True)
     except Exception:
         return
     for vi in list(inferred.graph.value_info) + list(inferred.graph.output) + list(inferred.graph.input):
         _record_value_info(facts, vi)
+
+
+def _shape_only(tensor: onnx.TensorProto) -> onnx.TensorProto:
+    """`tensor` itself, or when its data is larger than LIGHT_KEEP_BYTES its name, type and dims alone,
+    as `load_light` reads it. Sized from its dims: ByteSize() (like reading raw_data) would serialize
+    (copy) the tensor."""
+    import onnx
+
+    if _numel(tensor.dims) * DTYPE_BYTES.get(tensor.data_type, 1) <= LIGHT_KEEP_BYTES:
+        return tensor
+    return onnx.TensorProto(name=tensor.name, dims=tensor.dims, data_type=tensor.data_type)

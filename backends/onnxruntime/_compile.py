@@ -11,6 +11,9 @@ The .ort is then loaded and run once against the optimized ONNX it came from (sa
 from __future__ import annotations
 
 import json
+import math
+import os
+import shutil
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -185,12 +188,13 @@ def compile_ort(source: Path, artifact: Path, settings: dict[str, Any], log: Pat
             source, optimized_path, settings["graph_optimization_level"], settings["disabled_optimizers"]
         )
         optimized = canonicalize(onnx.load(str(optimized_path)), source_model)
-        canonical_path.write_bytes(optimized.SerializeToString(deterministic=True))
         nodes_after, ops_after = len(optimized.graph.node), _histogram(optimized)
+        _save_canonical(optimized, canonical_path)
         del optimized  # each step below holds the weights itself: free them before it starts
         to_ort_format(canonical_path, raw_path)
         raw = raw_path.read_bytes()
         error = ""
+        data: bytes | memoryview
         try:
             data = canonical_bytes(raw)
         except (UnknownField, ValueError) as exc:
@@ -198,7 +202,7 @@ def compile_ort(source: Path, artifact: Path, settings: dict[str, Any], log: Pat
             _log(log, f"WARNING: .ort left as ONNX Runtime wrote it, not byte-reproducible: {error}")
         artifact.write_bytes(data)
         del raw, data
-        max_diff = _agrees(canonical_path, artifact)
+        max_diff = _agrees(canonical_path, artifact, log)
     _log(log, f"optimized graph: {nodes_after} nodes; .ort vs optimized ONNX max |diff| {max_diff:g}")
     return {
         "nodes_before": len(source_model.graph.node),
@@ -208,6 +212,38 @@ def compile_ort(source: Path, artifact: Path, settings: dict[str, Any], log: Pat
         "canonical_error": error,
         "check_max_abs_diff": max_diff,
     }
+
+
+EXTERNAL_BYTES = 16 << 20
+"""Initializers at least this large go to the canonical ONNX's external data file (one per model); far
+above any shape tensor's size, which ORT's shape inference cannot read from external data."""
+
+
+def _save_canonical(model: Any, path: Path) -> None:
+    """The canonical ONNX for the ORT-format conversion, its large weights in a file beside it: ORT
+    then reads them from there instead of holding the parsed model's copy as well, and the proto's
+    serialization is small (the .ort ORT writes from it is the same: measured). Small models are
+    written whole, as before."""
+    import onnx
+
+    from backends.onnx.facts import DTYPE_BYTES
+
+    # sized from the dims: ByteSize() and reading raw_data both copy the tensor
+    large = any(
+        math.prod(t.dims) * DTYPE_BYTES.get(t.data_type, 1) >= EXTERNAL_BYTES for t in model.graph.initializer
+    )
+    if not large:
+        path.write_bytes(model.SerializeToString(deterministic=True))
+        return
+    onnx.save_model(
+        model,
+        str(path),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location=f"{path.name}.data",
+        size_threshold=EXTERNAL_BYTES,
+        convert_attribute=False,
+    )
 
 
 def _skimmed(path: Path) -> Any:
@@ -227,7 +263,7 @@ def _histogram(model: Any) -> dict[str, int]:
     return dict(sorted(ops.items()))
 
 
-def _agrees(reference: Path, artifact: Path) -> float:
+def _agrees(reference: Path, artifact: Path, log: Path | None = None) -> float:
     """Runs the .ort and the ONNX it was converted from on one random feed; they run the same graph
     with the same kernels, so any difference means the conversion broke something."""
     import numpy as np
@@ -235,9 +271,10 @@ def _agrees(reference: Path, artifact: Path) -> float:
     from backends.onnx.accuracy import run_model
     from backends.onnx.data import model_inputs, random_feed
 
-    feed = random_feed(model_inputs(reference), seed=0)
+    inputs = model_inputs(reference)
+    feed = random_feed(inputs, seed=0)
     expected = run_model(reference, [feed], level="disable_all").values[0]
-    got = run_model(artifact, [feed]).values[0]
+    got = _artifact_outputs(artifact, feed, inputs, log)
     worst = 0.0
     for e, g in zip(expected, got, strict=True):
         if e.shape != g.shape or not np.allclose(e, g, rtol=1e-5, atol=1e-6, equal_nan=True):
@@ -250,3 +287,52 @@ def _agrees(reference: Path, artifact: Path) -> float:
         if e.size and np.issubdtype(e.dtype, np.number):
             worst = max(worst, float(np.nanmax(np.abs(e.astype(np.float64) - g.astype(np.float64)))))
     return worst
+
+
+AGREE_IN_PROCESS_BYTES = 64 << 20
+"""A larger .ort is run for `_agrees` by benchprog, in a process of its own (see _artifact_outputs)."""
+
+
+def _artifact_outputs(artifact: Path, feed: dict[str, Any], inputs: list[Any], log: Path | None) -> list[Any]:
+    """The .ort's outputs on `feed` as run_model gives them (one thread, loaded as saved). A large one
+    runs in a fresh benchprog process: ONNX Runtime holds an .ort's weights three times while it
+    loads it (the file, the parsed tensors, the session's), which on top of this long-lived child's
+    own footprint made compile the largest process of an apply."""
+    from backends.onnx.accuracy import run_model
+
+    if artifact.stat().st_size < AGREE_IN_PROCESS_BYTES:
+        return list(run_model(artifact, [feed]).values[0])
+    from backends.onnx.data import Sample
+    from backends.onnxruntime._evaluate import read_outputs, write_job_samples
+    from backends.runners import write_request
+    from backends.runners.benchprog import FORMAT_VERSION
+    from backends.runners.local import LocalRunner
+
+    with tempfile.TemporaryDirectory(prefix="npuctl-ort-agree-") as tmp:
+        job = Path(tmp)
+        try:
+            os.link(artifact, job / "model.ort")
+        except OSError:
+            shutil.copyfile(artifact, job / "model.ort")
+        write_job_samples(job / "samples.npz", [Sample("random-0", feed)], inputs)
+        write_request(
+            job,
+            {
+                "format_version": FORMAT_VERSION,
+                "runtime": "onnxruntime",
+                "model": "model.ort",
+                "options": {
+                    "intra_op_num_threads": 1,
+                    "inter_op_num_threads": 1,
+                    "graph_optimization_level": "disable_all",
+                },
+                "warmup": 0,
+                "runs": 1,
+                "seed": 0,
+                "samples": "samples.npz",
+                "sample_inputs": [spec.name for spec in inputs],
+                "outputs": "outputs.npz",
+            },
+        )
+        result = LocalRunner().run(job, 600.0, log)
+        return list(read_outputs(job, result).values[0])

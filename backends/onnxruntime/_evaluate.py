@@ -96,9 +96,8 @@ def record_profile(
 ) -> dict[str, Any] | None:
     """benchprog's trace mapped onto the deployed model, costed and attributed; None when the runner
     gave no profile (an older benchprog on a device)."""
-    import onnx
-
     from backends import profiles
+    from backends.onnx.facts import load_light
     from backends.onnxruntime._profile import runtime_layers
     from backends.profiles.suggest import suggest
 
@@ -107,7 +106,7 @@ def record_profile(
         return None
     layers = runtime_layers(trace, artifact, model)
     placement = _placement(request)
-    deployed = onnx.load(str(model), load_external_data=False)
+    deployed = load_light(model)  # costs and suggestions read shapes, never the weights' values
     profiles.with_costs(layers, deployed, placement)
     how = str(trace.get("how"))
     if trace.get("calibration"):

@@ -181,7 +181,7 @@ def _flags(scalar: str) -> Any:
     return getattr(number_types, _SCALARS[scalar][0])
 
 
-def read(buf: bytes) -> dict[str, Any]:
+def read(buf: bytes | memoryview) -> dict[str, Any]:
     """The InferenceSession as nested dicts (absent fields absent; strings and scalar vectors as bytes)."""
     from flatbuffers import encode, number_types
 
@@ -191,7 +191,7 @@ def read(buf: bytes) -> dict[str, Any]:
     return _read_table(buf, root, "InferenceSession")
 
 
-def _read_table(buf: bytes, pos: int, name: str) -> dict[str, Any]:
+def _read_table(buf: bytes | memoryview, pos: int, name: str) -> dict[str, Any]:
     from flatbuffers import number_types, table
 
     tab = table.Table(buf, pos)
@@ -223,7 +223,7 @@ def _read_table(buf: bytes, pos: int, name: str) -> dict[str, Any]:
     return fields
 
 
-def _read_value(buf: bytes, tab: Any, off: int, kind: str) -> Any:
+def _read_value(buf: bytes | memoryview, tab: Any, off: int, kind: str) -> Any:
     if kind in _SCALARS:
         return tab.Get(_flags(kind), tab.Pos + off)
     if kind == "string":
@@ -259,16 +259,17 @@ def _read_struct(tab: Any, pos: int, name: str) -> tuple[int, ...]:
 # --------------------------------------------------------------------------------------------- write
 
 
-def write(session: dict[str, Any], size_hint: int = 1 << 20) -> bytes:
+def write(session: dict[str, Any], size_hint: int = 1 << 20) -> memoryview:
     """Serializes an InferenceSession dict; the same dict always gives the same bytes. `size_hint`
-    (the source file's size) sizes the builder once: doubling would hold two buffers at each step."""
+    (the source file's size) sizes the builder once: doubling would hold two buffers at each step.
+    The bytes are a view of the builder's buffer: a copy would be one more model-sized buffer."""
     import flatbuffers
 
     builder = flatbuffers.Builder(size_hint + size_hint // 8 + (1 << 20))
     builder.ForceDefaults(True)  # a field present in the input stays present, even at its default
     root = _write_table(builder, "InferenceSession", session)
     builder.Finish(root, file_identifier=FILE_IDENTIFIER)
-    return bytes(memoryview(builder.Bytes)[builder.Head() :])  # one copy (Output() makes two)
+    return memoryview(builder.Bytes)[builder.Head() :]  # no copy (Output() makes two)
 
 
 def _end_vector(builder: Any, length: int) -> int:
@@ -315,7 +316,8 @@ def _scalar_vector(builder: Any, value: Any, dtype: Any) -> int:
     data = memoryview(value).cast("B")
     builder.StartVector(dtype.itemsize, len(data) // dtype.itemsize, dtype.alignment)
     builder.head = builder.Head() - len(data)
-    builder.Bytes[builder.Head() : builder.Head() + len(data)] = data
+    with memoryview(builder.Bytes) as target:  # bytearray slice assignment would copy `data` first
+        target[builder.Head() : builder.Head() + len(data)] = data
     builder.vectorNumElems = len(data) // dtype.itemsize
     return _end_vector(builder, len(data) // dtype.itemsize)
 
@@ -400,7 +402,7 @@ def canonical(session: dict[str, Any]) -> dict[str, Any]:
     return session
 
 
-def canonical_bytes(buf: bytes) -> bytes:
+def canonical_bytes(buf: bytes) -> memoryview:
     """The canonical serialization of an .ort file; verified to read back to the same content."""
     content = canonical(read(buf))
     out = write(content, len(buf))

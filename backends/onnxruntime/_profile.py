@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import onnx
+from google.protobuf.message import DecodeError
 
 from backends.errors import TerminalError
+from backends.onnx.facts import load_light
 
 
 def ort_graph(artifact: Path) -> list[dict[str, Any]]:
@@ -229,8 +231,8 @@ def runtime_layers(trace: dict[str, Any], artifact: Path, model_path: Path) -> l
     graph = ort_graph(artifact)
     known = {n["name"] for n in graph}
     try:
-        model = onnx.load(str(model_path), load_external_data=False)
-    except (OSError, onnx.onnx_cpp2py_export.checker.ValidationError, ValueError) as exc:
+        model = load_light(model_path)  # node names only: the weights stay unread
+    except (OSError, onnx.onnx_cpp2py_export.checker.ValidationError, ValueError, DecodeError) as exc:
         raise TerminalError(f"cannot read {model_path.name}: {exc}") from exc
     mapping = onnx_nodes_of(graph, model)
     calibration = trace.get("calibration")

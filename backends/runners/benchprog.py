@@ -198,8 +198,12 @@ def run(request_path: Path) -> dict[str, Any]:
         response["outputs"] = write_outputs(_resolve(base, request["outputs"], "outputs"), session, samples)
     profile = request.get("profile")
     if profile:
+        feed = make_feed()
+        # the timed session is done with: its weights would sit beside the profile session's copy
+        del session
+        holder.clear()
         response["profile"] = run_profile(
-            runtime, model, dict(request.get("options", {})), make_feed(), dict(profile), base
+            runtime, model, dict(request.get("options", {})), feed, dict(profile), base
         )
     if samples:
         samples.close()

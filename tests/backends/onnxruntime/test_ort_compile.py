@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnxruntime as ort
@@ -150,3 +151,39 @@ def test_log_is_written(tmp_path: Path, cls_onnx: Path) -> None:
     compile_model(cls_onnx, tmp_path / "w", level=3)
     log = (tmp_path / "w" / "compile.log").read_text()
     assert "optimized graph" in log and "max |diff| 0" in log
+
+
+def test_large_model_paths_build_the_same_artifact(
+    tmp_path: Path, cls_onnx: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a large model takes (its canonical ONNX's weights in an external file for the ORT-format
+    conversion, the agreement run in a benchprog process of its own) builds the bytes and the check
+    the in-memory path builds. (The threshold stays above shape tensors' size, as 16 MiB does: ORT's
+    shape inference cannot read a Reshape's shape from external data.)"""
+    import onnx
+
+    from backends.onnxruntime import _compile
+    from backends.runners import local
+
+    small = compile_model(cls_onnx, tmp_path / "small", level=3)
+    monkeypatch.setattr(_compile, "EXTERNAL_BYTES", 4096)
+    monkeypatch.setattr(_compile, "AGREE_IN_PROCESS_BYTES", 0)
+    saved: list[str] = []
+    jobs: list[str] = []
+    save_model, run = onnx.save_model, local.LocalRunner.run
+
+    def spy_save(model: Any, path: str, **kwargs: Any) -> None:
+        saved.append(str(kwargs.get("location")))
+        save_model(model, path, **kwargs)
+
+    def spy_run(self: Any, job: Path, timeout_s: float, log: Path | None = None) -> Any:
+        jobs.append(job.name)
+        return run(self, job, timeout_s, log)
+
+    monkeypatch.setattr(onnx, "save_model", spy_save)
+    monkeypatch.setattr(local.LocalRunner, "run", spy_run)
+    large = compile_model(cls_onnx, tmp_path / "large", level=3)
+    assert saved == ["canon.onnx.data"]
+    assert any(name.startswith("npuctl-ort-agree-") for name in jobs), jobs
+    assert large.artifacts["ort"].read_bytes() == small.artifacts["ort"].read_bytes()
+    assert large.report["check_max_abs_diff"] == small.report["check_max_abs_diff"]
