@@ -255,13 +255,13 @@ def ort_trace_summary(
         {"name": node, **info, "time_us": common.middle_mean([per_run[i].get(node, 0.0) for i in chosen])}
         for node, info in nodes.items()
     ]
-    runs = [
-        {"kernels_us": sum(run.values()), "runtime_us": float(b - a), "wall_us": wall / 1e3}
+    runs: list[dict[str, float]] = [
+        {"kernels_us": float(sum(run.values())), "runtime_us": float(b - a), "wall_us": wall / 1e3}
         for run, (a, b), wall in zip(per_run, windows, walls, strict=True)
     ]
     if cpus is not None:
-        for run, cpu in zip(runs, cpus, strict=True):
-            run["cpu_us"] = cpu / 1e3
+        for record, cpu in zip(runs, cpus, strict=True):
+            record["cpu_us"] = cpu / 1e3
     return {"layers": layers, "runs": runs, "layer_runs": len(chosen)}
 
 
