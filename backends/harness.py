@@ -58,9 +58,16 @@ class Timing:
         return out
 
 
-def time_runs(infer: Callable[[Feed], Any], feed: Feed, warmup: int, runs: int) -> Timing:
+def time_runs(
+    infer: Callable[[Feed], Any],
+    feed: Feed,
+    warmup: int,
+    runs: int,
+    between: Callable[[], Any] | None = None,
+) -> Timing:
     """`warmup` untimed calls, then `runs` calls each timed with perf_counter_ns. The garbage collector
-    is paused while timing so a collection is not billed to one unlucky run."""
+    is paused while timing so a collection is not billed to one unlucky run. `between` runs after each
+    timed call, untimed: work that must see the same machine as each run (a profiler's probe)."""
     if runs <= 0:
         raise ValueError("runs must be > 0")
     for _ in range(max(0, warmup)):
@@ -75,6 +82,8 @@ def time_runs(infer: Callable[[Feed], Any], feed: Feed, warmup: int, runs: int) 
             infer(feed)
             samples.append(time.perf_counter_ns() - start)
             cpu.append(time.thread_time_ns() - thread)
+            if between is not None:
+                between()
     finally:
         if enabled:
             gc.enable()
@@ -111,12 +120,18 @@ class Steady:
         return out
 
 
-def time_steady(infer: Callable[[Feed], Any], feed: Feed, warmup: int, runs: int) -> Steady:
+def time_steady(
+    infer: Callable[[Feed], Any],
+    feed: Feed,
+    warmup: int,
+    runs: int,
+    between: Callable[[], Any] | None = None,
+) -> Steady:
     """`time_runs`, repeated (up to MAX_ROUNDS, no further warm-up) while a round's tail says the machine
     was busy; a model whose latency is simply spread out repeats and keeps its spread."""
-    rounds = [time_runs(infer, feed, warmup, runs)]
+    rounds = [time_runs(infer, feed, warmup, runs, between)]
     while runs >= 10 and len(rounds) < MAX_ROUNDS and _noisy(rounds[-1]):
-        rounds.append(time_runs(infer, feed, 0, runs))
+        rounds.append(time_runs(infer, feed, 0, runs, between))
     summaries = [r.summary_ms() for r in rounds]
     kept = min(range(len(rounds)), key=lambda i: summaries[i]["p90"])
     kept_timing = Timing(rounds[kept].samples_ns, rounds[0].warmup, rounds[kept].cpu_ns)

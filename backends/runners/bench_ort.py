@@ -136,19 +136,25 @@ class OrtSession:
         profiler cannot disturb them, and back to back like them, so caches are as warm; repeated
         like them while the machine looks busy, the steadiest round kept): per node its
         kernel time and the provider that ran it, per run the kernels' sum, ORT's own whole-run time
-        and the wall time around `run`. Then as many runs of the `probe` graph, profiled on the same
-        options, and with `probe_baseline` both timed without the profiler (probe_cost, run_costs)."""
+        and the wall time around `run`. After each profiled run, untimed, one run of the `probe` graph
+        profiled on the same options, so its cost per node is measured on the same machine as the
+        model's runs (measured in a round of its own, beside a loaded suite the layers' sum read 1.18x
+        the runs' CPU time); then, with `probe_baseline`, both timed without the profiler
+        (probe_cost, run_costs)."""
         session = cls(model, {**options, "profile_prefix": str(folder / "ort-profile")})
-        steady = common.harness().time_steady(session.infer, feed, common.PROFILE_WARMUP, runs)
+        probe_options = {**options, "graph_optimization_level": "disable_all"}
+        prober: OrtSession | None = None
+        between = None
+        if probe:  # one probe run after each profiled run: the profiler's cost on the same machine
+            prober = cls(probe, {**probe_options, "profile_prefix": str(folder / "ort-probe")})
+            between = _repeater(prober)
+        steady = common.harness().time_steady(session.infer, feed, common.PROFILE_WARMUP, runs, between)
         later = (len(steady.rounds) - 1 - steady.kept) * runs  # profiled runs after the kept round
         cpu_ns = steady.timing.cpu_ns if session.threads == 1 else None
         out = ort_trace_summary(session.trace(), steady.timing.samples_ns, later, cpu_ns)
         out["noise"] = steady.as_dict()
-        if probe:
-            probe_options = {**options, "graph_optimization_level": "disable_all"}
-            prober = cls(probe, {**probe_options, "profile_prefix": str(folder / "ort-probe")})
-            common.harness().time_runs(prober.infer, prober.zeros(), common.PROFILE_WARMUP, runs)
-            out["calibration"] = probe_cost(prober.trace(), runs)
+        if prober is not None and probe:
+            out["calibration"] = probe_cost(prober.trace(), runs, later)
             if probe_baseline:
                 out["calibration"].update(
                     run_costs(cls(probe, probe_options), cls(probe_baseline, probe_options))
@@ -163,6 +169,14 @@ class OrtSession:
     def node_count(self) -> int:
         """Nodes in the probe's graph (disable_all: what was written is what runs)."""
         return int(self._sess.get_modelmeta().custom_metadata_map.get("nodes", 0))
+
+
+def _repeater(prober: OrtSession) -> Any:
+    """A warmed-up probe's one run, as a call for the harness to make between timed runs."""
+    zeros = prober.zeros()
+    for _ in range(common.PROFILE_WARMUP):
+        prober.infer(zeros)
+    return lambda: prober.infer(zeros)
 
 
 PROBE_TIMED_RUNS = 200
@@ -287,14 +301,14 @@ def unpreempted_runs(wall_ns: list[int], cpu_ns: list[int] | None) -> list[int]:
     return sorted(every, key=lambda i: waited[i])[:least]
 
 
-def probe_cost(events: list[dict[str, Any]], runs: int) -> dict[str, Any]:
+def probe_cost(events: list[dict[str, Any]], runs: int, later: int = 0) -> dict[str, Any]:
     """The profiler's per-node cost from the probe's events: the middle mean of the events of each
     (tensors, dims) kind, fitted exactly as base + per_tensor x tensors + per_dim x dims (the probe has
     three kinds; a coefficient the noise made negative is clamped to zero)."""
     import numpy as np
 
     by_kind: dict[tuple[int, int], list[float]] = {}
-    for _, e in _kernel_events(events, _windows(events, runs)):
+    for _, e in _kernel_events(events, _windows(events, runs, later)):
         by_kind.setdefault(_formatted(e.get("args") or {}), []).append(float(e["dur"]))
     kinds = sorted(by_kind)
     if len(kinds) < 3:

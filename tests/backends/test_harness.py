@@ -18,6 +18,21 @@ def test_warmup_then_timed_runs() -> None:
     assert all(ns > 0 for ns in timing.samples_ns)
 
 
+def test_between_runs_after_each_timed_run_and_is_not_timed() -> None:
+    import time
+
+    events: list[str] = []
+    timing = harness.time_runs(
+        lambda feed: events.append("run"),
+        None,
+        warmup=2,
+        runs=3,
+        between=lambda: (events.append("probe"), time.sleep(0.1)),
+    )
+    assert events == ["run", "run"] + ["run", "probe"] * 3
+    assert max(timing.samples_ns) < 100_000_000  # the 100 ms sleep of `between` is in no run's time
+
+
 def test_summary_uses_numpy_linear_percentiles() -> None:
     timing = harness.Timing([1_000_000 * v for v in (5, 1, 4, 2, 3, 10, 7, 6, 9, 8)], warmup=0)
     summary = timing.summary_ms()

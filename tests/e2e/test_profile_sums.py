@@ -7,11 +7,17 @@ and GlobalAveragePool nodes on the CPU. Both run on one intra-op thread, so each
 on the calling thread is its whole work: on a shared machine a run of milliseconds is preempted more
 often than a kernel of microseconds (whose middle mean drops the preempted runs), and CPU time is not.
 The layers' sum and its ratio are computed here from the recorded layers.
+
+Each model is profiled three times (three specs that differ only in evaluate.warmup, so three evaluate
+runs) and the median ratio is judged: on this project's 2-core virtual machines one profile's ratio
+ranged 0.75-1.33 on a quiet machine (ORT's per-node events of ~5 us carry a profiler cost of the same
+size, measured by the probe and subtracted), so a single profile is an estimate within about 25 %.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 
@@ -46,6 +52,20 @@ spec:
 }
 
 
+REPEATS = (3, 4, 5)
+"""evaluate.warmup of each copy of a spec: different keys, so each copy is profiled by its own run."""
+
+
+def _copies() -> dict[str, str]:
+    return {
+        f"{name}-{warmup}": text.replace(f"name: {name}}}", f"name: {name}-{warmup}}}").replace(
+            "warmup: 3,", f"warmup: {warmup},"
+        )
+        for name, text in SPECS.items()
+        for warmup in REPEATS
+    }
+
+
 @pytest.fixture(scope="module")
 def profiles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     pytest.importorskip("rapidocr_onnxruntime")
@@ -53,12 +73,13 @@ def profiles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     (repo / "specs").mkdir(parents=True)
     git(repo, "init", "-q", "-b", "main")
     (repo / ".gitignore").write_text(".npuctl/\n")
-    for name, text in SPECS.items():
+    copies = _copies()
+    for name, text in copies.items():
         (repo / "specs" / f"{name}.yaml").write_text(text)
     done = run_npuctl(repo, "apply")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     out = {}
-    for name in SPECS:
+    for name in copies:
         shown = run_npuctl(repo, "explain", f"specs/{name}.yaml", "--profile", "--json")
         assert shown.returncode == 0, shown.stderr
         out[name] = json.loads(shown.stdout)["profiles"]["default"]
@@ -67,26 +88,29 @@ def profiles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
 
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_the_layers_sum_to_the_same_runs_whole_model_latency(profiles: dict[str, dict], name: str) -> None:
-    profile = profiles[name]
-    assert profile["runtime"].startswith("onnxruntime") and profile["evidence"] == "measured:host"
-    assert profile["threads"] == 1 and profile["runs"] == 30
-    layers = sum(float(layer["time_ms"]) for layer in profile["layers"])
-    whole = profile["latency_ms"]["timed_cpu_p50"]
-    assert 0 < whole <= profile["latency_ms"]["timed_p50"] * 1.01, "CPU time within the wall time"
-    print(name, "layers / timed CPU", layers / whole)
-    assert 0.85 <= layers / whole <= 1.15, (layers, whole, profile["latency_ms"])
-    assert profile["attribution"]["layers_of_timed_cpu"] == pytest.approx(layers / whole, abs=2e-3)
-    assert profile["attribution"]["resolution"]["coarse"] is False
-    assert "less that cost" in profile["how"] and "separate iterations" in profile["how"]
+    ratios = []
+    for warmup in REPEATS:
+        profile = profiles[f"{name}-{warmup}"]
+        assert profile["runtime"].startswith("onnxruntime") and profile["evidence"] == "measured:host"
+        assert profile["threads"] == 1 and profile["runs"] == 30
+        layers = sum(float(layer["time_ms"]) for layer in profile["layers"])
+        whole = profile["latency_ms"]["timed_cpu_p50"]
+        assert 0 < whole <= profile["latency_ms"]["timed_p50"] * 1.01, "CPU time within the wall time"
+        assert profile["attribution"]["layers_of_timed_cpu"] == pytest.approx(layers / whole, abs=2e-3)
+        assert profile["attribution"]["resolution"]["coarse"] is False
+        assert "less that cost" in profile["how"] and "separate iterations" in profile["how"]
+        ratios.append(layers / whole)
+    print(name, "layers / timed CPU", ratios)
+    assert 0.85 <= statistics.median(ratios) <= 1.15, ratios
 
 
 def test_the_detector_on_rk3588_has_its_cpu_fallbacks_in_the_profile(profiles: dict[str, dict]) -> None:
     """The layers whose ONNX nodes rk3588's check places on the CPU are the fallback share (computed
     here); the classifier on the cpu target has none."""
-    profile = profiles["det"]
+    profile = profiles["det-3"]
     fallback = [x for x in profile["layers"] if x["placement"] and "CPU" in x["placement"]]
     assert {x["op_type"] for x in fallback} & {"Resize", "GlobalAveragePool"}, fallback
     total = sum(float(x["time_ms"]) for x in profile["layers"])
     share = sum(float(x["time_ms"]) for x in fallback) / total
     assert share > 0 and profile["attribution"]["shares"]["cpu_fallback"] == pytest.approx(share, abs=1e-3)
-    assert profiles["cls"]["attribution"]["shares"]["cpu_fallback"] == 0.0
+    assert profiles["cls-3"]["attribution"]["shares"]["cpu_fallback"] == 0.0
