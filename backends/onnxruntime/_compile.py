@@ -76,7 +76,7 @@ def check_ort(
 
     inputs = model_inputs(source)
     samples, data = A.check_samples(request, inputs)
-    with tempfile.TemporaryDirectory(prefix="npuctl-ort-check-") as tmp:
+    with tempfile.TemporaryDirectory(dir=artifact.parent, prefix=".scratch-ort-check-") as tmp:
         job = Path(tmp)
         _prepare_job(job, artifact, settings, samples, inputs, {"warmup": 0, "runs": 1})
         result = LocalRunner().run(job, 600.0, request.log)
@@ -180,7 +180,7 @@ def compile_ort(source: Path, artifact: Path, settings: dict[str, Any], log: Pat
     from backends.onnxruntime._ortformat import UnknownField, canonical_bytes
 
     source_model = _skimmed(source)  # names only: its weights are never read here
-    with tempfile.TemporaryDirectory(prefix="npuctl-ort-") as tmp:
+    with tempfile.TemporaryDirectory(dir=artifact.parent, prefix=".scratch-ort-") as tmp:
         optimized_path, canonical_path, raw_path = (
             Path(tmp) / n for n in ("opt.onnx", "canon.onnx", "raw.ort")
         )
@@ -308,7 +308,7 @@ def _artifact_outputs(artifact: Path, feed: dict[str, Any], inputs: list[Any], l
     from backends.runners.benchprog import FORMAT_VERSION
     from backends.runners.local import LocalRunner
 
-    with tempfile.TemporaryDirectory(prefix="npuctl-ort-agree-") as tmp:
+    with tempfile.TemporaryDirectory(dir=artifact.parent, prefix=".scratch-ort-agree-") as tmp:
         job = Path(tmp)
         try:
             os.link(artifact, job / "model.ort")

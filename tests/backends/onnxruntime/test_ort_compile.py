@@ -184,6 +184,7 @@ def test_large_model_paths_build_the_same_artifact(
     monkeypatch.setattr(local.LocalRunner, "run", spy_run)
     large = compile_model(cls_onnx, tmp_path / "large", level=3)
     assert saved == ["canon.onnx.data"]
-    assert any(name.startswith("npuctl-ort-agree-") for name in jobs), jobs
+    assert any(name.startswith(".scratch-ort-agree-") for name in jobs), jobs
+    assert not list((tmp_path / "large").rglob(".scratch-*")), "the stage's scratch folders are removed"
     assert large.artifacts["ort"].read_bytes() == small.artifacts["ort"].read_bytes()
     assert large.report["check_max_abs_diff"] == small.report["check_max_abs_diff"]
