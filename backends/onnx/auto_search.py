@@ -1,5 +1,6 @@
 """The quantize stage's auto sensitive-layer search: every quantization point first (cheap signal,
-confirmed by the task metric), whole layers by measured sensitivity when points are not enough; it
+confirmed by the task metric), whole layers by measured sensitivity when points are not enough, and
+the input-side region as one block when single layers are not (backends.onnx.region_search); it
 keeps greedily until the budget holds, and reports every number it used.
 
 The budget is measured on a SearchSet (backends.onnx.search_set): the SLO's evaluation data, labels and
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from backends.onnx import data, point_search, quant_points, sensitivity
+from backends.onnx import data, point_search, quant_points, region_search, sensitivity
 from backends.onnx.quant_policy import FLOAT_KEEPS
 from backends.onnx.search_set import SearchSet
 
@@ -207,9 +208,10 @@ def run(
     else:
         met = phase1.budget_met
     report["steps"] = steps
+    layer_kind = "region layer" if (report.get("layers") or {}).get("region", {}).get("kept") else "layer"
     report["chosen"] = [
         *({"layer": p.label, "kind": p.kind, "nodes": []} for p in chosen.points),
-        *({"layer": layer.name, "kind": "layer", "nodes": list(layer.nodes)} for layer in chosen.layers),
+        *({"layer": layer.name, "kind": layer_kind, "nodes": list(layer.nodes)} for layer in chosen.layers),
     ]
     report["budget_met"] = met
     log(  # the log, not the (locked) report: CPU time is the process's, ONNX Runtime's threads included
@@ -235,7 +237,8 @@ def _layer_phase(
     """Whole layers ranked by isolated sensitivity, kept greedily on top of the kept points: every
     layer on COARSE_SAMPLES, the 2 * left + REFINE_EXTRA least precise re-measured on the ranking
     samples (a layer that matters sits 10-20 dB below the rest on a 320x320 detector: two samples
-    tell them apart, more order them)."""
+    tell them apart, more order them). When that misses the budget, the input-side region is searched
+    as one block and replaces the greedy layers if it meets the budget or scores above them."""
     inputs = data.model_inputs(search_scorer.reference_model)
     rank_n, _ = sensitivity.sample_counts(_elements(inputs), len(search_scorer.samples))
     rank_scorer = search_scorer.subset(rank_n)
@@ -270,13 +273,38 @@ def _layer_phase(
         reference_accuracy=search_scorer.reference_accuracy,
         log=log,
     )
+    report: dict[str, Any] = {}
+    if not search.budget_met:
+        log(f"auto: budget not met by single layers; the input-side region, up to {left} layers, as one")
+        region = region_search.search(
+            model, explicit, build_layers, search_scorer, budget.max_accuracy_drop, left, log
+        )
+        report["region"] = {"trials": region.trials, "budget_met": region.budget_met}
+        preferred = _prefer_region(search, region)
+        if preferred is not None:
+            search = preferred
+            report["region"]["kept"] = len(region.chosen)
     return {
+        **report,
         "ranking": (
             f"each layer quantized alone (all other nodes float), ranked by output SQNR, lowest first: "
             f"every layer on {len(coarse_scorer.samples)} samples, the {refine} lowest again on {rank_n}"
         ),
         "table": table,
     }, search
+
+
+def _prefer_region(
+    search: sensitivity.Search, region: region_search.RegionSearch
+) -> sensitivity.Search | None:
+    """The region replaces the greedy layers when it meets the budget, or, unmet, scores above where
+    the greedy search ended (the artifact is the best measured); its step is appended to the steps."""
+    if region.step is None:
+        return None
+    ended = search.steps[-1].accuracy if search.steps else float("-inf")
+    if not region.budget_met and region.step.accuracy <= ended:
+        return None
+    return sensitivity.Search(list(region.chosen), [*search.steps, region.step], region.budget_met)
 
 
 def _fall_back_to_group(
