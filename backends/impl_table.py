@@ -48,6 +48,10 @@ _QNN_FP = ("call", "backends.qnn:fingerprint", "")
 
 OWN: dict[str, dict[str, Entry]] = {
     "onnxruntime": {
+        "quantize": (
+            "backends.onnxruntime._quantize.HostQuantizePass",
+            (_ONNX, _ORT, _NUMPY, ("call", "backends.host:int8_fingerprint", "")),
+        ),
         "compile": ("backends.onnxruntime._compile.CompilePass", (_ORT_FP,)),
         "evaluate": ("backends.onnxruntime._evaluate.EvaluatePass", (_ORT_FP,)),
     },

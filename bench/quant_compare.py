@@ -143,9 +143,9 @@ def _feeds(model: Path, folder: Path) -> list[dict[str, np.ndarray]]:
 def _npuctl(
     model: Path, calib: Path, evaluation: Path, task: dict[str, Any], work: Path, auto: bool
 ) -> tuple[Path, float, str, str]:
+    from backends import registry
     from backends.base import StageRequest
     from backends.catalog import target
-    from backends.onnx.quantize import QuantizePass
 
     work.mkdir(parents=True, exist_ok=True)
     section: dict[str, Any] = {"mode": "ptq", "calibration": {"data": "calib", "samples": CALIB}}
@@ -166,7 +166,7 @@ def _npuctl(
 
     start = time.perf_counter()
     try:
-        out = QuantizePass().run(request)
+        out = registry.implementation(target("cpu"), "quantize", None).run(request)
         model_path, note = out.artifacts["model"], out.note
     except TerminalError as exc:  # the quantize check failed the stage: its model is scored, marked so
         model_path, note = work / "model.onnx", f"STAGE FAILED (the model it wrote is scored above): {exc}"
@@ -276,6 +276,12 @@ def compare(runs: int, threads: int) -> None:
             "   goal with auto: >= 0.95 and >= NNCF on each model, latency <= 0.70, search < 120 s (320x320)"
         )
         print("   without auto (placement alone): box F1 >= 0.90")
+        from backends.host import host_isa, int8_dot
+
+        print(
+            f"   scores: each model's QDQ math (ONNX Runtime, Q/DQ not fused); this host ({host_isa()}): "
+            f"int8 dot products {int8_dot()} (npuctl's cpu target picks its weight type by that)"
+        )
         for label, model, calib, evaluation, held, task_json, metric in cases:
             task = resolve(
                 from_evaluate({"task": task_json}, None) or (Detection() if metric == "box F1" else Ctc()),

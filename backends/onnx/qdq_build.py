@@ -135,7 +135,7 @@ class Builder:
                 quant_format=QuantFormat.QDQ,
                 op_types_to_quantize=self.op_types,
                 per_channel=self.policy.per_channel,
-                reduce_range=False,
+                reduce_range=self.policy.reduce_range,
                 activation_type=quant_type(self.policy.activations),
                 weight_type=quant_type(self.policy.weights),
                 nodes_to_exclude=sorted(set(float_nodes) | set(self.placed_float)),

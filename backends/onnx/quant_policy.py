@@ -66,6 +66,8 @@ class Policy:
     per_channel: bool = True
     activation_symmetric: bool = False
     weight_symmetric: bool = True
+    reduce_range: bool = False
+    """7-bit weights: set for a host whose int8 kernels clip 8-bit products' pair sums (backends.host)."""
     method: str = "minmax"
     percentile: float = 99.999
     samples: int = 0
@@ -97,6 +99,7 @@ class Policy:
             **({"percentile": self.percentile} if self.method == "percentile" else {}),
             "seed": self.seed,
             "placement": self.placement,
+            **({"reduce_range": True} if self.reduce_range else {}),
         }
 
 

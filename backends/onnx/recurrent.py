@@ -66,7 +66,8 @@ def quantize_weights(
             f"target {target.id} does not run ONNX Runtime's CPU EP, the only runtime here with int8 recurrent "
             "weights"
             if target.backend != "onnxruntime"
-            else f"weights {weights}: only int8 recurrent weights have a kernel"
+            else f"weights {weights}: ONNX Runtime's recurrent quantizer writes int8 weights only (on a "
+            "host whose int8 kernels clip u8 x s8 sums the cpu target's weights are uint8)"
             if weights != "int8"
             else "no int8 kernel for this op in ONNX Runtime"
         )

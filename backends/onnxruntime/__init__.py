@@ -1,5 +1,6 @@
 """The ONNX Runtime backend: the `cpu` target, the reference every other backend is compared with.
 
+quantize: the shared ptq pass with weights this host's int8 kernels sum exactly (_quantize).
 compile: ORT graph optimization at the spec's level, fusions switched off through ORT's own optimizer
 names, saved in ORT format with canonical bytes. evaluate: the artifact measured through a runner
 (benchprog + the shared harness), scored by the one accuracy implementation.
@@ -127,6 +128,10 @@ class OnnxRuntimeBackend:
         return None if find_spec("onnxruntime") is not None else "pip install onnxruntime"
 
     def implementation(self, stage: str) -> StageImpl | None:
+        if stage == "quantize":
+            from backends.onnxruntime._quantize import HostQuantizePass
+
+            return HostQuantizePass()
         if stage == "compile":
             from backends.onnxruntime._compile import CompilePass
 

@@ -79,8 +79,8 @@ def _apply_met(git_repo: Path, npuctl) -> None:  # type: ignore[no-untyped-def]
 
 @pytest.mark.slow
 def test_a_budget_the_search_cannot_meet_fails_quantize_and_keeps_the_lock(git_repo: Path, npuctl) -> None:
-    """The same spec, then an auto budget of 0 with 2 layers at most: the one digit of 360 that int8 gets wrong
-    stays wrong, so the quantize stage fails naming the drop (whole digits of 360), the
+    """The same spec, then an auto budget of 0 with 1 layer at most and asymmetric weights: the digits
+    int8 gets wrong stay wrong (one kept point is not enough), so the quantize stage fails naming the drop (whole digits of 360), the
     budget, the metric and the data; a spec added in the same apply is built, and the failed spec's lock
     keeps the evidence of its last good build."""
     _apply_met(git_repo, npuctl)
@@ -88,8 +88,8 @@ def test_a_budget_the_search_cannot_meet_fails_quantize_and_keeps_the_lock(git_r
     before = lock_file.read_text()
     met = SPEC.format(budget=0.003, layers=4)  # the SLO's bound stays: only the search's budget moves
     unmet = met.replace(
-        "{max_accuracy_drop: 0.003, max_layers: 4}", "{max_accuracy_drop: 0.0, max_layers: 2}"
-    )
+        "{max_accuracy_drop: 0.003, max_layers: 4}", "{max_accuracy_drop: 0.0, max_layers: 1}"
+    ).replace("per_channel: false", "per_channel: false\n    weights: int8\n    symmetric: false")
     (git_repo / "specs" / "digits-auto.yaml").write_text(unmet)
     (git_repo / "specs" / "digits-plain.yaml").write_text(
         GENERIC.replace("digits-generic", "digits-plain").replace("samples: 4", "samples: 2")
@@ -111,7 +111,7 @@ def test_a_budget_the_search_cannot_meet_fails_quantize_and_keeps_the_lock(git_r
     assert drop and float(drop[1]) > 0, reason
     wrong = float(drop[1]) * 360  # labelled top-1 on 360 digits: a drop is a whole number of digits
     assert wrong == pytest.approx(round(wrong), abs=1e-3), reason
-    assert "of at most 2: raise quantization.sensitive_layers.auto.max_layers or max_accuracy_drop" in reason
+    assert "of at most 1: raise quantization.sensitive_layers.auto.max_layers or max_accuracy_drop" in reason
     plain = {s["name"]: s["action"] for s in specs["digits-plain"]["stages"]}
     assert plain["quantize"] == "built" and plain["evaluate"] == "built", specs["digits-plain"]
     assert specs["digits-plain"]["status"] == "Healthy"

@@ -56,9 +56,11 @@ def run_quantize(
     target_id: str = "cpu",
     evaluate: Mapping[str, Any] | None = None,
     extra_inputs: Mapping[str, Path] | None = None,
+    stage: Any = None,
 ) -> StageOutput:
     """The quantize stage on `model`; `evaluate` holds the `evaluate.*` fields the auto search reads
-    (flat paths, e.g. {"evaluate.task": {...}}) and `extra_inputs` their files (eval_data, labels)."""
+    (flat paths, e.g. {"evaluate.task": {...}}) and `extra_inputs` their files (eval_data, labels);
+    `stage` another implementation than the shared pass (a backend's own)."""
     from backends.onnx.quantize import QuantizePass
 
     workdir.mkdir(parents=True, exist_ok=True)
@@ -76,7 +78,7 @@ def run_quantize(
         workdir,
         workdir / "quantize.log",
     )
-    return QuantizePass().run(request)
+    return (stage or QuantizePass()).run(request)
 
 
 def eval_set() -> tuple[list[np.ndarray], list[int]]:

@@ -197,3 +197,16 @@ def test_iter_outputs_runs_nothing_until_asked(tmp_path: Path) -> None:
     names, outputs = iter_outputs(model, feeds())
     assert names == ["y"] and fed == []
     assert len(next(outputs)) == 1 and fed == [0]
+
+
+@pytest.mark.parametrize("weights", ["int8", "uint8"])
+def test_a_qdq_model_is_scored_by_its_math_not_the_hosts_kernels(tmp_path: Path, weights: str) -> None:
+    """u8 x s8 sums that overflow int16 (tests/backends/int8_sums.py): whatever this host's fused kernels
+    do with them (backends.host.int8_dot), the score reads the model's own QDQ math."""
+    from backends.onnx import accuracy
+    from tests.backends import int8_sums
+
+    path = tmp_path / "int8_sums.onnx"
+    path.write_bytes(int8_sums.model(weights))
+    (got,) = accuracy.session(path).run(None, {"x": int8_sums.ones()})
+    assert np.allclose(got, int8_sums.qdq_math(weights), atol=0.07)
