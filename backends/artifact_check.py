@@ -49,6 +49,16 @@ channel's range at box F1 0.986 between them; the score collapse this check exis
 over half their range."""
 
 
+def has_qdq(model: Path) -> bool:
+    """Whether the source is a QDQ model: its compiled form runs integer kernels, which round a
+    requantized output one step off its QDQ math (the reference run_source computes)."""
+    import onnx
+
+    return any(
+        n.op_type == "QuantizeLinear" for n in onnx.load(str(model), load_external_data=False).graph.node
+    )
+
+
 def tolerance(precision: str, quantized: bool) -> float:
     """The compile stage's tolerance for an artifact run at `precision` (f32, f16, bf16)."""
     if quantized:

@@ -81,7 +81,7 @@ def check_ort(
         _prepare_job(job, artifact, settings, samples, inputs, {"warmup": 0, "runs": 1})
         result = LocalRunner().run(job, 600.0, request.log)
         outputs = A.runner_outputs(job, result)
-    quantized = settings.get("quantization_mode") in ("ptq", "qat")
+    quantized = settings.get("quantization_mode") in ("ptq", "qat") or A.has_qdq(source)
     limit = A.tolerance("f32", quantized)
     what = f"compile: the .ort (level {settings['graph_optimization_level']})"
     return A.require(A.agreement(A.run_source(source, samples), outputs), limit, what, data, request.log)

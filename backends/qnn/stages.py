@@ -320,17 +320,9 @@ def check_context(job: Path, source: Path, chip: Mapping[str, str], request: Sta
     driver.call(run, job, job / "check.log")
     reference = artifact_check.run_source(source, samples)
     got = _read_outputs(job / "check-out.npz", len(samples), reference)
-    limit = artifact_check.tolerance("f16", quantized=_quantized(source))
+    limit = artifact_check.tolerance("f16", quantized=artifact_check.has_qdq(source))
     what = "qnn compile: the context model on the HTP simulator"
     return artifact_check.require(artifact_check.agreement(reference, got), limit, what, where, request.log)
-
-
-def _quantized(model: Path) -> bool:
-    import onnx
-
-    return any(
-        n.op_type == "QuantizeLinear" for n in onnx.load(str(model), load_external_data=False).graph.node
-    )
 
 
 def _write_samples(path: Path, samples: list[list[Any]]) -> None:

@@ -50,7 +50,10 @@ def test_stage_implementations() -> None:
         assert isinstance(impl, StageImpl) and impl.stage == stage
         assert impl.fingerprint() == b.fingerprint()
         assert implementation(target("cpu"), stage).stage == stage
-    for stage in ("import", "check", "rewrite", "preprocess", "quantize"):
+    quantize = b.implementation("quantize")  # the shared pass with the host's weight rule
+    assert quantize is not None and quantize.stage == "quantize"
+    assert implementation(target("cpu"), "quantize").stage == "quantize"
+    for stage in ("import", "check", "rewrite", "preprocess"):
         assert b.implementation(stage) is None
     assert type(implementation(target("cpu"), "import")).__name__ == "ImportPass"
 
