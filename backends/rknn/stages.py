@@ -138,10 +138,12 @@ class RknnCompile:
         rec), and its worker runs with address randomization off, so they are fixed by the kernel and
         the CPUs the worker may use: pinned to one CPU, this machine built a third file. So the
         layout is keyed (backends.host.memory_layout) and no lock built on one is claimed for
-        another."""
+        another. All of these, and the venv's unpinned dependencies as this machine's installer
+        resolved them, are host_* facts: another machine's build of the same spec, which the engine
+        keeps from the lock rather than rebuild (reconciler.engine.resolve)."""
         return {
             **_fingerprint(),
-            "environment": toolchains.environment(toolchains.RKNN),
+            "host_environment": toolchains.environment(toolchains.RKNN),
             "host_isa": host_isa(),
             **{f"host_{k}": v for k, v in memory_layout().items()},
         }

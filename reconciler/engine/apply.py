@@ -30,7 +30,7 @@ from reconciler.engine.lockwrite import (
 )
 from reconciler.engine.measurements import collect
 from reconciler.engine.reporter import Reporter
-from reconciler.engine.resolve import Resolved, carried_reason, first_to_build, index_locks, resolve
+from reconciler.engine.resolve import Resolved, first_to_build, index_locks, resolve
 from reconciler.engine.results import SpecResult, StageResult
 from reconciler.engine.settled import Settled
 from reconciler.engine.sources import lock_sources
@@ -142,7 +142,7 @@ class _ChainRun:
             assert resolved.record is not None
             remote_bad = layer.broken(self.ws, key)
             if not self._bytes_needed(index) and not self.ws.repairing(key) and not remote_bad:
-                why = LOCK_NOTE if resolved.source == "lock" else carried_reason(setup)
+                why = LOCK_NOTE if resolved.source == "lock" else resolved.note
                 if resolved.source == "carried":
                     self.carried.append(f"{self.variant.name}/{name}: {why}")
                 return self._done(setup, resolved.record, "cached", why)

@@ -59,7 +59,7 @@ def explain(ws: Workspace, spec: LoadedSpec, stage: str | None = None) -> list[S
                 note = "upstream not built yet: key known after apply"
             else:
                 now = resolved.key_inputs or {}
-                note = _NOTES.get(resolved.source, "")
+                note = resolved.note or _NOTES.get(resolved.source, "")
             before = _leaves(last.key_inputs) if last else {}
             current = _leaves(now)
             rows = [
@@ -84,5 +84,4 @@ def explain(ws: Workspace, spec: LoadedSpec, stage: str | None = None) -> list[S
 _NOTES = {
     "missing": "no record for this key",
     "lock": "recorded in the lock (not in the local store)",
-    "carried": "recorded in the lock; its toolchain is not installed here: not re-verified",
 }

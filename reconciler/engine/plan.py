@@ -17,7 +17,7 @@ from reconciler.engine import health, keys
 from reconciler.engine.chain import StageSetup, Variant, build_chain, variants
 from reconciler.engine.measurements import collect
 from reconciler.engine.predict import predict
-from reconciler.engine.resolve import Resolved, carried_reason, index_locks, walk
+from reconciler.engine.resolve import Resolved, index_locks, walk
 from reconciler.engine.results import SpecResult, StageResult, Verdict
 from reconciler.engine.stages import VERIFY
 from reconciler.engine.verify import judge
@@ -63,7 +63,7 @@ def _stage_result(
     if resolved.source == "lock":
         return StageResult(name, variant, "cached", key, lockread.LOCK_NOTE)
     if resolved.source == "carried":
-        return StageResult(name, variant, "cached", key, carried_reason(setup))
+        return StageResult(name, variant, "cached", key, resolved.note)
     assert key is not None and resolved.key_inputs is not None
     failure = ws.db.failure(key)
     if failure is not None:

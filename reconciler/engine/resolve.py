@@ -5,13 +5,19 @@ date when its key has a usable local record, or when the key equals the one the 
 (`lock`): its artifacts are then known by digest, and their bytes are needed only when a later stage
 must build. A stage this machine cannot run (its toolchain is missing, so its key cannot even be
 computed the same way) whose recorded inputs match the spec in every field, file and upstream digest
-is `carried`: the committed evidence stands, not re-verified here. With a remote cache, a key with no
+is `carried`: the committed evidence stands, not re-verified here. So is one whose recorded inputs
+differ from this machine's only in the facts of the machine that built it (fingerprint entries a
+backend names `host_*`: its ISA, its int8 kernels, its kernel and CPUs, what its toolchain installer
+resolved beyond the pins): another machine's build of the same thing, kept until a later stage needs
+its bytes here or `apply --remeasure` rebuilds it, so machines of two kinds do not rewrite one lock
+back and forth. With a remote cache, a key with no
 usable local record is looked up there before the lock: apply downloads it (`fetched`, then an
 ordinary local record), plan only reads the record (`remote`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -33,6 +39,9 @@ SPEC_SIDE = ("stage", "fields", "files", "upstream", "target")
 
 FOUND = ("store", "fetched", "remote", "lock", "carried", "identity")
 
+MACHINE_FACT = "host_"
+"""The prefix of a fingerprint entry that is a fact of the building machine, not of the spec or pins."""
+
 
 @dataclass
 class Resolved:
@@ -43,6 +52,8 @@ class Resolved:
     source: str
     """store | fetched | remote | lock | carried | identity | missing | unknown"""
     key_inputs: dict[str, Any] | None = None
+    note: str = ""
+    """Why a `carried` record stands without being re-verified here."""
 
     @property
     def found(self) -> bool:
@@ -55,6 +66,34 @@ def spec_side_matches(recorded: dict[str, Any], current: dict[str, Any]) -> bool
 
 def carried_reason(setup: StageSetup) -> str:
     return f"recorded in the lock; not re-verified on this machine: toolchain not installed: {setup.error}"
+
+
+def _without_machine(inputs: dict[str, Any]) -> dict[str, Any]:
+    impl = dict(inputs.get("impl") or {})
+    fingerprint = impl.get("fingerprint") or {}
+    impl["fingerprint"] = {k: v for k, v in fingerprint.items() if not k.startswith(MACHINE_FACT)}
+    return {**inputs, "impl": impl}
+
+
+def machine_moves(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """The machine facts that differ between a recorded build and this machine's, when nothing else
+    does (else none): `host_isa x86_64-avx2 -> x86_64-avx512f`."""
+    if not recorded:
+        return []
+    current = json.loads(json.dumps(current))  # tuples as the lock file holds them
+    if _without_machine(recorded) != _without_machine(current):
+        return []
+    was = (recorded.get("impl") or {}).get("fingerprint") or {}
+    now = (current.get("impl") or {}).get("fingerprint") or {}
+    return [f"{k} {was.get(k)} -> {now.get(k)}" for k in sorted({*was, *now}) if was.get(k) != now.get(k)]
+
+
+def machine_reason(moves: list[str]) -> str:
+    return (
+        "recorded in the lock, built on a machine of another kind ("
+        + "; ".join(moves)
+        + "): not rebuilt here (`apply --remeasure` builds and measures it on this machine)"
+    )
 
 
 def resolve(
@@ -81,6 +120,9 @@ def resolve(
     if not setup.active:
         outputs[name] = identity_outputs(setup, linked)
         return Resolved(setup, key, record or lock_record, "identity", key_inputs)
+    if lock_record is None and in_lock is not None and (moves := machine_moves(in_lock.inputs, key_inputs)):
+        outputs[name] = in_lock.artifacts  # before this machine's own build: the lock stays as committed
+        return Resolved(setup, key, locked.record(name), "carried", key_inputs, machine_reason(moves))
     if ws.usable(record):
         outputs[name] = record.artifacts if record else None
         return Resolved(setup, key, record, "store", key_inputs)
@@ -102,7 +144,7 @@ def resolve(
     ):
         carried = locked.record(name)
         outputs[name] = in_lock.artifacts
-        return Resolved(setup, key, carried, "carried", key_inputs)
+        return Resolved(setup, key, carried, "carried", key_inputs, carried_reason(setup))
     outputs[name] = None
     return Resolved(setup, key, None, "missing", key_inputs)
 

@@ -119,6 +119,9 @@ def test_a_machine_without_rknn_or_openvino_keeps_every_committed_lock(tmp_path:
         assert row["sync"] == "Synced", "the committed build is of this very spec"
         assert all(v.get("carried_over") is True for v in row["verdicts"]), name
         assert "carried over" in row["reason"]
-    assert not rows["digits-cpu"]["carried_over"], "ONNX Runtime is here: nothing to carry"
+    # ONNX Runtime is here: nothing carried for want of it (a lock built on a machine of another
+    # kind, another vector ISA, is carried as such: tests/e2e/test_machine_kind.py)
+    assert not [c for c in rows["digits-cpu"]["carried_over"] if "toolchain not installed" in c]
+    assert all("machine of another kind" in c for c in rows["digits-cpu"]["carried_over"])
     text = npuctl(repo, "status", env=absent)
     assert "carried over" in text.stdout

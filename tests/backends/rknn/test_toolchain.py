@@ -90,9 +90,9 @@ def test_the_compile_key_holds_the_whole_venv_and_the_host_isa(
     assert base["host_isa"] == host_isa() and base["host_isa"].startswith(("x86_64", "aarch64", "arm"))
     assert compile_fp({"opencv-python-headless": "4.10.0.84", "pip": "24.0"}) == base
     bumped = compile_fp({"opencv-python-headless": "4.11.0.86", "pip": "23.2.1"})
-    assert bumped["environment"] != base["environment"]
-    assert {k: v for k, v in bumped.items() if k != "environment"} == {
-        k: v for k, v in base.items() if k != "environment"
+    assert bumped["host_environment"] != base["host_environment"]
+    assert {k: v for k, v in bumped.items() if k != "host_environment"} == {
+        k: v for k, v in base.items() if k != "host_environment"
     }
 
 
