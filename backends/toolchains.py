@@ -269,7 +269,17 @@ def install(
         # always called through the interpreter path, which resolves relative to the venv.
         _run(python_argv("-m", "venv", str(staging)), log, "python -m venv")
         py = str(venv_python(staging))
-        pip = python_argv("-m", "pip", "install", "--no-input", "--disable-pip-version-check", interpreter=py)
+        # --no-compile: byte-compiling every file of torch and friends was most of an install's time;
+        # what a build imports is compiled on first import instead
+        pip = python_argv(
+            "-m",
+            "pip",
+            "install",
+            "--no-input",
+            "--disable-pip-version-check",
+            "--no-compile",
+            interpreter=py,
+        )
         _run([*pip, *tc.requirements], log, "pip install (pinned dependencies)")
         toolchain_reqs = [str(wheel.resolve())] if wheel is not None else list(tc.no_deps)
         _run([*pip, "--no-deps", *toolchain_reqs], log, f"pip install --no-deps {' '.join(tc.no_deps)}")
