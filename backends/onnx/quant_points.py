@@ -317,7 +317,7 @@ def kept_float(
     drops their clipping."""
     import onnx
 
-    from backends.onnx.sensitivity import _prune
+    from backends.onnx.float_keep import prune
 
     model = onnx.ModelProto()
     model.CopyFrom(qdq)
@@ -352,5 +352,5 @@ def kept_float(
             del dq.input[:]
             dq.input.append(source)
     graph.initializer.extend(added[k] for k in sorted(added))
-    _prune(model)
+    prune(model)
     return bytes(model.SerializeToString())

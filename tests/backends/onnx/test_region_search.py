@@ -135,12 +135,12 @@ def test_without_a_size_that_meets_it_the_best_region_is_returned_unmet(tmp_path
 
 def test_a_float_region_restores_the_float_output_over_its_span(tmp_path: Path) -> None:
     """On a real residual CNN quantized by ONNX Runtime, keeping the 2-layer prefix float (through
-    backends.onnx.sensitivity.without_layer, as the build does) leaves only the last conv rounded."""
+    backends.onnx.float_keep.without_layer, as the build does) leaves only the last conv rounded."""
     import onnxruntime as ort
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
     from backends.onnx.calibration import ChunkReader
-    from backends.onnx.sensitivity import without_layer
+    from backends.onnx.float_keep import without_layer
 
     model = _residual_cnn()
     src, qdq = tmp_path / "float.onnx", tmp_path / "qdq.onnx"

@@ -14,7 +14,8 @@ from quant_helpers import DIGITS_CALIB, digits_model, ptq_config, run_quantize
 
 from backends.onnx import sensitivity
 from backends.onnx.calibration import ChunkReader
-from backends.onnx.sensitivity import Layer, Ranked, Score, greedy, layers, sample_counts, without_layer
+from backends.onnx.float_keep import without_layer
+from backends.onnx.sensitivity import Layer, Ranked, Score, greedy, layers, sample_counts
 
 
 def _hardswish_model() -> onnx.ModelProto:
