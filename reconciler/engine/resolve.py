@@ -120,7 +120,8 @@ def resolve(
     if not setup.active:
         outputs[name] = identity_outputs(setup, linked)
         return Resolved(setup, key, record or lock_record, "identity", key_inputs)
-    if lock_record is None and in_lock is not None and (moves := machine_moves(in_lock.inputs, key_inputs)):
+    moves = machine_moves(in_lock.inputs, key_inputs) if lock_record is None and in_lock else []
+    if in_lock is not None and moves and setup.error is None:  # a missing toolchain: carried below
         outputs[name] = in_lock.artifacts  # before this machine's own build: the lock stays as committed
         return Resolved(setup, key, locked.record(name), "carried", key_inputs, machine_reason(moves))
     if ws.usable(record):
