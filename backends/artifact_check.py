@@ -52,11 +52,9 @@ over half their range."""
 def has_qdq(model: Path) -> bool:
     """Whether the source is a QDQ model: its compiled form runs integer kernels, which round a
     requantized output one step off its QDQ math (the reference run_source computes)."""
-    import onnx
+    from backends.onnx.facts import load_light  # the graph only: no copy of a large model's weights
 
-    return any(
-        n.op_type == "QuantizeLinear" for n in onnx.load(str(model), load_external_data=False).graph.node
-    )
+    return any(n.op_type == "QuantizeLinear" for n in load_light(model).graph.node)
 
 
 def tolerance(precision: str, quantized: bool) -> float:
