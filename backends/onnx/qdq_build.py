@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backends.errors import TerminalError, one_line
-from backends.onnx import calibration
+from backends.onnx import bias_correction, calibration
 from backends.onnx.quant_policy import Policy, int16_overrides, quant_type
 from backends.onnx.quantize_modes import save_deterministic
 
@@ -95,7 +95,11 @@ class Builder:
     op_types: list[str]
     placed_float: Sequence[str] = ()
     """Nodes the placement leaves float in every build (the tail, mixed-range concats)."""
+    shifts: Sequence[bias_correction.Shift] = ()
+    """Measured bias shifts every build gets (backends.onnx.bias_correction), once measured."""
     counter: int = 0
+    corrected: int = 0
+    """Layers whose bias the last build corrected."""
 
     def build(
         self,
@@ -148,6 +152,7 @@ class Builder:
         except Exception as exc:  # noqa: BLE001 - ORT's quantizer raises plain exceptions
             raise TerminalError(f"quantization failed: {one_line(exc)}") from exc
         model = onnx.load(str(target))
+        self.corrected = bias_correction.apply(model, self.shifts)
         save_deterministic(model, target)
         return target
 

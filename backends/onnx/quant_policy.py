@@ -76,6 +76,8 @@ class Policy:
     placement: str = "target"
     """target: Q/DQ where the target runs integer ops (backends.onnx.qdq_placement); every_op: ORT's default."""
     integer_graph: bool = False
+    bias_correction: bool = True
+    """Each quantized layer's mean output shift folded into its bias (backends.onnx.bias_correction)."""
     """Set by a backend whose compiled graph runs wholly in integer (QNN HTP): no float tail."""
     sensitive: SensitiveRules | None = None
     notes: tuple[str, ...] = field(default=())
@@ -99,6 +101,7 @@ class Policy:
             **({"percentile": self.percentile} if self.method == "percentile" else {}),
             "seed": self.seed,
             "placement": self.placement,
+            "bias_correction": self.bias_correction,
             **({"reduce_range": True} if self.reduce_range else {}),
         }
 
@@ -131,6 +134,7 @@ def resolve(config: Mapping[str, Any], target: Target) -> Policy:
         seed=int(calibration.get("seed", 0)),
         keep_io_types=bool(section.get("keep_io_types", True)),
         placement=str(section.get("placement", "target")),
+        bias_correction=bool(section.get("bias_correction", True)),
         sensitive=_rules(section.get("sensitive_layers")),
         notes=tuple(notes),
     )

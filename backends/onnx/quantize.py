@@ -90,7 +90,7 @@ class QuantizePass:
     """Stage "quantize"."""
 
     stage = "quantize"
-    version = "8"  # 8: auto searches the input-side region as one block when single layers miss the budget; 7: auto keeps only layers that improve, falls back to its best bulk group; 6: recurrent weights per channel, weights ranked by output SQNR; 5: LSTM weights int8 (recurrent); 4: Q/DQ placement by target (qdq_placement)
+    version = "9"  # 9: bias correction (backends.onnx.bias_correction); 8: auto searches the input-side region as one block when single layers miss the budget; 7: auto keeps only layers that improve, falls back to its best bulk group; 6: recurrent weights per channel, weights ranked by output SQNR; 5: LSTM weights int8 (recurrent); 4: Q/DQ placement by target (qdq_placement)
 
     def fingerprint(self) -> dict[str, str]:
         return {name: _dist_version(name) for name in ("onnx", "onnxruntime", "numpy")}
@@ -152,6 +152,7 @@ def _note(report: Mapping[str, Any]) -> str:
             f"({cache}), {kept_text}{auto_search.note(report.get('auto'))}"
             + (f"; {qdq_placement.note(report['placement'])}" if "placement" in report else "")
             + (f"; recurrent: {recurrent.note(report['recurrent'])}" if report.get("recurrent") else "")
+            + _bias_note(report.get("bias_correction"))
         )
     if mode == "fp16":
         return "fp16"
@@ -212,6 +213,9 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
         )
         keep = rules.keep if rules is not None else "fp32"
         kept: dict[str, tuple[str, str]] = {name: (keep, rule) for name, rule in explicit.items()}
+        if policy.bias_correction:
+            report["bias_correction"] = _correct_biases(builder, kept, prepared, model, files, scratch)
+            log(f"bias correction: {report['bias_correction']}")
 
         def build(
             extra_layers: Sequence[sensitivity.Layer],
@@ -247,6 +251,8 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
             for name in layer.nodes:
                 kept.setdefault(name, (keep, f"auto: layer {layer.name}"))
         built = _final_build(build, picked.points, keep, model, scratch)
+        if "bias_correction" in report:  # the artifact's own count: layers a search kept float have none
+            report["bias_correction"]["layers_corrected"] = builder.corrected
         if picked.points:
             report["kept_points"] = [
                 {
@@ -283,6 +289,34 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
 
     report["check"] = quantize_check.check(request, report, out, reference, files)
     return report
+
+
+def _bias_note(record: Mapping[str, Any] | None) -> str:
+    if not record:
+        return ""
+    return (
+        f"; bias corrected on {record['layers_corrected']} layers (mean shift of int8 against float, "
+        f"{record['samples']} samples)"
+    )
+
+
+def _correct_biases(
+    builder: Builder,
+    kept: Mapping[str, tuple[str, str]],
+    prepared: Path,
+    model: onnx.ModelProto,
+    files: Sequence[Path],
+    scratch: Path,
+) -> dict[str, Any]:
+    """Measures every layer's mean shift on the first build (the spec's own keeps float) and hands it to
+    the builder, so each later build, search candidates and artifact alike, is corrected the same way."""
+    from backends.onnx import bias_correction
+
+    base = builder.build([n for n, (p, _) in kept.items() if p in FLOAT_KEEPS])
+    specs = data.model_inputs(model)
+    samples = [data.read_sample(p, specs) for p in files[: bias_correction.SAMPLES]]
+    builder.shifts = bias_correction.measure(base, prepared, samples, scratch)
+    return bias_correction.summary(builder.shifts, len(builder.shifts), len(samples))
 
 
 def _channel_check(

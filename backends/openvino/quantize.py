@@ -29,7 +29,7 @@ from backends.base import StageOutput, StageRequest
 from backends.errors import TerminalError
 from backends.openvino import fingerprint
 
-VERSION = "2"  # 2: calibration.method maps onto NNCF's activation range estimator
+VERSION = "3"  # 3: quantization.bias_correction maps onto NNCF's disable_bias_correction; 2: calibration.method maps onto NNCF's activation range estimator
 
 
 def _estimator_text(method: str, percentile: float) -> str:
@@ -185,6 +185,8 @@ class NncfQuantize:
         advanced: dict[str, Any] = {
             "activations_range_estimator_params": range_estimator(policy.method, policy.percentile)
         }
+        if not policy.bias_correction:
+            advanced["disable_bias_correction"] = True
         if not policy.per_channel:
             advanced["weights_quantization_params"] = QuantizationParameters(per_channel=False)
         kwargs["advanced_parameters"] = AdvancedQuantizationParameters(**advanced)
@@ -217,6 +219,7 @@ class NncfQuantize:
             fh.write(json.dumps(report, indent=1, sort_keys=True) + "\n")
         note = (
             f"nncf int8 ({preset.value}), {qdq} QuantizeLinear, {len(samples)} calibration samples, "
-            f"calibration.method {policy.method} -> {report['range_estimator']}"
+            f"calibration.method {policy.method} -> {report['range_estimator']}, NNCF bias correction "
+            + ("on" if policy.bias_correction else "off (quantization.bias_correction false)")
         )
         return StageOutput(artifacts={"model": out}, report=report, note=note)

@@ -262,6 +262,13 @@ class Quantization(_Strict):
         "stay float on targets that run float layers. every_op: ONNX Runtime's default, every op it can "
         "quantize, tails included.",
     )
+    bias_correction: bool = Field(
+        default=True,
+        description="ptq: fold each quantized Conv/Gemm's mean output shift per channel (int8 weights "
+        "against float, the layer fed its float input, on up to 32 calibration samples) into its int32 "
+        "bias, where npuctl builds the QDQ model (ONNX Runtime-based targets) and in NNCF (its bias "
+        "correction). RKNN's and TFLite's converters have no such step.",
+    )
     keep_io_types: bool = Field(
         default=True,
         description="fp16: keep float32 model inputs and outputs (Cast nodes at the boundary); false makes "

@@ -232,6 +232,24 @@ def test_calibration_method_maps_onto_nncf_range_estimators(tmp_path: Path, digi
         )
 
 
+def test_bias_correction_false_turns_off_nncfs_own(tmp_path: Path, digits: Path) -> None:
+    """quantization.bias_correction maps onto NNCF's disable_bias_correction: other biases, and the note
+    says which."""
+    from backends.openvino.quantize import NncfQuantize
+
+    inputs = {"model": digits, "float_model": digits, "calibration_data": DIGITS / "data" / "calib"}
+    built, notes = {}, {}
+    for on in (True, False):
+        (tmp_path / str(on)).mkdir()
+        section = {"mode": "ptq", "calibration": {"data": "calib", "samples": 20}, "bias_correction": on}
+        out = NncfQuantize().run(
+            _request(tmp_path / str(on), "quantize", {"quantization": section, "target": "intel-npu"}, inputs)
+        )
+        built[on], notes[on] = out.artifacts["model"].read_bytes(), out.note
+    assert built[True] != built[False]
+    assert "bias correction on" in notes[True] and "bias correction off" in notes[False]
+
+
 def test_options_schema_rejects_unknown_and_bad_values() -> None:
     from jsonschema import Draft202012Validator
 
