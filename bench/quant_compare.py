@@ -41,7 +41,8 @@ bench's sets (held-out / tuning), AVX-512 VNNI host:
   0.925 / 0.975 -> 0.920 / 0.960 (budget missed with 12 kept); max_layers 16 with it: 0.910 / 0.975
   (budget met on the tuning lines). So the search fits the tuning lines and the held-out ones stay
   near 0.92 whatever it keeps: what is left is generalisation, not layers.
-- YOLOv8-style head ptq 0.971 / 0.918 -> 0.959 / 0.911 (83 layers): within the 50 frames' noise.
+- YOLOv8-style head ptq 0.971 / 0.918 -> 0.959 / 0.911 (83 layers): within the 50 frames' noise;
+  the YOLOX head and the detectors' auto were not re-measured with it.
 
 Run: python bench/quant.py --compare [--runs 20] [--threads 1]
 """

@@ -47,7 +47,6 @@ class _Layer:
     node: onnx.NodeProto
     chain: list[onnx.NodeProto]
     """The layer's input QuantizeLinear and the DequantizeLinear nodes of its three inputs, then itself."""
-    float_input: str
     float_output: str
     """The same-named node's output in the float model (the quantizer renames outputs it folds a Relu
     into or puts a Q/DQ pair behind)."""
@@ -64,6 +63,8 @@ def _producers(graph: onnx.GraphProto) -> dict[str, onnx.NodeProto]:
 def _layers(qdq: onnx.ModelProto, float_tensors: set[str], float_nodes: Mapping[str, str]) -> list[_Layer]:
     """The quantized Conv/Gemm nodes whose activation comes through Q/DQ from a tensor the float model
     has, with int8 weights and an int32 bias: what a copy can be built of."""
+    from onnx import TensorProto
+
     graph = qdq.graph
     made = _producers(graph)
     inits = {t.name: t for t in graph.initializer}
@@ -79,8 +80,13 @@ def _layers(qdq: onnx.ModelProto, float_tensors: set[str], float_nodes: Mapping[
         bias = inits.get(dq_b.input[0])
         if q_x is None or q_x.op_type != "QuantizeLinear" or q_x.input[0] not in float_tensors:
             continue
-        if bias is None or bias.data_type != 6 or len(bias.dims) != 1 or dq_w.input[0] not in inits:
-            continue  # 6: INT32
+        if (
+            bias is None
+            or bias.data_type != TensorProto.INT32
+            or len(bias.dims) != 1
+            or dq_w.input[0] not in inits
+        ):
+            continue
         float_output = float_nodes.get(node.name)
         if float_output is None:
             continue  # no float node of that name to compare with
@@ -90,7 +96,6 @@ def _layers(qdq: onnx.ModelProto, float_tensors: set[str], float_nodes: Mapping[
             _Layer(
                 node,
                 [q_x, dq_x, dq_w, dq_b, node],
-                q_x.input[0],
                 float_output,
                 bias.name,
                 dq_b.input[1],
@@ -182,7 +187,10 @@ def measure(qdq_path: Path, prepared_path: Path, samples: Sequence[Sample], scra
             means = [np.asarray(m, np.float64) for m in session.run(None, sample.feed)]
             totals = means if totals is None else [a + b for a, b in zip(totals, means, strict=True)]
     except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
-        raise TerminalError(f"bias correction: the probe model failed: {one_line(exc)}") from exc
+        raise TerminalError(
+            f"quantization.bias_correction: its probe model did not run ({one_line(exc)}); set "
+            "quantization.bias_correction: false to build without it"
+        ) from exc
     finally:
         path.unlink(missing_ok=True)
     assert totals is not None
