@@ -143,7 +143,11 @@ def run(
     chosen = Chosen(list(phase1.chosen), scorer=search_scorer)
     steps = [
         sensitivity.Step(
-            [], None, base.accuracy, search_scorer.reference_accuracy - base.accuracy, base.sqnr_db
+            [],
+            None,
+            base.accuracy,
+            sensitivity.drop_of(search_scorer.reference_accuracy, base.accuracy),
+            base.sqnr_db,
         ).as_dict(),
         *phase1.steps,
     ]
@@ -360,7 +364,7 @@ def final_score(
             reference, measured_on.samples, threads=THREADS, task=measured_on.task, labels=measured_on.labels
         )
     got = scorer(model)
-    drop = scorer.reference_accuracy - got.accuracy
+    drop = sensitivity.drop_of(scorer.reference_accuracy, got.accuracy)
     log(
         f"auto: final artifact {scorer.metric} {got.accuracy:.4f} (drop {drop:.4f}), sqnr {got.sqnr_db:.2f} dB"
     )

@@ -91,7 +91,7 @@ def search(
     def measure(k: int) -> bool:
         region = prefix(model, k, explicit)
         got = scores[k] = scorer(build(region))
-        drop = scorer.reference_accuracy - got.accuracy
+        drop = sensitivity.drop_of(scorer.reference_accuracy, got.accuracy)
         found.trials.append(
             {
                 "layers": k,
@@ -138,6 +138,6 @@ def _chosen(
     found.chosen = prefix(model, k, explicit)
     found.budget_met = met
     names = [layer.name for layer in found.chosen]
-    drop = scorer.reference_accuracy - got.accuracy
+    drop = sensitivity.drop_of(scorer.reference_accuracy, got.accuracy)
     found.step = sensitivity.Step(names, f"region of the first {k} layers", got.accuracy, drop, got.sqnr_db)
     return found

@@ -71,6 +71,16 @@ inputs give the same choice on every machine."""
 MIN_SEARCH_SAMPLES = 16
 
 
+DROP_DIGITS = 9
+"""Decimals a drop is kept to: far below any score's resolution (one sample of a million), far above
+float rounding, so 1.0 - 0.995 is the 0.005 it reads as and meets a budget of 0.005."""
+
+
+def drop_of(reference: float, accuracy: float) -> float:
+    """The accuracy drop the budget and the `accuracy.max_drop` SLO compare."""
+    return round(reference - accuracy, DROP_DIGITS)
+
+
 def sample_counts(input_elements: int, available: int) -> tuple[int, int]:
     """(ranking samples, search samples) for a model whose inputs hold `input_elements` per sample."""
     per = max(1, input_elements)
@@ -260,7 +270,7 @@ def greedy(
     to 0.82 over 7 kept convs, each a loss; a tie spends latency on nothing), and the next is tried,
     at most 2 x max_layers in all."""
     search = Search()
-    drop = reference_accuracy - base.accuracy
+    drop = drop_of(reference_accuracy, base.accuracy)
     search.steps.append(Step([], None, base.accuracy, drop, base.sqnr_db))
     if drop <= max_drop:
         search.budget_met = True
@@ -271,7 +281,7 @@ def greedy(
             break
         trial = [*search.chosen, row.layer]
         got = scorer(build(trial))
-        drop = reference_accuracy - got.accuracy
+        drop = drop_of(reference_accuracy, got.accuracy)
         if got.accuracy <= current + 1e-9:
             log(
                 f"  try +{row.layer.name} -> {scorer.metric} {got.accuracy:.4f}: no better than "

@@ -71,6 +71,8 @@ class Ctc:
     charset: tuple[str, ...] | None = None
     """Characters of the non-blank classes (or of every class) in index order, read from the charset file."""
     metric: Literal["exact", "char_accuracy"] = "exact"
+    case_sensitive: bool = True
+    """False: characters compared case-folded (the scene-text recognition protocol); needs a charset."""
     type: str = "ctc"
 
 
@@ -133,7 +135,14 @@ def from_evaluate(evaluate: Mapping[str, Any] | None, charset: Path | None = Non
         )
     if kind == "ctc":
         chars = read_charset(charset) if charset is not None else None
-        return Ctc(raw.get("output"), int(raw.get("blank", 0)), chars, raw.get("metric") or "exact")
+        case_sensitive = bool(raw.get("case_sensitive", True))
+        if not case_sensitive and chars is None:
+            raise TerminalError(
+                "evaluate.task.case_sensitive: false compares characters; set evaluate.task.charset"
+            )
+        return Ctc(
+            raw.get("output"), int(raw.get("blank", 0)), chars, raw.get("metric") or "exact", case_sensitive
+        )
     if kind == "dense":
         threshold = raw.get("threshold")
         return Dense(raw.get("output"), None if threshold is None else float(threshold))

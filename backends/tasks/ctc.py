@@ -87,11 +87,16 @@ class CtcMetric(TaskMetric):
     def decode(self, scores: Any) -> Text:
         classes = int(steps(scores).shape[-1])
         indices = greedy(scores, self.config.blank)
-        return characters(indices, self.config.charset, self.config.blank, classes)
+        return self._fold(characters(indices, self.config.charset, self.config.blank, classes))
+
+    def _fold(self, text: Text) -> Text:
+        if self.config.case_sensitive:
+            return text
+        return tuple(c.casefold() if isinstance(c, str) else c for c in text)  # type: ignore[return-value]
 
     def _add(self, reference: Sequence[Any], outputs: Sequence[Any], label: Any) -> None:
         ref, out = self.decode(reference[self.index]), self.decode(outputs[self.index])
-        truth: Text = tuple(str(label)) if self.labelled else ref
+        truth: Text = self._fold(tuple(str(label))) if self.labelled else ref
         self.exact += int(out == truth)
         self.edits += edit_distance(out, truth)
         self.chars += len(truth)
@@ -109,6 +114,8 @@ class CtcMetric(TaskMetric):
         ref_exact = self.reference_exact / n if self.labelled else 1.0
         extra = {"exact_match": exact, "cer": cer, "reference_cer": ref_cer}
         truth = "labels" if self.labelled else "the float model's strings"
+        if not self.config.case_sensitive:
+            truth += ", case-folded"
         if self.config.metric == "char_accuracy":
             text = f"character accuracy (1 - CER, greedy CTC decode) against {truth}"
             return TaskScore(

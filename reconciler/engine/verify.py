@@ -19,6 +19,10 @@ from reconciler.engine.results import Verdict
 Measurements = dict[str, dict[str, Any]]
 
 _AT_MOST = "<="
+SLACK = 1e-9
+"""A value within this of its threshold meets it: float rounding, far below any figure's resolution
+(1.0 - 0.995 is 0.0050000000000000044, the 0.005 it reads as; the auto search rounds the same way,
+backends.onnx.sensitivity.drop_of). The recorded value stays as computed."""
 _AT_LEAST = ">="
 
 
@@ -45,7 +49,7 @@ def _verdict(
         return Verdict(name, variant, threshold, comparison, None, None, evidence, word, why)
     value = measured["value"] if value is None else value
     evidence = str(measured.get("evidence", ""))
-    met = value <= threshold if comparison == _AT_MOST else value >= threshold
+    met = value <= threshold + SLACK if comparison == _AT_MOST else value >= threshold - SLACK
     judged = partial(Verdict, name, variant, threshold, comparison, value)
     detail = str(measured.get("detail", ""))
     if measured.get("on_target") is False:

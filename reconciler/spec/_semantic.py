@@ -93,7 +93,16 @@ def _task_errors(spec: LoadedSpec) -> list[SpecError]:
     """Labels the declared task cannot read: dense maps and regression outputs are measured against the
     float model; text labels of a ctc task need the charset that maps classes to characters."""
     task = spec.field("evaluate.task")
-    if task is None or spec.field("evaluate.labels") is None:
+    if task is None:
+        return []
+    if task.get("type") == "ctc" and task.get("case_sensitive") is False and task.get("charset") is None:
+        return [
+            spec.error(
+                "evaluate.task.case_sensitive",
+                "case folding compares characters: set evaluate.task.charset (class indices have no case)",
+            )
+        ]
+    if spec.field("evaluate.labels") is None:
         return []
     if task.get("type") in ("dense", "regression"):
         return [

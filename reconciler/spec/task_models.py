@@ -107,6 +107,11 @@ class CtcTask(_Strict):
         description="exact: string exact-match rate; char_accuracy: 1 - character error rate. Both are "
         "reported; against the labels or the float model's strings.",
     )
+    case_sensitive: bool = Field(
+        default=True,
+        description="false: strings compared after Unicode case folding, as scene-text recognition "
+        "benchmarks score them (a 'w' and a 'W' drawn at one size are the same glyph); needs the charset.",
+    )
 
 
 class DenseTask(_Strict):

@@ -67,3 +67,14 @@ def test_a_figure_resting_on_an_assumption_neither_passes_nor_fails() -> None:
         v = _by_name({"latency_ms": {"p90": bound}}, assumed)["latency_ms.p90"]
         assert v.passed is None and v.verdict == word, v
         assert "an assumed HTP clock of 1000 MHz" in v.detail
+
+
+def test_a_drop_equal_to_the_budget_meets_it() -> None:
+    """1.0 - 0.995 is 0.0050000000000000044 in floating point: the verdict reads the 0.005 it is."""
+    measured = {
+        "accuracy": {"value": 0.995, "evidence": "measured:host"},
+        "accuracy.reference": {"value": 1.0, "evidence": "measured:host"},
+    }
+    verdict = _by_name({"accuracy": {"max_drop": 0.005}}, measured)["accuracy.max_drop"]
+    assert verdict.value == 1.0 - 0.995 and verdict.passed is True  # recorded as computed, judged as read
+    assert _by_name({"accuracy": {"max_drop": 0.0049}}, measured)["accuracy.max_drop"].passed is False

@@ -216,3 +216,12 @@ def test_labels_the_declared_task_cannot_read(repo: Repo, task: str, message: st
     )
     (report,) = check([repo.write("specs/t.yaml", text)], repo.root)
     assert any(message in str(e) for e in report.errors), [str(e) for e in report.errors]
+
+
+def test_case_folding_without_a_charset_is_an_error_at_its_field(repo: Repo) -> None:
+    """Class indices have no case: `case_sensitive: false` needs the characters, and says so where it is."""
+    text = GOOD_CLS + "  evaluate:\n    data: ../data/eval\n    task: {type: ctc, case_sensitive: false}\n"
+    (report,) = check([repo.write("specs/t.yaml", text)], repo.root)
+    (error,) = [e for e in report.errors if "case_sensitive" in str(e)]
+    assert str(error).startswith("specs/t.yaml:"), str(error)
+    assert "spec.evaluate.task.case_sensitive: case folding compares characters" in str(error)

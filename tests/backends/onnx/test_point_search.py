@@ -130,9 +130,13 @@ def test_spread_damage_no_single_point_shows_is_recovered_by_the_bulk_step(tmp_p
         logs.append,
     )
     assert found.budget_met, logs
-    # single points improved nothing; the smallest doubling group that meets the budget is 8 (2, 4 fail)
-    assert [p.name for p in found.chosen] == names[:8]
-    assert found.steps[-1]["added"] == "8 points (bulk)"
+    # single points improved nothing; the smallest doubling group that meets the budget is 8 (2, 4 fail),
+    # then each of its points is tried quantized again, last first: any 5 of the worst 6 are enough, so
+    # t7, t6 (passengers) and t5 go back to int8 and t0-t4 stay float
+    assert found.steps[-2]["added"] == "8 points (bulk)" and len(found.steps[-2]["kept"]) == 8
+    assert [p.name for p in found.chosen] == names[:5]
+    assert found.steps[-1]["added"] == "pruned to 5 points" and found.score.accuracy == 1.0
+    assert any("prune activation t4" in line and "kept" in line for line in logs)
     assert any("bulk 4 points" in line and "0.8600" in line for line in logs)
 
     scorer = _SpreadDamage(names[:6], needed=6)

@@ -118,6 +118,30 @@ def test_greedy_keeps_the_most_sensitive_until_the_budget_holds(tmp_path: Path) 
     assert len(capped.chosen) == 1 and not capped.budget_met
 
 
+def test_a_drop_equal_to_the_budget_meets_it(tmp_path: Path) -> None:
+    """One string of 200 lost is a drop of 0.005 (1.0 - 0.995 = 0.0050000000000000044 in floats)."""
+    ranked = [Ranked(_layer(n), 0.9, 10.0) for n in ("a", "b")]
+
+    class Fake:
+        metric = "fake"
+
+        def __call__(self, path: Path) -> Score:
+            return Score(0.995, 10.0)
+
+    search = greedy(
+        ranked,
+        lambda _c: tmp_path / "x",
+        Fake(),
+        Score(0.99, 10.0),
+        0.005,
+        8,
+        reference_accuracy=1.0,
+        log=lambda _m: None,
+    )  # type: ignore[arg-type]
+    assert search.budget_met and [layer.name for layer in search.chosen] == ["a"]
+    assert search.steps[-1].drop == 0.005
+
+
 def test_sample_counts_follow_input_size() -> None:
     assert sample_counts(64, 300) == (300, 300)
     assert sample_counts(3 * 640 * 640, 300) == (4, 16)

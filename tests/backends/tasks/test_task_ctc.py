@@ -113,3 +113,26 @@ def test_text_labels_need_a_charset_and_a_charset_must_fit_the_classes(
     short.write_text("a\nb\n")
     with pytest.raises(TerminalError, match="charset has 2 entries; the model has 6625 classes"):
         score(ref, ref, TEXTS, from_evaluate({"task": {"type": "ctc"}}, short))
+
+
+def test_case_folded_strings_match_a_casefold_written_here(ppocr: dict[str, Any]) -> None:
+    """`case_sensitive: false`: both the labels and the decoded strings are folded, so a model that reads
+    'w' for 'W' is right; against labels and against the float model, beside the case-sensitive score."""
+    names = ["softmax"]
+    ref, out = ModelOutputs(names, ppocr["ref"]), ModelOutputs(names, ppocr["out"])
+    folded = from_evaluate({"task": {"type": "ctc", "case_sensitive": False}}, ppocr["charset"])
+    assert isinstance(folded, Ctc) and not folded.case_sensitive
+    ref_text, out_text = _decoded(ppocr["ref"], ppocr["chars"]), _decoded(ppocr["out"], ppocr["chars"])
+    lower = [t.swapcase() for t in TEXTS]  # labels in the other case: only a folded compare matches them
+    exact, cer = _rates([t.casefold() for t in out_text], [t.casefold() for t in lower])
+    got = score(out, ref, lower, folded)
+    assert got.accuracy == pytest.approx(exact, abs=0.01) and got.extra["cer"] == pytest.approx(cer, abs=0.01)
+    assert (
+        got.accuracy
+        > score(out, ref, lower, from_evaluate({"task": {"type": "ctc"}}, ppocr["charset"])).accuracy
+    )
+    float_exact, _ = _rates([t.casefold() for t in out_text], [t.casefold() for t in ref_text])
+    unlabelled = score(out, ref, None, folded)
+    assert unlabelled.accuracy == pytest.approx(float_exact, abs=0.01) and "case-folded" in unlabelled.text
+    with pytest.raises(TerminalError, match=r"case_sensitive: false compares characters"):
+        from_evaluate({"task": {"type": "ctc", "case_sensitive": False}}, None)
