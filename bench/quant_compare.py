@@ -22,12 +22,14 @@ large 'W' are the same glyph. The float model's own strings move under one grey 
 0.97 / 0.99 folded), 41-47 % of the lines have a CTC frame whose top two classes are within 1 logit,
 and 28 of the 33 strings npuctl's ptq changed differ only in case. Read case-sensitive, no int8 build
 can score above the data's own noise floor; folded, the score measures the reading. Both are printed.
-This run (2026-12-06, AVX-512 VNNI host, held-out / tuning): OCR folded: ptq 0.980 / 0.975 (0.25x
-latency), ptq + auto (budget 0.01: 4 activations kept, search 12 s) 0.975 / 0.990 (0.33x), NNCF
-0.970 / 0.980 (1.49x), ORT default 0.965 / 0.965; case-sensitive: 0.835 / 0.830, 0.875 / 0.910,
-0.865 / 0.845, 0.810 / 0.855. YOLOv8-style head: ptq 0.959 / 0.911 (0.45x), auto 0.983 / 0.976
-(0.69x, 12 activations kept, search 19 s), NNCF 0.927 / 0.909, ORT default 0.720 / 0.727. YOLOX:
-ptq 0.959 / 0.911, auto 0.983 / 0.976 (0.68x, search 19 s), NNCF 0.931 / 0.909, ORT 0.900 / 0.869.
+This run (2026-12-06, AVX-512 VNNI host, held-out / tuning; auto prunes its bulk group): OCR folded:
+ptq 0.980 / 0.975 (0.23x latency), ptq + auto (budget 0.01, search 18 s) 0.975 / 1.000 (0.28x), NNCF
+0.970 / 0.980 (1.51x), ORT default 0.965 / 0.965; case-sensitive: 0.835 / 0.830, 0.860 / 0.910,
+0.865 / 0.845, 0.810 / 0.855 (the float model's own, under one grey level: 0.830 / 0.885). Both
+detectors (their int8 networks are the same; only the decode differs, kept float): ptq 0.959 / 0.911
+(0.45x), auto 0.975 / 0.976 (0.60x; search 35-37 s, the prune of its 11-point bulk group included:
+without the prune 0.69x), NNCF 0.927-0.931 / 0.909 (1.52x), ORT default 0.720 (YOLOv8 head) and
+0.900 (YOLOX) held-out.
 
 The OCR recognizer, case-sensitive, measured 2026-12-02 (held-out 50 / tuning 50 / 200 fresh lines, seed 4; one
 ONNX Runtime thread for latency):
