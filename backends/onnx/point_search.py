@@ -13,7 +13,9 @@ LSTM OCR recognizer loses 0.12 string agreement over 78 activations, no one of w
 string), a bulk step keeps the next worst points of the cheap order as one group, doubling its size
 (2, 4, 8, ...) up to the points left, each group measured on the full set: the smallest that meets
 the budget is kept. A group that only improves is not: it would spend the room the layer phase needs
-(on a YOLOX detector, 7 bulk points left no room for the 3 layers that meet the budget).
+(on a YOLOX detector, 7 bulk points left no room for the 3 layers that meet the budget). The kept
+group is then pruned: each of its points is tried quantized again, and stays int8 while the budget
+holds (a doubling group carries passengers, and every float point costs latency).
 """
 
 from __future__ import annotations
@@ -135,7 +137,8 @@ def search(
             )
         if drop_of(reference, out.score.accuracy) > max_drop and len(out.chosen) < max_points:
             rest = [s.point for s in ordered if s.point not in out.chosen]
-            _bulk(out, rest, materialize, scorer, max_drop, max_points - len(out.chosen), path, log)
+            group = _bulk(out, rest, materialize, scorer, max_drop, max_points - len(out.chosen), path, log)
+            _prune(out, group, materialize, scorer, max_drop, path, log)
     out.budget_met = drop_of(reference, out.score.accuracy) <= max_drop
     return out
 
@@ -149,9 +152,9 @@ def _bulk(
     room: int,
     path: Path,
     log: Callable[[str], None],
-) -> None:
+) -> list[Point]:
     """Keep the next worst points as one group (sizes 2, 4, ... up to `room`): the smallest group that
-    meets the budget; none when no group does."""
+    meets the budget, returned; none when no group does."""
     reference = scorer.reference_accuracy
     sizes: list[int] = []
     size = 2
@@ -161,7 +164,7 @@ def _bulk(
     if min(room, len(pending)) > 0:
         sizes.append(min(room, len(pending)))
     if not sizes:
-        return
+        return []
     log(
         f"  single points stalled; bulk step: the next {', '.join(map(str, sizes))} worst points as one group"
     )
@@ -183,7 +186,7 @@ def _bulk(
             out.best_group = (group, got)
     if met is None:
         log("  bulk step: no group meets the budget; none kept")
-        return
+        return []
     group, got = met
     out.chosen.extend(group)
     out.score = got
@@ -199,7 +202,7 @@ def _bulk(
     log(
         f"  kept {len(group)} points (bulk): {scorer.metric} {got.accuracy:.4f} (drop {reference - got.accuracy:.4f})"
     )
-    _prune(out, group, materialize, scorer, max_drop, path, log)
+    return group
 
 
 def _prune(
@@ -215,6 +218,8 @@ def _prune(
     is needed: each is tried out again, last (least damaged by rounding) first, and stays quantized
     when the budget holds without it. Every point left float runs its consumers in float: on a
     YOLOv8-style head an 11-point group cost 0.45x -> 0.69x float latency."""
+    if not group:
+        return
     reference = scorer.reference_accuracy
     for point in reversed(list(group)):
         trial = [p for p in out.chosen if p != point]
