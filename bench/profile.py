@@ -11,9 +11,9 @@ ratio, and what the profile measured against the unprofiled timed p50 of the sam
 as ORT reports it (raw), less the profiler's per-node cost the probe measured (layers), and that plus the
 run's fixed cost and dispatch the probe measured without the profiler (+overhead). The profile runs
 as separate iterations after the timed ones, so the timed latency is the same with or without it; the
-ratio is the evaluate time it adds. The issue's target is under 10 % of evaluate's time, or a profile
+ratio is the evaluate time it adds. The target is under 10 % of evaluate's time, or a profile
 that runs as separate iterations and says so: the last column says which of the two this run met (the
-second is checked on the profile's own `how`). `layers/timed cpu` is the acceptance's figure: the
+second is checked on the profile's own `how`). `layers/timed cpu` is the figure the sums are judged on: the
 layers against the timed runs' CPU time p50 (one thread: the whole run's work, free of preemption).
 Timings on a shared 2-core VM vary: read the ratios.
 """
@@ -87,7 +87,7 @@ def _run(model: Path, runs: int, profile_runs: int | None) -> tuple[float, dict[
 
 
 OVERHEAD_TARGET = 0.10
-"""The issue's target: the profile adds under 10 % to evaluate's time (or runs apart and says so)."""
+"""The target: the profile adds under 10 % to evaluate's time (or runs apart and says so)."""
 
 
 def _rule(ratio: float, how: str) -> str:

@@ -1,4 +1,4 @@
-"""Quantization benchmark (issue 5): float vs int8 on ONNX Runtime CPU, and calibration cost at scale.
+"""Quantization benchmark: float vs int8 on ONNX Runtime CPU, and calibration cost at scale.
 
 1. Latency and size, float vs int8 (the quantize stage's ptq with the cpu target's defaults: U8S8,
    per-channel, MinMax), side by side in one process. The goal (printed, not asserted: int8 <= 0.7x
@@ -17,7 +17,7 @@
 3. (--auto) The auto sensitive-layer search on PP-OCR det: ranked table, text-map IoU / box F1 on
    disjoint evaluation photos, and the latency of the chosen model against float.
 
-4. (--compare) issue 12: float, npuctl ptq, ptq + auto, NNCF's and ONNX Runtime's defaults on a YOLOX
+4. (--compare) float, npuctl ptq, ptq + auto, NNCF's and ONNX Runtime's defaults on a YOLOX
    and a YOLOv8-style detector and an LSTM OCR recognizer (bench/quant_compare.py).
 
 Run: python bench/quant.py [--samples 300] [--runs 30] [--threads 1] [--auto] [--no-calibration] [--compare]
@@ -311,7 +311,7 @@ def main() -> None:
     parser.add_argument(
         "--compare",
         action="store_true",
-        help="only issue 12's comparison (bench/quant_compare.py): ptq, auto, NNCF, ORT on 3 models",
+        help="only the comparison of quantizers (bench/quant_compare.py): ptq, auto, NNCF, ORT on 3 models",
     )
     parser.add_argument(
         "--calibrate-child", nargs=3, metavar=("MODEL", "FOLDER", "N"), help=argparse.SUPPRESS

@@ -1,4 +1,4 @@
-"""Issue 12: int8 that keeps detectors and sequence models accurate, side by side in one run.
+"""int8 that keeps detectors and sequence models accurate, side by side in one run.
 
 Three real models from PyPI wheels, ONNX Runtime CPU:
 - ddddocr's YOLOX-style detector (`common_det.onnx`, raw grid head [1, N, 5+C]) at 320x320;
@@ -339,7 +339,7 @@ def compare(runs: int, threads: int) -> None:
         ]
         load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
         print(
-            f"\n4. issue 12: {CALIB} calibration / {EVAL} tuning / {EVAL} held-out samples ({OCR_EVAL} each "
+            f"\n4. quantizers compared: {CALIB} calibration / {EVAL} tuning / {EVAL} held-out samples ({OCR_EVAL} each "
             f"for OCR), ORT CPU, "
             f"{threads} thread(s); load average {load} on {os.cpu_count()} cores (other work shares them)"
         )

@@ -2,8 +2,8 @@
 
 ONNX Runtime's quantizer, left to itself, puts a Q/DQ pair on every tensor of every op it knows,
 including the decode tail of a detector: a YOLOv8-style head concatenates box coordinates (0-320)
-and class scores (0-1) under one uint8 scale of ~1.26, and every score below 0.63 becomes 0 (issue 12:
-box F1 0.54). NNCF does better because it quantizes only what the hardware runs in integer. The rule
+and class scores (0-1) under one uint8 scale of ~1.26, and every score below 0.63 becomes 0 (box F1
+0.54). NNCF does better because it quantizes only what the hardware runs in integer. The rule
 here (`placement: target`, the default):
 
 - integer ops are the op types ONNX Runtime's quantizer handles that the target's op table runs

@@ -1,7 +1,7 @@
 """Recurrent weights (LSTM, GRU, RNN) after ptq: int8 where the runtime has a kernel, else reported.
 
-ONNX Runtime's static QDQ quantizer has no recurrent ops, so an OCR recognizer's two 8.4 MB LSTM
-weight tensors stayed fp32 with "none kept" in the note (issue 12). ONNX Runtime's CPU EP runs LSTM
+ONNX Runtime's static QDQ quantizer has no recurrent ops, so it leaves an OCR recognizer's two 8.4 MB LSTM
+weight tensors fp32. ONNX Runtime's CPU EP runs LSTM
 with int8 weights as com.microsoft DynamicQuantizeLSTM (weight-only: weights int8, the recurrence in
 float), which its dynamic quantizer writes; GRU and RNN have no such kernel. On any other target the
 weights stay float, and the report and note say so with their bytes.

@@ -1,6 +1,6 @@
 """OpenVINO compile: the prepared ONNX read by OpenVINO, compiled with explicit properties, saved as IR.
 
-The ONNX is converted with `ov.convert_model` (the issue behind it: under OpenVINO 2026.4.1,
+The ONNX is converted with `ov.convert_model` (because under OpenVINO 2026.4.1,
 `core.read_model` of an NNCF-quantized detector gave an IR that found no boxes while convert_model's
 was right), and whichever path is used, the saved IR is checked against its source before it is
 recorded (backends.artifact_check): a compile that changes the numerics fails here.

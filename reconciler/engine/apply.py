@@ -113,7 +113,7 @@ class _ChainRun:
     def _bytes_needed(self, index: int) -> bool:
         """Whether a later stage must build (and so needs this stage's artifacts in the store).
 
-        The seam for a remote cache (fsspec, issue 18): when it says True for a stage recorded in the
+        The seam for the remote cache: when it says True for a stage recorded in the
         lock, fetching the recorded digests (verified) replaces the rebuild that follows.
         """
         also = frozenset({"evaluate"}) if self.remeasure else frozenset()

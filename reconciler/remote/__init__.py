@@ -1,4 +1,4 @@
-"""The shared remote cache (issue 18): stage records and artifacts on any fsspec URL.
+"""The shared remote cache: stage records and artifacts on any fsspec URL.
 
 A store layer under `.npuctl/store`: the engine looks a key up locally, then here; a build pushes
 what it made. Backends never see it. `config` says which remote a repository uses, `cache` talks to

@@ -21,7 +21,8 @@ from backends import pathpolicy
 from reconciler.state import cachefile
 
 SUMMARY_VERSION = 3
-"""3: no sha256 (computed only for a pin, by the shared digest); read without initializer data."""
+"""The summary format: bump it when a summary changes shape. A summary holds no sha256 (that is computed
+only for a pin, by the shared digest) and is read without initializer data."""
 RACY_SECONDS = 2.0
 Dim = int | str | None
 """A fixed size, the name of a dynamic dimension, or None for an unnamed dynamic one."""

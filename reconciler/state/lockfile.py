@@ -17,7 +17,7 @@ from typing import Any
 from backends import pathpolicy
 
 FORMAT_VERSION = 2
-"""2: stages record their key inputs, measurements their record and digest, sync and health."""
+"""The lock file format: bump it when a reader of the previous format would misread a file in this one."""
 LOCK_MODE = 0o644
 
 

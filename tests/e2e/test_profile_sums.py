@@ -1,4 +1,4 @@
-"""Issue 17's acceptance on two real models through `npuctl apply`: ONNX Runtime's per-layer times
+"""On two real models through `npuctl apply`: ONNX Runtime's per-layer times
 (less the profiler's own cost) sum to within 15 % of the whole-model latency of the same runs.
 
 PP-OCR's direction classifier on the cpu target (no fallbacks) and PP-OCRv4's text detector on rk3588,

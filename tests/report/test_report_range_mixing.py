@@ -1,6 +1,6 @@
 """`npuctl report` on a real apply of a YOLOv8-style detector (ddddocr's YOLOX with its decode built
 in ONNX: one output concatenating box coordinates and class scores): the page names the head's
-output Concat as range mixing, with the fix applied (issue 12)."""
+output Concat as range mixing, with the fix applied."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`validate` refuses what the target's toolchain cannot do with the quantization section, naming the
-field (file:line:column) and the alternative, before any build (issue 12): RKNN w8a16 / w16a16i on a
+field (file:line:column) and the alternative, before any build: RKNN w8a16 / w16a16i on a
 chip that does not build it, auto with explicit rules or int16 keeps (auto_hybrid), float keeps on a chip
 without float; NNCF int16 keeps, auto and calibration methods it has no estimator for; on the TFLite
 path, the layer search and float layers in a 16-bit-activation model."""

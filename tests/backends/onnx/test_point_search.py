@@ -1,6 +1,6 @@
 """The auto search ranks every quantization point (activation Q/DQ pairs and weights) by its cheap
 signal, confirms with the task metric, and finds a single-tensor culprit: the output Concat of a
-YOLOv8-style head under ONNX Runtime's every-op placement (issue 12)."""
+YOLOv8-style head under ONNX Runtime's every-op placement."""
 
 from __future__ import annotations
 

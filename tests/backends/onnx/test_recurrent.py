@@ -1,4 +1,4 @@
-"""LSTM weights after ptq (issue 12): int8 on ONNX Runtime's CPU EP (com.microsoft DynamicQuantizeLSTM,
+"""LSTM weights after ptq: int8 on ONNX Runtime's CPU EP (com.microsoft DynamicQuantizeLSTM,
 weight-only), otherwise kept fp32 and reported with their bytes. On ddddocr's real OCR recognizer
 (CNN + bidirectional LSTM + CTC head), whose two LSTM weight tensors are 8.4 MB each."""
 

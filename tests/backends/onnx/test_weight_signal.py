@@ -1,6 +1,6 @@
 """A weight's cheap signal is its op's output SQNR, computed here by hand; on ddddocr's real OCR
 recognizer it ranks the first conv (3x3 taps that cancel) worst, where weight-domain SQNR ranks it
-among the finest (issue 12)."""
+among the finest."""
 
 from __future__ import annotations
 

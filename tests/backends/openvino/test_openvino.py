@@ -208,7 +208,7 @@ def test_nncf_quantize_keeps_ignored_layers_float(tmp_path: Path, digits: Path) 
 
 
 def test_calibration_method_maps_onto_nncf_range_estimators(tmp_path: Path, digits: Path) -> None:
-    """minmax and percentile give different NNCF ranges (the issue: they gave the same digest); entropy,
+    """minmax and percentile give different NNCF ranges, so different digests; entropy,
     which NNCF has no estimator for, is refused with the field."""
     from backends.openvino.quantize import NncfQuantize
 
