@@ -19,8 +19,8 @@ from backends.catalog import Target, targets
 from backends.errors import BackendError, UnsupportedStage
 from reconciler.engine import keys, world
 from reconciler.engine.stages import STAGES, Stage
-from reconciler.spec import LoadedSpec, SpecError, SpecErrors, model_file, pathfields, resolve_path
-from reconciler.spec.pathfields import PathField
+from reconciler.spec import LoadedSpec, SpecError, SpecErrors, model_file, resolve_path
+from reconciler.spec.pathfields import PathField, value
 from reconciler.state.hashcache import FileHasher
 
 DEFAULT_VARIANT = "default"
@@ -97,16 +97,16 @@ def _with_runner(impl_info: dict[str, Any], evaluate: Any) -> dict[str, Any]:
 def _file_path(spec: LoadedSpec, root: Path, path_field: PathField, paths: dict[str, Path]) -> Path | None:
     """The file a path field names, confined to the repository (or its package); memoized, many specs
     share data."""
-    value = pathfields.value(spec.spec_json, path_field)
-    if value is None:
+    named = value(spec.spec_json, path_field)
+    if named is None:
         return None
     field_path = path_field.dotted
-    memo = f"{spec.path.parent}\0{root}\0{field_path}\0{json.dumps(value, sort_keys=True)}"
+    memo = f"{spec.path.parent}\0{root}\0{field_path}\0{json.dumps(named, sort_keys=True)}"
     if memo not in paths:
         if path_field.package is not None:
             paths[memo] = model_file(spec, root)
         else:
-            paths[memo] = resolve_path(spec, value, root, f"spec.{field_path}")
+            paths[memo] = resolve_path(spec, named, root, f"spec.{field_path}")
     return paths[memo]
 
 

@@ -7,7 +7,7 @@ holds the digest of every file or folder named by a path field the stage reads (
 
 `declared(model)` walks a model class and finds the markers. Its result for the deployment spec is
 generated into reconciler.spec._path_table (`python -m reconciler.spec.pathfields`; a test fails when it
-is stale), because loading a spec from its cache, planning and watching never import pydantic.
+is stale), because a spec loaded from its cache is checked and planned without importing pydantic.
 """
 
 from __future__ import annotations

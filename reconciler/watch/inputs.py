@@ -1,8 +1,7 @@
 """Which files a spec reads, and which specs a changed path affects.
 
-A spec reads its own file, every `extends` base, and what each of its path fields names (the model, the
-calibration and evaluation data, the labels, the charset: reconciler.spec.pathfields); folders are
-watched recursively. Paths are absolute and resolved, like the paths watchdog reports for the resolved
+A spec reads its own file, every `extends` base, and what each of its path fields names (the fields
+declared on the spec models, reconciler.spec.pathfields); folders are watched recursively. Paths are absolute and resolved, like the paths watchdog reports for the resolved
 folders it watches.
 """
 
