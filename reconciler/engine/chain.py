@@ -20,6 +20,7 @@ from backends.errors import BackendError, UnsupportedStage
 from reconciler.engine import keys, world
 from reconciler.engine.stages import STAGES, Stage
 from reconciler.spec import LoadedSpec, SpecError, SpecErrors, model_file, resolve_path
+from reconciler.spec.pathfields import PathField, value
 from reconciler.state.hashcache import FileHasher
 
 DEFAULT_VARIANT = "default"
@@ -93,20 +94,19 @@ def _with_runner(impl_info: dict[str, Any], evaluate: Any) -> dict[str, Any]:
     return {**impl_info, "runner": identity} if identity else impl_info
 
 
-def _file_path(spec: LoadedSpec, root: Path, field_path: str, paths: dict[str, Path]) -> Path | None:
-    """The file a spec field names, confined to the repository; memoized, many specs share data."""
-    try:
-        value = spec.field(field_path)
-    except KeyError:  # a field of another variant of a union (evaluate.task.charset of a detection task)
+def _file_path(spec: LoadedSpec, root: Path, path_field: PathField, paths: dict[str, Path]) -> Path | None:
+    """The file a path field names, confined to the repository (or its package); memoized, many specs
+    share data."""
+    named = value(spec.spec_json, path_field)
+    if named is None:
         return None
-    if value is None:
-        return None
-    memo = f"{spec.path.parent}\0{root}\0{field_path}\0{json.dumps(value, sort_keys=True)}"
+    field_path = path_field.dotted
+    memo = f"{spec.path.parent}\0{root}\0{field_path}\0{json.dumps(named, sort_keys=True)}"
     if memo not in paths:
-        if field_path == "model.path":
+        if path_field.package is not None:
             paths[memo] = model_file(spec, root)
         else:
-            paths[memo] = resolve_path(spec, value, root, f"spec.{field_path}")
+            paths[memo] = resolve_path(spec, named, root, f"spec.{field_path}")
     return paths[memo]
 
 
@@ -137,10 +137,11 @@ def build_chain(spec: LoadedSpec, variant: Variant, root: Path, hasher: FileHash
         files: dict[str, Path] = {}
         digests: dict[str, str | None] = {}
         if active:
-            for name, field_path in stage.files.items():
+            for name, path_field in stage.files.items():
                 if not stage.wants(name, config):
                     continue
-                path = _file_path(spec, root, field_path, hasher.resolved)
+                field_path = path_field.dotted
+                path = _file_path(spec, root, path_field, hasher.resolved)
                 if path is not None and not os.path.exists(path):
                     raise _spec_error(spec, field_path, f"{path} does not exist")
                 try:

@@ -3,6 +3,8 @@
 A stage's build key covers exactly: its `reads` (spec fields), the digests of its `files`, the output
 digests of the upstream artifacts it `uses`, the target's catalog entry when it reads `target`, and
 its implementation's version and toolchain fingerprint. `slo` is read by no stage: verify re-judges.
+A stage's `files` are not listed here: it reads the file or folder of every path field it reads
+(the fields declared with SpecPath on the spec models, reconciler.spec.pathfields).
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from reconciler.spec.pathfields import PATH_FIELDS, PathField
 
 Config = Mapping[str, Any]
 
@@ -21,18 +25,31 @@ class Stage:
     """Spec field paths under `spec.` whose JSON values enter the key and the request config."""
     uses: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
     """Request input name -> (upstream stage, artifact name); artifact None passes all its artifacts."""
-    files: Mapping[str, str] = field(default_factory=dict)
-    """Request input name -> spec field naming a file or folder whose content digest enters the key."""
     active: Callable[[Config], bool] = lambda config: True
     """False means nothing to do: the stage is an identity that passes its `uses` inputs through."""
     idle_reason: str = ""
     when: Mapping[str, Callable[[Config], bool]] = field(default_factory=dict)
-    """Read paths or file input names that enter the key (and the request) only when their predicate
-    holds on the stage's other reads: quantize reads the evaluation set only for the auto search."""
+    """Read paths that enter the key (and the request) only when their predicate holds on the stage's
+    other reads: quantize reads the evaluation set only for the auto search."""
+    files: Mapping[str, PathField] = field(init=False)
+    """Request input name -> path field whose file or folder's content digest enters the key: every
+    declared path field that one of `reads` covers (reading a path reads what it names)."""
+
+    def __post_init__(self) -> None:
+        files = {f.input: f for f in PATH_FIELDS if any(_covers(r, f.dotted) for r in self.reads)}
+        object.__setattr__(self, "files", files)
 
     def wants(self, name: str, config: Config) -> bool:
+        """Whether a read path, or a file input, enters the key for this config: a file input does when a
+        read covering its field does."""
+        if name in self.files:
+            return any(self.wants(r, config) for r in self.reads if _covers(r, self.files[name].dotted))
         predicate = self.when.get(name)
         return predicate is None or predicate(config)
+
+
+def _covers(read: str, field_path: str) -> bool:
+    return field_path == read or field_path.startswith(read + ".")
 
 
 def _get(config: Config, path: str) -> Any:
@@ -54,7 +71,6 @@ STAGES: tuple[Stage, ...] = (
     Stage(
         "import",
         reads=("model.path", "model.package", "inputs"),
-        files={"model": "model.path"},
     ),
     Stage(
         "check",
@@ -79,21 +95,15 @@ STAGES: tuple[Stage, ...] = (
         "quantize",
         reads=("quantization", "target", *_EVAL_SET),
         uses={"model": ("preprocess", "model"), "float_model": ("preprocess", "model")},
-        files={
-            "calibration_data": "quantization.calibration.data",
-            "eval_data": "evaluate.data",
-            "labels": "evaluate.labels",
-            "charset": "evaluate.task.charset",
-        },
         active=lambda c: (_get(c, "quantization") or {}).get("mode", "none") != "none",
         idle_reason="identity: quantization.mode is none",
-        when={name: _auto_search for name in (*_EVAL_SET, "eval_data", "labels", "charset")},
+        when={name: _auto_search for name in _EVAL_SET},
     ),
     Stage(
         "compile",
+        # evaluate.data: its first samples check the artifact against its source
         reads=("target", "compile", "rewrite.fusion", "quantization.mode", "evaluate.data"),
         uses={"model": ("quantize", "model")},
-        files={"eval_data": "evaluate.data"},  # its first samples check the artifact against its source
     ),
     Stage(
         "evaluate",
@@ -104,7 +114,6 @@ STAGES: tuple[Stage, ...] = (
             "float_model": ("preprocess", "model"),
             "placement": ("rewrite", "placement"),
         },
-        files={"eval_data": "evaluate.data", "labels": "evaluate.labels", "charset": "evaluate.task.charset"},
     ),
 )
 
@@ -121,7 +130,7 @@ def readers(field_path: str, spec: Mapping[str, Any] | None = None) -> list[str]
     for stage in STAGES:
         config = None if spec is None else {p: _lookup(spec, p) for p in stage.reads}
         paths = [p for p in stage.reads if config is None or stage.wants(p, config)]
-        paths += [p for name, p in stage.files.items() if config is None or stage.wants(name, config)]
+        paths += [f.dotted for name, f in stage.files.items() if config is None or stage.wants(name, config)]
         if any(_overlaps(field_path, p) for p in paths):
             out.append(stage.name)
     return out

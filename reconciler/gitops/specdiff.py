@@ -44,21 +44,13 @@ def leaf_diff(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]
     return [] if old == new else [(prefix, old, new)]
 
 
-_MODEL_FILE_FIELDS = ("model.path", "model.package")
-"""The `model` file input is located by these fields only (model.version and sha256 are labels/pins)."""
-
-
 def _overlaps(a: str, b: str) -> bool:
     return a == b or a.startswith(b + ".") or b.startswith(a + ".")
 
 
 def _key_fields(stage: str) -> tuple[str, ...]:
     spec = next(s for s in STAGES if s.name == stage)
-    files = [
-        f
-        for field_path in spec.files.values()
-        for f in (_MODEL_FILE_FIELDS if field_path == "model" else (field_path,))
-    ]
+    files = [f for path in spec.files.values() for f in (path.dotted, path.package) if f is not None]
     return (*spec.reads, *files)
 
 

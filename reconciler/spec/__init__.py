@@ -17,6 +17,8 @@ Public surface used by the engine and the CLI (implemented in the private module
   runs).
 - `resolve_path(spec, relative, root, field) -> Path`: a spec-relative path, confined to the repository.
 - `model_file(spec, root) -> Path`: the model file (spec-relative or inside an installed package).
+- `reconciler.spec.pathfields`: which spec fields name a file or folder, declared once with `SpecPath`
+  on the models: `PATH_FIELDS` (each a `PathField`: dotted, kind, input, package), `named(spec_json)`.
 - `model_summary(path, root) -> ModelSummary`: inputs (with dynamic dims), nodes and sha256 of an ONNX
   file, cached under .npuctl/cache/onnx-summary/; raises ModelError for a file that is not ONNX.
 """

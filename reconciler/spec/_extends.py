@@ -5,9 +5,9 @@ drop an inherited section). Chains are allowed, cycles are errors naming the cyc
 full spec (`kind: Deployment`) or a partial one (`kind: DeploymentBase`, valid only through extends).
 
 Paths inside a base are relative to the file that wrote them. After merging, every inherited path
-field (model.path unless model.package is set, calibration data, evaluate data and labels) is
-rebased to the child's folder, so the merged spec's paths are all relative to the spec file itself,
-while error positions still point at the base file where the path was written.
+field (reconciler.spec.pathfields; not one relative to an installed package) is rebased to the child's
+folder, so the merged spec's paths are all relative to the spec file itself, while error positions
+still point at the base file where the path was written.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path, PurePath
 
 from backends import pathpolicy
 from reconciler.spec._errors import SpecError, SpecErrors, display_path
-from reconciler.spec._paths import PATH_FIELDS
 from reconciler.spec._yaml import Flat, Map, Node, Scalar, read
+from reconciler.spec.pathfields import named
 
 MAX_CHAIN = 16
 API_VERSION = "npuctl/v1"
@@ -131,14 +131,15 @@ def merge(base: Node, child: Node) -> Node:
 
 def rebase_paths(flat: Flat, spec_file: Path) -> None:
     """Rewrite inherited relative path fields (in `flat.data`) relative to `spec_file`'s folder."""
-    model = _get(flat.data, ("spec", "model"))
-    package_relative = isinstance(model, dict) and model.get("package") is not None
-    for loc in PATH_FIELDS:
+    spec = _get(flat.data, ("spec",))
+    for field, _ in named(spec if isinstance(spec, dict) else None):
+        loc = ("spec", *field.loc)
         node = flat.nodes.get(loc)
         if not isinstance(node, Scalar) or not isinstance(node.value, str) or os.path.isabs(node.value):
             continue
         origin = node.mark.file
-        if origin == spec_file or (loc[-2:] == ("model", "path") and package_relative):
+        package = None if field.package is None else _get(spec, tuple(field.package.split(".")))
+        if origin == spec_file or package is not None:
             continue
         target = os.path.normpath(origin.parent / node.value)
         rebased = PurePath(os.path.relpath(target, spec_file.parent)).as_posix()

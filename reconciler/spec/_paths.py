@@ -1,7 +1,7 @@
 """Paths named by a spec: relative to the spec file, confined to the repository (or to a package).
 
-A spec is untrusted input, so every path it names is resolved (symlinks included) and must stay
-inside the repository root; a model shipped in an installed package must stay inside that package's
+Which fields are paths is declared on the spec models (reconciler.spec.pathfields). A spec is untrusted
+input, so every path it names is resolved (symlinks included) and must stay inside the repository root; a model shipped in an installed package must stay inside that package's
 folder. The package is located with importlib's finders and never imported: a spec runs no code.
 """
 
@@ -16,15 +16,6 @@ from reconciler.spec._errors import SpecError, SpecErrors
 
 if TYPE_CHECKING:
     from reconciler.spec._load import LoadedSpec
-
-PATH_FIELDS: tuple[tuple[str, ...], ...] = (
-    ("spec", "model", "path"),
-    ("spec", "quantization", "calibration", "data"),
-    ("spec", "evaluate", "data"),
-    ("spec", "evaluate", "labels"),
-)
-"""Spec fields holding a path relative to the file that wrote them (rebased when inherited)."""
-
 
 def _error(spec: LoadedSpec, field: str, message: str, key: bool = False) -> SpecErrors:
     dotted = field.removeprefix("spec.")

@@ -1,7 +1,7 @@
 """Semantic checks: what a schema cannot see, checked against the files and the real ONNX graph.
 
-Data paths must stay inside the repository and exist; compile options must match the backend's
-schema; the model file must exist (inside the
+Data paths (the path fields declared on the spec models) must stay inside the repository and exist;
+compile options must match the backend's schema; the model file must exist (inside the
 repository or the installed package that ships it), match its sha256 pin, and agree with the spec:
 input names and ranks, every dynamic dimension fixed and every fixed one matching, the preprocess
 input, every sensitive-layer or rewrite-exclusion rule matching at least one node, and labels the
@@ -20,13 +20,7 @@ from reconciler.spec._options import backend_spec_errors, options_errors
 from reconciler.spec._paths import data_members, model_file, resolve_path
 from reconciler.spec._suggest import did_you_mean, suggest
 from reconciler.spec._summary import Dim, ModelError, ModelSummary, sha256_file, summary
-
-_DATA_FIELDS = (
-    ("quantization.calibration.data", "folder"),
-    ("evaluate.data", "folder"),
-    ("evaluate.labels", "file"),
-    ("evaluate.task.charset", "file"),
-)
+from reconciler.spec.pathfields import named
 
 
 def semantic_errors(spec: LoadedSpec, root: Path) -> list[SpecError]:
@@ -60,14 +54,13 @@ def model_errors(spec: LoadedSpec, root: Path) -> list[SpecError]:
 
 
 def data_errors(spec: LoadedSpec, root: Path) -> list[SpecError]:
+    """Every path field the spec sets must name a file or folder (its declared kind) inside the
+    repository; a path that may be package-relative (the model) is checked with the model."""
     errors: list[SpecError] = []
-    for dotted, kind in _DATA_FIELDS:
-        try:
-            relative = spec.field(dotted)
-        except KeyError:  # a field of another task type (evaluate.task.charset of a detection task)
+    for field, relative in named(spec.spec_json):
+        if field.package is not None:
             continue
-        if relative is None:
-            continue
+        dotted, kind = field.dotted, field.kind
         try:
             path = resolve_path(spec, relative, root, dotted)
         except SpecErrors as exc:

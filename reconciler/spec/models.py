@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from backends.runners import url as runner_url
+from reconciler.spec.pathfields import SpecPath
 from reconciler.spec.task_models import Task
 
 API_VERSION = "npuctl/v1"
@@ -82,7 +83,7 @@ class Metadata(_Strict):
 
 
 class ModelRef(_Strict):
-    path: str | None = Field(
+    path: Annotated[str, SpecPath("file", input="model", package="package")] | None = Field(
         default=None,
         description="ONNX file, relative to the spec file; must stay inside the repository.",
     )
@@ -185,7 +186,9 @@ class Rewrite(_Strict):
 
 
 class Calibration(_Strict):
-    data: str = Field(..., description="Folder of .npy/.npz files or images, relative to the spec file.")
+    data: Annotated[str, SpecPath("folder", input="calibration_data")] = Field(
+        ..., description="Folder of .npy/.npz files or images, relative to the spec file."
+    )
     samples: PositiveInt = Field(
         default=100,
         le=100_000,
@@ -311,13 +314,13 @@ class Evaluate(_Strict):
     runner: str = Field(
         default="local", pattern=_RUNNER, description="local | ssh://user@host[:port] | adb://serial"
     )
-    data: str | None = Field(
+    data: Annotated[str, SpecPath("folder", input="eval_data")] | None = Field(
         default=None, description="Folder of evaluation inputs, relative to the spec; default: random inputs."
     )
-    labels: str | None = Field(
+    labels: Annotated[str, SpecPath("file", input="labels")] | None = Field(
         default=None,
-        description="Labels file, by sample file name: `<file> <class>` lines (classification), "
-        "`<file><TAB><text>` lines (ctc), JSON {file: [[x1, y1, x2, y2, class], ...]} (detection). With "
+        description="Labels file, relative to the spec, by sample file name: `<file> <class>` lines "
+        "(classification), `<file><TAB><text>` lines (ctc), JSON {file: [[x1, y1, x2, y2, class], ...]} (detection). With "
         "labels the task is measured against them; without, against the float model's decoded outputs.",
     )
     task: Task | None = Field(

@@ -17,6 +17,8 @@ from pydantic import (
     model_serializer,
 )
 
+from reconciler.spec.pathfields import SpecPath
+
 Fraction = Annotated[float, Field(ge=0, le=1)]
 OutputName = Annotated[str, Field(min_length=1, max_length=256)]
 
@@ -97,7 +99,7 @@ class CtcTask(_Strict):
         description="Output of per-step class scores [1, T, C] or [T, 1, C]; default: the first.",
     )
     blank: Annotated[int, Field(ge=0)] = Field(default=0, description="Class index of the CTC blank.")
-    charset: str | None = Field(
+    charset: Annotated[str, SpecPath("file", input="charset")] | None = Field(
         default=None,
         description="Characters file, one per line in class order (with or without the blank), relative to "
         "the spec; needed for text labels (`<file name><TAB><text>` lines).",

@@ -1,8 +1,8 @@
 """Which files a spec reads, and which specs a changed path affects.
 
-A spec reads its own file, every `extends` base, the model file, and the calibration and evaluation data
-(folders are watched recursively). Paths are absolute and resolved, like the paths watchdog reports for
-the resolved folders it watches.
+A spec reads its own file, every `extends` base, and what each of its path fields names (the fields
+declared on the spec models, reconciler.spec.pathfields); folders are watched recursively. Paths are absolute and resolved, like the paths watchdog reports for the resolved
+folders it watches.
 """
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reconciler.spec import LoadedSpec, SpecErrors, model_file, resolve_path
+from reconciler.spec.pathfields import named
 
-DATA_FIELDS = ("quantization.calibration.data", "evaluate.data", "evaluate.labels")
 SPEC_SUFFIXES = (".yaml", ".yml")
 
 
 @dataclass(frozen=True)
 class Inputs:
     files: frozenset[Path]
-    """Watched as single files (spec, bases, model, labels)."""
+    """Watched as single files (spec, bases, model, labels, charset)."""
     trees: frozenset[Path]
     """Watched recursively (data folders)."""
 
@@ -36,20 +36,20 @@ def _model(spec: LoadedSpec, root: Path) -> Path | None:
 
 
 def spec_inputs(spec: LoadedSpec, root: Path) -> Inputs:
+    """The spec's files and what its path fields name; a folder (existing) is a tree, anything else a
+    file, so a data folder that does not exist yet is noticed when it appears."""
     files = {Path(p).resolve() for p in spec.sources}
     trees: set[Path] = set()
-    model = _model(spec, root)
-    if model is not None:
-        files.add(model)
-    for dotted in DATA_FIELDS:
-        value = spec.field(dotted)
-        if not isinstance(value, str):
-            continue
-        try:
-            path = resolve_path(spec, value, root, dotted)
-        except SpecErrors:
-            continue
-        (trees if path.is_dir() else files).add(path)
+    for path_field, value in named(spec.spec_json):
+        if path_field.package is not None:
+            path = _model(spec, root)
+        else:
+            try:
+                path = resolve_path(spec, value, root, path_field.dotted)
+            except SpecErrors:
+                continue
+        if path is not None:
+            (trees if path.is_dir() else files).add(path)
     return Inputs(frozenset(files), frozenset(trees))
 
 

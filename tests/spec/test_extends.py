@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.spec import SpecErrors, check, load, model_file
+from reconciler.spec import SpecErrors, check, load, model_file, resolve_path
 from tests.spec.conftest import Repo
 
 BASE = """\
@@ -128,3 +128,23 @@ def test_a_full_spec_can_be_a_base(repo: Repo) -> None:
 def test_extends_must_be_a_relative_file_name(repo: Repo, value: str) -> None:
     with pytest.raises(SpecErrors, match=r"specs/a.yaml:3:10: extends: "):
         load(repo.write("specs/a.yaml", child(base=value)), repo.root)
+
+
+def test_an_inherited_charset_resolves_against_the_base_file(repo: Repo) -> None:
+    """evaluate.task.charset is a path like the others: written in a base in another folder, it is
+    resolved against the base file's folder, not the child's."""
+    repo.write("data/charset.txt", "a\nb\n")
+    base = BASE.replace(
+        "evaluate: {data: ../../data/eval, runs: 5}",
+        "evaluate: {data: ../../data/eval, runs: 5, task: {type: ctc, charset: ../../data/charset.txt}}",
+    )
+    repo.write("specs/bases/common.yaml", base)
+    spec = load(repo.write("specs/a.yaml", child()), repo.root)
+    assert spec.field("evaluate.task.charset") == "../data/charset.txt"
+    assert (
+        resolve_path(spec, spec.field("evaluate.task.charset"), repo.root, "evaluate.task.charset")
+        == (repo.root / "data/charset.txt").resolve()
+    )
+    assert spec.position("evaluate.task.charset")[0] == (repo.root / "specs/bases/common.yaml").resolve()
+    (report,) = check([spec.path], repo.root)
+    assert report.valid, [str(e) for e in report.errors]

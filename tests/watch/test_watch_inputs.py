@@ -63,3 +63,20 @@ def test_affected_maps_changes_to_specs(digits_repo: Path) -> None:
     folders = index.folders()
     assert folders[repo / "data" / "calib"] is True
     assert folders[repo / "specs" / "bases"] is False
+
+
+def test_an_edit_to_the_charset_concerns_the_spec(digits_repo: Path) -> None:
+    """The charset of a ctc task enters the evaluate key (and quantize's, for the auto search), so an
+    edit to it must reach the specs that name it."""
+    repo = digits_repo.resolve()
+    (repo / "data" / "charset.txt").write_text("0\n1\n")
+    spec_file = repo / "specs" / "digits.yaml"
+    text = spec_file.read_text().replace(
+        "    warmup: 1\n", "    task: {type: ctc, charset: ../data/charset.txt}\n    warmup: 1\n"
+    )
+    spec_file.write_text(text)
+    index = InputIndex(spec_dirs=frozenset({repo / "specs"}))
+    index.put(spec_file, spec_inputs(load(spec_file, repo), repo))
+    assert repo / "data" / "charset.txt" in index.by_spec[spec_file].files
+    assert index.affected({repo / "data" / "charset.txt"}) == {spec_file}
+    assert index.folders()[repo / "data"] is False
