@@ -1,12 +1,12 @@
 """ONNX passes shared by every ONNX-based backend: import, check, rewrite, preprocess, quantize.
 
 A backend that implements one of these stages itself (RKNN quantizes inside its own build) overrides
-the shared pass; everything else starts from here. Modules are imported only when their stage runs.
+the shared pass; everything else starts from here (backends.registry). `SHARED` registers the passes
+(backends.registration); their modules are imported only when their stage runs.
 """
 
 from __future__ import annotations
 
-from backends.base import StageImpl
 from backends.registration import Dist, Registration, by_stage
 
 ONNX, ORT, NUMPY = Dist("onnx"), Dist("onnxruntime"), Dist("numpy")
@@ -49,16 +49,3 @@ SHARED: dict[str, Registration] = by_stage(
     ),
 )
 """The shared passes' registrations (backends.registration), by stage."""
-
-
-def shared_implementation(stage: str) -> StageImpl | None:
-    """The shared pass for `stage`, or None (compile and evaluate are always the backend's own)."""
-    found = SHARED.get(stage)
-    if found is None:
-        return None
-    try:
-        return found.load()
-    except ModuleNotFoundError as exc:
-        if exc.name == found.ref.partition(":")[0]:
-            return None
-        raise
