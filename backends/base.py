@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from backends.catalog import Target
+from backends.registration import Registration
 
 STAGES: tuple[str, ...] = ("import", "check", "rewrite", "preprocess", "quantize", "compile", "evaluate")
 
@@ -45,14 +46,15 @@ class StageOutput:
 
 @runtime_checkable
 class StageImpl(Protocol):
-    """One stage's implementation. `version` enters the build key: bump it when the output would change."""
+    """One stage's implementation. Its key identity (name, version) is its registration's
+    (backends.registration), never read from the object."""
 
     stage: str
-    version: str
 
     def fingerprint(self) -> dict[str, str]:
         """Versions of the tools this implementation uses (e.g. {"onnx": "1.23.2"}); read without importing
-        them (importlib.metadata), because plan computes keys without running anything."""
+        them (importlib.metadata), because plan computes keys without running anything. The key takes
+        its registration's recipe instead when it has one (a test keeps the two equal)."""
         ...
 
     def run(self, request: StageRequest) -> StageOutput: ...
@@ -77,8 +79,8 @@ class Backend(Protocol):
     """A toolchain adapter. Registered by name in backends.registry, constructed lazily."""
 
     name: str
-
-    def serves(self, target: Target) -> bool: ...
+    stages: Mapping[str, Registration]
+    """The stages it implements itself, by stage name; the others are the shared ONNX passes'."""
 
     def fingerprint(self) -> dict[str, str]:
         """Toolchain versions that go into the keys of the stages this backend implements."""
@@ -90,10 +92,6 @@ class Backend(Protocol):
 
     def missing_toolchain(self) -> str | None:
         """None when usable; otherwise one line saying what to install."""
-        ...
-
-    def implementation(self, stage: str) -> StageImpl | None:
-        """The stage's implementation for this backend, or None when it implements none."""
         ...
 
 

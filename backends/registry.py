@@ -1,19 +1,23 @@
 """Backends by name, constructed lazily; third parties register through the `npuctl.backends` entry point.
 
-Stages a backend does not implement itself fall back to the shared ONNX passes (backends.onnx), which
-every ONNX-based toolchain can start from. compile and evaluate have no shared fallback.
+A backend lists the stages it implements itself in its `stages` table (backends.registration); the
+others fall back to the shared ONNX passes (backends.onnx.SHARED), which every ONNX-based toolchain
+can start from. compile and evaluate have no shared fallback. A stage's key identity and the
+implementation that runs both come from the one registration `registration` picks.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
 from backends.base import Backend, StageImpl
 from backends.catalog import Target
 from backends.errors import ToolchainMissing, UnsupportedStage
+from backends.registration import Registration
 
 BUILTIN: dict[str, str] = {
     "onnxruntime": "backends.onnxruntime:OnnxRuntimeBackend",
@@ -60,6 +64,11 @@ def backend(name: str) -> Backend:
     if name not in refs:
         raise UnsupportedStage(f"no backend named {name!r} (known: {', '.join(sorted(refs))})")
     instance: Backend = _load(name, refs[name])()
+    if not isinstance(getattr(instance, "stages", None), Mapping):
+        raise UnsupportedStage(
+            f"backend {name!r} from {refs[name]} declares no `stages` table (backends.registration; "
+            "see docs/plugins.md)"
+        )
     return instance
 
 
@@ -67,13 +76,14 @@ def backend_for(target: Target, override: str | None = None) -> Backend:
     return backend(override or target.backend)
 
 
-def implementation(target: Target, stage: str, override: str | None = None) -> StageImpl:
-    """The implementation of `stage` for `target`.
+def registration(target: Target, stage: str, override: str | None = None) -> Registration:
+    """The registration (backends.registration) of what builds `stage` for `target`: the backend's
+    own, else the shared ONNX pass's.
 
     Raises UnsupportedStage when neither the backend nor the shared passes implement it, and
     ToolchainMissing (with the install line) when the backend's toolchain is absent.
     """
-    from backends.onnx import shared_implementation
+    from backends.onnx import SHARED
 
     try:
         chosen: Backend | None = backend_for(target, override)
@@ -81,45 +91,29 @@ def implementation(target: Target, stage: str, override: str | None = None) -> S
         if stage in ("compile", "evaluate"):
             raise
         chosen = None  # no adapter for this target yet: the shared ONNX passes still run
-    impl = chosen.implementation(stage) if chosen is not None else None
-    if impl is not None and chosen is not None:
+    own = chosen.stages.get(stage) if chosen is not None else None
+    if own is not None and chosen is not None:
         missing = chosen.missing_toolchain()
         if missing:
             raise ToolchainMissing(missing)
-        return impl
-    shared = shared_implementation(stage)
+        return own
+    shared = SHARED.get(stage)
     if shared is None:
         name = chosen.name if chosen is not None else (override or target.backend)
         raise UnsupportedStage(f"backend {name!r} implements no {stage} stage for target {target.id!r}")
     return shared
 
 
-def static_info(target: Target, stage: str, override: str | None = None) -> dict[str, Any] | None:
-    """The key identity ({"name", "version", "fingerprint"}) of what `implementation` would return,
-    from backends.impl_table without importing the implementation's module; None when the table
-    cannot say (a plug-in, a fingerprint only its module knows): then ask `implementation`.
-    Raises ToolchainMissing exactly where `implementation` would."""
-    from backends import impl_table
+def implementation(target: Target, stage: str, override: str | None = None) -> StageImpl:
+    """The implementation of `stage` for `target`, imported now (raises as `registration`)."""
+    return registration(target, stage, override).load()
 
-    name = override or target.backend
-    if name not in BUILTIN:
-        return None
-    try:
-        chosen = backend(name)
-    except UnsupportedStage:
-        return None
-    found = impl_table.entry(name, stage)
-    if found is None:
-        return None
-    (qualified, recipe), own = found
-    if own:
-        missing = chosen.missing_toolchain()
-        if missing:
-            raise ToolchainMissing(missing)
-    version = impl_table.literal_version(qualified)
-    if recipe is None or version is None:
-        return None
-    return {"name": qualified, "version": version, "fingerprint": impl_table.fingerprint(recipe)}
+
+def identity(target: Target, stage: str, override: str | None = None) -> dict[str, Any]:
+    """The key identity ({"name", "version", "fingerprint"}) of what `implementation` would return;
+    imports the implementation's module only when its fingerprint has no recipe. Raises as
+    `registration`."""
+    return registration(target, stage, override).identity()
 
 
 def describe(target: Target) -> dict[str, str]:

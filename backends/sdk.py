@@ -150,11 +150,11 @@ class BundleCompile:
     bundle_name: str
     artifact: str
     """Name of the tool's output artifact (e.g. "om", "context")."""
-    version: str
-    """The adapter's version (what it writes into the bundle)."""
+    adapter_version: str
+    """The adapter's version, in the fingerprint: what it writes into the bundle changes with it."""
 
     def fingerprint(self) -> dict[str, str]:
-        return {self.sdk.name: self.sdk.version(), "adapter": self.version}
+        return {self.sdk.name: self.sdk.version(), "adapter": self.adapter_version}
 
     def members(self, model: Path, request: StageRequest) -> tuple[dict[str, bytes | Path], dict[str, Any]]:
         raise NotImplementedError
@@ -207,7 +207,6 @@ class BundleEvaluate:
     an on-device runner this adapter does not have yet."""
 
     stage = "evaluate"
-    version = "1"
 
     def __init__(self, sdk: Sdk, artifact: str) -> None:
         self.sdk = sdk
@@ -250,7 +249,6 @@ class RecordingPreprocess:
     derives the vendor's input layout/encoding flags from it; compile's own key does not cover it)."""
 
     stage = "preprocess"
-    version = "1+record"
 
     def fingerprint(self) -> dict[str, str]:
         from backends.onnx.preprocess import PreprocessPass
@@ -274,7 +272,6 @@ class RecordingQuantize:
     model (for QNN's quantization overrides and CANN's keep_dtype list)."""
 
     stage = "quantize"
-    version = "1+record"
 
     def quantize_pass(self) -> Any:
         """The quantize pass this records (the shared one; a backend may give its own subclass)."""

@@ -17,8 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 from backends.base import StageImpl
-from backends.catalog import Target
-from backends.sdk import BundleEvaluate, Sdk
+from backends.onnx import SHARED
+from backends.registration import Registration, by_stage
+from backends.sdk import Sdk
 
 NAME = "cann"
 ADAPTER_VERSION = "1"
@@ -64,12 +65,43 @@ OPTIONS_SCHEMA: dict[str, Any] = {
 }
 
 
+def bundle_evaluate() -> StageImpl:
+    """evaluate: the bundle adapter's, for CANN's SDK and its .om."""
+    from backends.sdk import BundleEvaluate
+
+    return BundleEvaluate(SDK, "om")
+
+
+STAGES: dict[str, Registration] = by_stage(
+    Registration(
+        "preprocess",
+        name="backends.cann.adapter.CannPreprocess",
+        version="1",
+        ref="backends.cann.adapter:CannPreprocess",
+        fingerprint=SHARED["preprocess"].fingerprint,
+    ),
+    Registration(
+        "quantize",
+        name="backends.cann.adapter.CannQuantize",
+        version="1+record",
+        ref="backends.cann.adapter:CannQuantize",
+    ),
+    Registration(
+        "compile",
+        name="backends.cann.adapter.CannCompile",
+        version=ADAPTER_VERSION,
+        ref="backends.cann.adapter:CannCompile",
+    ),
+    Registration(
+        "evaluate", name="backends.sdk.BundleEvaluate", version="1", ref="backends.cann:bundle_evaluate"
+    ),
+)
+
+
 class CannBackend:
     name = NAME
+    stages = STAGES
     evidence_here = "unverified: ATC bundle only (the CANN toolkit is not installable here)"
-
-    def serves(self, target: Target) -> bool:
-        return target.backend == NAME
 
     def fingerprint(self) -> dict[str, str]:
         return {"cann_toolkit": SDK.version(), "adapter": ADAPTER_VERSION}
@@ -79,19 +111,3 @@ class CannBackend:
 
     def missing_toolchain(self) -> str | None:
         return None  # the bundle is written without ATC; evaluate reports ATC as missing
-
-    def implementation(self, stage: str) -> StageImpl | None:
-        from backends.cann import adapter
-
-        impl: StageImpl
-        if stage == "preprocess":
-            impl = adapter.CannPreprocess()
-        elif stage == "quantize":
-            impl = adapter.CannQuantize()
-        elif stage == "compile":
-            impl = adapter.CannCompile()
-        elif stage == "evaluate":
-            impl = BundleEvaluate(SDK, "om")
-        else:
-            return None
-        return impl

@@ -60,7 +60,6 @@ class CannPreprocess:
     and the .om takes the raw uint8 NHWC frame), else the shared fold; the decision is recorded."""
 
     stage = "preprocess"
-    version = "1"
 
     def fingerprint(self) -> dict[str, str]:
         from backends.onnx.preprocess import PreprocessPass
@@ -213,7 +212,7 @@ class CannCompile(BundleCompile):
     sdk = SDK
     bundle_name = "cann-bundle.tar"
     artifact = "om"
-    version = ADAPTER_VERSION
+    adapter_version = ADAPTER_VERSION
 
     def members(self, model: Path, request: StageRequest) -> tuple[dict[str, bytes | Path], dict[str, Any]]:
         return bundle_members(model, request.target, request.config)

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.base import StageImpl
-from backends.catalog import Target
+from backends.registration import Registration, by_stage
 
 NAME = "coreml"
 COMPUTE_UNITS = ("ALL", "CPU_AND_NE", "CPU_AND_GPU", "CPU_ONLY")
@@ -45,12 +44,33 @@ OPTIONS_SCHEMA: dict[str, Any] = {
 }
 
 
+STAGES: dict[str, Registration] = by_stage(
+    Registration(
+        "quantize",
+        name="backends.coreml.convert.CoreMlQuantize",
+        version="1-coreml-plan",
+        ref="backends.coreml.convert:CoreMlQuantize",
+    ),
+    Registration(
+        "compile",
+        name="backends.coreml.convert.CoreMlCompile",
+        version="2-coremltools",
+        ref="backends.coreml.convert:CoreMlCompile",
+    ),
+    Registration(
+        "evaluate",
+        name="backends.coreml.convert.CoreMlEvaluate",
+        version="1",
+        ref="backends.coreml.convert:CoreMlEvaluate",
+    ),
+)
+"""The fingerprints are the managed environment's (read by the implementations)."""
+
+
 class CoreMlBackend:
     name = NAME
+    stages = STAGES
     evidence_here = "none: the .mlpackage is built here, Core ML runs it only on macOS/iOS (not run)"
-
-    def serves(self, target: Target) -> bool:
-        return target.backend == NAME
 
     def fingerprint(self) -> dict[str, str]:
         from backends.coreml.convert import fingerprint
@@ -66,17 +86,3 @@ class CoreMlBackend:
         if toolchains.python(toolchains.COREML) is None:
             return f"coremltools {toolchains.COREML.version} not installed: {toolchains.COREML.install_hint}"
         return None
-
-    def implementation(self, stage: str) -> StageImpl | None:
-        from backends.coreml import convert
-
-        impl: StageImpl
-        if stage == "quantize":
-            impl = convert.CoreMlQuantize()
-        elif stage == "compile":
-            impl = convert.CoreMlCompile()
-        elif stage == "evaluate":
-            impl = convert.CoreMlEvaluate()
-        else:
-            return None
-        return impl

@@ -50,7 +50,6 @@ class CoreMlQuantize:
     """Stage "quantize": the float model passes on unchanged; the report records compile's plan."""
 
     stage = "quantize"
-    version = "1-coreml-plan"
 
     def fingerprint(self) -> dict[str, str]:
         return fingerprint()
@@ -136,7 +135,6 @@ class CoreMlCompile:
     """Stage "compile": the .mlpackage for apple-ane, packed as model.mlpackage.tar."""
 
     stage = "compile"
-    version = "2-coremltools"  # 2: Constant weights moved to initializers for onnx2torch
 
     def fingerprint(self) -> dict[str, str]:
         return fingerprint()
@@ -223,7 +221,6 @@ class CoreMlEvaluate:
     """Stage "evaluate": Core ML cannot run on this machine; the stage is not run, SLOs stay unverified."""
 
     stage = "evaluate"
-    version = "1"
 
     def fingerprint(self) -> dict[str, str]:
         return fingerprint()

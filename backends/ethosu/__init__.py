@@ -22,6 +22,7 @@ from typing import Any
 
 from backends.base import StageImpl
 from backends.catalog import Target
+from backends.registration import Registration, by_stage
 
 NAME = "ethos-u"
 INSTALL = "pip install 'npuctl[ethos-u]' (ethos-u-vela)"
@@ -71,14 +72,41 @@ def fingerprint() -> dict[str, str]:
     return {"ethos_u_vela": vela}
 
 
+def tflite_quantize() -> StageImpl:
+    """quantize: onnx2tf's TFLite, in the variants an Ethos-U runs."""
+    from backends.tflite.stages import TfliteQuantize
+
+    return TfliteQuantize(ALLOWED)
+
+
+STAGES: dict[str, Registration] = by_stage(
+    Registration(
+        "quantize",
+        name="backends.tflite.stages.TfliteQuantize",
+        version="2-onnx2tf",
+        ref="backends.ethosu:tflite_quantize",
+    ),
+    Registration(
+        "compile",
+        name="backends.ethosu.vela.VelaCompile",
+        version="2-vela",
+        ref="backends.ethosu.vela:VelaCompile",
+    ),
+    Registration(
+        "evaluate",
+        name="backends.ethosu.vela.VelaEvaluate",
+        version="3-vela",
+        ref="backends.ethosu.vela:VelaEvaluate",
+    ),
+)
+
+
 class EthosUBackend:
     name = NAME
+    stages = STAGES
     evidence_here = (
         "measured:host (int8 TFLite accuracy on LiteRT); estimated: vela (cycles, latency, SRAM/flash)"
     )
-
-    def serves(self, target: Target) -> bool:
-        return target.backend == NAME
 
     def fingerprint(self) -> dict[str, str]:
         from backends import tflite
@@ -100,18 +128,3 @@ class EthosUBackend:
         if find_spec("ethosu") is None:
             return f"ethos-u-vela not installed: {INSTALL}"
         return tflite.missing()
-
-    def implementation(self, stage: str) -> StageImpl | None:
-        from backends.ethosu import vela
-        from backends.tflite.stages import TfliteQuantize
-
-        impl: StageImpl
-        if stage == "quantize":
-            impl = TfliteQuantize(ALLOWED)
-        elif stage == "compile":
-            impl = vela.VelaCompile()
-        elif stage == "evaluate":
-            impl = vela.VelaEvaluate()
-        else:
-            return None
-        return impl

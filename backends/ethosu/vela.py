@@ -134,7 +134,6 @@ class VelaCompile:
     """Stage "compile": the TFLite through vela for the target's Ethos-U configuration."""
 
     stage = "compile"
-    version = "2-vela"  # 2: the kept-float layers in the placement
 
     def fingerprint(self) -> dict[str, str]:
         return {**fingerprint(), **tflite_fingerprint()}
@@ -267,8 +266,6 @@ def _cpu_note(placement: Mapping[str, Any]) -> str:
 
 class VelaEvaluate(TfliteEvaluate):
     """LiteRT accuracy of the int8 TFLite on this host, and vela's estimates for time and memory."""
-
-    version = "3-vela"  # 2: vela's per-layer cycles as a profile (profile.json); 3: CPU operators named
 
     def fingerprint(self) -> dict[str, str]:
         return {**fingerprint(), **tflite_fingerprint()}

@@ -17,10 +17,11 @@ from typing import Any
 
 from backends.base import StageImpl
 from backends.catalog import Target
+from backends.registration import Registration, by_stage
 from backends.sdk import Sdk
 
 NAME = "mediatek"
-ADAPTER_VERSION = "2"  # 2: --relax-fp32 for layers kept float
+ADAPTER_VERSION = "2"
 SDK = Sdk(
     name="neuropilot",
     env_var="NEUROPILOT_SDK_ROOT",
@@ -52,14 +53,41 @@ OPTIONS_SCHEMA: dict[str, Any] = {
 }
 
 
+def tflite_quantize() -> StageImpl:
+    """quantize: onnx2tf's TFLite, in the variants ncc-tflite takes."""
+    from backends.tflite.stages import TfliteQuantize
+
+    return TfliteQuantize(ALLOWED)
+
+
+STAGES: dict[str, Registration] = by_stage(
+    Registration(
+        "quantize",
+        name="backends.tflite.stages.TfliteQuantize",
+        version="2-onnx2tf",
+        ref="backends.mediatek:tflite_quantize",
+    ),
+    Registration(
+        "compile",
+        name="backends.mediatek.compile.NccCompile",
+        version=ADAPTER_VERSION,
+        ref="backends.mediatek.compile:NccCompile",
+    ),
+    Registration(
+        "evaluate",
+        name="backends.tflite.stages.TfliteEvaluate",
+        version="1-litert",
+        ref="backends.tflite.stages:TfliteEvaluate",
+    ),
+)
+
+
 class MediaTekBackend:
     name = NAME
+    stages = STAGES
     evidence_here = (
         "measured:host (the TFLite's accuracy on LiteRT); unverified on the APU: ncc-tflite bundle only"
     )
-
-    def serves(self, target: Target) -> bool:
-        return target.backend == NAME
 
     def fingerprint(self) -> dict[str, str]:
         from backends import tflite
@@ -79,18 +107,3 @@ class MediaTekBackend:
         from backends import tflite
 
         return tflite.missing()  # without NeuroPilot the bundle is still written (backends.sdk)
-
-    def implementation(self, stage: str) -> StageImpl | None:
-        from backends.mediatek import compile as mtk
-        from backends.tflite.stages import TfliteEvaluate, TfliteQuantize
-
-        impl: StageImpl
-        if stage == "quantize":
-            impl = TfliteQuantize(ALLOWED)
-        elif stage == "compile":
-            impl = mtk.NccCompile()
-        elif stage == "evaluate":
-            impl = TfliteEvaluate()
-        else:
-            return None
-        return impl

@@ -50,7 +50,6 @@ class NccCompile:
     """Stage "compile": the bundle (model.tflite, build.sh, manifest.json), the .dla when ncc-tflite is here."""
 
     stage = "compile"
-    version = ADAPTER_VERSION
 
     def fingerprint(self) -> dict[str, str]:
         return {"neuropilot": SDK.version(), "adapter": ADAPTER_VERSION, **tflite_fingerprint()}

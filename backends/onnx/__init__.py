@@ -1,35 +1,51 @@
 """ONNX passes shared by every ONNX-based backend: import, check, rewrite, preprocess, quantize.
 
 A backend that implements one of these stages itself (RKNN quantizes inside its own build) overrides
-the shared pass; everything else starts from here. Modules are imported only when their stage runs.
+the shared pass; everything else starts from here (backends.registry). `SHARED` registers the passes
+(backends.registration); their modules are imported only when their stage runs.
 """
 
 from __future__ import annotations
 
-import importlib
+from backends.registration import Dist, Registration, by_stage
 
-from backends.base import StageImpl
+ONNX, ORT, NUMPY = Dist("onnx"), Dist("onnxruntime"), Dist("numpy")
 
-_SHARED: dict[str, str] = {
-    "import": "backends.onnx.importer:ImportPass",
-    "check": "backends.onnx.check:CheckPass",
-    "rewrite": "backends.onnx.rewrite:RewritePass",
-    "preprocess": "backends.onnx.preprocess:PreprocessPass",
-    "quantize": "backends.onnx.quantize:QuantizePass",
-}
-
-
-def shared_implementation(stage: str) -> StageImpl | None:
-    """The shared pass for `stage`, or None (compile and evaluate are always the backend's own)."""
-    ref = _SHARED.get(stage)
-    if ref is None:
-        return None
-    module, _, attr = ref.partition(":")
-    try:
-        cls = getattr(importlib.import_module(module), attr)
-    except ModuleNotFoundError as exc:
-        if exc.name == module:
-            return None
-        raise
-    impl: StageImpl = cls()
-    return impl
+SHARED: dict[str, Registration] = by_stage(
+    Registration(
+        "import",
+        name="backends.onnx.importer.ImportPass",
+        version="2",
+        ref="backends.onnx.importer:ImportPass",
+        fingerprint=(ONNX,),
+    ),
+    Registration(
+        "check",
+        name="backends.onnx.check.CheckPass",
+        version="2",
+        ref="backends.onnx.check:CheckPass",
+        fingerprint=(ONNX, NUMPY),
+    ),
+    Registration(
+        "rewrite",
+        name="backends.onnx.rewrite.RewritePass",
+        version="1",
+        ref="backends.onnx.rewrite:RewritePass",
+        fingerprint=(ONNX, ORT, NUMPY),
+    ),
+    Registration(
+        "preprocess",
+        name="backends.onnx.preprocess.PreprocessPass",
+        version="1",
+        ref="backends.onnx.preprocess:PreprocessPass",
+        fingerprint=(ONNX, ORT, NUMPY),
+    ),
+    Registration(
+        "quantize",
+        name="backends.onnx.quantize.QuantizePass",
+        version="10",
+        ref="backends.onnx.quantize:QuantizePass",
+        fingerprint=(ONNX, ORT, NUMPY),
+    ),
+)
+"""The shared passes' registrations (backends.registration), by stage."""

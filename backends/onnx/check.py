@@ -44,7 +44,6 @@ class CheckPass:
     """Stage "check": config `target`, `quantization.mode|weights|activations`; input `model`."""
 
     stage = "check"
-    version = "2"
 
     def fingerprint(self) -> dict[str, str]:
         return {"onnx": _dist("onnx"), "numpy": _dist("numpy")}

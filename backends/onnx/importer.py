@@ -41,7 +41,6 @@ class ImportPass:
     """Stage "import": load, check, raise the opset, fix input shapes, infer the rest."""
 
     stage = "import"
-    version = "2"
 
     def fingerprint(self) -> dict[str, str]:
         return {"onnx": _dist_version("onnx")}

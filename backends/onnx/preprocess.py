@@ -362,7 +362,6 @@ class PreprocessPass:
     """Stage "preprocess": config keys `preprocess`, `inputs`; input `model`."""
 
     stage = "preprocess"
-    version = "1"
 
     def fingerprint(self) -> dict[str, str]:
         return {"onnx": _dist("onnx"), "onnxruntime": _dist("onnxruntime"), "numpy": _dist("numpy")}

@@ -90,7 +90,6 @@ class QuantizePass:
     """Stage "quantize"."""
 
     stage = "quantize"
-    version = "10"  # 10: a bulk group of kept points is pruned (point_search._prune); 9: bias correction (backends.onnx.bias_correction); 8: auto searches the input-side region as one block when single layers miss the budget; 7: auto keeps only layers that improve, falls back to its best bulk group; 6: recurrent weights per channel, weights ranked by output SQNR; 5: LSTM weights int8 (recurrent); 4: Q/DQ placement by target (qdq_placement)
 
     def fingerprint(self) -> dict[str, str]:
         return {name: _dist_version(name) for name in ("onnx", "onnxruntime", "numpy")}

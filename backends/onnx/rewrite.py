@@ -48,7 +48,6 @@ class RewritePass:
     """Stage "rewrite": config keys `rewrite`, `target`; inputs `model`, `placement`."""
 
     stage = "rewrite"
-    version = "1"
 
     def fingerprint(self) -> dict[str, str]:
         return {"onnx": _dist("onnx"), "onnxruntime": _dist("onnxruntime"), "numpy": _dist("numpy")}

@@ -14,10 +14,10 @@ from importlib.util import find_spec
 from typing import Any
 
 from backends import dists
-from backends.base import StageImpl
-from backends.catalog import Target
 from backends.errors import TerminalError
 from backends.host import host_isa
+from backends.onnx import SHARED
+from backends.registration import Call, Registration, by_stage
 
 FUSION_OPTIMIZERS: dict[str, tuple[str, ...]] = {
     "conv_bn": ("ConvBNFusion", "ConvAddFusion", "ConvMulFusion"),
@@ -111,12 +111,35 @@ def disabled_optimizers(fusion: Any) -> list[str]:
     return sorted(names)
 
 
+STAGES: dict[str, Registration] = by_stage(
+    Registration(
+        "quantize",
+        name="backends.onnxruntime._quantize.HostQuantizePass",
+        version=SHARED["quantize"].version + "+host",  # the shared pass, plus the host's weight rule
+        ref="backends.onnxruntime._quantize:HostQuantizePass",
+        fingerprint=(*(SHARED["quantize"].fingerprint or ()), Call("backends.host:int8_fingerprint")),
+    ),
+    Registration(
+        "compile",
+        name="backends.onnxruntime._compile.CompilePass",
+        version="2",
+        ref="backends.onnxruntime._compile:CompilePass",
+        fingerprint=(Call(fingerprint),),
+    ),
+    Registration(
+        "evaluate",
+        name="backends.onnxruntime._evaluate.EvaluatePass",
+        version="7",
+        ref="backends.onnxruntime._evaluate:EvaluatePass",
+        fingerprint=(Call(fingerprint),),
+    ),
+)
+
+
 class OnnxRuntimeBackend:
     name = "onnxruntime"
     evidence_here = "measured:host (ONNX Runtime CPU EP); measured:device through an ssh/adb runner"
-
-    def serves(self, target: Target) -> bool:
-        return target.backend == self.name
+    stages = STAGES
 
     def fingerprint(self) -> dict[str, str]:
         return fingerprint()
@@ -126,18 +149,3 @@ class OnnxRuntimeBackend:
 
     def missing_toolchain(self) -> str | None:
         return None if find_spec("onnxruntime") is not None else "pip install onnxruntime"
-
-    def implementation(self, stage: str) -> StageImpl | None:
-        if stage == "quantize":
-            from backends.onnxruntime._quantize import HostQuantizePass
-
-            return HostQuantizePass()
-        if stage == "compile":
-            from backends.onnxruntime._compile import CompilePass
-
-            return CompilePass()
-        if stage == "evaluate":
-            from backends.onnxruntime._evaluate import EvaluatePass
-
-            return EvaluatePass()
-        return None

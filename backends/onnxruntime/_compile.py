@@ -34,7 +34,6 @@ def _log(path: Path, message: str) -> None:
 
 class CompilePass:
     stage = "compile"
-    version = "2"  # 2: the .ort checked against its source before it is recorded
 
     def fingerprint(self) -> dict[str, str]:
         return fingerprint()

@@ -42,9 +42,6 @@ _LATENCY_KEYS = ("p50", "p90", "p95", "p99", "mean")
 
 class EvaluatePass:
     stage = "evaluate"
-    version = "7"  # 4: a CPU run for an NPU target is evidence about that CPU; 5: a per-layer profile;
-    # 6: its layers less the profiler's own cost (probe); 7: the timed runs' CPU time beside their wall
-    # time (6's profiled runs were paired with unprofiled ones, which then ran on caches the profiler took)
 
     def fingerprint(self) -> dict[str, str]:
         return fingerprint()

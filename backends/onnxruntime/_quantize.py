@@ -33,8 +33,6 @@ _CLIPS = (
 class HostQuantizePass(QuantizePass):
     """Stage "quantize" for the host CPU."""
 
-    version = "10+host"  # QuantizePass's version + the host's weight rule (a test keeps them in step)
-
     def fingerprint(self) -> dict[str, str]:
         return {**super().fingerprint(), **int8_fingerprint()}
 

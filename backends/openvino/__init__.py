@@ -21,8 +21,8 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from backends import toolchains
-from backends.base import StageImpl
 from backends.catalog import Target
+from backends.registration import Call, Dist, Registration, by_stage
 
 NAME = "openvino"
 INSTALL = "pip install 'npuctl[openvino]' (openvino, nncf)"
@@ -83,12 +83,49 @@ def fingerprint() -> dict[str, str]:
     }
 
 
+_FINGERPRINT = Call(fingerprint)
+
+STAGES: dict[str, Registration] = by_stage(
+    Registration(
+        "check",
+        name="backends.openvino.check.OpenVinoCheck",
+        version="2-openvino",
+        ref="backends.openvino.check:OpenVinoCheck",
+        fingerprint=(Dist("onnx"), Dist("numpy"), _FINGERPRINT),
+    ),
+    Registration(
+        "quantize",
+        name="backends.openvino.quantize.NncfQuantize",
+        version="3",
+        ref="backends.openvino.quantize:NncfQuantize",
+        fingerprint=(
+            _FINGERPRINT,
+            Dist("onnx", "shared."),
+            Dist("onnxruntime", "shared."),
+            Dist("numpy", "shared."),
+        ),
+    ),
+    Registration(
+        "compile",
+        name="backends.openvino.compile.OpenVinoCompile",
+        version="3",
+        ref="backends.openvino.compile:OpenVinoCompile",
+        fingerprint=(_FINGERPRINT,),
+    ),
+    Registration(
+        "evaluate",
+        name="backends.openvino.evaluate.OpenVinoEvaluate",
+        version="6",
+        ref="backends.openvino.evaluate:OpenVinoEvaluate",
+        fingerprint=(_FINGERPRINT,),
+    ),
+)
+
+
 class OpenVinoBackend:
     name = NAME
     evidence_here = "measured:device on an Intel NPU when present, else measured:host (CPU plugin)"
-
-    def serves(self, target: Target) -> bool:
-        return target.backend == NAME
+    stages = STAGES
 
     def fingerprint(self) -> dict[str, str]:
         return fingerprint()
@@ -106,25 +143,3 @@ class OpenVinoBackend:
         from backends.openvino.quantize import spec_errors
 
         return spec_errors(spec.get("quantization") or {})
-
-    def implementation(self, stage: str) -> StageImpl | None:
-        impl: StageImpl
-        if stage == "check":
-            from backends.openvino.check import OpenVinoCheck
-
-            impl = OpenVinoCheck()
-        elif stage == "quantize":
-            from backends.openvino.quantize import NncfQuantize
-
-            impl = NncfQuantize()
-        elif stage == "compile":
-            from backends.openvino.compile import OpenVinoCompile
-
-            impl = OpenVinoCompile()
-        elif stage == "evaluate":
-            from backends.openvino.evaluate import OpenVinoEvaluate
-
-            impl = OpenVinoEvaluate()
-        else:
-            return None
-        return impl

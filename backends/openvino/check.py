@@ -34,8 +34,6 @@ def query(model_path: str, device: str) -> dict[str, str]:
 
 
 class OpenVinoCheck(CheckPass):
-    version = "2-openvino"
-
     def fingerprint(self) -> dict[str, str]:
         return {**super().fingerprint(), **fingerprint()}
 

@@ -22,8 +22,6 @@ from backends.base import StageOutput, StageRequest
 from backends.errors import TerminalError
 from backends.openvino import fingerprint
 
-VERSION = "3"  # 3: ov.convert_model, and the IR checked against its source before it is recorded
-
 
 def device(options: Mapping[str, Any], available: list[str]) -> str:
     """NPU when present (the target's device), else CPU; compile.options.device forces one."""
@@ -114,7 +112,6 @@ def check_ir(
 
 class OpenVinoCompile:
     stage = "compile"
-    version = VERSION
 
     def fingerprint(self) -> dict[str, str]:
         return fingerprint()

@@ -20,8 +20,6 @@ from backends.errors import TerminalError
 from backends.evidence import about_host, cpu_name
 from backends.openvino import fingerprint
 
-VERSION = "6"  # 5: the CPU plugin is evidence about its host (backends.evidence); 6: per-layer profile
-
 
 def _settings(request: StageRequest) -> tuple[Path, Path, dict[str, Any]]:
     xml, binary, cfg = (request.inputs.get(k) for k in ("openvino_xml", "openvino_bin", "openvino_config"))
@@ -79,7 +77,6 @@ def evidence_for(runner: Any, device: str, target_device: str, precision: str) -
 
 class OpenVinoEvaluate:
     stage = "evaluate"
-    version = VERSION
 
     def fingerprint(self) -> dict[str, str]:
         return fingerprint()

@@ -29,8 +29,6 @@ from backends.base import StageOutput, StageRequest
 from backends.errors import TerminalError
 from backends.openvino import fingerprint
 
-VERSION = "3"  # 3: quantization.bias_correction maps onto NNCF's disable_bias_correction; 2: calibration.method maps onto NNCF's activation range estimator
-
 
 def _estimator_text(method: str, percentile: float) -> str:
     if method == "minmax":
@@ -121,7 +119,6 @@ def range_estimator(method: str, percentile: float) -> Any:
 
 class NncfQuantize:
     stage = "quantize"
-    version = VERSION
 
     def fingerprint(self) -> dict[str, str]:
         from backends.onnx.quantize import QuantizePass

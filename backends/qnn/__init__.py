@@ -31,8 +31,7 @@ from importlib.metadata import PackageNotFoundError, version
 from importlib.util import find_spec
 from typing import Any
 
-from backends.base import StageImpl
-from backends.catalog import Target
+from backends.registration import Call, Dist, Registration, by_stage
 from backends.sdk import Sdk
 
 NAME = "qnn"
@@ -111,15 +110,48 @@ OPTIONS_SCHEMA: dict[str, Any] = {
 }
 
 
+STAGES: dict[str, Registration] = by_stage(
+    Registration(
+        "check",
+        name="backends.qnn.stages.QnnCheck",
+        version="2-qnn",
+        ref="backends.qnn.stages:QnnCheck",
+        fingerprint=(Dist("onnx"), Dist("numpy"), Call(fingerprint)),
+    ),
+    Registration(
+        "preprocess",
+        name="backends.qnn.adapter.QnnPreprocess",
+        version="1+record",
+        ref="backends.qnn.adapter:QnnPreprocess",
+    ),
+    Registration(
+        "quantize",
+        name="backends.qnn.stages.QnnQuantize",
+        version="1+record+htp3",
+        ref="backends.qnn.stages:QnnQuantize",
+    ),
+    Registration(
+        "compile",
+        name="backends.qnn.stages.QnnCompile",
+        version="3-epcontext",
+        ref="backends.qnn.stages:QnnCompile",
+    ),
+    Registration(
+        "evaluate",
+        name="backends.qnn.evaluate.QnnEvaluate",
+        version="4-simulator",
+        ref="backends.qnn.evaluate:QnnEvaluate",
+    ),
+)
+
+
 class QnnBackend:
     name = NAME
+    stages = STAGES
     evidence_here = (
         "measured:host simulator (accuracy on the HTP simulator); estimated: QNN HTP simulator cycles, "
         "and latency at the catalog's HTP clock"
     )
-
-    def serves(self, target: Target) -> bool:
-        return target.backend == NAME
 
     def fingerprint(self) -> dict[str, str]:
         return {"qnn_sdk": SDK.version(), "adapter": ADAPTER_VERSION, **fingerprint()}
@@ -131,21 +163,3 @@ class QnnBackend:
         if find_spec("onnxruntime_qnn") is None:
             return f"onnxruntime-qnn not installed: {INSTALL}"
         return None
-
-    def implementation(self, stage: str) -> StageImpl | None:
-        from backends.qnn import adapter, evaluate, stages
-
-        impl: StageImpl
-        if stage == "check":
-            impl = stages.QnnCheck()
-        elif stage == "preprocess":
-            impl = adapter.QnnPreprocess()
-        elif stage == "quantize":
-            impl = stages.QnnQuantize()
-        elif stage == "compile":
-            impl = stages.QnnCompile()
-        elif stage == "evaluate":
-            impl = evaluate.QnnEvaluate()
-        else:
-            return None
-        return impl

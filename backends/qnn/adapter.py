@@ -206,7 +206,7 @@ class QnnCompile(BundleCompile):
     sdk = SDK
     bundle_name = "qnn-bundle.tar"
     artifact = "context"
-    version = ADAPTER_VERSION
+    adapter_version = ADAPTER_VERSION
 
     def members(self, model: Path, request: StageRequest) -> tuple[dict[str, bytes | Path], dict[str, Any]]:
         return bundle_members(model, request.target, request.config)

@@ -22,7 +22,6 @@ class QnnEvaluate:
     simulator`) and its simulated cycles (`estimated`: simulator cycles, not device time)."""
 
     stage = "evaluate"
-    version = "4-simulator"  # 2: the task's metric (backends.tasks); 3: cycles at the HTP clock; 4: a profile
 
     def fingerprint(self) -> dict[str, str]:
         return {**fingerprint(), "htp_clocks": _htp_clocks()}

@@ -20,7 +20,7 @@ from backends.errors import TerminalError
 from backends.onnx.check import CheckPass
 from backends.onnx.quant_policy import Policy
 from backends.onnx.quantize import QuantizePass
-from backends.qnn import adapter, driver, fingerprint
+from backends.qnn import STAGES, adapter, driver, fingerprint
 from backends.qnn.validation import device_map, parse
 
 HTP_ACTIVATIONS = ("uint8", "uint16")
@@ -59,8 +59,6 @@ def _source(answer: Mapping[str, Any], chip: Mapping[str, str]) -> str:
 class QnnCheck(CheckPass):
     """The placement from QNN's own per-node validation (it wins over the op table; the report's
     `source` names it), with QNN's reason on each node it rejects."""
-
-    version = "2-qnn"
 
     def fingerprint(self) -> dict[str, str]:
         return {**super().fingerprint(), **fingerprint()}
@@ -151,9 +149,8 @@ def qnn_options(model: Path, policy: Policy) -> dict[str, Any]:
 
 
 class QnnQuantizePass(QuantizePass):
-    """The shared ptq pass with QNN's QDQ config merged into the quantizer's options."""
-
-    version = QuantizePass.version + "+qnn"  # the HTP runs the graph integer (Policy.integer_graph)
+    """The shared ptq pass with QNN's QDQ config merged into the quantizer's options; the HTP runs the
+    graph integer (Policy.integer_graph)."""
 
     def policy(self, request: StageRequest) -> Policy:
         base = super().policy(request)
@@ -197,8 +194,6 @@ class QnnQuantize(adapter.QnnQuantize):
     """The shared ptq pass with the HTP's types: uint8 activations (uint16 for int16 keeps), int8
     symmetric weights, and ONNX Runtime's QNN QDQ config (get_qnn_qdq_config) for the rest; a signed
     activation type is refused, the HTP computes unsigned ones."""
-
-    version = "1+record+htp3"  # 3: qnn_preprocess_model before the ptq pass
 
     def quantize_pass(self) -> QuantizePass:
         return QnnQuantizePass()
@@ -248,7 +243,7 @@ class QnnCompile(adapter.QnnCompile):
     """An EPContext model + context binary for the target's htp_arch/soc_model, prepared by QNN's HTP
     backend here; the SDK bundle (qnn-onnx-converter / DLC users) stays as an extra artifact."""
 
-    version = "3-epcontext"
+    adapter_version = STAGES["compile"].version
 
     def fingerprint(self) -> dict[str, str]:
         return {**super().fingerprint(), **fingerprint()}

@@ -20,20 +20,47 @@ from __future__ import annotations
 from typing import Any
 
 from backends import toolchains
-from backends.base import StageImpl
 from backends.catalog import Target
+from backends.registration import Registration, by_stage
 
 NAME = "rknn"
 
 
+STAGES: dict[str, Registration] = by_stage(
+    Registration(
+        "preprocess",
+        name="backends.rknn.preprocess.RknnPreprocess",
+        version="1",
+        ref="backends.rknn.preprocess:RknnPreprocess",
+    ),
+    Registration(
+        "quantize",
+        name="backends.rknn.stages.RknnQuantize",
+        version="1",
+        ref="backends.rknn.stages:RknnQuantize",
+    ),
+    Registration(
+        "compile",
+        name="backends.rknn.stages.RknnCompile",
+        version="3",
+        ref="backends.rknn.stages:RknnCompile",
+    ),
+    Registration(
+        "evaluate",
+        name="backends.rknn.stages.RknnEvaluate",
+        version="8",
+        ref="backends.rknn.stages:RknnEvaluate",
+    ),
+)
+"""The fingerprints are the managed environment's (read by the implementations)."""
+
+
 class RknnBackend:
     name = NAME
+    stages = STAGES
     evidence_here = "measured:host simulator (accuracy, no latency); measured:device through ssh/adb"
     managed_toolchain = "rknn"
     """The managed environment (backends.toolchains) it runs in: `npuctl toolchain install --needed` reads it."""
-
-    def serves(self, target: Target) -> bool:
-        return target.backend == NAME
 
     def fingerprint(self) -> dict[str, str]:
         from backends.rknn.driver import worker_digest
@@ -81,21 +108,4 @@ class RknnBackend:
             return (
                 f"rknn-toolkit2 {toolchains.RKNN.version} not installed: run `npuctl toolchain install rknn`"
             )
-        return None
-
-    def implementation(self, stage: str) -> StageImpl | None:
-        if stage == "preprocess":
-            from backends.rknn.preprocess import RknnPreprocess
-
-            return RknnPreprocess()
-        if stage in ("quantize", "compile", "evaluate"):
-            from backends.rknn import stages
-
-            classes: dict[str, type[Any]] = {
-                "quantize": stages.RknnQuantize,
-                "compile": stages.RknnCompile,
-                "evaluate": stages.RknnEvaluate,
-            }
-            impl: StageImpl = classes[stage]()
-            return impl
         return None

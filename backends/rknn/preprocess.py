@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     import onnx
 
 META_KEY = "npuctl.rknn.preprocess"
-VERSION = "1"
 
 
 def rknn_mean_std(section: Mapping[str, Any], channels: int) -> tuple[list[float], list[float]]:
@@ -158,7 +157,6 @@ class RknnPreprocess:
     """Stage "preprocess" for RKNN targets (see the module docstring)."""
 
     stage = "preprocess"
-    version = VERSION
 
     def fingerprint(self) -> dict[str, str]:
         from backends.onnx.importer import _dist_version

@@ -21,10 +21,6 @@ from backends.rknn import build as B
 from backends.rknn import driver, simulate
 from backends.rknn.quant_plan import calibration_files, quant_plan
 
-QUANTIZE_VERSION = "1"
-COMPILE_VERSION = "3"
-EVALUATE_VERSION = "8"  # 7: the declared task's metric (backends.tasks); 8: a cost-model profile
-
 
 def _fingerprint() -> dict[str, str]:
     return {**toolchains.fingerprint(toolchains.RKNN), "worker": driver.worker_digest()}
@@ -43,7 +39,6 @@ class RknnQuantize:
     written in that toolkit's vocabulary (quantized_dtype, quantized_algorithm)."""
 
     stage = "quantize"
-    version = QUANTIZE_VERSION
 
     def fingerprint(self) -> dict[str, str]:
         from backends.onnx.importer import _dist_version
@@ -128,7 +123,6 @@ class RknnCompile:
     """Stage "compile": the real rknn-toolkit2 build in the managed venv; exports the .rknn."""
 
     stage = "compile"
-    version = COMPILE_VERSION
 
     def fingerprint(self) -> dict[str, str]:
         """Besides the pinned versions: the whole venv, the host's vector ISA and its memory layout.
@@ -197,7 +191,6 @@ class RknnEvaluate:
     `measured:device`."""
 
     stage = "evaluate"
-    version = EVALUATE_VERSION
 
     def fingerprint(self) -> dict[str, str]:
         return _fingerprint()

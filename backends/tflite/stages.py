@@ -281,7 +281,6 @@ class TfliteQuantize:
     artifact `model` is a tar of model.tflite + tflite.json (compile unpacks it, see `tflite_of`)."""
 
     stage = "quantize"
-    version = "2-onnx2tf"  # 2: one variant per spec, float keeps, checks on a few samples
 
     def __init__(self, allowed: tuple[str, ...]) -> None:
         self.allowed = allowed
@@ -328,7 +327,6 @@ class TfliteEvaluate:
     says nothing about a microcontroller's or an APU's time, so those backends give their own estimate."""
 
     stage = "evaluate"
-    version = "1-litert"
     host_latency = False
 
     def fingerprint(self) -> dict[str, str]:

@@ -19,6 +19,7 @@ from reconciler.cli import _common
 def rows() -> list[dict[str, Any]]:
     import backends.catalog as catalog
     from backends import registry
+    from backends.base import STAGES
     from backends.errors import BackendError
 
     plugins = {ep.name: ep for ep in entry_points(group="npuctl.backends")}
@@ -34,11 +35,7 @@ def rows() -> list[dict[str, Any]]:
         try:
             chosen = registry.backend(name)
             row["toolchain"] = chosen.missing_toolchain() or "ready"
-            row["stages"] = [
-                s
-                for s in ("import", "check", "rewrite", "preprocess", "quantize", "compile", "evaluate")
-                if chosen.implementation(s) is not None
-            ]
+            row["stages"] = [s for s in STAGES if s in chosen.stages]
             row["evidence"] = str(getattr(chosen, "evidence_here", "not declared by the backend"))
         except BackendError as exc:
             row.update({"toolchain": f"cannot be loaded: {exc}", "stages": [], "evidence": "none"})

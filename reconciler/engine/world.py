@@ -24,19 +24,12 @@ _IMPL_CACHE: dict[tuple[str, str, str | None], tuple[dict[str, Any], BackendErro
 def implementation(
     target: Target, stage: str, override: str | None
 ) -> tuple[dict[str, Any], BackendError | None]:
-    """The key identity of the stage's implementation, or why there is none; from the static table
-    when it can say (backends.impl_table), so plan imports no implementation module."""
+    """The key identity of the stage's implementation, or why there is none; from its registration
+    (backends.registration), so plan imports no implementation module whose fingerprint has a recipe."""
     cache_key = (target.id, stage, override)
     if cache_key not in _IMPL_CACHE:
         try:
-            info = registry.static_info(target, stage, override)
-            if info is None:
-                impl = registry.implementation(target, stage, override)
-                info = {
-                    "name": f"{type(impl).__module__}.{type(impl).__qualname__}",
-                    "version": impl.version,
-                    "fingerprint": impl.fingerprint(),
-                }
+            info = registry.identity(target, stage, override)
         except BackendError as exc:
             _IMPL_CACHE[cache_key] = ({"name": "unavailable", "version": "0", "fingerprint": {}}, exc)
         else:

@@ -37,7 +37,7 @@ def in_process(inner: Any) -> Any:
 
     class InProcess:
         def __init__(self) -> None:
-            self.inner, self.stage, self.version = inner, inner.stage, inner.version
+            self.inner, self.stage = inner, inner.stage
 
         def fingerprint(self) -> dict[str, str]:
             found: dict[str, str] = self.inner.fingerprint()

@@ -33,12 +33,12 @@ def _mark(phase: str, request: StageRequest) -> None:
 
 
 class Held:
-    """Wraps the real implementation; `held` gives it the real class's name, so build keys are the real ones."""
+    """Wraps the real implementation (build keys come from its registration, so they are the real ones);
+    `held` gives it the real class's name, which no child can unpickle: it runs in this process."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.stage = inner.stage
-        self.version = inner.version
 
     def fingerprint(self) -> dict[str, str]:
         result: dict[str, str] = self.inner.fingerprint()

@@ -145,8 +145,7 @@ def test_atc_bundle(tmp_path: Path) -> None:
     assert graph["MatMulBiasAddFusionPass"] == "on"
     assert set(switch["Switch"]) <= {"GraphFusion", "UBFusion"}
     _parse_aipp(bundles.read(bundle, "aipp.cfg").decode())
-    evaluate = CannBackend().implementation("evaluate")
-    assert evaluate is not None
+    evaluate = CannBackend().stages["evaluate"].load()
     with pytest.raises(ToolchainMissing, match="atc not installed"):
         evaluate.run(_request(tmp_path, "evaluate", {"evaluate": {}}, out.artifacts))
 

@@ -15,6 +15,8 @@ from jsonschema import Draft202012Validator
 from backends import registry
 from backends.base import STAGES, Backend, StageImpl
 from backends.catalog import targets
+from backends.errors import UnsupportedStage
+from backends.registration import Registration
 
 ROOT = Path(__file__).resolve().parents[3]
 HEAVY = ("openvino", "nncf", "rknn", "onnxruntime", "torch", "tensorflow", "coremltools")
@@ -46,32 +48,21 @@ def check_backend(backend: Backend, name: str) -> None:
         assert isinstance(missing, str) and missing.strip()
         assert "\n" not in missing, "one line"
         assert any(w in missing.lower() for w in ("install", "pip", "npuctl toolchain", "set ")), missing
-    for stage in STAGES:
-        impl = backend.implementation(stage)
-        if impl is None:
-            continue
+    assert set(backend.stages) <= set(STAGES), "stages are the pipeline's (verify is the engine's own)"
+    for stage, registration in backend.stages.items():
+        assert isinstance(registration, Registration) and registration.stage == stage
+        assert registration.name and registration.version
+        impl = registration.load()
         assert isinstance(impl, StageImpl)
         assert impl.stage == stage
-        assert isinstance(impl.version, str) and impl.version
-        fp = impl.fingerprint()
-        assert fp == impl.fingerprint()
+        fp = registration.identity()["fingerprint"]
+        assert fp == registration.identity()["fingerprint"]
         assert all(isinstance(k, str) and isinstance(v, str) for k, v in fp.items())
-    assert backend.implementation("no-such-stage") is None
-    assert backend.implementation("verify") is None
 
 
 @pytest.mark.parametrize("name", _names())
 def test_backend_contract(name: str) -> None:
     check_backend(registry.backend(name), name)
-
-
-@pytest.mark.parametrize("name", _names())
-def test_serves_its_catalog_targets(name: str) -> None:
-    backend = registry.backend(name)
-    mine = [t for t in targets().values() if t.backend == name]
-    assert all(backend.serves(t) for t in mine)
-    others = [t for t in targets().values() if t.backend != name]
-    assert not any(backend.serves(t) for t in others)
 
 
 @pytest.mark.parametrize("name", _names())
@@ -100,11 +91,11 @@ def test_builtin_backends_cover_their_targets() -> None:
 
 FAKE = """
 from backends.base import StageOutput
+from backends.registration import Registration
 
 
 class FakeCompile:
     stage = "compile"
-    version = "7"
 
     def fingerprint(self):
         return {"fakec": "1.0"}
@@ -117,9 +108,7 @@ class FakeCompile:
 
 class FakeBackend:
     name = "fakenpu"
-
-    def serves(self, target):
-        return target.backend == "fakenpu"
+    stages = {"compile": Registration("compile", name="fake.compile", version="7", ref="fake_npu_backend:FakeCompile")}
 
     def fingerprint(self):
         return {"fakec": "1.0"}
@@ -130,8 +119,9 @@ class FakeBackend:
     def missing_toolchain(self):
         return None
 
-    def implementation(self, stage):
-        return FakeCompile() if stage == "compile" else None
+
+class OldBackend(FakeBackend):
+    stages = None
 """
 
 
@@ -159,7 +149,12 @@ def test_entry_point_backend_is_found(fake_distribution: Path) -> None:
 
     target = replace(targets()["rk3588"], id="fake-target", backend="fakenpu")
     impl = registry.implementation(target, "compile")
-    assert impl.version == "7" and impl.fingerprint() == {"fakec": "1.0"}
+    assert type(impl).__name__ == "FakeCompile"
+    assert registry.identity(target, "compile") == {
+        "name": "fake.compile",
+        "version": "7",
+        "fingerprint": {"fakec": "1.0"},
+    }
     # stages the third-party backend does not implement fall back to the shared ONNX passes
     assert registry.implementation(target, "import").stage == "import"
 
@@ -170,3 +165,10 @@ def test_builtin_names_win_over_entry_points(fake_distribution: Path) -> None:
         "[npuctl.backends]\nfakenpu = fake_npu_backend:FakeBackend\nrknn = fake_npu_backend:FakeBackend\n"
     )
     assert registry.known()["rknn"] == registry.BUILTIN["rknn"]
+
+
+def test_a_backend_without_a_stages_table_is_refused_with_the_reason(fake_distribution: Path) -> None:
+    info = fake_distribution / "fake_npu_backend-0.1.dist-info" / "entry_points.txt"
+    info.write_text("[npuctl.backends]\noldnpu = fake_npu_backend:OldBackend\n")
+    with pytest.raises(UnsupportedStage, match="declares no `stages` table"):
+        registry.backend("oldnpu")

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from backends.base import StageRequest
 from backends.catalog import target
-from backends.onnx import shared_implementation
+from backends.onnx import SHARED
 from backends.onnx.check import CheckPass, quantization_config, render_table
 
 
@@ -30,7 +30,7 @@ def test_check_stage_writes_deterministic_placement(tmp_path: Path) -> None:
         "quantization.weights": "int8",
         "quantization.activations": None,
     }
-    impl = shared_implementation("check")
+    impl = SHARED["check"].load()
     assert isinstance(impl, CheckPass)
     out = impl.run(_request(tmp_path / "a", model, "rk3588", config))
     again = CheckPass().run(_request(tmp_path / "b", model, "rk3588", config))

@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from backends.base import Backend, StageImpl
-from backends.catalog import target, targets
+from backends.catalog import target
 from backends.errors import TerminalError
 from backends.onnxruntime import OnnxRuntimeBackend, disabled_optimizers, validate_options
 from backends.registry import backend, implementation
@@ -19,8 +19,7 @@ from backends.registry import backend, implementation
 def test_declarations() -> None:
     b = OnnxRuntimeBackend()
     assert isinstance(b, Backend) and b.name == "onnxruntime"
-    assert b.serves(target("cpu"))
-    assert all(not b.serves(t) for t in targets().values() if t.backend != "onnxruntime")
+    assert target("cpu").backend == "onnxruntime"
     assert b.missing_toolchain() is None
     assert backend("onnxruntime").name == "onnxruntime"
 
@@ -36,8 +35,9 @@ def test_fingerprint_is_versions_from_metadata() -> None:
 def test_fingerprint_and_schema_do_not_import_the_runtime() -> None:
     code = (
         "import sys; from backends.onnxruntime import OnnxRuntimeBackend as B; b = B(); "
-        "b.fingerprint(); b.options_schema(); b.missing_toolchain(); b.implementation('compile'); "
-        "b.implementation('evaluate'); print([m for m in ('onnxruntime', 'onnx', 'numpy') if m in sys.modules])"
+        "b.fingerprint(); b.options_schema(); b.missing_toolchain(); "
+        "[r.identity() for r in b.stages.values()]; "
+        "print([m for m in ('onnxruntime', 'onnx', 'numpy') if m in sys.modules])"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
@@ -46,15 +46,14 @@ def test_fingerprint_and_schema_do_not_import_the_runtime() -> None:
 def test_stage_implementations() -> None:
     b = OnnxRuntimeBackend()
     for stage in ("compile", "evaluate"):
-        impl = b.implementation(stage)
+        impl = b.stages[stage].load()
         assert isinstance(impl, StageImpl) and impl.stage == stage
         assert impl.fingerprint() == b.fingerprint()
         assert implementation(target("cpu"), stage).stage == stage
-    quantize = b.implementation("quantize")  # the shared pass with the host's weight rule
-    assert quantize is not None and quantize.stage == "quantize"
+    quantize = b.stages["quantize"].load()  # the shared pass with the host's weight rule
+    assert quantize.stage == "quantize"
     assert implementation(target("cpu"), "quantize").stage == "quantize"
-    for stage in ("import", "check", "rewrite", "preprocess"):
-        assert b.implementation(stage) is None
+    assert sorted(b.stages) == ["compile", "evaluate", "quantize"]  # the others are the shared passes
     assert type(implementation(target("cpu"), "import")).__name__ == "ImportPass"
 
 

@@ -118,8 +118,7 @@ def test_bundle_without_the_sdk_is_recorded_and_evaluate_says_not_installed(
     for line in (convert, libgen, context):
         assert " ".join(line) in script.replace('"$QNN_SDK_ROOT"', "$QNN_SDK_ROOT")
     # the bundle alone is not something to measure: evaluate runs the EPContext model (test_qnn_ep.py)
-    evaluate = QnnBackend().implementation("evaluate")
-    assert evaluate is not None
+    evaluate = QnnBackend().stages["evaluate"].load()
     with pytest.raises(TerminalError) as info:
         evaluate.run(
             _request(tmp_path, "evaluate", {"target": "qualcomm-htp-v75", "evaluate": {}}, out.artifacts)
