@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from backends.onnx import weight_signal
@@ -133,70 +133,147 @@ def signals(
     samples: Sequence[Sample],
 ) -> list[Signal]:
     """The cheap signal of every point, from one run of the float (prepared) model on `samples`."""
-    import numpy as np
-    from onnx import numpy_helper
-
     nodes = {n.name: n for n in qdq.graph.node}
-    concats = {n.output[0]: n for n in prepared.graph.node if n.op_type == "Concat"}
-    constants = {t.name for t in prepared.graph.initializer}
-    names = _float_names(qdq, prepared)
-    wanted = {names.get(p.name, p.name) for p in found if p.kind == ACTIVATION}
-    parts: dict[str, list[str]] = {}
-    for name in wanted & set(concats):
-        inputs = [t for t in concats[name].input if t]
-        if all(t not in constants for t in inputs):
-            parts[name] = inputs
-    probes, probed = _weight_probes(qdq, prepared, float_weights, found, nodes)
-    needed = sorted(wanted | {t for ts in parts.values() for t in ts} | set(probed.values()))
     acts = [p for p in found if p.kind == ACTIVATION]
-    quant = {p.name: _scale_zp(qdq, nodes[p.quantize_node]) for p in acts}
-    powers: dict[str, list[float]] = {}
-    noises: dict[str, list[float]] = {}
-    ranges: dict[str, list[float]] = {}
-    for values in float_values(prepared, needed, samples[:SIGNAL_SAMPLES]):
-        for point in acts:
-            name = names.get(point.name, point.name)
-            x = values.get(name)
-            if x is None:
-                continue
-            pieces = parts.get(name)
-            sig, loss = _slice_powers(x, pieces, values, concats.get(name), *quant[point.name])
-            for acc, got in ((powers, sig), (noises, loss)):
-                have = acc.setdefault(point.name, [0.0] * len(got))
-                acc[point.name] = [a + b for a, b in zip(have, got, strict=True)]
-        for weight_name, reading in probes.items():
-            if probed[weight_name] in values:
-                reading.add(values[probed[weight_name]])
-        for tensor in {t for ts in parts.values() for t in ts}:
-            if tensor in values:
-                lo, hi = float(np.min(values[tensor])), float(np.max(values[tensor]))
-                seen = ranges.setdefault(tensor, [lo, hi])
-                ranges[tensor] = [min(seen[0], lo), max(seen[1], hi)]
+    probes, probed = _weight_probes(qdq, prepared, float_weights, found, nodes)
+    run = _FloatRun.of(qdq, prepared, acts, nodes, probes, probed)
+    for values in float_values(prepared, run.needed(), samples[:SIGNAL_SAMPLES]):
+        run.add(values)
     out: list[Signal] = []
     for point in found:
         if point.kind == WEIGHT:
-            weight = float_weights.get(point.name)
-            if weight is None:
-                continue
-            probe = probes.get(point.name)
-            if probe is not None and probe.signal > 0:
-                out.append(Signal(point, probe.sqnr_db(), 1.0))
-                continue
-            scale, zp, lo_q, hi_q, axis = _scale_zp(qdq, nodes[point.quantize_node])
-            w = numpy_helper.to_array(weight).astype(np.float64)
-            rounding = float(np.sum((w - _fake_quant(w, scale, zp, lo_q, hi_q, axis)) ** 2))
-            out.append(Signal(point, _sqnr(float(np.sum(w**2)), rounding), 1.0))
-            continue
-        if point.name not in powers:
-            continue
-        db = min(_sqnr(a, b) for a, b in zip(powers[point.name], noises[point.name], strict=True))
-        ratio = 1.0
-        pieces = parts.get(names.get(point.name, point.name))
-        if pieces and all(t in ranges for t in pieces):
-            live = [ranges[t][1] - ranges[t][0] for t in pieces if ranges[t][1] > ranges[t][0]]
-            ratio = max(live) / min(live) if len(live) > 1 else 1.0
-        out.append(Signal(point, db, ratio))
+            signal = _weight_signal(qdq, nodes, float_weights, probes, point)
+        else:
+            signal = run.activation_signal(point)
+        if signal is not None:
+            out.append(signal)
     return out
+
+
+@dataclass
+class _FloatRun:
+    """What the float model's run over the signal samples adds up for the cheap signal: per activation
+    point, each slice's signal and rounding-noise power; per concatenated input, its value range; and
+    the weight probes' readings. Tensors are named as the prepared model names them (`names`)."""
+
+    acts: Sequence[Point]
+    names: dict[str, str]
+    """QDQ tensor -> the prepared model's tensor, where the quantizer renamed it."""
+    concats: dict[str, Any]
+    """Output -> Concat node of the prepared model."""
+    parts: dict[str, list[str]]
+    """An activation that concatenates only computed tensors -> those tensors (its slices)."""
+    quant: dict[str, tuple[np.ndarray, np.ndarray, int, int, int]]
+    """Activation point -> its Q node's (scale, zero point, qmin, qmax, axis)."""
+    probes: dict[str, weight_signal.Probe]
+    probed: dict[str, str]
+    """Weight -> the activation its probe reads."""
+    powers: dict[str, list[float]] = field(default_factory=dict)
+    noises: dict[str, list[float]] = field(default_factory=dict)
+    ranges: dict[str, list[float]] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        qdq: onnx.ModelProto,
+        prepared: onnx.ModelProto,
+        acts: Sequence[Point],
+        nodes: Mapping[str, onnx.NodeProto],
+        probes: dict[str, weight_signal.Probe],
+        probed: dict[str, str],
+    ) -> _FloatRun:
+        names = _float_names(qdq, prepared)
+        concats = {n.output[0]: n for n in prepared.graph.node if n.op_type == "Concat"}
+        constants = {t.name for t in prepared.graph.initializer}
+        parts: dict[str, list[str]] = {}
+        for name in {names.get(p.name, p.name) for p in acts} & set(concats):
+            inputs = [t for t in concats[name].input if t]
+            if all(t not in constants for t in inputs):
+                parts[name] = inputs
+        quant = {p.name: _scale_zp(qdq, nodes[p.quantize_node]) for p in acts}
+        return cls(acts, names, concats, parts, quant, probes, probed)
+
+    def float_name(self, point: Point) -> str:
+        return self.names.get(point.name, point.name)
+
+    def joined(self) -> set[str]:
+        """Every tensor a measured Concat joins."""
+        return {t for ts in self.parts.values() for t in ts}
+
+    def needed(self) -> list[str]:
+        """The prepared model's tensors the run must output."""
+        wanted = {self.float_name(p) for p in self.acts}
+        return sorted(wanted | self.joined() | set(self.probed.values()))
+
+    def add(self, values: Mapping[str, np.ndarray]) -> None:
+        """One sample's tensors."""
+        for point in self.acts:
+            name = self.float_name(point)
+            x = values.get(name)
+            if x is not None:
+                sig, loss = _slice_powers(
+                    x, self.parts.get(name), values, self.concats.get(name), *self.quant[point.name]
+                )
+                self._add_rounding(point.name, sig, loss)
+        for weight_name, reading in self.probes.items():
+            if self.probed[weight_name] in values:
+                reading.add(values[self.probed[weight_name]])
+        for tensor in self.joined():
+            if tensor in values:
+                self._add_range(tensor, values[tensor])
+
+    def _add_rounding(self, point: str, sig: list[float], loss: list[float]) -> None:
+        for acc, got in ((self.powers, sig), (self.noises, loss)):
+            have = acc.setdefault(point, [0.0] * len(got))
+            acc[point] = [a + b for a, b in zip(have, got, strict=True)]
+
+    def _add_range(self, tensor: str, x: np.ndarray) -> None:
+        import numpy as np
+
+        lo, hi = float(np.min(x)), float(np.max(x))
+        seen = self.ranges.setdefault(tensor, [lo, hi])
+        self.ranges[tensor] = [min(seen[0], lo), max(seen[1], hi)]
+
+    def activation_signal(self, point: Point) -> Signal | None:
+        """The worst slice's SQNR over the run, and the spread of the concatenated ranges; None for a
+        tensor the run never saw."""
+        if point.name not in self.powers:
+            return None
+        db = min(_sqnr(a, b) for a, b in zip(self.powers[point.name], self.noises[point.name], strict=True))
+        return Signal(point, db, self._range_ratio(self.parts.get(self.float_name(point))))
+
+    def _range_ratio(self, pieces: Sequence[str] | None) -> float:
+        """Widest / narrowest non-constant range among the concatenated inputs (1 without two)."""
+        if not pieces or not all(t in self.ranges for t in pieces):
+            return 1.0
+        live = [
+            self.ranges[t][1] - self.ranges[t][0] for t in pieces if self.ranges[t][1] > self.ranges[t][0]
+        ]
+        return max(live) / min(live) if len(live) > 1 else 1.0
+
+
+def _weight_signal(
+    qdq: onnx.ModelProto,
+    nodes: Mapping[str, onnx.NodeProto],
+    float_weights: Mapping[str, onnx.TensorProto],
+    probes: Mapping[str, weight_signal.Probe],
+    point: Point,
+) -> Signal | None:
+    """The SQNR the weight's rounding leaves in its reader's output when a probe read anything, else in
+    the weight itself; None for a weight the float model does not hold."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    weight = float_weights.get(point.name)
+    if weight is None:
+        return None
+    probe = probes.get(point.name)
+    if probe is not None and probe.signal > 0:
+        return Signal(point, probe.sqnr_db(), 1.0)
+    scale, zp, lo_q, hi_q, axis = _scale_zp(qdq, nodes[point.quantize_node])
+    w = numpy_helper.to_array(weight).astype(np.float64)
+    rounding = float(np.sum((w - _fake_quant(w, scale, zp, lo_q, hi_q, axis)) ** 2))
+    return Signal(point, _sqnr(float(np.sum(w**2)), rounding), 1.0)
 
 
 def _weight_probes(

@@ -91,51 +91,61 @@ def attribute(profile: Mapping[str, Any], target: Any) -> dict[str, Any]:
     total = layers_ms(layers)
     ran_npu = any(layer.get("device") == "NPU" for layer in layers)
     fallback = [layer for layer in layers if _is_fallback(layer, target, ran_npu)]
-    transfers = [layer for layer in layers if layer.get("op_type") in TRANSFER_OPS]
-    layout = [layer for layer in layers if layer.get("op_type") in LAYOUT_OPS]
-    by_op: dict[str, dict[str, Any]] = {}
-    for layer in layers:
-        entry = by_op.setdefault(str(layer.get("op_type")), {"count": 0, "time_ms": 0.0})
-        entry["count"] += 1
-        entry["time_ms"] += float(layer["time_ms"])
-    for entry in by_op.values():
-        entry["time_ms"] = round(entry["time_ms"], 6)
-        entry["share"] = _share(entry["time_ms"], total)
     ordered = sorted(layers, key=lambda layer: -float(layer["time_ms"]))
-    top = [
-        {
-            "name": layer["name"],
-            "onnx_nodes": layer.get("onnx_nodes") or [],
-            "inserted": bool(layer.get("inserted")),
-            "op_type": layer.get("op_type"),
-            "device": layer.get("device"),
-            "placement": layer.get("placement"),
-            "time_ms": layer["time_ms"],
-            "share": _share(float(layer["time_ms"]), total),
-            **roofline(layer, target),
-        }
-        for layer in ordered[:TOP]
-    ]
-    macs = sum(int(layer.get("macs") or 0) for layer in layers)
-    peak, peak_name = _peak_ops({"precision": _main_precision(layers)}, target)
-    timed = (profile.get("latency_ms") or {}).get("timed_p50")
-    one_thread = profile.get("threads") == 1
-    timed_cpu = (profile.get("latency_ms") or {}).get("timed_cpu_p50") if one_thread else None
     cost = profile.get("profiler_cost") or {}
-    fixed = float(cost["run_fixed_us"]) / 1e3 if "run_fixed_us" in cost else None
-    dispatch = (
-        float(cost["dispatch_per_node_us"]) * len(layers) / 1e3 if "dispatch_per_node_us" in cost else None
-    )
-    accounted = total + (fixed or 0.0) + (dispatch or 0.0)
-    typical = statistics.median([float(x["time_ms"]) for x in layers]) if layers else 0.0
     return {
-        "resolution": {
-            "median_layer_ms": round(typical, 6),
-            "coarse": bool(cost) and typical < COARSE_LAYER_MS,
-            "note": RESOLUTION_NOTE,
-        },
+        "resolution": _resolution(layers, cost),
         "layers_sum_ms": round(total, 6),
         "raw_layers_sum_ms": round(sum(float(x.get("raw_time_ms", x["time_ms"])) for x in layers), 6),
+        **_against_timed(profile, cost, len(layers), total),
+        "shares": _shares(layers, fallback, ordered, total),
+        "fallback_layers": [x["name"] for x in fallback],
+        "unmapped_layers": sum(1 for x in layers if not x.get("onnx_nodes") and not x.get("inserted")),
+        "top": [_top_entry(layer, total, target) for layer in ordered[:TOP]],
+        "op_types": _op_types(layers, total),
+        **_utilisation(layers, total, target),
+    }
+
+
+def _shares(
+    layers: list[Mapping[str, Any]],
+    fallback: list[Mapping[str, Any]],
+    ordered: list[Mapping[str, Any]],
+    total: float,
+) -> dict[str, float | None]:
+    """The parts of the layers' time spent in CPU fallbacks, boundary transfers, layout reorders and
+    the TOP slowest layers."""
+    return {
+        "cpu_fallback": _share(layers_ms(fallback), total),
+        "boundary_transfers": _share(layers_ms(x for x in layers if x.get("op_type") in TRANSFER_OPS), total),
+        "layout_reorders": _share(layers_ms(x for x in layers if x.get("op_type") in LAYOUT_OPS), total),
+        "top10": _share(layers_ms(ordered[:TOP]), total),
+    }
+
+
+def _resolution(layers: list[Mapping[str, Any]], cost: Mapping[str, Any]) -> dict[str, Any]:
+    """How fine the layer times are: coarse when a probe measured the profiler and the median layer
+    is under COARSE_LAYER_MS."""
+    typical = statistics.median([float(x["time_ms"]) for x in layers]) if layers else 0.0
+    return {
+        "median_layer_ms": round(typical, 6),
+        "coarse": bool(cost) and typical < COARSE_LAYER_MS,
+        "note": RESOLUTION_NOTE,
+    }
+
+
+def _against_timed(
+    profile: Mapping[str, Any], cost: Mapping[str, Any], nodes: int, total: float
+) -> dict[str, Any]:
+    """The layers and the probe's fixed and per-node costs set against evaluate's timed p50 (and, for a
+    one-thread session, its CPU time): what is left over is unattributed."""
+    latency = profile.get("latency_ms") or {}
+    timed = latency.get("timed_p50")
+    timed_cpu = latency.get("timed_cpu_p50") if profile.get("threads") == 1 else None
+    fixed = float(cost["run_fixed_us"]) / 1e3 if "run_fixed_us" in cost else None
+    dispatch = float(cost["dispatch_per_node_us"]) * nodes / 1e3 if "dispatch_per_node_us" in cost else None
+    accounted = total + (fixed or 0.0) + (dispatch or 0.0)
+    return {
         "run_fixed_ms": round(fixed, 6) if fixed is not None else None,
         "dispatch_ms": round(dispatch, 6) if dispatch is not None else None,
         "unattributed_ms": round(float(timed) - accounted, 6) if timed is not None else None,
@@ -144,16 +154,41 @@ def attribute(profile: Mapping[str, Any], target: Any) -> dict[str, Any]:
         "layers_of_timed_cpu": round(total / float(timed_cpu), 4) if timed_cpu else None,
         "timed_cpu_ms": timed_cpu,
         "timed_ms": timed,
-        "shares": {
-            "cpu_fallback": _share(layers_ms(fallback), total),
-            "boundary_transfers": _share(layers_ms(transfers), total),
-            "layout_reorders": _share(layers_ms(layout), total),
-            "top10": _share(layers_ms(ordered[:TOP]), total),
-        },
-        "fallback_layers": [x["name"] for x in fallback],
-        "unmapped_layers": sum(1 for x in layers if not x.get("onnx_nodes") and not x.get("inserted")),
-        "top": top,
-        "op_types": dict(sorted(by_op.items(), key=lambda kv: -kv[1]["time_ms"])),
+    }
+
+
+def _top_entry(layer: Mapping[str, Any], total: float, target: Any) -> dict[str, Any]:
+    return {
+        "name": layer["name"],
+        "onnx_nodes": layer.get("onnx_nodes") or [],
+        "inserted": bool(layer.get("inserted")),
+        "op_type": layer.get("op_type"),
+        "device": layer.get("device"),
+        "placement": layer.get("placement"),
+        "time_ms": layer["time_ms"],
+        "share": _share(float(layer["time_ms"]), total),
+        **roofline(layer, target),
+    }
+
+
+def _op_types(layers: list[Mapping[str, Any]], total: float) -> dict[str, dict[str, Any]]:
+    """Per op type: how many layers, their summed time and its share; the slowest type first."""
+    by_op: dict[str, dict[str, Any]] = {}
+    for layer in layers:
+        entry = by_op.setdefault(str(layer.get("op_type")), {"count": 0, "time_ms": 0.0})
+        entry["count"] += 1
+        entry["time_ms"] += float(layer["time_ms"])
+    for entry in by_op.values():
+        entry["time_ms"] = round(entry["time_ms"], 6)
+        entry["share"] = _share(entry["time_ms"], total)
+    return dict(sorted(by_op.items(), key=lambda kv: -kv[1]["time_ms"]))
+
+
+def _utilisation(layers: list[Mapping[str, Any]], total: float, target: Any) -> dict[str, Any]:
+    """The whole model's estimated utilisation, against the peak of the precision that ran the most MACs."""
+    macs = sum(int(layer.get("macs") or 0) for layer in layers)
+    peak, peak_name = _peak_ops({"precision": _main_precision(layers)}, target)
+    return {
         "utilisation_estimate": round(2.0 * macs / (total / 1e3 * peak), 4)
         if total > 0 and peak > 0
         else None,

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from reconciler.repo import find_root
+
+if TYPE_CHECKING:
+    from reconciler.spec import SpecReport
+    from reconciler.spec._errors import SpecError
 
 
 @click.command("validate")
@@ -33,6 +37,24 @@ def command(paths: tuple[Path, ...], as_json: bool) -> int:
     targets = list(paths) or [root / "specs"]
     reports = check(targets, root)
     bases = {base: check_base(base) for base in discover_bases(targets)}
+    _annotate(reports, bases)
+    lock_problems = _lock_problems(reports)
+    if as_json:
+        click.echo(json.dumps(_as_json(reports, bases, lock_problems), indent=2))
+    else:
+        _echo_errors(reports, bases, lock_problems)
+    if not reports and not bases:
+        shown = ", ".join(display_path(Path(t).absolute()) for t in targets)
+        click.echo(f"no deployment specs found in {shown}", err=True)
+        return 1
+    if not as_json:
+        click.echo(_summary(reports, bases, lock_problems), err=True)
+    invalid = any(not r.valid for r in reports) or any(bases.values())
+    return 1 if invalid or lock_problems else 0
+
+
+def _annotate(reports: list[SpecReport], bases: dict[Path, list[SpecError]]) -> None:
+    """Every error as a CI annotation (where the CI shows them)."""
     from reconciler.cli import _ci
 
     _ci.annotate(
@@ -40,52 +62,58 @@ def command(paths: tuple[Path, ...], as_json: bool) -> int:
             [e for r in reports for e in r.errors] + [e for es in bases.values() for e in es]
         )
     )
+
+
+def _as_json(
+    reports: list[SpecReport], bases: dict[Path, list[SpecError]], lock_problems: list[str]
+) -> dict[str, Any]:
+    from reconciler.spec._errors import display_path
+
+    return {
+        "format_version": 1,
+        "specs": [
+            {
+                "file": display_path(r.file),
+                "name": r.name,
+                "valid": r.valid,
+                "errors": [e.to_json() for e in r.errors],
+            }
+            for r in reports
+        ],
+        "lock_problems": lock_problems,
+        "bases": [
+            {"file": display_path(b), "valid": not errors, "errors": [e.to_json() for e in errors]}
+            for b, errors in bases.items()
+        ],
+    }
+
+
+def _echo_errors(
+    reports: list[SpecReport], bases: dict[Path, list[SpecError]], lock_problems: list[str]
+) -> None:
+    """Every error, one per line: the specs', then the base files', then the lock files'."""
+    for report in reports:
+        for error in report.errors:
+            click.echo(str(error))
+    for base_errors in bases.values():
+        for error in base_errors:
+            click.echo(str(error))
+    for problem in lock_problems:
+        click.echo(problem)
+
+
+def _summary(reports: list[SpecReport], bases: dict[Path, list[SpecError]], lock_problems: list[str]) -> str:
     invalid = [r for r in reports if not r.valid]
     invalid_bases = [b for b, errors in bases.items() if errors]
-    lock_problems = _lock_problems(reports)
-    if as_json:
-        out = {
-            "format_version": 1,
-            "specs": [
-                {
-                    "file": display_path(r.file),
-                    "name": r.name,
-                    "valid": r.valid,
-                    "errors": [e.to_json() for e in r.errors],
-                }
-                for r in reports
-            ],
-            "lock_problems": lock_problems,
-            "bases": [
-                {"file": display_path(b), "valid": not errors, "errors": [e.to_json() for e in errors]}
-                for b, errors in bases.items()
-            ],
-        }
-        click.echo(json.dumps(out, indent=2))
-    else:
-        for report in reports:
-            for error in report.errors:
-                click.echo(str(error))
-        for base_errors in bases.values():
-            for error in base_errors:
-                click.echo(str(error))
-        for problem in lock_problems:
-            click.echo(problem)
-    if not reports and not bases:
-        shown = ", ".join(display_path(Path(t).absolute()) for t in targets)
-        click.echo(f"no deployment specs found in {shown}", err=True)
-        return 1
-    if not as_json:
-        errors = sum(len(r.errors) for r in invalid)
-        summary = f"{len(reports)} spec(s) checked: {len(reports) - len(invalid)} valid"
-        summary += f", {len(invalid)} invalid ({errors} error(s))" if invalid else ""
-        if bases:
-            summary += f"; {len(bases)} base file(s): {len(bases) - len(invalid_bases)} valid"
-            summary += f", {len(invalid_bases)} invalid" if invalid_bases else ""
-        if lock_problems:
-            summary += f"; {len(lock_problems)} lock file problem(s)"
-        click.echo(summary, err=True)
-    return 1 if invalid or invalid_bases or lock_problems else 0
+    errors = sum(len(r.errors) for r in invalid)
+    summary = f"{len(reports)} spec(s) checked: {len(reports) - len(invalid)} valid"
+    summary += f", {len(invalid)} invalid ({errors} error(s))" if invalid else ""
+    if bases:
+        summary += f"; {len(bases)} base file(s): {len(bases) - len(invalid_bases)} valid"
+        summary += f", {len(invalid_bases)} invalid" if invalid_bases else ""
+    if lock_problems:
+        summary += f"; {len(lock_problems)} lock file problem(s)"
+    return summary
 
 
 def _lock_problems(reports: list[Any]) -> list[str]:

@@ -4,22 +4,20 @@ Recorded means in the local store or in the committed lock file under the same k
 only in the lock is rebuilt only when a later stage needs its bytes. One spec failing never stops the
 others, and within a spec only the dependants of a failed stage are skipped. A terminal failure is
 remembered by key: it is not retried until the stage's inputs change (the spec is Stalled). What
-cannot run here keeps the committed evidence (reconciler.engine.lockwrite).
+cannot run here keeps the committed evidence (reconciler.engine.lockwrite). Each variant's walk
+of its chain is a reconciler.engine.chain_run.ChainRun.
 """
 
 from __future__ import annotations
 
 import os
-import time
 import traceback
-from pathlib import Path
 from typing import Any
 
-from backends.catalog import Target, targets
-from backends.errors import BackendError, TerminalError, ToolchainMissing, summary
-from reconciler.engine import faults, health, keys, schedule
-from reconciler.engine.chain import StageSetup, Variant, build_chain, variants
-from reconciler.engine.execute import InputsChanged, RetryPolicy, append_log, run_with_retries
+from reconciler.engine import faults, health, schedule
+from reconciler.engine.chain import build_chain, variants
+from reconciler.engine.chain_run import ChainRun, WouldWrite
+from reconciler.engine.execute import RetryPolicy
 from reconciler.engine.executors import Executor, jobs_for
 from reconciler.engine.lockwrite import (
     carried_entry,
@@ -30,248 +28,19 @@ from reconciler.engine.lockwrite import (
 )
 from reconciler.engine.measurements import collect
 from reconciler.engine.reporter import Reporter
-from reconciler.engine.resolve import Resolved, first_to_build, index_locks, resolve
-from reconciler.engine.results import SpecResult, StageResult
+from reconciler.engine.resolve import index_locks
+from reconciler.engine.results import SpecResult
 from reconciler.engine.settled import Settled
 from reconciler.engine.sources import lock_sources
 from reconciler.engine.verify import judge
-from reconciler.engine.walk import Artifacts, link_upstream, previous, reason
 from reconciler.engine.workspace import Workspace
-from reconciler.remote import layer
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec, SpecErrors
 from reconciler.state import lockfile, lockread, locks
-from reconciler.state.db import Failure, Record
-from reconciler.state.lockread import LOCK_NOTE, LockedVariant, is_lock_record
-
-FETCHED = "fetched from the remote cache (verified)"
+from reconciler.state.lockread import LockedVariant
 
 
-class WouldWrite(Exception):
-    """Raised by a dry walk at the first write it would make: the spec has work to do."""
-
-
-class _ChainRun:
-    """The state of one variant's walk; short-lived, one per apply of a variant.
-
-    A `dry` walk reuses what is recorded and raises WouldWrite instead of building, logging or moving
-    a head: apply takes the spec's lock only after a dry walk found something to do.
-    """
-
-    def __init__(
-        self,
-        ws: Workspace,
-        spec: LoadedSpec,
-        variant: Variant,
-        reporter: Reporter,
-        policy: RetryPolicy,
-        locked: LockedVariant,
-        remeasure: bool = False,
-        dry: bool = False,
-    ) -> None:
-        self.dry = dry
-        self.ws = ws
-        self.spec = spec
-        self.variant = variant
-        self.reporter = reporter
-        self.policy = policy
-        self.locked = locked
-        self.remeasure = remeasure
-        self.target: Target = targets()[spec.target]
-        self.chain: list[StageSetup] = []
-        self.outputs: dict[str, Artifacts | None] = {}
-        self.records: dict[str, Record] = {}
-        self.results: list[StageResult] = []
-        self.carried: list[str] = []
-        self.blocked_by: str | None = None
-        self.stalled = False
-        self.not_run = False
-
-    @property
-    def complete(self) -> bool:
-        return self.blocked_by is None
-
-    def run(self, chain: list[StageSetup]) -> None:
-        self.chain = chain
-        for index, setup in enumerate(chain):
-            name = setup.stage.name
-            self.reporter.stage_started(self.spec.name, self.variant.name, name)
-            result = self._stage(index, setup)
-            self.results.append(result)
-            self.reporter.stage_finished(self.spec.name, result)
-
-    def _result(self, setup: StageSetup, action: str, key: str | None, why: str, **extra: Any) -> StageResult:
-        return StageResult(setup.stage.name, self.variant.name, action, key, why, **extra)
-
-    def _writing(self) -> None:
-        if self.dry:
-            raise WouldWrite
-
-    def _wanted_again(self, setup: StageSetup) -> bool:
-        return self.remeasure and setup.stage.name == "evaluate"
-
-    def _bytes_needed(self, index: int) -> bool:
-        """Whether a later stage must build (and so needs this stage's artifacts in the store).
-
-        The seam for the remote cache: when it says True for a stage recorded in the
-        lock, fetching the recorded digests (verified) replaces the rebuild that follows.
-        """
-        also = frozenset({"evaluate"}) if self.remeasure else frozenset()
-        rest = self.chain[index + 1 :]
-        return first_to_build(self.ws, rest, self.target, self.locked, self.outputs, also) is not None
-
-    def _stage(self, index: int, setup: StageSetup) -> StageResult:
-        name = setup.stage.name
-        if self.blocked_by is not None:
-            self.outputs[name] = None
-            return self._result(setup, "skipped", None, f"not run: {self.blocked_by} did not complete")
-        resolved = resolve(self.ws, setup, self.target, self.outputs, self.locked)
-        assert resolved.key is not None and resolved.key_inputs is not None, "every upstream stage completed"
-        key, key_inputs = resolved.key, resolved.key_inputs
-        if self.dry and (resolved.source == "remote" or (resolved.source == "lock" and self.ws.remote)):
-            raise WouldWrite  # the real walk would look the key up in the remote cache and fetch it
-        if resolved.source == "identity":
-            return self._identity(setup, resolved)
-        if resolved.source in ("store", "fetched") and not self._wanted_again(setup):
-            assert resolved.record is not None
-            if resolved.source == "fetched":
-                self._log(name, key, "fetched", FETCHED)
-                return self._done(setup, resolved.record, "cached", FETCHED)
-            return self._done(setup, resolved.record, "cached", "up to date")
-        if resolved.source in ("lock", "carried") and not self._wanted_again(setup):
-            assert resolved.record is not None
-            remote_bad = layer.broken(self.ws, key)
-            if not self._bytes_needed(index) and not self.ws.repairing(key) and not remote_bad:
-                why = LOCK_NOTE if resolved.source == "lock" else resolved.note
-                if resolved.source == "carried":
-                    self.carried.append(f"{self.variant.name}/{name}: {why}")
-                return self._done(setup, resolved.record, "cached", why)
-        self.outputs[name] = None
-        locked_record = self.locked.record(name)
-        why = reason(previous(self.ws.db, self.spec.name, self.variant.name, name, locked_record), key_inputs)
-        if self._wanted_again(setup) and resolved.found:
-            why = "re-measuring on this machine (--remeasure)"
-        if layer.broken(self.ws, key):
-            why = "the remote cache's copy did not verify: rebuilt here (and pushed)"
-        if corrupt := self.ws.corrupt_in(self.ws.db.record(key)):
-            why = f"stored output {corrupt[0][:12]} was corrupt (quarantined in .npuctl/corrupt): rebuilt"
-        if isinstance(setup.error, ToolchainMissing):
-            return self._not_run(setup, key, f"not built: toolchain not installed: {setup.error}")
-        if setup.error is not None:
-            return self._failed(setup, key, str(setup.error), terminal=True)
-        failure = self.ws.db.failure(key)
-        if failure is not None:
-            self.stalled = True
-            self.blocked_by = name
-            return self._result(
-                setup,
-                "failed",
-                key,
-                f"stalled: {failure.message} (not retried until its inputs change)",
-                log=failure.log,
-            )
-        linked = link_upstream(setup, self.outputs)
-        assert linked is not None
-        missing = [n for n, meta in linked.items() if not self.ws.intact(meta["digest"])]
-        if missing:
-            return self._failed(
-                setup, key, f"inputs recorded in the lock but not in the store: {', '.join(missing)}", False
-            )
-        return self._build(setup, linked, key, key_inputs, why)
-
-    def _identity(self, setup: StageSetup, resolved: Resolved) -> StageResult:
-        assert resolved.key is not None and resolved.key_inputs is not None
-        artifacts = self.outputs[setup.stage.name] or {}
-        record = resolved.record
-        action = "cached"
-        if record is None or is_lock_record(record):
-            head_key = self.ws.db.head(self.spec.name, self.variant.name, setup.stage.name)
-            digest = keys.output_digest({k: v["digest"] for k, v in artifacts.items()}, {})
-            here = all(self.ws.intact(a["digest"]) for a in artifacts.values())
-            # passing through artifacts known only from the lock: a record of the lock, not of this store
-            note = setup.stage.idle_reason if here else f"{setup.stage.idle_reason}; {LOCK_NOTE}"
-            record = Record(resolved.key, setup.stage.name, resolved.key_inputs, artifacts, {}, digest, note)
-            if here:
-                self._writing()
-                self.ws.db.put_record(record)
-            action = "built" if head_key != resolved.key and resolved.record is None else "cached"
-        return self._done(setup, record, action, setup.stage.idle_reason, identity=True)
-
-    def _done(self, setup: StageSetup, record: Record, action: str, why: str, **extra: Any) -> StageResult:
-        name = setup.stage.name
-        self.outputs[name] = record.artifacts
-        self.records[name] = record
-        if (
-            not is_lock_record(record)
-            and self.ws.db.head(self.spec.name, self.variant.name, name) != record.key
-        ):
-            self._writing()
-            self.ws.db.set_head(self.spec.name, self.variant.name, name, record.key)
-        return self._result(setup, action, record.key, why, **extra)
-
-    def _build(
-        self, setup: StageSetup, linked: dict[str, Any], key: str, key_inputs: dict[str, Any], why: str
-    ) -> StageResult:
-        self._writing()
-        name = setup.stage.name
-        log = self.ws.layout.logs / self.spec.name / self.variant.name / f"{name}-{key[:12]}.log"
-        started = time.perf_counter()
-        with locks.hold(self.ws.layout.locks, f"key-{key[:40]}", lambda h: self.reporter.waiting(name, h)):
-            record = self.ws.db.record(key)
-            if self.ws.usable(record) and not self._wanted_again(setup):
-                assert record is not None
-                return self._done(setup, record, "cached", "built by another npuctl process")
-            try:
-                record = run_with_retries(
-                    self.ws, setup, self.target, linked, key, key_inputs, log, self.policy
-                )
-            except ToolchainMissing as exc:
-                return self._not_run(setup, key, f"not built: toolchain not installed: {exc}")
-            except TerminalError as exc:
-                return self._failed(setup, key, str(exc), terminal=True, log=log)
-            except (BackendError, InputsChanged) as exc:
-                return self._failed(setup, key, str(exc), terminal=False, log=log)
-        duration = (time.perf_counter() - started) * 1000
-        self.ws.db.log_attempt(self.spec.name, self.variant.name, name, key, "built", why, str(log), duration)
-        if layer.publish(self.ws, record):
-            self._log(name, key, "pushed", "pushed to the remote cache")
-        return self._done(
-            setup, record, "built", why, duration_ms=round(duration, 1), note=record.note or None
-        )
-
-    def _log(self, stage: str, key: str, action: str, message: str) -> None:
-        self._writing()
-        self.ws.db.log_attempt(self.spec.name, self.variant.name, stage, key, action, message)
-
-    def _not_run(self, setup: StageSetup, key: str, why: str) -> StageResult:
-        self._writing()
-        name = setup.stage.name
-        self.not_run = True
-        self.blocked_by = name
-        self.outputs[name] = None
-        self.ws.db.log_attempt(self.spec.name, self.variant.name, name, key, "skipped", why)
-        return self._result(setup, "skipped", key, why)
-
-    def _failed(
-        self, setup: StageSetup, key: str, message: str, terminal: bool, log: Path | None = None
-    ) -> StageResult:
-        self._writing()
-        name = setup.stage.name
-        log_text = str(log) if log else ""
-        if "\n" in message.strip():  # a toolchain's traceback or log tail: whole in the log, one line here
-            if log is not None:
-                append_log(log, f"\n{message}\n")
-            message = summary(message)
-        if terminal:
-            self.stalled = True
-            self.ws.db.put_failure(Failure(key, name, message, log_text))
-        self.blocked_by = name
-        self.outputs[name] = None
-        self.ws.db.log_attempt(self.spec.name, self.variant.name, name, key, "failed", message, log_text)
-        return self._result(setup, "failed", key, message, log=log_text or None)
-
-
-def _judged(spec: LoadedSpec, run: _ChainRun, result: SpecResult) -> tuple[dict[str, Any], bool]:
+def _judged(spec: LoadedSpec, run: ChainRun, result: SpecResult) -> tuple[dict[str, Any], bool]:
     """The variant's lock entry, and whether it is of the spec as it is now (sync)."""
     variant = run.variant
     slo = spec.field("slo")
@@ -370,7 +139,7 @@ def _reconcile(
             return result
         sources = sources or lock_sources(spec, chain)
         prior = locked.get(variant.name) or LockedVariant(variant.name)
-        run = _ChainRun(ws, spec, variant, reporter, policy, prior, remeasure, dry)
+        run = ChainRun(ws, spec, variant, reporter, policy, prior, remeasure, dry)
         run.run(chain)
         result.stages.extend(run.results)
         per_variant[variant.name], synced = _judged(spec, run, result)

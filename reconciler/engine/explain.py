@@ -8,7 +8,7 @@ from typing import Any
 from backends.catalog import targets
 from reconciler.engine import integrity
 from reconciler.engine.chain import build_chain, variants
-from reconciler.engine.resolve import index_locks, resolve
+from reconciler.engine.resolve import Source, index_locks, resolve
 from reconciler.engine.walk import Artifacts, previous
 from reconciler.engine.workspace import Workspace
 from reconciler.repo import Layout
@@ -82,6 +82,6 @@ def explain(ws: Workspace, spec: LoadedSpec, stage: str | None = None) -> list[S
 
 
 _NOTES = {
-    "missing": "no record for this key",
-    "lock": "recorded in the lock (not in the local store)",
+    Source.MISSING: "no record for this key",
+    Source.LOCK: "recorded in the lock (not in the local store)",
 }

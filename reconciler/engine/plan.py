@@ -17,7 +17,7 @@ from reconciler.engine import health, keys
 from reconciler.engine.chain import StageSetup, Variant, build_chain, variants
 from reconciler.engine.measurements import collect
 from reconciler.engine.predict import predict
-from reconciler.engine.resolve import Resolved, index_locks, walk
+from reconciler.engine.resolve import Resolved, Source, index_locks, walk
 from reconciler.engine.results import SpecResult, StageResult, Verdict
 from reconciler.engine.stages import VERIFY
 from reconciler.engine.verify import judge
@@ -49,20 +49,20 @@ def _stage_result(
 ) -> StageResult:
     setup, key = resolved.setup, resolved.key
     name, variant = setup.stage.name, locked.name
-    if resolved.source == "unknown":
+    if resolved.source is Source.UNKNOWN:
         assert first_build is not None
         why = _pending_reason(ws, spec.name, locked, setup, first_build)
         return StageResult(name, variant, "build", None, why, identity=not setup.active)
-    if resolved.source == "identity":
+    if resolved.source is Source.IDENTITY:
         action = "cached" if resolved.record is not None else "build"
         return StageResult(name, variant, action, key, setup.stage.idle_reason, identity=True)
-    if resolved.source == "store":
+    if resolved.source is Source.STORE:
         return StageResult(name, variant, "cached", key, "up to date")
-    if resolved.source == "remote":
+    if resolved.source is Source.REMOTE:
         return StageResult(name, variant, "cached", key, "in the remote cache")
-    if resolved.source == "lock":
+    if resolved.source is Source.LOCK:
         return StageResult(name, variant, "cached", key, lockread.LOCK_NOTE)
-    if resolved.source == "carried":
+    if resolved.source is Source.CARRIED:
         return StageResult(name, variant, "cached", key, resolved.note)
     assert key is not None and resolved.key_inputs is not None
     failure = ws.db.failure(key)
@@ -90,13 +90,13 @@ def _plan_variant(
     carried = False
     for resolved in walk(ws, chain, targets()[spec.target], locked):
         name = resolved.setup.stage.name
-        if resolved.source == "missing":
+        if resolved.source is Source.MISSING:
             first_build = first_build or name
         stage = _stage_result(ws, spec, locked, resolved, first_build)
         result.stages.append(stage)
         if resolved.found and resolved.record is not None:
             records[name] = resolved.record
-        if resolved.source == "carried":
+        if resolved.source is Source.CARRIED:
             result.carried_over.append(f"{locked.name}/{name}: {stage.reason}")
             carried |= name == "evaluate"
     return records, carried

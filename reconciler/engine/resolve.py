@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Any
 
 from backends.catalog import Target
@@ -37,10 +38,35 @@ from reconciler.state.lockread import LockedVariant
 SPEC_SIDE = ("stage", "fields", "files", "upstream", "target")
 """The key inputs a machine without the stage's toolchain still knows (everything but `impl`)."""
 
-FOUND = ("store", "fetched", "remote", "lock", "carried", "identity")
-
 MACHINE_FACT = "host_"
 """The prefix of a fingerprint entry that is a fact of the building machine, not of the spec or pins."""
+
+
+class Source(str, Enum):
+    """Where a stage's result comes from when it is not built in this walk.
+
+    Each value is found (a record stands for the key) except `missing` (no record: the stage builds)
+    and `unknown` (an upstream stage is not known yet, so neither is the key).
+    """
+
+    STORE = "store"
+    """A usable record in the local store (or one reseeded into it from the lock)."""
+    FETCHED = "fetched"
+    """Downloaded from the remote cache by apply, verified: an ordinary local record from now on."""
+    REMOTE = "remote"
+    """In the remote cache, read by plan without downloading."""
+    LOCK = "lock"
+    """The key the committed lock records: artifacts known by digest, bytes fetched only when needed."""
+    CARRIED = "carried"
+    """The lock's evidence stands without being re-verified here (see the module docstring)."""
+    IDENTITY = "identity"
+    """An inactive stage: its outputs are its inputs."""
+    MISSING = "missing"
+    UNKNOWN = "unknown"
+
+    @property
+    def found(self) -> bool:
+        return self not in (Source.MISSING, Source.UNKNOWN)
 
 
 @dataclass
@@ -49,15 +75,14 @@ class Resolved:
     key: str | None
     """None while an upstream stage is still unknown."""
     record: Record | None
-    source: str
-    """store | fetched | remote | lock | carried | identity | missing | unknown"""
+    source: Source
     key_inputs: dict[str, Any] | None = None
     note: str = ""
     """Why a `carried` record stands without being re-verified here."""
 
     @property
     def found(self) -> bool:
-        return self.source in FOUND
+        return self.source.found
 
 
 def spec_side_matches(recorded: dict[str, Any], current: dict[str, Any]) -> bool:
@@ -108,7 +133,7 @@ def resolve(
     linked = link_upstream(setup, outputs)
     if linked is None:
         outputs[name] = None
-        return Resolved(setup, None, None, "unknown")
+        return Resolved(setup, None, None, Source.UNKNOWN)
     key_inputs = setup.key_inputs(target)
     key = keys.digest(key_inputs)
     record = ws.db.record(key)
@@ -119,25 +144,25 @@ def resolve(
         lock_record = replace(lock_record, key_inputs=key_inputs)  # the key is their digest
     if not setup.active:
         outputs[name] = identity_outputs(setup, linked)
-        return Resolved(setup, key, record or lock_record, "identity", key_inputs)
+        return Resolved(setup, key, record or lock_record, Source.IDENTITY, key_inputs)
     moves = machine_moves(in_lock.inputs, key_inputs) if lock_record is None and in_lock else []
     if in_lock is not None and moves and setup.error is None:  # a missing toolchain: carried below
         outputs[name] = in_lock.artifacts  # before this machine's own build: the lock stays as committed
-        return Resolved(setup, key, locked.record(name), "carried", key_inputs, machine_reason(moves))
+        return Resolved(setup, key, locked.record(name), Source.CARRIED, key_inputs, machine_reason(moves))
     if ws.usable(record):
         outputs[name] = record.artifacts if record else None
-        return Resolved(setup, key, record, "store", key_inputs)
+        return Resolved(setup, key, record, Source.STORE, key_inputs)
     if record is None and lock_record is not None and ws.usable(lock_record):
         ws.db.put_record(lock_record)  # a lost state.db reseeded from the lock file and the store
         outputs[name] = lock_record.artifacts
-        return Resolved(setup, key, lock_record, "store", key_inputs)
+        return Resolved(setup, key, lock_record, Source.STORE, key_inputs)
     wanted = ws.remote_fetch or lock_record is None  # plan: what the lock records needs no network
     if ws.remote is not None and wanted and (hit := layer.lookup(ws, key, key_inputs, lock_record)):
         outputs[name] = hit.artifacts
-        return Resolved(setup, key, hit, "fetched" if ws.remote_fetch else "remote", key_inputs)
+        return Resolved(setup, key, hit, Source.FETCHED if ws.remote_fetch else Source.REMOTE, key_inputs)
     if lock_record is not None:
         outputs[name] = lock_record.artifacts
-        return Resolved(setup, key, lock_record, "lock", key_inputs)
+        return Resolved(setup, key, lock_record, Source.LOCK, key_inputs)
     if (
         isinstance(setup.error, ToolchainMissing)
         and in_lock is not None
@@ -145,9 +170,9 @@ def resolve(
     ):
         carried = locked.record(name)
         outputs[name] = in_lock.artifacts
-        return Resolved(setup, key, carried, "carried", key_inputs, carried_reason(setup))
+        return Resolved(setup, key, carried, Source.CARRIED, key_inputs, carried_reason(setup))
     outputs[name] = None
-    return Resolved(setup, key, None, "missing", key_inputs)
+    return Resolved(setup, key, None, Source.MISSING, key_inputs)
 
 
 def walk(

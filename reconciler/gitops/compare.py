@@ -166,41 +166,70 @@ def _compare_one(
     ws: Workspace,
     snap: gitref.Snapshot,
 ) -> SpecComparison:
-    root = ws.layout.root
-    file = _relative(now.file, root) if now else _relative(base.file, snap.root) if base else name
-    out = SpecComparison(name, "unchanged", file)
-    out.target = now.target if now else None
-    out.base_target = base.target if base else None
-    out.errors = list(now.errors) if now else []
-    out.base_errors = list(base.errors) if base else []
+    out = _named(name, base, now, ws.layout.root, snap)
     base_lock = lockfile.read(Layout.lock_file(base.file)) if base else None
     lock = lockfile.read(Layout.lock_file(now.file)) if now else None
     out.has_lock = lock is not None
-    files = _current_files(ws, now.spec) if now and now.spec else None
-    if now and now.spec:
-        out.applied = is_applied(now.spec, lock, result, files)
-    if result is not None:
-        out.stages = [s for s in result.stages if s.action in PENDING and not s.identity]
-        out.cached_stages = sum(1 for s in result.stages if s.action == "cached" and not s.identity)
-        out.identity_stages = sum(1 for s in result.stages if s.identity)
     base_spec = base.spec if base else None
     now_spec = now.spec if now else None
-    if base_spec is not None or now_spec is not None:
-        out.fields = specdiff.diff(base_spec, now_spec) if base_spec and now_spec else []
+    files = _current_files(ws, now_spec) if now_spec else None
+    if now_spec:
+        out.applied = is_applied(now_spec, lock, result, files)
+    if result is not None:
+        _count_stages(out, result)
+    if base_spec and now_spec:
+        out.fields = specdiff.diff(base_spec, now_spec)
     out.files = specdiff.file_changes((base_lock or {}).get("sources", {}).get("files"), files)
-    out.slo = slo.table(base_lock, lock if out.applied else None)
-    out.slo_base = slo.summary(base_lock)
-    out.slo_now = slo.summary(lock if out.applied else None)
-    out.layers = layers.compare_locks(
-        base_lock, lock if out.applied else None, lambda d: ws.store.path(d) if ws.intact(d) else None
-    )
-    if base is None:
-        out.change = "added"
-    elif now is None:
-        out.change = "removed"
-    elif out.fields or out.files or base_lock != lock or (base_spec is None) != (now_spec is None):
-        out.change = "modified"
+    _compare_results(out, base_lock, lock if out.applied else None, ws)
+    out.change = _change(base, now, out, base_lock != lock)
     return out
+
+
+def _named(
+    name: str, base: _Side | None, now: _Side | None, root: Path, snap: gitref.Snapshot
+) -> SpecComparison:
+    """The comparison's file, targets and load errors on each side (the work tree's file when it has one)."""
+    file = _relative(now.file, root) if now else _relative(base.file, snap.root) if base else name
+    out = SpecComparison(name, "unchanged", file)
+    if now is not None:
+        out.target = now.target
+        out.errors = list(now.errors)
+    if base is not None:
+        out.base_target = base.target
+        out.base_errors = list(base.errors)
+    return out
+
+
+def _count_stages(out: SpecComparison, result: SpecResult) -> None:
+    """The current plan's stages with work to do, and how many are cached or idle identities."""
+    out.stages = [s for s in result.stages if s.action in PENDING and not s.identity]
+    out.cached_stages = sum(1 for s in result.stages if s.action == "cached" and not s.identity)
+    out.identity_stages = sum(1 for s in result.stages if s.identity)
+
+
+def _compare_results(
+    out: SpecComparison, base_lock: dict[str, Any] | None, applied: dict[str, Any] | None, ws: Workspace
+) -> None:
+    """SLO table and per-layer profile diff, base -> now; `applied` is the work tree's lock file only
+    when it holds the results of the spec as it is (else the current side shows none)."""
+    out.slo = slo.table(base_lock, applied)
+    out.slo_base = slo.summary(base_lock)
+    out.slo_now = slo.summary(applied)
+    out.layers = layers.compare_locks(
+        base_lock, applied, lambda d: ws.store.path(d) if ws.intact(d) else None
+    )
+
+
+def _change(base: _Side | None, now: _Side | None, out: SpecComparison, lock_differs: bool) -> str:
+    """added | removed | modified (a field, an input file, the lock file or the spec's validity
+    differs) | unchanged."""
+    if base is None:
+        return "added"
+    if now is None:
+        return "removed"
+    if out.fields or out.files or lock_differs or (base.spec is None) != (now.spec is None):
+        return "modified"
+    return "unchanged"
 
 
 def compare(

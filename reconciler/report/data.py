@@ -201,30 +201,34 @@ def _profile(store: Store, record: Record | None, notes: list[str]) -> dict[str,
     return data if isinstance(data, dict) else None
 
 
-def gather(root: Path, spec: LoadedSpec) -> ReportData:
-    """Everything the page shows; raises LookupError when the spec has never been applied."""
-    layout = Layout(root)
+def _lock(spec: LoadedSpec) -> dict[str, Any]:
     lock = lockfile.read(Layout.lock_file(spec.path))
     if lock is None:
         raise LookupError(
             f"{spec.name}: no lock file ({Layout.lock_file(spec.path).name}): run `npuctl apply` first"
         )
-    notes: list[str] = []
+    return lock
+
+
+def _variant_records(
+    layout: Layout, lock: dict[str, Any], variants: list[str]
+) -> dict[str, dict[str, Record]]:
+    """variant -> stage -> this machine's record of the key the lock holds (none when applied elsewhere)."""
     db = Database(layout.database) if layout.database.exists() else None
     try:
-        variants = sorted(lock.get("variants") or {}, key=lambda v: (v != "default", v))
-        records = {v: _records(db, lock, v) for v in variants}
+        return {v: _records(db, lock, v) for v in variants}
     finally:
         if db is not None:
             db.close()
-    default = records.get("default") or {}
-    if not default:
-        notes.append(
-            "no stage records in the local state (applied elsewhere?): run `npuctl apply` here for charts"
-        )
-    store = Store(layout.store)
-    model = ((lock.get("variants") or {}).get("default") or {}).get("stages", {}).get("import", {})
-    data = ReportData(
+
+
+def _summary(
+    root: Path, spec: LoadedSpec, lock: dict[str, Any], variants: list[str], notes: list[str]
+) -> ReportData:
+    """The page's head, verdicts and measurements: what the lock file alone says."""
+    entries = lock.get("variants") or {}
+    model = (entries.get("default") or {}).get("stages", {}).get("import", {})
+    return ReportData(
         spec=spec.name,
         target=spec.target,
         file=str(spec.path.relative_to(root)) if spec.path.is_relative_to(root) else str(spec.path),
@@ -234,45 +238,81 @@ def gather(root: Path, spec: LoadedSpec) -> ReportData:
         model_digest=((model.get("artifacts") or {}).get("model") or {}).get("digest"),
         generated=datetime.now(timezone.utc).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z"),
         revision=_revision(root),
-        verdicts=[v for name in variants for v in (lock["variants"][name].get("verdicts") or [])],
-        measurements={name: lock["variants"][name].get("measurements") or {} for name in variants},
+        verdicts=[v for name in variants for v in (entries[name].get("verdicts") or [])],
+        measurements={name: entries[name].get("measurements") or {} for name in variants},
         quantization_mode=str((spec.field("quantization") or {}).get("mode", "none")),
         notes=notes,
     )
-    if default:
-        data.placement, data.placement_before = _placements(store, default, notes)
+
+
+def _latencies(records: dict[str, dict[str, Record]]) -> dict[str, dict[str, Any]]:
+    """variant -> evaluate's latency report, for the variants whose report holds raw samples."""
+    out: dict[str, dict[str, Any]] = {}
     for variant, recs in records.items():
         evaluate = recs.get("evaluate")
         latency = (evaluate.report.get("latency_ms") if evaluate is not None else None) or {}
         if latency.get("samples"):
-            data.latency[variant] = latency
+            out[variant] = latency
+    return out
+
+
+def _quantize(data: ReportData, quantize: Record, notes: list[str]) -> None:
+    """The mode the quantize record was built with, its report (unless it passed the model through),
+    and a note for each range problem its placement found."""
+    built_with = (quantize.key_inputs.get("fields") or {}).get("quantization") or {}
+    data.quantization_mode = str(built_with.get("mode", data.quantization_mode))
+    if not quantize.note.startswith("identity"):
+        data.quantize = quantize.report
+    notes.extend(_range_notes((quantize.report or {}).get("placement") or {}))
+
+
+def _range_notes(placement: dict[str, Any]) -> list[str]:
+    """Inputs of one node whose ranges lie far apart, and channels under one scale that do."""
+    notes = [
+        f"quantize range mixing: {m.get('node')} ({m.get('output')}): input ranges "
+        f"{float(m.get('ratio', 0)):.0f}x apart, {m.get('fix')}"
+        for m in placement.get("range_mixing") or []
+    ]
+    spread = placement.get("channel_ranges") or []
+    if spread:
+        named = ", ".join(
+            f"{c.get('tensor')} (into {c.get('consumer')}) {float(c.get('ratio', 0)):.0f}x" for c in spread
+        )
+        notes.append(
+            f"quantize channel ranges: {len(spread)} activations with channels over 16x apart under one "
+            f"scale: {named}; {spread[0].get('fix')}"
+        )
+    return notes
+
+
+def _spec_changed(lock: dict[str, Any], spec: LoadedSpec) -> bool:
+    recorded = (lock.get("sources") or {}).get("spec_digest")
+    return bool(recorded) and recorded != spec_digest(spec)
+
+
+def gather(root: Path, spec: LoadedSpec) -> ReportData:
+    """Everything the page shows; raises LookupError when the spec has never been applied."""
+    layout = Layout(root)
+    lock = _lock(spec)
+    notes: list[str] = []
+    variants = sorted(lock.get("variants") or {}, key=lambda v: (v != "default", v))
+    records = _variant_records(layout, lock, variants)
+    default = records.get("default") or {}
+    if not default:
+        notes.append(
+            "no stage records in the local state (applied elsewhere?): run `npuctl apply` here for charts"
+        )
+    store = Store(layout.store)
+    data = _summary(root, spec, lock, variants, notes)
+    if default:
+        data.placement, data.placement_before = _placements(store, default, notes)
+    data.latency = _latencies(records)
     data.profile = _profile(store, default.get("evaluate"), notes)
     if default and not data.latency:
         notes.append("latency: the evaluate record has no raw samples")
-    quantize = default.get("quantize")
-    if quantize is not None:
-        built_with = (quantize.key_inputs.get("fields") or {}).get("quantization") or {}
-        data.quantization_mode = str(built_with.get("mode", data.quantization_mode))
-        if not quantize.note.startswith("identity"):
-            data.quantize = quantize.report
-        placement = (quantize.report or {}).get("placement") or {}
-        notes.extend(
-            f"quantize range mixing: {m.get('node')} ({m.get('output')}): input ranges "
-            f"{float(m.get('ratio', 0)):.0f}x apart, {m.get('fix')}"
-            for m in placement.get("range_mixing") or []
-        )
-        spread = placement.get("channel_ranges") or []
-        if spread:
-            named = ", ".join(
-                f"{c.get('tensor')} (into {c.get('consumer')}) {float(c.get('ratio', 0)):.0f}x"
-                for c in spread
-            )
-            notes.append(
-                f"quantize channel ranges: {len(spread)} activations with channels over 16x apart under one "
-                f"scale: {named}; {spread[0].get('fix')}"
-            )
-    sources = lock.get("sources") or {}
-    if sources.get("spec_digest") and sources["spec_digest"] != spec_digest(spec):
+    if "quantize" in default:
+        _quantize(data, default["quantize"], notes)
+    if _spec_changed(lock, spec):
         notes.append("the spec changed since its last apply: this page shows the results in the lock file")
     data.history = _history(root, spec, notes)
     return data

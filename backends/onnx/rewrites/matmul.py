@@ -7,6 +7,8 @@ unit only takes quantized weights in a convolution (QNN HTP with int8 weights) r
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from backends.onnx.rewrites import FUSION, Context, Match, Rewrite, int64_array
 
 
@@ -15,6 +17,65 @@ def _prod(values: list[int] | tuple[int, ...]) -> int:
     for v in values:
         n *= int(v)
     return n
+
+
+@dataclass(frozen=True)
+class _Product:
+    """A two-operand Einsum `a,b->res` as a batched matrix product: indices in both operands and the
+    result (batch), in one operand and the result (ms, ns), in both operands only (ks, summed)."""
+
+    a: str
+    b: str
+    res: str
+    size: dict[str, int]
+    batch: list[str]
+    ms: list[str]
+    ns: list[str]
+    ks: list[str]
+
+
+def _product(eq: str, sa: tuple[int, ...] | None, sb: tuple[int, ...] | None) -> _Product | None:
+    """The product an explicit two-operand equation over static shapes spells, or None when it is not
+    one (ellipsis, a repeated index, an index summed away within one operand, or mismatched sizes)."""
+    terms = _terms(eq)
+    if terms is None or sa is None or sb is None:
+        return None
+    a, b, res = terms
+    if len(a) != len(sa) or len(b) != len(sb):
+        return None
+    groups = _groups(a, b, res)
+    if groups is None:
+        return None
+    batch, ms, ns, ks = groups
+    size_a, size_b = dict(zip(a, sa, strict=False)), dict(zip(b, sb, strict=False))
+    if any(size_a[c] != size_b[c] for c in batch + ks):
+        return None
+    return _Product(a, b, res, {**size_a, **size_b}, batch, ms, ns, ks)
+
+
+def _terms(eq: str) -> tuple[str, str, str] | None:
+    """(a, b, res) of an explicit two-operand equation without ellipsis or a repeated index; else None."""
+    if "->" not in eq or "." in eq:
+        return None
+    lhs, res = eq.split("->")
+    terms = lhs.split(",")
+    if len(terms) != 2:
+        return None
+    a, b = terms
+    if any(len(set(t)) != len(t) for t in (a, b, res)):
+        return None
+    return a, b, res
+
+
+def _groups(a: str, b: str, res: str) -> tuple[list[str], list[str], list[str], list[str]] | None:
+    """(batch, ms, ns, ks) as _Product names them; None when an operand has an index in no group."""
+    batch = [c for c in res if c in a and c in b]
+    ms = [c for c in res if c in a and c not in b]
+    ns = [c for c in res if c in b and c not in a]
+    ks = [c for c in a if c in b and c not in res]
+    if set(a) != set(batch + ms + ks) or set(b) != set(batch + ns + ks):
+        return None
+    return batch, ms, ns, ks
 
 
 class EinsumToMatMul(Rewrite):
@@ -33,35 +94,22 @@ class EinsumToMatMul(Rewrite):
 
     def _match(self, ctx: Context, i: int) -> Match | None:
         node = ctx.nodes[i]
+        if len(node.input) != 2:
+            return None
         eq = str(ctx.attr(i, "equation", "")).replace(" ", "")
-        if len(node.input) != 2 or "->" not in eq or "." in eq:
-            return None
-        lhs, res = eq.split("->")
-        terms = lhs.split(",")
         sa, sb = (ctx.facts.static_shape(t) for t in node.input)
-        if len(terms) != 2 or sa is None or sb is None:
-            return None
-        a, b = terms
-        if any(len(set(t)) != len(t) for t in (a, b, res)) or len(a) != len(sa) or len(b) != len(sb):
-            return None
-        size = {**dict(zip(a, sa, strict=False)), **dict(zip(b, sb, strict=False))}
-        batch = [c for c in res if c in a and c in b]
-        ms = [c for c in res if c in a and c not in b]
-        ns = [c for c in res if c in b and c not in a]
-        ks = [c for c in a if c in b and c not in res]
-        if set(a) != set(batch + ms + ks) or set(b) != set(batch + ns + ks):
-            return None
-        if any(dict(zip(a, sa, strict=False))[c] != dict(zip(b, sb, strict=False))[c] for c in batch + ks):
+        p = _product(eq, sa, sb)
+        if p is None:
             return None
         m = Match(self.name, ctx.facts.names[i], [i])
-        bshape = [size[c] for c in batch]
-        mm, nn, kk = _prod([size[c] for c in ms]), _prod([size[c] for c in ns]), _prod([size[c] for c in ks])
-        left = self._arrange(ctx, m, node.input[0], a, batch + ms + ks, [*bshape, mm, kk])
-        right = self._arrange(ctx, m, node.input[1], b, batch + ks + ns, [*bshape, kk, nn])
+        bshape = [p.size[c] for c in p.batch]
+        mm, nn, kk = (_prod([p.size[c] for c in group]) for group in (p.ms, p.ns, p.ks))
+        left = self._arrange(ctx, m, node.input[0], p.a, p.batch + p.ms + p.ks, [*bshape, mm, kk])
+        right = self._arrange(ctx, m, node.input[1], p.b, p.batch + p.ks + p.ns, [*bshape, kk, nn])
         y = ctx.node(m, "MatMul", [left, right])
-        full = batch + ms + ns
-        y = ctx.node(m, "Reshape", [y, ctx.const(m, "shape", int64_array([size[c] for c in full]))])
-        perm = [full.index(c) for c in res]
+        full = p.batch + p.ms + p.ns
+        y = ctx.node(m, "Reshape", [y, ctx.const(m, "shape", int64_array([p.size[c] for c in full]))])
+        perm = [full.index(c) for c in p.res]
         ctx.node(m, "Transpose", [y], [node.output[0]], perm=perm)
         return m
 
