@@ -160,7 +160,7 @@ def test_a_profile_of_microsecond_layers_says_it_is_coarse(digits_batch) -> None
 def test_profiled_iterations_are_capped_and_never_below_three() -> None:
     """The profile runs as separate iterations after the timed ones: as many as the timed runs, at most
     PROFILE_RUNS (the sums over real models: tests/e2e/test_profile_sums.py)."""
-    from backends.onnxruntime._evaluate import PROFILE_RUNS, profile_runs
+    from backends.sdk.measure import PROFILE_RUNS, profile_runs
 
     assert profile_runs({"runs": 100}) == PROFILE_RUNS and profile_runs({"runs": 10}) == 10
     assert profile_runs({"runs": 1}) == 3 and profile_runs({}) == PROFILE_RUNS
