@@ -1,4 +1,12 @@
-"""What the adapters for SDKs that cannot be installed here share (Qualcomm QNN, Huawei CANN ATC).
+"""The public surface every backend builds on, built-in or plug-in: backends import this package and its
+modules, never another backend's private modules (tests/test_layers.py).
+
+- backends.sdk.measure: the shared half of evaluate (samples, runner outputs, scoring, measurements);
+- backends.sdk.worker: running a managed toolchain's worker script, with its error translation;
+- backends.sdk.process: isolated Python children and the one bounded run of a program;
+- this module: what the adapters for SDKs that cannot be installed here share (Qualcomm QNN, Huawei
+  CANN ATC). Their stage classes stay here: their paths (backends.sdk.BundleEvaluate) are
+  implementation names recorded in lock files.
 
 Their compile stage always writes the exact files the vendor tool takes, as one bundle artifact (a tar
 with the configuration files and a `build.sh` holding the command lines), and runs the tool only when
