@@ -77,7 +77,11 @@ def violations(root: Path) -> list[str]:
 def _broken(own: list[str], target: list[str], vendor: frozenset[str]) -> str | None:
     if own[0] == "backends" and target[0] == "reconciler":
         return "backends never import the reconciler"
-    if own[0] == "reconciler" and target[:2] == ["reconciler", "cli"] and own[1:2] not in (["cli"], ["__main__"]):
+    if (
+        own[0] == "reconciler"
+        and target[:2] == ["reconciler", "cli"]
+        and own[1:2] not in (["cli"], ["__main__"])
+    ):
         return "nothing below the CLI imports it"
     if target[0] != "backends" or len(target) < 2 or target[:2] == own[:2]:
         return None
@@ -126,7 +130,11 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
         ),
         ("backends/sdk/measure.py", "import backends.openvino.evaluate\n", "shared code imports no vendor"),
         ("backends/sdk/measure.py", "from ..openvino import evaluate\n", "shared code imports no vendor"),
-        ("backends/errors.py", "from reconciler.engine import apply\n", "backends never import the reconciler"),
+        (
+            "backends/errors.py",
+            "from reconciler.engine import apply\n",
+            "backends never import the reconciler",
+        ),
         ("reconciler/gitops/render.py", "from reconciler.cli._render import console\n", "below the CLI"),
         ("reconciler/engine/world.py", "from backends.onnxruntime import fingerprint\n", "no vendor backend"),
     ],
@@ -170,7 +178,9 @@ def test_the_import_linter_contracts_name_what_the_tree_holds() -> None:
     """The lists in [tool.importlinter] are written out (import-linter has no "every package but");
     a vendor folder, shared module or reconciler package they miss would go unchecked there."""
     contracts = _contracts().values()
-    vendor_lists = [c["forbidden_modules"] for c in contracts if "backends.onnxruntime" in c["forbidden_modules"]]
+    vendor_lists = [
+        c["forbidden_modules"] for c in contracts if "backends.onnxruntime" in c["forbidden_modules"]
+    ]
     assert len(vendor_lists) == 2
     for listed in vendor_lists:
         assert {m.removeprefix("backends.") for m in listed} == vendors(ROOT)

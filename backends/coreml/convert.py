@@ -145,7 +145,14 @@ class CoreMlCompile:
                 "description": f"npuctl: {request.target.id}",
             }
             result = run_worker(
-                _venv(), WORKER, req, job, request.log, tool="coremltools", timeout_s=TIMEOUT_S, env=base_env(job)
+                _venv(),
+                WORKER,
+                req,
+                job,
+                request.log,
+                tool="coremltools",
+                timeout_s=TIMEOUT_S,
+                env=base_env(job),
             )
             reference = accuracy.run_model(source, [dict(sample.feed)])
             with np.load(job / "torch.npz") as traced:

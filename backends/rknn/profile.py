@@ -21,9 +21,7 @@ def estimated_profile(request: StageRequest) -> dict[str, Any] | None:
     profile = cost_model_profile(Path(request.inputs["float_model"]), placed, request.target, why)
     if profile is None:
         return None
-    found = suggest(
-        profile, request.target, float_model=float_model(request), precision=placed["precision"]
-    )
+    found = suggest(profile, request.target, float_model=float_model(request), precision=placed["precision"])
     for suggestion in found:
         suggestion["evidence"] = "estimated: the cost model's layer times, moved to the NPU's roofline"
     profile["suggestions"] = found

@@ -70,7 +70,9 @@ def test_scoring_reads_the_runner_outputs_against_the_float_model(tmp_path: Path
     accuracy = measure.score_job(job, result, model, found, None, None)
     assert accuracy.fidelity.cosine == pytest.approx(1.0) and accuracy.samples == len(found)
     read = measure.read_outputs(job, result)
-    assert read.names == ["y"] and all(np.array_equal(a[0], b) for a, b in zip(read.values, exact, strict=True))
+    assert read.names == ["y"] and all(
+        np.array_equal(a[0], b) for a, b in zip(read.values, exact, strict=True)
+    )
 
 
 def test_a_runner_that_returns_fewer_samples_than_were_sent_fails(tmp_path: Path) -> None:
@@ -110,7 +112,10 @@ def test_measurements_carry_the_runner_evidence_except_what_the_host_measured(tm
     accuracy = measure.score_job(job, result, model, found, None, None)
     latency = {"p50": 1.23456789, "p90": 2.0, "p95": 2.5, "p99": 3.0, "mean": 1.5, "runs": 20, "warmup": 2}
     latency["noise"] = {"p90_over_p50": 1.62}
-    result |= {"latency_ms": latency, "memory": {"delta_mb": 10.12345, "peak_rss_mb": 90.0, "peak_reset": True}}
+    result |= {
+        "latency_ms": latency,
+        "memory": {"delta_mb": 10.12345, "peak_rss_mb": 90.0, "peak_reset": True},
+    }
     out = measure.measurements(result, _Runner(), accuracy, model, "random inputs (seed 0)")
     assert set(out) == {f"latency_ms.{k}" for k in measure.LATENCY_KEYS} | {
         "peak_memory_mb",
@@ -132,5 +137,7 @@ def test_measurements_carry_the_runner_evidence_except_what_the_host_measured(tm
 
 
 def test_a_busy_host_is_named_in_the_details() -> None:
-    assert measure.noise_text({"noise": {"suspected": True, "why": "p90 4x p50"}}) == "; noisy host: p90 4x p50"
+    assert (
+        measure.noise_text({"noise": {"suspected": True, "why": "p90 4x p50"}}) == "; noisy host: p90 4x p50"
+    )
     assert measure.noise_text({}) == ""

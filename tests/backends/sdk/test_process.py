@@ -25,7 +25,12 @@ def test_python_children_are_isolated_unless_they_keep_their_environment() -> No
         "-P",
         "a.py",
     ]
-    assert process.script_argv(Path("/w/worker.py"), "req.json") == [sys.executable, "-I", "/w/worker.py", "req.json"]
+    assert process.script_argv(Path("/w/worker.py"), "req.json") == [
+        sys.executable,
+        "-I",
+        "/w/worker.py",
+        "req.json",
+    ]
 
 
 def test_without_a_log_both_streams_are_captured(tmp_path: Path) -> None:
@@ -50,7 +55,11 @@ def test_with_a_log_the_command_and_its_output_are_appended(tmp_path: Path) -> N
 def test_a_child_answering_on_stdout_logs_only_its_stderr(tmp_path: Path) -> None:
     log = tmp_path / "native.log"
     done = process.run(
-        _py("import sys; print('{}'); print('native', file=sys.stderr)"), "child", 30, log=log, stdout_to_log=False
+        _py("import sys; print('{}'); print('native', file=sys.stderr)"),
+        "child",
+        30,
+        log=log,
+        stdout_to_log=False,
     )
     assert done.stdout.strip() == "{}" and log.read_text() == "native\n"
 

@@ -31,7 +31,12 @@ def _run(tmp_path: Path, body: str, request: dict | None = None, **kw: object) -
     job = tmp_path / "job"
     options: dict = {"tool": "faketool", "timeout_s": 60, "env": base_env(job), **kw}
     return run_worker(
-        Path(sys.executable), _worker(tmp_path, body), request or {"x": 1}, job, tmp_path / "stage.log", **options
+        Path(sys.executable),
+        _worker(tmp_path, body),
+        request or {"x": 1},
+        job,
+        tmp_path / "stage.log",
+        **options,
     )
 
 
@@ -46,7 +51,9 @@ def test_the_result_comes_back_and_the_request_is_written_as_given(tmp_path: Pat
 
 
 def test_a_reported_failure_is_terminal_with_the_step_and_the_log_tail(tmp_path: Path) -> None:
-    body = "print('the tool explains'); answer({'ok': False, 'step': 'build', 'error': 'bad op'}); sys.exit(3)\n"
+    body = (
+        "print('the tool explains'); answer({'ok': False, 'step': 'build', 'error': 'bad op'}); sys.exit(3)\n"
+    )
     with pytest.raises(TerminalError) as info:
         _run(tmp_path, body)
     lines = str(info.value).splitlines()
