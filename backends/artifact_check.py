@@ -181,6 +181,6 @@ def run_source(model: Path, samples: Sequence[Sample]) -> ModelOutputs:
 
 def runner_outputs(job: Path, result: dict[str, Any]) -> ModelOutputs:
     """The artifact's outputs as the runner wrote them into its job folder."""
-    from backends.onnxruntime._evaluate import read_outputs
+    from backends.sdk.measure import read_outputs
 
     return read_outputs(job, result)

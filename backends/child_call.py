@@ -7,7 +7,7 @@ the caller's environment and working folder, and the child's stdout/stderr (Pyth
 go to the call's log file. When the child dies, the call raises the error its end stands for, with the
 signal named ("onnxruntime child killed by SIGSEGV"), and the next call starts a fresh child.
 
-The child is started with `backends.child.python_argv` (isolated: the repository is never on its
+The child is started with `backends.sdk.process.python_argv` (isolated: the repository is never on its
 import path) and dies with its parent (PR_SET_PDEATHSIG on Linux).
 
 Test-only hook: with NPUCTL_TEST_ONLY_SIGSEGV set, a child whose call's log path contains that text
@@ -72,7 +72,7 @@ class Child:
         self._lock = threading.Lock()
 
     def _started(self) -> subprocess.Popen[str]:
-        from backends.child import python_argv
+        from backends.sdk.process import python_argv
 
         if self._proc is None or self._proc.poll() is not None:
             self._proc = subprocess.Popen(

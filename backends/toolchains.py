@@ -16,13 +16,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backends.child import NEUTRAL_CWD, python_argv
+from backends.sdk.process import NEUTRAL_CWD, python_argv, run
 
 MARKER = "npuctl-toolchain.json"
 MARKER_FORMAT = 1
@@ -241,12 +240,11 @@ def installed_versions(venv: Path) -> dict[str, str]:
 def _run(cmd: list[str], log: Logger, step: str) -> None:
     """One install step, from a neutral folder: never the user's (a repository's `pip/` stays unseen)."""
     log(f"$ {' '.join(cmd)}")
-    proc = subprocess.run(
-        cmd, cwd=NEUTRAL_CWD, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False
-    )
-    log(proc.stdout)
+    proc = run(cmd, step, None, cwd=NEUTRAL_CWD)
+    output = proc.stdout + proc.stderr
+    log(output)
     if proc.returncode != 0:
-        tail = " | ".join(line for line in proc.stdout.strip().splitlines()[-3:] if line.strip())
+        tail = " | ".join(line for line in output.strip().splitlines()[-3:] if line.strip())
         raise InstallError(f"{step} failed (exit {proc.returncode}): {tail[-400:]}")
 
 

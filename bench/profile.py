@@ -32,7 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from backends.onnxruntime._evaluate import PROFILE_RUNS  # noqa: E402
+from backends.sdk.measure import PROFILE_RUNS  # noqa: E402
 
 
 def _models(tmp: Path) -> dict[str, Path]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -14,8 +13,8 @@ from typing import Any
 
 from backends import bundles, toolchains
 from backends.base import StageOutput, StageRequest
-from backends.child import script_argv
-from backends.errors import TerminalError, ToolchainMissing, TransientError
+from backends.errors import TerminalError, ToolchainMissing
+from backends.sdk.worker import base_env, run_worker
 
 WORKER = Path(__file__).with_name("worker.py")
 TIMEOUT_S = 1800.0
@@ -67,35 +66,6 @@ def _venv() -> Path:
     if py is None:
         raise ToolchainMissing(f"coremltools not installed: {toolchains.COREML.install_hint}")
     return py
-
-
-def _run_worker(request: dict[str, Any], job: Path, log: Path) -> dict[str, Any]:
-    req, res = job / "coreml-request.json", job / "coreml-result.json"
-    req.write_text(json.dumps(request, indent=1, sort_keys=True))
-    argv = script_argv(WORKER, str(req), str(res), interpreter=str(_venv()))
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(job),
-        "LANG": "C.UTF-8",
-        "OMP_NUM_THREADS": "2",
-    }
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("a") as fh:
-        fh.write(f"$ {' '.join(argv)}\n")
-        fh.flush()
-        try:
-            proc = subprocess.run(
-                argv, cwd=job, env=env, stdout=fh, stderr=subprocess.STDOUT, timeout=TIMEOUT_S, check=False
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise TransientError(f"coremltools timed out after {TIMEOUT_S:g} s") from exc
-    try:
-        result: dict[str, Any] = json.loads(res.read_text())
-    except (OSError, ValueError):
-        raise TransientError(f"coremltools crashed (exit {proc.returncode}); see the log") from None
-    if not result.get("ok"):
-        raise TerminalError(f"coremltools: {result.get('error', 'conversion failed')}")
-    return result
 
 
 def _agree(got: Any, want: Any) -> dict[str, float]:
@@ -172,7 +142,16 @@ class CoreMlCompile:
                 "output": str(job / "model.mlpackage"),
                 "description": f"npuctl: {request.target.id}",
             }
-            result = _run_worker(req, job, request.log)
+            result = run_worker(
+                _venv(),
+                WORKER,
+                req,
+                job,
+                request.log,
+                tool="coremltools",
+                timeout_s=TIMEOUT_S,
+                env=base_env(job),
+            )
             reference = accuracy.run_model(source, [dict(sample.feed)])
             with np.load(job / "torch.npz") as traced:
                 checks = {

@@ -12,7 +12,6 @@ import csv
 import json
 import re
 import shutil
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,9 +19,9 @@ from typing import Any
 from backends import profiles
 from backends.base import StageOutput, StageRequest
 from backends.catalog import Target
-from backends.child import python_argv
-from backends.errors import TerminalError, TransientError
+from backends.errors import TerminalError
 from backends.ethosu import ALLOWED, fingerprint
+from backends.sdk import process
 from backends.tflite import fingerprint as tflite_fingerprint
 from backends.tflite.stages import TfliteEvaluate, tflite_of
 
@@ -75,7 +74,7 @@ def argv(model: Path, out: Path, config: Mapping[str, Any]) -> list[str]:
     ]
     if "arena_cache_size" in config:
         args += ["--arena-cache-size", str(config["arena_cache_size"])]
-    return python_argv("-m", "ethosu.vela", *args)
+    return process.python_argv("-m", "ethosu.vela", *args)
 
 
 def parse_stdout(text: str) -> dict[str, Any]:
@@ -144,12 +143,7 @@ class VelaCompile:
         out = request.workdir / "vela"
         cmd = argv(tflite, out, config)
         request.log.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            proc = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=TIMEOUT_S, check=False, cwd="/"
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise TransientError(f"vela timed out after {TIMEOUT_S:g} s") from exc
+        proc = process.run(cmd, "vela", TIMEOUT_S, cwd=process.NEUTRAL_CWD)
         with request.log.open("a") as fh:
             fh.write("$ " + " ".join(cmd) + "\n" + proc.stdout + proc.stderr)
         if proc.returncode != 0:

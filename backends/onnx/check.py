@@ -62,7 +62,7 @@ class CheckPass:
         report = P.compute(model, request.target, quantization_config(request.config))
         path = request.workdir / "placement.json"
         path.write_text(dump_json(report))
-        _write_log(request.log, report)
+        write_log(request.log, report)
         summary = summarize(report)
         summary["measurements"] = P.measurements(report)
         return StageOutput(
@@ -107,7 +107,7 @@ def summarize(report: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _write_log(path: Path, report: Mapping[str, Any]) -> None:
+def write_log(path: Path, report: Mapping[str, Any]) -> None:
     from rich.console import Console
 
     path.parent.mkdir(parents=True, exist_ok=True)

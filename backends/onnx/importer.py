@@ -30,7 +30,7 @@ MIN_OPSET = 13
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
-def _dist_version(name: str) -> str:
+def dist_version(name: str) -> str:
     try:
         return version(name)
     except PackageNotFoundError:
@@ -43,7 +43,7 @@ class ImportPass:
     stage = "import"
 
     def fingerprint(self) -> dict[str, str]:
-        return {"onnx": _dist_version("onnx")}
+        return {"onnx": dist_version("onnx")}
 
     def run(self, request: StageRequest) -> StageOutput:
         source = request.inputs.get("model")

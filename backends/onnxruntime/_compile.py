@@ -302,10 +302,10 @@ def _artifact_outputs(artifact: Path, feed: dict[str, Any], inputs: list[Any], l
     if artifact.stat().st_size < AGREE_IN_PROCESS_BYTES:
         return list(run_model(artifact, [feed]).values[0])
     from backends.onnx.data import Sample
-    from backends.onnxruntime._evaluate import read_outputs, write_job_samples
     from backends.runners import write_request
     from backends.runners.benchprog import FORMAT_VERSION
     from backends.runners.local import LocalRunner
+    from backends.sdk.measure import read_outputs, write_job_samples
 
     with tempfile.TemporaryDirectory(dir=artifact.parent, prefix=".scratch-ort-agree-") as tmp:
         job = Path(tmp)

@@ -58,7 +58,7 @@ class OpenVinoCheck(CheckPass):
         import onnx
 
         from backends.onnx import placement as P
-        from backends.onnx.check import _write_log, dump_json, summarize
+        from backends.onnx.check import dump_json, summarize, write_log
 
         model = onnx.load(str(request.inputs["model"]))
         supported = query(str(request.inputs["model"]), "NPU")
@@ -73,7 +73,7 @@ class OpenVinoCheck(CheckPass):
         )
         path = request.workdir / "placement.json"
         path.write_text(dump_json(report))
-        _write_log(request.log, report)
+        write_log(request.log, report)
         summary = summarize(report)
         summary["measurements"] = P.measurements(report)
         summary["openvino_query"] = {"device": "NPU", "npu_present": True, "ops_supported": len(supported)}

@@ -39,9 +39,9 @@ def prepare_job(
     inputs: list[Any],
     cfg: dict[str, Any],
 ) -> None:
-    from backends.onnxruntime._evaluate import profile_runs, write_job_samples
     from backends.runners import write_request
     from backends.runners.benchprog import FORMAT_VERSION
+    from backends.sdk.measure import profile_runs, write_job_samples
 
     shutil.copyfile(xml, job / "model.xml")
     shutil.copyfile(binary, job / "model.bin")
@@ -83,13 +83,9 @@ class OpenVinoEvaluate:
 
     def run(self, request: StageRequest) -> StageOutput:
         from backends.onnx.data import model_inputs
-        from backends.onnxruntime._evaluate import (
-            _samples,
-            measurements,
-            score_job,
-            task_and_labels,
-        )
         from backends.runners import runner_for
+        from backends.sdk import measure
+        from backends.sdk.measure import measurements, score_job, task_and_labels
 
         cfg = dict(request.config.get("evaluate") or {})
         runner = runner_for(str(cfg.get("runner", "local")))
@@ -98,7 +94,7 @@ class OpenVinoEvaluate:
         if model is None or reference_model is None:
             raise TerminalError("evaluate needs the model and the float reference (model, float_model)")
         inputs = model_inputs(Path(model))
-        samples, data_source = _samples(request, inputs)
+        samples, data_source = measure.samples(request, inputs)
         task, labels = task_and_labels(request, samples, Path(reference_model))
         with tempfile.TemporaryDirectory(prefix="npuctl-ov-eval-") as tmp:
             job = Path(tmp)
@@ -154,17 +150,17 @@ def record_profile(
     """OpenVINO's PERF_COUNT layers mapped onto the deployed model, costed, attributed, with suggestions."""
     import onnx
 
-    from backends.onnxruntime._evaluate import _float_model, _placement
     from backends.openvino.profile import runtime_layers
     from backends.profiles.suggest import suggest
+    from backends.sdk.measure import float_model, placement
 
     trace = result.get("profile") or {}
     if not trace.get("available"):
         return None
     deployed = onnx.load(str(model), load_external_data=False)
     layers = runtime_layers(trace, deployed, device)
-    placement = _placement(request)
-    profiles.with_costs(layers, deployed, placement)
+    placed = placement(request)
+    profiles.with_costs(layers, deployed, placed)
     profile = profiles.build(
         runtime=f"{result.get('runtime')} {result.get('runtime_version')} {device} plugin",
         evidence=evidence,
@@ -178,8 +174,8 @@ def record_profile(
     profile["suggestions"] = suggest(
         profile,
         request.target,
-        float_model=_float_model(request),
-        precision=placement.get("precision") or {},
+        float_model=float_model(request),
+        precision=placed.get("precision") or {},
         model=deployed,
     )
     return profile

@@ -4,12 +4,11 @@ library's native log (validation and placement lines) is captured to a file for 
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from backends.child import python_argv
 from backends.errors import TerminalError, TransientError
+from backends.sdk import process
 
 TIMEOUT_S = 1800.0
 
@@ -20,14 +19,10 @@ def call(
     """The worker's JSON answer; its native stderr goes to `native_log`."""
     path = job / f"qnn-{request['mode']}.json"
     path.write_text(json.dumps(request, sort_keys=True))
-    argv = python_argv("-m", "backends.qnn.worker", str(path))
-    try:
-        with native_log.open("w") as err:
-            proc = subprocess.run(
-                argv, cwd=job, stdout=subprocess.PIPE, stderr=err, text=True, timeout=timeout_s, check=False
-            )
-    except subprocess.TimeoutExpired as exc:
-        raise TransientError(f"onnxruntime-qnn {request['mode']} timed out after {timeout_s:g} s") from exc
+    argv = process.python_argv("-m", "backends.qnn.worker", str(path))
+    native_log.write_text("")
+    what = f"onnxruntime-qnn {request['mode']}"
+    proc = process.run(argv, what, timeout_s, cwd=job, log=native_log, stdout_to_log=False)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     answer: dict[str, Any] = json.loads(lines[-1]) if lines else {}
     if proc.returncode == 0 and answer.get("ok"):

@@ -67,7 +67,7 @@ class QnnCheck(CheckPass):
         import onnx
 
         from backends.onnx import placement as P
-        from backends.onnx.check import _write_log, dump_json, quantization_config, summarize
+        from backends.onnx.check import dump_json, quantization_config, summarize, write_log
         from backends.onnx.facts import name_nodes
 
         chip = soc(request.target, request.config)
@@ -96,7 +96,7 @@ class QnnCheck(CheckPass):
                 node["failed"] = [f"QNN: {verdict.reason}"]
         path = request.workdir / "placement.json"
         path.write_text(dump_json(report))
-        _write_log(request.log, report)
+        write_log(request.log, report)
         summary = summarize(report)
         summary["measurements"] = P.measurements(report)
         summary["qnn_validation"] = {

@@ -159,9 +159,9 @@ class RknnPreprocess:
     stage = "preprocess"
 
     def fingerprint(self) -> dict[str, str]:
-        from backends.onnx.importer import _dist_version
+        from backends.onnx.importer import dist_version
 
-        return {"onnx": _dist_version("onnx")}
+        return {"onnx": dist_version("onnx")}
 
     def run(self, request: StageRequest) -> StageOutput:
         import onnx

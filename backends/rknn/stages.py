@@ -41,11 +41,11 @@ class RknnQuantize:
     stage = "quantize"
 
     def fingerprint(self) -> dict[str, str]:
-        from backends.onnx.importer import _dist_version
+        from backends.onnx.importer import dist_version
 
         return {
-            "onnx": _dist_version("onnx"),
-            "numpy": _dist_version("numpy"),
+            "onnx": dist_version("onnx"),
+            "numpy": dist_version("numpy"),
             "rknn-toolkit2": toolchains.fingerprint(toolchains.RKNN)["rknn-toolkit2"],
         }
 
@@ -212,9 +212,9 @@ class RknnEvaluate:
         import numpy as np
 
         from backends.onnx import accuracy, data
-        from backends.onnxruntime._evaluate import measurements, read_outputs
         from backends.runners import runner_for, write_request
         from backends.runners.benchprog import FORMAT_VERSION, sample_key
+        from backends.sdk.measure import measurements, read_outputs
 
         runner = runner_for(str(evaluate["runner"]))
         with tempfile.TemporaryDirectory(prefix="npuctl-rknn-device-") as tmp:

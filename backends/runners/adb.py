@@ -22,9 +22,9 @@ from typing import Any
 
 from backends.errors import TerminalError, TransientError
 from backends.runners import REQUEST_FILE, bench_files, parse_result
-from backends.runners._process import call as bounded_call
 from backends.runners.url import RunnerUrlError
 from backends.runners.url import parse as parse_url
+from backends.sdk import process
 
 SETUP_TIMEOUT_S = 120.0
 _DEVICE_GONE = ("device offline", "no devices", "device not found", "device unauthorized", "closed")
@@ -89,8 +89,8 @@ class AdbRunner:
             raise TerminalError(
                 f"adb not installed: install Android platform-tools (adb) to use {self.describe()}"
             )
-        finished = bounded_call(argv, timeout_s, f"{what} on {self.describe()}")
-        proc, stdout, stderr = finished, finished.stdout, finished.stderr
+        proc = process.run(argv, f"{what} on {self.describe()}", timeout_s)
+        stdout, stderr = proc.stdout, proc.stderr
         if log is not None and stderr:
             with log.open("a") as fh:
                 fh.write(stderr)

@@ -1,6 +1,6 @@
 """The local runner: benchprog in a subprocess of the same interpreter, with a timeout.
 
-benchprog runs by file path in isolated mode (backends.child): the job folder, the repository and
+benchprog runs by file path in isolated mode (backends.sdk.process): the job folder, the repository and
 PYTHONPATH are never on its import path; the shared harness is found through the installed npuctl or,
 failing that, beside benchprog's own file.
 
@@ -11,15 +11,12 @@ that holds nothing but the runtime and the model.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from backends.child import script_argv
 from backends.errors import TransientError
 from backends.runners import REQUEST_FILE, parse_result
+from backends.sdk import process
 
 BENCHPROG = Path(__file__).resolve().with_name("benchprog.py")
 
@@ -36,34 +33,16 @@ class LocalRunner:
         return "local"
 
     def command(self, job_dir: Path) -> list[str]:
-        return script_argv(BENCHPROG, str(job_dir / REQUEST_FILE), interpreter=self.interpreter)
+        return process.script_argv(BENCHPROG, str(job_dir / REQUEST_FILE), interpreter=self.interpreter)
 
     def run(self, job_dir: Path, timeout_s: float, log: Path | None = None) -> dict[str, Any]:
-        proc = subprocess.Popen(
-            self.command(job_dir),
-            cwd=job_dir,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
         try:
-            stdout, stderr = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            stdout, stderr = proc.communicate()
-            _append(log, stderr)
-            raise TransientError(f"benchprog timed out after {timeout_s:g} s on local") from None
-        _append(log, stderr)
-        return parse_result(stdout, stderr, proc.returncode, "local")
-
-
-def _kill_group(proc: subprocess.Popen[str]) -> None:
-    """Kills the benchprog process group this runner started (its own session), nothing else."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
+            done = process.run(self.command(job_dir), "benchprog", timeout_s, cwd=job_dir)
+        except process.TimedOut as exc:
+            _append(log, exc.stderr)
+            raise TransientError(f"{exc} on local") from None
+        _append(log, done.stderr)
+        return parse_result(done.stdout, done.stderr, done.returncode, "local")
 
 
 def _append(log: Path | None, text: str) -> None:

@@ -26,9 +26,9 @@ from typing import Any
 
 from backends.errors import TerminalError, TransientError
 from backends.runners import REQUEST_FILE, bench_files, parse_result
-from backends.runners._process import call as bounded_call
 from backends.runners.url import RunnerUrlError
 from backends.runners.url import parse as parse_url
+from backends.sdk import process
 
 CONNECTION_FAILED = 255
 SETUP_TIMEOUT_S = 60.0
@@ -129,11 +129,10 @@ class SshRunner:
     def _call(
         self, argv: list[str], timeout_s: float, what: str, log: Path | None
     ) -> subprocess.CompletedProcess[str]:
-        finished = bounded_call(argv, timeout_s, f"{what} on {self.describe()}")
-        proc, stdout, stderr = finished, finished.stdout, finished.stderr
+        done = process.run(argv, f"{what} on {self.describe()}", timeout_s)
+        stderr = done.stderr
         _append(log, stderr)
-        done = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
-        if proc.returncode == CONNECTION_FAILED:
+        if done.returncode == CONNECTION_FAILED:
             raise TransientError(
                 f"ssh connection to {self.describe()} failed or dropped during {what}: {_tail(stderr)}"
             )

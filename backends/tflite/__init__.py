@@ -6,21 +6,19 @@ measurements run the .tflite with LiteRT through benchprog in that venv (measure
 
 onnx2tf pins numpy 1.26.4 / onnx 1.19 / onnxruntime 1.23 / tensorflow 2.19, which conflict with the main
 stack, so conversion runs in backends/tflite/worker.py under the venv's interpreter, by path and
-isolated (backends.child), with HOME and KERAS_HOME inside the job folder (Keras writes its config
+isolated (backends.sdk.worker), with HOME and KERAS_HOME inside the job folder (Keras writes its config
 there).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from backends import toolchains
-from backends.child import script_argv
-from backends.errors import TerminalError, ToolchainMissing, TransientError
+from backends.errors import ToolchainMissing
+from backends.sdk.worker import base_env, run_worker
 
 WORKER = Path(__file__).with_name("worker.py")
 TIMEOUT_S = 3600.0
@@ -82,27 +80,5 @@ def fingerprint() -> dict[str, str]:
 
 def convert(request: dict[str, Any], job: Path, log: Path, timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
     """Runs worker.py's conversion in `job`; returns its result (ok: true)."""
-    py = venv_python()
-    job.mkdir(parents=True, exist_ok=True)
-    req, res = job / "tflite-request.json", job / "tflite-result.json"
-    req.write_text(json.dumps(request, indent=1, sort_keys=True))
-    argv = script_argv(WORKER, str(req), str(res), interpreter=str(py))
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(job), "KERAS_HOME": str(job / ".keras")}
-    env.update({"LANG": "C.UTF-8", "TF_CPP_MIN_LOG_LEVEL": "2", "OMP_NUM_THREADS": "2"})
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("a") as fh:
-        fh.write(f"$ cd {job} && {' '.join(argv)}\n")
-        fh.flush()
-        try:
-            proc = subprocess.run(
-                argv, cwd=job, env=env, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s, check=False
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise TransientError(f"onnx2tf timed out after {timeout_s:g} s") from exc
-    try:
-        result: dict[str, Any] = json.loads(res.read_text())
-    except (OSError, ValueError):
-        raise TransientError(f"onnx2tf crashed (exit {proc.returncode}); see the log") from None
-    if not result.get("ok"):
-        raise TerminalError(f"onnx2tf: {result.get('error', 'conversion failed')}")
-    return result
+    env = base_env(job) | {"KERAS_HOME": str(job / ".keras"), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return run_worker(venv_python(), WORKER, request, job, log, tool="onnx2tf", timeout_s=timeout_s, env=env)

@@ -344,16 +344,11 @@ class TfliteEvaluate:
 
     def measure(self, request: StageRequest) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
         from backends.onnx.data import model_inputs
-        from backends.onnxruntime._evaluate import (
-            _samples,
-            measurements,
-            score_job,
-            task_and_labels,
-            write_job_samples,
-        )
         from backends.runners import write_request
         from backends.runners.benchprog import FORMAT_VERSION
         from backends.runners.local import LocalRunner
+        from backends.sdk import measure
+        from backends.sdk.measure import measurements, score_job, task_and_labels, write_job_samples
         from backends.tflite import venv_python
 
         cfg: Mapping[str, Any] = request.config.get("evaluate") or {}
@@ -364,7 +359,7 @@ class TfliteEvaluate:
             raise TerminalError("evaluate needs compile's tflite and tflite_io, and the float ONNX")
         record = json.loads(Path(io_file).read_text())
         specs = model_inputs(Path(reference))
-        samples, data_source = _samples(request, specs)
+        samples, data_source = measure.samples(request, specs)
         task, labels = task_and_labels(request, samples, Path(reference))
         runner = LocalRunner(interpreter=str(venv_python()))
         threads = int((request.config.get("compile") or {}).get("cores") or 2)

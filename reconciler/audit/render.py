@@ -113,7 +113,7 @@ def to_json(audit: Audit) -> str:
 def print_text(audit: Audit) -> None:
     from rich.table import Table
 
-    from reconciler.cli._render import console
+    from reconciler.output import console
 
     out = console()
     for warning in audit.warnings:

@@ -1,19 +1,13 @@
-"""Rendering results three ways: JSON (a contract: format_version 1), Markdown for PRs, terminal tables."""
+"""Rendering results three ways: JSON (the envelope of reconciler.output), Markdown for PRs, terminal tables."""
 
 from __future__ import annotations
 
-import json
 import re
-from typing import TYPE_CHECKING, Any
 
 import click
 
 from reconciler.engine.results import SpecResult, Verdict
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
-FORMAT_VERSION = 1
+from reconciler.output import to_json
 
 _MARK = {
     "pass": "✅ pass",
@@ -27,15 +21,6 @@ _MARK = {
     "met on an assumption": "🟡 met on an assumption",
     "missed on an assumption": "🟠 missed on an assumption",
 }
-
-
-def to_json(results: list[SpecResult], command: str) -> str:
-    payload: dict[str, Any] = {
-        "format_version": FORMAT_VERSION,
-        "command": command,
-        "specs": [r.to_json() for r in results],
-    }
-    return json.dumps(payload, indent=2, sort_keys=True)
 
 
 def _value(v: float | None) -> str:
@@ -108,25 +93,6 @@ def to_markdown(results: list[SpecResult], command: str) -> str:
                 lines.append(f"| {name} | {variant} | {threshold} | {value} | {shown} | {evidence} |")
             lines.append("")
     return "\n".join(lines) + "\n"
-
-
-def console() -> Console:
-    """A rich console; when output is not a terminal, wide enough that reasons are not folded, and with
-    no trailing padding (a piped table's lines end where their text ends)."""
-    import sys
-
-    from rich.console import Console
-
-    if sys.stdout.isatty():
-        return Console()
-
-    class Piped(Console):
-        def print(self, *objects: Any, **kwargs: Any) -> None:
-            with self.capture() as captured:
-                super().print(*objects, **kwargs)
-            click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
-
-    return Piped(width=200, no_color=True, highlight=False)
 
 
 def _columns(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:

@@ -18,7 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Protocol
 
-from backends.child import NEUTRAL_CWD, python_argv
+from backends.sdk.process import NEUTRAL_CWD, python_argv
 from reconciler.engine.schedule import Placement, dispatch
 from reconciler.engine.spec_worker import Job, Outcome
 from reconciler.engine.worker_process import WorkerFailed, WorkerProcess

@@ -85,7 +85,7 @@ class RayExecutor:
             os.environ[LOOPBACK_ENV] = "0"  # read when Ray is imported, and by every process it starts
         import ray
 
-        from backends.child import NEUTRAL_CWD, python_argv
+        from backends.sdk.process import NEUTRAL_CWD, python_argv
         from reconciler.engine import worker_process
 
         self.ray: Any = ray

@@ -214,7 +214,7 @@ def to_markdown(comparison: Comparison, exit_code: int) -> str:
 
 
 def to_json(results: list[SpecResult], comparison: Comparison) -> str:
-    from reconciler.cli._render import to_json as plan_json
+    from reconciler.output import to_json as plan_json
 
     payload = json.loads(plan_json(results, "plan"))
     payload["base"] = comparison.to_json()
@@ -222,7 +222,7 @@ def to_json(results: list[SpecResult], comparison: Comparison) -> str:
 
 
 def print_text(comparison: Comparison) -> None:
-    from reconciler.cli._render import console
+    from reconciler.output import console
 
     out = console()
     out.print(f"[bold]against {comparison.ref}[/bold] ({comparison.commit[:10]})", highlight=False)

@@ -8,7 +8,6 @@ in the page saying why, never an exception.
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -80,11 +79,12 @@ def _health(lock: dict[str, Any], spec: LoadedSpec, notes: list[str]) -> str:
 
 
 def _revision(root: Path) -> str | None:
+    from backends.errors import BackendError
+    from backends.sdk import process
+
     try:
-        done = subprocess.run(
-            ["git", "rev-parse", "--short=10", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
-        )
-    except (OSError, subprocess.SubprocessError):
+        done = process.run(["git", "rev-parse", "--short=10", "HEAD"], "git rev-parse", 10, cwd=root)
+    except BackendError:
         return None
     if done.returncode != 0:
         return None

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from backends.child import python_argv
+from backends.sdk.process import python_argv
 from reconciler.repo import Layout
 from reconciler.state import scratch
 
@@ -129,7 +129,7 @@ class SubprocessJob:
 class SubprocessRunner:
     """`python -I -m reconciler apply --json SPEC`, in the repository root; `command` replaces the prefix.
 
-    Isolated (backends.child): the repository is the child's working directory (apply finds the root
+    Isolated (backends.sdk.process): the repository is the child's working directory (apply finds the root
     from it) but never on its import path, so a `reconciler/` folder in it cannot replace npuctl.
     """
 

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from backends import dists
-from backends.child import python_argv
+from backends.sdk.process import python_argv
 
 
 def test_every_installed_version_matches_importlib_metadata() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from backends.child import python_argv
+from backends.sdk.process import python_argv
 
 CLUSTER = """\
 import os, sys

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.child import python_argv
+from backends.sdk.process import python_argv
 from tests.conftest import copy_digits, git, run_npuctl
 
 CLUSTER = """\

@@ -202,7 +202,7 @@ def test_calibration_memory_does_not_hold_every_intermediate_tensor(tmp_path: Pa
     import json
     import subprocess
 
-    from backends.child import python_argv
+    from backends.sdk.process import python_argv
 
     model = _conv_chain(tmp_path, depth=20, channels=16, side=256)
     files = _samples(tmp_path / "s", 3, (1, 16, 256, 256))

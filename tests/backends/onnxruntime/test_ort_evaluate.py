@@ -14,8 +14,9 @@ from backends.base import StageOutput, StageRequest
 from backends.catalog import target
 from backends.errors import TerminalError
 from backends.onnx.accuracy import run_model
-from backends.onnxruntime._evaluate import RANDOM_SAMPLES, EvaluatePass
+from backends.onnxruntime._evaluate import EvaluatePass
 from backends.runners.local import LocalRunner
+from backends.sdk.measure import RANDOM_SAMPLES
 
 KEYS = {
     "latency_ms.p50",

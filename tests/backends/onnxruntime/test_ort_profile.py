@@ -157,15 +157,6 @@ def test_a_profile_of_microsecond_layers_says_it_is_coarse(digits_batch) -> None
     assert attribute({**profile, "layers": tiny}, target("cpu"))["resolution"]["coarse"] is True
 
 
-def test_profiled_iterations_are_capped_and_never_below_three() -> None:
-    """The profile runs as separate iterations after the timed ones: as many as the timed runs, at most
-    PROFILE_RUNS (the sums over real models: tests/e2e/test_profile_sums.py)."""
-    from backends.onnxruntime._evaluate import PROFILE_RUNS, profile_runs
-
-    assert profile_runs({"runs": 100}) == PROFILE_RUNS and profile_runs({"runs": 10}) == 10
-    assert profile_runs({"runs": 1}) == 3 and profile_runs({}) == PROFILE_RUNS
-
-
 def test_a_model_fixed_at_a_batch_is_offered_a_batch_1_variant(digits_batch) -> None:
     """Digits fixed at batch 64: a request that comes alone still pays for 64. The suggestion's gain is
     the layers' time less 1/64 of it, computed here from the recorded layers."""

@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from backends import toolchains
-from backends.child import script_argv
+from backends.sdk.process import script_argv
 
 pytestmark = [
     pytest.mark.slow,

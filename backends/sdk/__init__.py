@@ -1,4 +1,12 @@
-"""What the adapters for SDKs that cannot be installed here share (Qualcomm QNN, Huawei CANN ATC).
+"""The public surface every backend builds on, built-in or plug-in: backends import this package and its
+modules, never another backend's private modules (tests/test_layers.py).
+
+- backends.sdk.measure: the shared half of evaluate (samples, runner outputs, scoring, measurements);
+- backends.sdk.worker: running a managed toolchain's worker script, with its error translation;
+- backends.sdk.process: isolated Python children and the one bounded run of a program;
+- this module: what the adapters for SDKs that cannot be installed here share (Qualcomm QNN, Huawei
+  CANN ATC). Their stage classes stay here: their paths (backends.sdk.BundleEvaluate) are
+  implementation names recorded in lock files.
 
 Their compile stage always writes the exact files the vendor tool takes, as one bundle artifact (a tar
 with the configuration files and a `build.sh` holding the command lines), and runs the tool only when
@@ -14,14 +22,13 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from backends.base import StageOutput, StageRequest
-from backends.errors import TerminalError, ToolchainMissing, TransientError
+from backends.errors import TerminalError, ToolchainMissing
 
 
 @dataclass(frozen=True)
@@ -99,28 +106,15 @@ def run_tools(
 
     The vendor tools include Python scripts: PYTHONSAFEPATH keeps the working folder off their path.
     """
+    from backends.sdk import process
+
     env = {**os.environ, "PYTHONSAFEPATH": "1"}
-    with log.open("a") as fh:
-        for argv in commands:
-            resolved = [_resolve(a, sdk) for a in argv]
-            fh.write("$ " + " ".join(shlex.quote(a) for a in resolved) + "\n")
-            fh.flush()
-            try:
-                proc = subprocess.run(
-                    resolved,
-                    cwd=cwd,
-                    env=env,
-                    stdout=fh,
-                    stderr=subprocess.STDOUT,
-                    timeout=timeout_s,
-                    check=False,
-                )
-            except subprocess.TimeoutExpired as exc:
-                raise TransientError(f"{Path(resolved[0]).name} timed out after {timeout_s:g} s") from exc
-            except OSError as exc:
-                raise TerminalError(f"cannot run {resolved[0]}: {exc}") from exc
-            if proc.returncode != 0:
-                raise TerminalError(f"{Path(resolved[0]).name} failed (exit {proc.returncode}); see the log")
+    for argv in commands:
+        resolved = [_resolve(a, sdk) for a in argv]
+        tool = Path(resolved[0]).name
+        proc = process.run(resolved, tool, timeout_s, cwd=cwd, env=env, log=log)
+        if proc.returncode != 0:
+            raise TerminalError(f"{tool} failed (exit {proc.returncode}); see the log")
 
 
 def _resolve(arg: str, sdk: Sdk) -> str:
