@@ -53,7 +53,7 @@ def render(spec: str, profiles: dict[str, Any], as_json: bool) -> int:
         return 0
     from rich.table import Table
 
-    from reconciler.cli._render import console as make_console
+    from reconciler.output import console as make_console
 
     console = make_console()
     for variant, profile in profiles.items():

@@ -2,40 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import re
-from typing import TYPE_CHECKING, Any
 
 import click
 
-from reconciler.engine.results import SpecResult, Verdict
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
-FORMAT_VERSION = 1
-
-_MARK = {
-    "pass": "✅ pass",
-    "fail": "❌ fail",
-    "met on estimate": "🟡 met on estimate",
-    "fail (estimated)": "❌ fail (estimated)",
-    "unverified": "⚪ unverified",
-    "unknown": "⚪ unknown",
-    "met on host CPU": "🟡 met on host CPU",
-    "missed on host CPU": "🟠 missed on host CPU",
-    "met on an assumption": "🟡 met on an assumption",
-    "missed on an assumption": "🟠 missed on an assumption",
-}
-
-
-def to_json(results: list[SpecResult], command: str) -> str:
-    payload: dict[str, Any] = {
-        "format_version": FORMAT_VERSION,
-        "command": command,
-        "specs": [r.to_json() for r in results],
-    }
-    return json.dumps(payload, indent=2, sort_keys=True)
+from backends.vocab import Tone, Verdict
+from reconciler.engine import health
+from reconciler.engine.results import SpecResult
+from reconciler.engine.results import Verdict as Judged
+from reconciler.output import results_json
 
 
 def _value(v: float | None) -> str:
@@ -44,13 +19,13 @@ def _value(v: float | None) -> str:
     return f"{v:.4g}"
 
 
-def verdict_text(v: Verdict) -> str:
+def verdict_text(v: Judged) -> str:
     """The verdict, with plan's prediction ("pass -> fail") and the carried-over mark."""
     text = v.predicted or v.verdict
     return text + (" (carried over)" if v.carried_over else "")
 
 
-def _slo_rows(verdicts: list[Verdict]) -> list[tuple[str, ...]]:
+def _slo_rows(verdicts: list[Judged]) -> list[tuple[str, ...]]:
     return [
         (
             v.name,
@@ -103,30 +78,11 @@ def to_markdown(results: list[SpecResult], command: str) -> str:
             ]
             for v, row in zip(r.slo, _slo_rows(r.slo), strict=True):
                 name, variant, threshold, value, verdict, evidence = row
-                mark = _MARK.get(v.verdict, v.verdict)
-                shown = mark if verdict == v.verdict else f"{mark.split(' ')[0]} {verdict}"
+                judged = Verdict.of(v.verdict)
+                shown = f"{judged.mark} {verdict}" if judged else verdict
                 lines.append(f"| {name} | {variant} | {threshold} | {value} | {shown} | {evidence} |")
             lines.append("")
     return "\n".join(lines) + "\n"
-
-
-def console() -> Console:
-    """A rich console; when output is not a terminal, wide enough that reasons are not folded, and with
-    no trailing padding (a piped table's lines end where their text ends)."""
-    import sys
-
-    from rich.console import Console
-
-    if sys.stdout.isatty():
-        return Console()
-
-    class Piped(Console):
-        def print(self, *objects: Any, **kwargs: Any) -> None:
-            with self.capture() as captured:
-                super().print(*objects, **kwargs)
-            click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
-
-    return Piped(width=200, no_color=True, highlight=False)
 
 
 def _columns(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
@@ -162,11 +118,14 @@ def text_lines(results: list[SpecResult]) -> list[str]:
     return lines
 
 
-_GOOD = ("Healthy", "Synced", "pass")
-_BAD = ("Degraded", "Stalled", "Failed", "fail (estimated)", "fail")
-_UNSURE = ("Unknown", "Progressing", "OutOfSync", "met on estimate", "unverified", "carried over")
+_TONES: dict[str, Tone] = {
+    **health.TONE,
+    **{v.word: v.tone for v in Verdict},
+    "carried over": Tone.UNSURE,
+}
+"""Words coloured on a terminal: the state words, the verdict words, and the carried-over mark."""
 _WORDS = re.compile(
-    r"(?<![\w-])(" + "|".join(re.escape(w) for w in (*_BAD, *_UNSURE, *_GOOD)) + r")(?![\w-])"
+    r"(?<![\w-])(" + "|".join(re.escape(w) for w in sorted(_TONES, key=len, reverse=True)) + r")(?![\w-])"
 )
 
 
@@ -176,8 +135,8 @@ def colour(line: str) -> str:
 
     def paint(match: re.Match[str]) -> str:
         word = match.group(1)
-        fg = "red" if word in _BAD else "yellow" if word in _UNSURE else "green"
-        return click.style(word, fg=fg, bold=word in _BAD)
+        tone = _TONES[word]
+        return click.style(word, fg=tone.colour, bold=tone.bold)
 
     return _WORDS.sub(paint, line)
 
@@ -189,7 +148,7 @@ def print_text(results: list[SpecResult], command: str, verbose: bool = True) ->
 def render(results: list[SpecResult], fmt: str, command: str) -> str:
     """What `emit` prints (one click.echo, which drops the colour codes off a terminal)."""
     if fmt == "json":
-        return to_json(results, command)
+        return results_json(results, command)
     if fmt == "markdown":
         return to_markdown(results, command)
     return "\n".join(colour(line) for line in text_lines(results))

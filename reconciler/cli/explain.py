@@ -76,7 +76,7 @@ def command(spec: str, stage: str | None, show_all: bool, profile: bool, fmt: st
         return 0
     from rich.table import Table
 
-    from reconciler.cli._render import console as make_console
+    from reconciler.output import console as make_console
 
     console = make_console()
     for e in explanations:

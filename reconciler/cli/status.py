@@ -74,7 +74,7 @@ def command(paths: tuple[Path, ...], fmt: str, as_json: bool) -> int:
         return 0
     from rich.table import Table
 
-    from reconciler.cli._render import console as make_console
+    from reconciler.output import console as make_console
 
     table = Table(box=None, header_style="bold")
     for column in ("spec", "target", "sync", "health", "SLOs met", "reason"):

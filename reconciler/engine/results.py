@@ -37,8 +37,7 @@ class Verdict:
     """True only when met on a measurement; None when unverified or met only on an estimate."""
     evidence: str | None
     verdict: str
-    """pass | fail | met on estimate | fail (estimated) | met on host CPU | missed on host CPU |
-    met on an assumption | missed on an assumption | unknown | unverified"""
+    """A word of backends.vocab.Verdict."""
     detail: str = ""
     carried_over: bool = False
     """Judged on evidence carried over from the committed lock, not re-verified on this machine."""
