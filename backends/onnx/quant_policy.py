@@ -5,6 +5,10 @@ follows the target (uint8 on the x86 host CPU, where int8 activations ran about 
 under ONNX Runtime; uint8/uint16 on Qualcomm HTP; int8 on RKNN), symmetric ranges follow the
 signedness of the type, and sensitive-layer rules are matched against the graph here so that a rule
 matching nothing fails before any calibration work.
+
+The defaults of the spec's `quantization` section are the defaults of the dataclasses below (and
+CALIBRATION_SAMPLES): the spec models read theirs from here, so the spec and a backend reading a section
+without a field agree on its value.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backends.catalog import Target
@@ -35,15 +40,19 @@ MIN_OPSET = 13
 """Per-channel QDQ needs DequantizeLinear's `axis` attribute (opset 13); older models are raised first."""
 
 
+CALIBRATION_SAMPLES = 100
+"""Calibration samples drawn when the spec's calibration section names no count."""
+
+
 @dataclass(frozen=True)
 class AutoBudget:
-    max_accuracy_drop: float
-    max_layers: int
+    max_accuracy_drop: float = 0.005
+    max_layers: int = 8
 
 
 @dataclass(frozen=True)
 class SensitiveRules:
-    keep: str
+    keep: str = "fp16"
     nodes: tuple[str, ...] = ()
     op_types: tuple[str, ...] = ()
     first: int = 0
@@ -59,7 +68,7 @@ class SensitiveRules:
 class Policy:
     """The resolved settings one quantize run uses; `describe()` is what the report shows."""
 
-    mode: str
+    mode: str = "none"
     weights: str = "int8"
     activations: str = "uint8"
     activations_from: str = "spec"
@@ -71,6 +80,7 @@ class Policy:
     method: str = "minmax"
     percentile: float = 99.999
     samples: int = 0
+    """0: no calibration section (nothing is calibrated)."""
     seed: int = 0
     keep_io_types: bool = True
     placement: str = "target"
@@ -109,14 +119,14 @@ class Policy:
 def resolve(config: Mapping[str, Any], target: Target) -> Policy:
     """The policy for `config["quantization"]` (JSON of the spec section) on `target`."""
     section: Mapping[str, Any] = config.get("quantization") or {}
-    mode = str(section.get("mode", "none"))
+    mode = str(section.get("mode", Policy.mode))
     notes: list[str] = []
     activations = section.get("activations")
     activations_from = "spec"
     if activations is None:
         activations = target.default_activation if target.default_activation in INT_TYPES else "uint8"
         activations_from = f"target {target.id} default"
-    weights = str(section.get("weights", "int8"))
+    weights = str(section.get("weights", Policy.weights))
     symmetric = section.get("symmetric")
     act_symmetric = activations.startswith("int") if symmetric is None else bool(symmetric)
     calibration: Mapping[str, Any] = section.get("calibration") or {}
@@ -125,16 +135,16 @@ def resolve(config: Mapping[str, Any], target: Target) -> Policy:
         weights=weights,
         activations=str(activations),
         activations_from=activations_from,
-        per_channel=bool(section.get("per_channel", True)),
+        per_channel=bool(section.get("per_channel", Policy.per_channel)),
         activation_symmetric=act_symmetric,
         weight_symmetric=weights.startswith("int"),
-        method=str(calibration.get("method", "minmax")),
-        percentile=float(calibration.get("percentile", 99.999)),
-        samples=int(calibration.get("samples", 0)),
-        seed=int(calibration.get("seed", 0)),
-        keep_io_types=bool(section.get("keep_io_types", True)),
-        placement=str(section.get("placement", "target")),
-        bias_correction=bool(section.get("bias_correction", True)),
+        method=str(calibration.get("method", Policy.method)),
+        percentile=float(calibration.get("percentile", Policy.percentile)),
+        samples=int(calibration.get("samples", CALIBRATION_SAMPLES)) if calibration else Policy.samples,
+        seed=int(calibration.get("seed", Policy.seed)),
+        keep_io_types=bool(section.get("keep_io_types", Policy.keep_io_types)),
+        placement=str(section.get("placement", Policy.placement)),
+        bias_correction=bool(section.get("bias_correction", Policy.bias_correction)),
         sensitive=_rules(section.get("sensitive_layers")),
         notes=tuple(notes),
     )
@@ -147,16 +157,32 @@ def _rules(raw: Mapping[str, Any] | None) -> SensitiveRules | None:
     if not raw:
         return None
     auto = raw.get("auto")
+    budget = (
+        AutoBudget(
+            float(auto.get("max_accuracy_drop", AutoBudget.max_accuracy_drop)),
+            int(auto.get("max_layers", AutoBudget.max_layers)),
+        )
+        if auto
+        else None
+    )
     return SensitiveRules(
-        keep=str(raw.get("keep", "fp16")),
+        keep=str(raw.get("keep", SensitiveRules.keep)),
         nodes=tuple(raw.get("nodes") or ()),
         op_types=tuple(raw.get("op_types") or ()),
-        first=int(raw.get("first", 0)),
-        last=int(raw.get("last", 0)),
-        auto=AutoBudget(float(auto.get("max_accuracy_drop", 0.005)), int(auto.get("max_layers", 8)))
-        if auto
-        else None,
+        first=int(raw.get("first", SensitiveRules.first)),
+        last=int(raw.get("last", SensitiveRules.last)),
+        auto=budget,
     )
+
+
+def calibration_folder(inputs: Mapping[str, Path]) -> Path:
+    """The calibration folder of a ptq run (the stage input `calibration_data`). The spec refuses ptq
+    without a calibration section, so this fails only for a request built by hand; every quantizer
+    asks here, so the error reads the same from each."""
+    folder = inputs.get("calibration_data")
+    if folder is None:
+        raise TerminalError("quantization.calibration.data: ptq needs a calibration folder")
+    return Path(folder)
 
 
 def has_float(target: Target) -> bool:
