@@ -29,7 +29,8 @@ def about_host(measurements: dict[str, dict[str, Any]], target: Target, ran: str
     if target.npu_cores <= 0:
         return
     for key, measured in measurements.items():
-        if key in ("size_mb", "accuracy.reference") or Evidence.parse(measured.get("evidence", "")).is_estimate:
+        estimate = Evidence.parse(measured.get("evidence", "")).is_estimate
+        if key in ("size_mb", "accuracy.reference") or estimate:
             continue
         measured["evidence"] = EvidenceKind.HOST.value
         if key.startswith(TIMING):

@@ -124,7 +124,8 @@ def resolve(config: Mapping[str, Any], target: Target) -> Policy:
     activations = section.get("activations")
     activations_from = "spec"
     if activations is None:
-        activations = target.default_activation if target.default_activation in INT_TYPES else "uint8"
+        known = target.default_activation in INT_TYPES
+        activations = target.default_activation if known else Policy.activations
         activations_from = f"target {target.id} default"
     weights = str(section.get("weights", Policy.weights))
     symmetric = section.get("symmetric")
@@ -154,7 +155,8 @@ def resolve(config: Mapping[str, Any], target: Target) -> Policy:
 
 
 def _rules(raw: Mapping[str, Any] | None) -> SensitiveRules | None:
-    if not raw:
+    """The sensitive-layer rules; a section given empty (`auto: {}`) holds its defaults, as in the spec."""
+    if raw is None:
         return None
     auto = raw.get("auto")
     budget = (
@@ -162,7 +164,7 @@ def _rules(raw: Mapping[str, Any] | None) -> SensitiveRules | None:
             float(auto.get("max_accuracy_drop", AutoBudget.max_accuracy_drop)),
             int(auto.get("max_layers", AutoBudget.max_layers)),
         )
-        if auto
+        if auto is not None
         else None
     )
     return SensitiveRules(

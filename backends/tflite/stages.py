@@ -93,9 +93,8 @@ def write_calibration(files: list[Path], source: Path, job: Path) -> dict[str, s
 def calibration_files(request: StageRequest, policy: Policy) -> list[Path]:
     from backends.onnx import data
 
-    return data.select_files(
-        calibration_folder(request.inputs), policy.samples or None, policy.seed, "quantization.calibration.data"
-    )
+    folder = calibration_folder(request.inputs)
+    return data.select_files(folder, policy.samples or None, policy.seed, "quantization.calibration.data")
 
 
 def check_data(request: StageRequest, source: Path, files: list[Path]) -> tuple[list[Any], Any, Any, str]:

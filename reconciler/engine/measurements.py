@@ -91,7 +91,11 @@ def collect(records: dict[str, Record], compile_failed: bool = False) -> dict[st
         size = sum(int(a["size"]) for a in compiled.artifacts.values())
         merged["size_mb"] = _signed(
             compiled,
-            {"value": round(size / 1e6, 6), "evidence": EvidenceKind.HOST.value, "detail": "compiled artifact bytes"},
+            {
+                "value": round(size / 1e6, 6),
+                "evidence": EvidenceKind.HOST.value,
+                "detail": "compiled artifact bytes",
+            },
             None,
         )
     return dict(sorted(merged.items()))

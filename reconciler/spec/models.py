@@ -217,7 +217,8 @@ class AutoSensitive(_Strict):
 
 class SensitiveLayers(_Strict):
     keep: Literal["fp16", "fp32", "int16"] = Field(
-        default=SensitiveRules.keep, description="Precision kept for the matched layers (int16 through tensor overrides)."
+        default=SensitiveRules.keep,
+        description="Precision kept for the matched layers (int16 through tensor overrides).",
     )
     nodes: list[str] = Field(
         default_factory=list, description="Node names or glob patterns; a rule matching nothing is an error."
@@ -226,7 +227,9 @@ class SensitiveLayers(_Strict):
         default_factory=list,
         description="ONNX op types (e.g. Softmax); a type absent from the model is an error.",
     )
-    first: NonNegativeInt = Field(default=SensitiveRules.first, description="Keep the first N compute layers.")
+    first: NonNegativeInt = Field(
+        default=SensitiveRules.first, description="Keep the first N compute layers."
+    )
     last: NonNegativeInt = Field(default=SensitiveRules.last, description="Keep the last N compute layers.")
     auto: AutoSensitive | None = Field(
         default=None, description="Find more layers by measured per-layer sensitivity."

@@ -78,7 +78,8 @@ class DetectionTask(_Strict):
         default_factory=list, max_length=4, description="Outputs the head reads; default: all of them."
     )
     box_format: BoxFormat = Field(
-        default=Detection.box_format, description="Box coordinates; auto: cxcywh for YOLO heads, xyxy for SSD."
+        default=Detection.box_format,
+        description="Box coordinates; auto: cxcywh for YOLO heads, xyxy for SSD.",
     )
     grid_strides: list[Annotated[int, Field(gt=0, le=1024)]] | None = Field(
         default=None,
