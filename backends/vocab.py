@@ -94,10 +94,7 @@ class Verdict(Enum):
     @classmethod
     def of(cls, word: object) -> Verdict | None:
         """The verdict a recorded word names; None for anything else (a plan prediction, no verdict)."""
-        try:
-            return cls(word)
-        except ValueError:
-            return None
+        return next((v for v in cls if v.word == word), None)
 
 
 class EvidenceKind(Enum):

@@ -17,7 +17,7 @@ import fnmatch
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from backends.catalog import Target
 from backends.errors import TerminalError
@@ -26,7 +26,14 @@ if TYPE_CHECKING:
     import onnx
     from onnxruntime.quantization import QuantType
 
-INT_TYPES: tuple[str, ...] = ("int8", "uint8", "int16", "uint16")
+Mode = Literal["none", "fp16", "ptq", "qat"]
+IntType = Literal["int8", "uint8", "int16", "uint16"]
+Method = Literal["minmax", "entropy", "percentile"]
+Keep = Literal["fp16", "fp32", "int16"]
+Placement = Literal["target", "every_op"]
+"""The choices of the spec's `quantization` fields (the spec models declare their fields with these)."""
+
+INT_TYPES: tuple[str, ...] = get_args(IntType)
 FLOAT_KEEPS: tuple[str, ...] = ("fp16", "fp32")
 
 COMPUTE_OPS: frozenset[str] = frozenset(
@@ -52,7 +59,7 @@ class AutoBudget:
 
 @dataclass(frozen=True)
 class SensitiveRules:
-    keep: str = "fp16"
+    keep: Keep = "fp16"
     nodes: tuple[str, ...] = ()
     op_types: tuple[str, ...] = ()
     first: int = 0
@@ -68,8 +75,8 @@ class SensitiveRules:
 class Policy:
     """The resolved settings one quantize run uses; `describe()` is what the report shows."""
 
-    mode: str = "none"
-    weights: str = "int8"
+    mode: Mode = "none"
+    weights: IntType = "int8"
     activations: str = "uint8"
     activations_from: str = "spec"
     per_channel: bool = True
@@ -77,13 +84,13 @@ class Policy:
     weight_symmetric: bool = True
     reduce_range: bool = False
     """7-bit weights: set for a host whose int8 kernels clip 8-bit products' pair sums (backends.host)."""
-    method: str = "minmax"
+    method: Method = "minmax"
     percentile: float = 99.999
     samples: int = 0
     """0: no calibration section (nothing is calibrated)."""
     seed: int = 0
     keep_io_types: bool = True
-    placement: str = "target"
+    placement: Placement = "target"
     """target: Q/DQ where the target runs integer ops (backends.onnx.qdq_placement); every_op: ORT's default."""
     integer_graph: bool = False
     bias_correction: bool = True
@@ -119,7 +126,7 @@ class Policy:
 def resolve(config: Mapping[str, Any], target: Target) -> Policy:
     """The policy for `config["quantization"]` (JSON of the spec section) on `target`."""
     section: Mapping[str, Any] = config.get("quantization") or {}
-    mode = str(section.get("mode", Policy.mode))
+    mode: Mode = section.get("mode", Policy.mode)
     notes: list[str] = []
     activations = section.get("activations")
     activations_from = "spec"
@@ -127,7 +134,7 @@ def resolve(config: Mapping[str, Any], target: Target) -> Policy:
         known = target.default_activation in INT_TYPES
         activations = target.default_activation if known else Policy.activations
         activations_from = f"target {target.id} default"
-    weights = str(section.get("weights", Policy.weights))
+    weights: IntType = section.get("weights", Policy.weights)
     symmetric = section.get("symmetric")
     act_symmetric = activations.startswith("int") if symmetric is None else bool(symmetric)
     calibration: Mapping[str, Any] = section.get("calibration") or {}
@@ -139,12 +146,12 @@ def resolve(config: Mapping[str, Any], target: Target) -> Policy:
         per_channel=bool(section.get("per_channel", Policy.per_channel)),
         activation_symmetric=act_symmetric,
         weight_symmetric=weights.startswith("int"),
-        method=str(calibration.get("method", Policy.method)),
+        method=calibration.get("method", Policy.method),
         percentile=float(calibration.get("percentile", Policy.percentile)),
         samples=int(calibration.get("samples", CALIBRATION_SAMPLES)) if calibration else Policy.samples,
         seed=int(calibration.get("seed", Policy.seed)),
         keep_io_types=bool(section.get("keep_io_types", Policy.keep_io_types)),
-        placement=str(section.get("placement", Policy.placement)),
+        placement=section.get("placement", Policy.placement),
         bias_correction=bool(section.get("bias_correction", Policy.bias_correction)),
         sensitive=_rules(section.get("sensitive_layers")),
         notes=tuple(notes),
@@ -168,7 +175,7 @@ def _rules(raw: Mapping[str, Any] | None) -> SensitiveRules | None:
         else None
     )
     return SensitiveRules(
-        keep=str(raw.get("keep", SensitiveRules.keep)),
+        keep=raw.get("keep", SensitiveRules.keep),
         nodes=tuple(raw.get("nodes") or ()),
         op_types=tuple(raw.get("op_types") or ()),
         first=int(raw.get("first", SensitiveRules.first)),

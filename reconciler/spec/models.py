@@ -22,7 +22,17 @@ from pydantic import (
     model_validator,
 )
 
-from backends.onnx.quant_policy import CALIBRATION_SAMPLES, AutoBudget, Policy, SensitiveRules
+from backends.onnx.quant_policy import (
+    CALIBRATION_SAMPLES,
+    AutoBudget,
+    IntType,
+    Keep,
+    Method,
+    Mode,
+    Placement,
+    Policy,
+    SensitiveRules,
+)
 from backends.runners import url as runner_url
 from reconciler.spec.task_models import Task
 
@@ -61,7 +71,6 @@ Shape = Annotated[
     AfterValidator(_bounded_elements),
 ]
 """Fixed dimensions of one input; `[]` or `scalar` for a rank-0 input."""
-IntType = Literal["int8", "uint8", "int16", "uint16"]
 
 _NAME = r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$"
 _SHA256 = r"^[0-9a-f]{64}$"
@@ -192,7 +201,7 @@ class Calibration(_Strict):
         le=100_000,
         description="Exactly this many samples are used; fewer available is an error.",
     )
-    method: Literal["minmax", "entropy", "percentile"] = Field(
+    method: Method = Field(
         default=Policy.method, description="How activation ranges are computed from the samples."
     )
     percentile: float = Field(
@@ -216,7 +225,7 @@ class AutoSensitive(_Strict):
 
 
 class SensitiveLayers(_Strict):
-    keep: Literal["fp16", "fp32", "int16"] = Field(
+    keep: Keep = Field(
         default=SensitiveRules.keep,
         description="Precision kept for the matched layers (int16 through tensor overrides).",
     )
@@ -237,7 +246,7 @@ class SensitiveLayers(_Strict):
 
 
 class Quantization(_Strict):
-    mode: Literal["none", "fp16", "ptq", "qat"] = Field(
+    mode: Mode = Field(
         default=Policy.mode,
         description="none: float32; fp16: half precision; ptq: post-training quantization with "
         "calibration data; qat: the model already carries QDQ nodes.",
@@ -263,7 +272,7 @@ class Quantization(_Strict):
         description="Symmetric activation ranges; default follows the activation type (signed: symmetric, "
         "unsigned: asymmetric).",
     )
-    placement: Literal["target", "every_op"] = Field(
+    placement: Placement = Field(
         default=Policy.placement,
         description="ptq: where Q/DQ go. target: on the inputs of the ops the target runs in integer (its op "
         "table); the tail after the last compute op (decode, post-processing) and concats of mixed ranges "

@@ -22,7 +22,7 @@ def _is_get(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
 
 
-def _defaults(scope: ast.AST) -> Iterator[ast.AST]:
+def _defaults(scope: ast.AST) -> Iterator[ast.expr]:
     """The nodes written as a default inside `scope`: `Field(default=X)`, `m.get(key, X)`,
     `m.get(key) or X`, and a class field's `name: type = X`."""
     for node in ast.walk(scope):

@@ -57,7 +57,7 @@ def places_in(source: str, words: Collection[str], shared: Collection[str] = ())
     """(word, line) of every string literal in `source` that is exactly one of `words` (a shared word
     only where it stands for a verdict)."""
     return sorted(
-        ((constant.value, constant.lineno) for constant, parent in _strings(ast.parse(source))
+        ((str(constant.value), constant.lineno) for constant, parent in _strings(ast.parse(source))
          if constant.value in words and (constant.value not in shared or _as_verdict(constant, parent))),
         key=lambda place: place[1],
     )
@@ -125,7 +125,7 @@ def test_each_state_word_is_written_once_in_health() -> None:
 
 
 def test_verdicts_carry_their_word_mark_tone_and_outcome() -> None:
-    assert Verdict("fail (estimated)") is Verdict.FAIL_ESTIMATED
+    assert Verdict.of("fail (estimated)") is Verdict.FAIL_ESTIMATED and Verdict.FAIL.value == "fail"
     assert Verdict.of("pass -> fail") is None and Verdict.of(None) is None
     assert Verdict.PASS.label == "✅ pass" and Verdict.MISSED_ON_HOST.label == "🟠 missed on host CPU"
     assert [v for v in Verdict if v.passed is True] == [Verdict.PASS]
