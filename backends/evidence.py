@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from backends.catalog import Target
+from backends.vocab import Evidence, EvidenceKind
 
 TIMING = ("latency_ms.", "peak_memory_mb")
 
@@ -28,11 +29,10 @@ def about_host(measurements: dict[str, dict[str, Any]], target: Target, ran: str
     if target.npu_cores <= 0:
         return
     for key, measured in measurements.items():
-        if key in ("size_mb", "accuracy.reference") or str(measured.get("evidence", "")).startswith(
-            "estimated"
-        ):
+        estimate = Evidence.parse(measured.get("evidence", "")).is_estimate
+        if key in ("size_mb", "accuracy.reference") or estimate:
             continue
-        measured["evidence"] = "measured:host"
+        measured["evidence"] = EvidenceKind.HOST.value
         if key.startswith(TIMING):
             measured["on_target"] = False
             measured["host"] = ran

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from backends.onnx import constraints as C
 from backends.onnx import estimate as E
 from backends.onnx.partitions import crossings, partitions
+from backends.vocab import Verdict
 
 if TYPE_CHECKING:
     import onnx
@@ -350,7 +351,7 @@ def measurements(report: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _estimate(est: Mapping[str, Any]) -> dict[str, Any]:
-    """The estimate as a measurement; "unknown" (no value) when work went uncounted: a roofline of
+    """The estimate as a measurement; no value, verdict unknown, when work went uncounted: a roofline of
     what was counted would not bound the model (a body or a shape it could not see)."""
     uncounted = list(est.get("uncounted") or [])
     if not uncounted:
@@ -358,7 +359,7 @@ def _estimate(est: Mapping[str, Any]) -> dict[str, Any]:
     names = ", ".join(uncounted[:5]) + (f" and {len(uncounted) - 5} more" if len(uncounted) > 5 else "")
     return {
         "value": None,
-        "verdict": "unknown",
+        "verdict": Verdict.UNKNOWN.word,
         "evidence": "estimated",
         "detail": f"unknown: the work of {len(uncounted)} node(s) could not be counted ({names}); the "
         f"roofline of the rest ({est['latency_ms']:g} ms) bounds nothing",

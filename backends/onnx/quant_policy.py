@@ -5,6 +5,10 @@ follows the target (uint8 on the x86 host CPU, where int8 activations ran about 
 under ONNX Runtime; uint8/uint16 on Qualcomm HTP; int8 on RKNN), symmetric ranges follow the
 signedness of the type, and sensitive-layer rules are matched against the graph here so that a rule
 matching nothing fails before any calibration work.
+
+The defaults of the spec's `quantization` section are the defaults of the dataclasses below (and
+CALIBRATION_SAMPLES): the spec models read theirs from here, so the spec and a backend reading a section
+without a field agree on its value.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from backends.catalog import Target
 from backends.errors import TerminalError
@@ -21,7 +26,14 @@ if TYPE_CHECKING:
     import onnx
     from onnxruntime.quantization import QuantType
 
-INT_TYPES: tuple[str, ...] = ("int8", "uint8", "int16", "uint16")
+Mode = Literal["none", "fp16", "ptq", "qat"]
+IntType = Literal["int8", "uint8", "int16", "uint16"]
+Method = Literal["minmax", "entropy", "percentile"]
+Keep = Literal["fp16", "fp32", "int16"]
+Placement = Literal["target", "every_op"]
+"""The choices of the spec's `quantization` fields (the spec models declare their fields with these)."""
+
+INT_TYPES: tuple[str, ...] = get_args(IntType)
 FLOAT_KEEPS: tuple[str, ...] = ("fp16", "fp32")
 
 COMPUTE_OPS: frozenset[str] = frozenset(
@@ -35,15 +47,19 @@ MIN_OPSET = 13
 """Per-channel QDQ needs DequantizeLinear's `axis` attribute (opset 13); older models are raised first."""
 
 
+CALIBRATION_SAMPLES = 100
+"""Calibration samples drawn when the spec's calibration section names no count."""
+
+
 @dataclass(frozen=True)
 class AutoBudget:
-    max_accuracy_drop: float
-    max_layers: int
+    max_accuracy_drop: float = 0.005
+    max_layers: int = 8
 
 
 @dataclass(frozen=True)
 class SensitiveRules:
-    keep: str
+    keep: Keep = "fp16"
     nodes: tuple[str, ...] = ()
     op_types: tuple[str, ...] = ()
     first: int = 0
@@ -59,8 +75,8 @@ class SensitiveRules:
 class Policy:
     """The resolved settings one quantize run uses; `describe()` is what the report shows."""
 
-    mode: str
-    weights: str = "int8"
+    mode: Mode = "none"
+    weights: IntType = "int8"
     activations: str = "uint8"
     activations_from: str = "spec"
     per_channel: bool = True
@@ -68,12 +84,13 @@ class Policy:
     weight_symmetric: bool = True
     reduce_range: bool = False
     """7-bit weights: set for a host whose int8 kernels clip 8-bit products' pair sums (backends.host)."""
-    method: str = "minmax"
+    method: Method = "minmax"
     percentile: float = 99.999
     samples: int = 0
+    """0: no calibration section (nothing is calibrated)."""
     seed: int = 0
     keep_io_types: bool = True
-    placement: str = "target"
+    placement: Placement = "target"
     """target: Q/DQ where the target runs integer ops (backends.onnx.qdq_placement); every_op: ORT's default."""
     integer_graph: bool = False
     bias_correction: bool = True
@@ -109,14 +126,15 @@ class Policy:
 def resolve(config: Mapping[str, Any], target: Target) -> Policy:
     """The policy for `config["quantization"]` (JSON of the spec section) on `target`."""
     section: Mapping[str, Any] = config.get("quantization") or {}
-    mode = str(section.get("mode", "none"))
+    mode: Mode = section.get("mode", Policy.mode)
     notes: list[str] = []
     activations = section.get("activations")
     activations_from = "spec"
     if activations is None:
-        activations = target.default_activation if target.default_activation in INT_TYPES else "uint8"
+        known = target.default_activation in INT_TYPES
+        activations = target.default_activation if known else Policy.activations
         activations_from = f"target {target.id} default"
-    weights = str(section.get("weights", "int8"))
+    weights: IntType = section.get("weights", Policy.weights)
     symmetric = section.get("symmetric")
     act_symmetric = activations.startswith("int") if symmetric is None else bool(symmetric)
     calibration: Mapping[str, Any] = section.get("calibration") or {}
@@ -125,16 +143,16 @@ def resolve(config: Mapping[str, Any], target: Target) -> Policy:
         weights=weights,
         activations=str(activations),
         activations_from=activations_from,
-        per_channel=bool(section.get("per_channel", True)),
+        per_channel=bool(section.get("per_channel", Policy.per_channel)),
         activation_symmetric=act_symmetric,
         weight_symmetric=weights.startswith("int"),
-        method=str(calibration.get("method", "minmax")),
-        percentile=float(calibration.get("percentile", 99.999)),
-        samples=int(calibration.get("samples", 0)),
-        seed=int(calibration.get("seed", 0)),
-        keep_io_types=bool(section.get("keep_io_types", True)),
-        placement=str(section.get("placement", "target")),
-        bias_correction=bool(section.get("bias_correction", True)),
+        method=calibration.get("method", Policy.method),
+        percentile=float(calibration.get("percentile", Policy.percentile)),
+        samples=int(calibration.get("samples", CALIBRATION_SAMPLES)) if calibration else Policy.samples,
+        seed=int(calibration.get("seed", Policy.seed)),
+        keep_io_types=bool(section.get("keep_io_types", Policy.keep_io_types)),
+        placement=section.get("placement", Policy.placement),
+        bias_correction=bool(section.get("bias_correction", Policy.bias_correction)),
         sensitive=_rules(section.get("sensitive_layers")),
         notes=tuple(notes),
     )
@@ -144,19 +162,36 @@ def resolve(config: Mapping[str, Any], target: Target) -> Policy:
 
 
 def _rules(raw: Mapping[str, Any] | None) -> SensitiveRules | None:
-    if not raw:
+    """The sensitive-layer rules; a section given empty (`auto: {}`) holds its defaults, as in the spec."""
+    if raw is None:
         return None
     auto = raw.get("auto")
+    budget = (
+        AutoBudget(
+            float(auto.get("max_accuracy_drop", AutoBudget.max_accuracy_drop)),
+            int(auto.get("max_layers", AutoBudget.max_layers)),
+        )
+        if auto is not None
+        else None
+    )
     return SensitiveRules(
-        keep=str(raw.get("keep", "fp16")),
+        keep=raw.get("keep", SensitiveRules.keep),
         nodes=tuple(raw.get("nodes") or ()),
         op_types=tuple(raw.get("op_types") or ()),
-        first=int(raw.get("first", 0)),
-        last=int(raw.get("last", 0)),
-        auto=AutoBudget(float(auto.get("max_accuracy_drop", 0.005)), int(auto.get("max_layers", 8)))
-        if auto
-        else None,
+        first=int(raw.get("first", SensitiveRules.first)),
+        last=int(raw.get("last", SensitiveRules.last)),
+        auto=budget,
     )
+
+
+def calibration_folder(inputs: Mapping[str, Path]) -> Path:
+    """The calibration folder of a ptq run (the stage input `calibration_data`). The spec refuses ptq
+    without a calibration section, so this fails only for a request built by hand; every quantizer
+    asks here, so the error reads the same from each."""
+    folder = inputs.get("calibration_data")
+    if folder is None:
+        raise TerminalError("quantization.calibration.data: ptq needs a calibration folder")
+    return Path(folder)
 
 
 def has_float(target: Target) -> bool:

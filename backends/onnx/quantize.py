@@ -42,6 +42,7 @@ from backends.onnx.qdq_build import (
 from backends.onnx.quant_policy import (
     FLOAT_KEEPS,
     Policy,
+    calibration_folder,
     has_float,
     match_rules,
     resolve,
@@ -173,9 +174,7 @@ def cache_root(inputs: Mapping[str, Path]) -> Path | None:
 
 
 def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) -> dict[str, Any]:
-    folder = request.inputs.get("calibration_data")
-    if folder is None:
-        raise TerminalError("quantization.calibration.data: ptq needs a calibration folder")
+    folder = calibration_folder(request.inputs)
     source = Path(request.inputs["model"])
     reference = Path(request.inputs.get("float_model", source))
     cache_dir = cache_root(request.inputs)
@@ -193,9 +192,7 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
         model = onnx.load(str(prepared))
         rules = policy.sensitive
         explicit = _match(model, source, rules) if rules is not None and rules.explicit else {}
-        files = data.select_files(
-            Path(folder), policy.samples, policy.seed, role="quantization.calibration.data"
-        )
+        files = data.select_files(folder, policy.samples, policy.seed, role="quantization.calibration.data")
         ops = op_types_to_quantize()
         settings = calibration.Settings(policy.method, policy.percentile, policy.activation_symmetric)
         calib = calibration.calibrate(prepared, files, settings, ops, scratch, cache_dir)

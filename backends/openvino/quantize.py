@@ -147,9 +147,9 @@ class NncfQuantize:
                 f"openvino/nncf quantizes int8 weights with int8/uint8 activations; spec asks "
                 f"weights {policy.weights}, activations {policy.activations}"
             )
-        source, folder = request.inputs.get("model"), request.inputs.get("calibration_data")
-        if source is None or folder is None:
-            raise TerminalError("quantize: mode ptq needs the model and quantization.calibration.data")
+        source, folder = request.inputs.get("model"), quant_policy.calibration_folder(request.inputs)
+        if source is None:
+            raise TerminalError("quantize: no model input")
         model = onnx.load(str(source), load_external_data=False)
         rules = policy.sensitive
         refused = spec_errors(section)

@@ -1,6 +1,7 @@
 """The HTP simulator's cycle count as an estimated time on the target: cycles at the catalog's HTP clock
 (`htp_clock_mhz`, with its basis). Nothing here ran on a device: every figure is `estimated`, and its
-detail says what the clock rests on, so a verdict judged on it reads "met on estimate", never a pass."""
+detail says what the clock rests on, so a verdict judged on it is at best met on an estimate, never a
+pass."""
 
 from __future__ import annotations
 

@@ -59,13 +59,13 @@ class RknnQuantize:
         plan, notes = quant_plan(request.config, request.target, model)
         members: dict[str, bytes | Path] = {B.MODEL_FILE: Path(source)}
         if plan["quantize"]:
-            folder = request.inputs.get("calibration_data")
-            if folder is None:
-                raise TerminalError("quantize: mode ptq needs quantization.calibration.data")
+            from backends.onnx.quant_policy import calibration_folder
+
+            folder = calibration_folder(request.inputs)
             meta = B.read_meta(model)
             stage_dir = request.workdir / "bundle"
             lines = calibration_files(
-                Path(folder), Path(source), meta, plan["samples"], plan["seed"], stage_dir / "calib"
+                folder, Path(source), meta, plan["samples"], plan["seed"], stage_dir / "calib"
             )
             for path in sorted((stage_dir / "calib").glob("*.npy")):
                 members[f"calib/{path.name}"] = path

@@ -1,7 +1,9 @@
 """The task an evaluation measures, as the spec's `evaluate.task` declares it (parsed from the stage config).
 
 The pydantic models in reconciler.spec validate the spec; this module reads the resulting JSON into
-frozen dataclasses so that backends never import the engine. `resolve` then fills what the spec left
+frozen dataclasses so that backends never import the engine. The dataclasses' defaults are the task
+defaults: the spec models read theirs from here, so a spec and a backend reading a task section without
+a field agree on its value. `resolve` then fills what the spec left
 to the model (`head: auto`, whether a detector's boxes still need their grid decode) from the graph,
 once, so the metrics themselves only ever see arrays.
 """
@@ -19,12 +21,16 @@ if TYPE_CHECKING:
     import onnx
 
 Head = Literal["auto", "yolov8", "yolox", "ssd", "gfl"]
+BoxFormat = Literal["auto", "cxcywh", "xyxy"]
+ClassificationMetric = Literal["top1", "top5"]
+DetectionMetric = Literal["f1", "map"]
+CtcMetric = Literal["exact", "char_accuracy"]
 
 
 @dataclass(frozen=True)
 class Classification:
     output: str | None = None
-    metric: Literal["top1", "top5"] = "top1"
+    metric: ClassificationMetric = "top1"
     implied: bool = False
     """True when no task was declared and integer labels implied classification."""
     threshold: float | None = None
@@ -43,7 +49,7 @@ class Classification:
 class Detection:
     head: Head = "auto"
     outputs: tuple[str, ...] = ()
-    box_format: Literal["auto", "cxcywh", "xyxy"] = "auto"
+    box_format: BoxFormat = "auto"
     grid_strides: tuple[int, ...] | None = None
     """Strides of a YOLOX-style head whose boxes are still grid offsets (exp and stride not applied in
     the graph); None: the boxes are decoded in the graph. `resolve` decides it from the graph."""
@@ -58,7 +64,7 @@ class Detection:
     match_iou: float = 0.5
     class_agnostic_nms: bool = False
     max_detections: int = 300
-    metric: Literal["f1", "map"] = "f1"
+    metric: DetectionMetric = "f1"
     score_outputs: frozenset[str] = frozenset()
     """Outputs a Sigmoid or Softmax ends in (`resolve`): which output of a gfl level holds the scores."""
     type: str = "detection"
@@ -70,7 +76,7 @@ class Ctc:
     blank: int = 0
     charset: tuple[str, ...] | None = None
     """Characters of the non-blank classes (or of every class) in index order, read from the charset file."""
-    metric: Literal["exact", "char_accuracy"] = "exact"
+    metric: CtcMetric = "exact"
     case_sensitive: bool = True
     """False: characters compared case-folded (the scene-text recognition protocol); needs a charset."""
     type: str = "ctc"
@@ -115,33 +121,37 @@ def from_evaluate(evaluate: Mapping[str, Any] | None, charset: Path | None = Non
         threshold = raw.get("threshold")
         return Classification(
             raw.get("output"),
-            raw.get("metric") or "top1",
+            raw.get("metric") or Classification.metric,
             threshold=None if threshold is None else float(threshold),
         )
     if kind == "detection":
         strides = raw.get("grid_strides")
         return Detection(
-            head=raw.get("head") or "auto",
+            head=raw.get("head") or Detection.head,
             outputs=_outputs(raw),
-            box_format=raw.get("box_format") or "auto",
+            box_format=raw.get("box_format") or Detection.box_format,
             grid_strides=tuple(int(s) for s in strides) if strides else None,
             background_class=raw.get("background_class"),
-            score_threshold=float(raw.get("score_threshold", 0.25)),
-            nms_iou=float(raw.get("nms_iou", 0.45)),
-            match_iou=float(raw.get("match_iou", 0.5)),
-            class_agnostic_nms=bool(raw.get("class_agnostic_nms", False)),
-            max_detections=int(raw.get("max_detections", 300)),
-            metric=raw.get("metric") or "f1",
+            score_threshold=float(raw.get("score_threshold", Detection.score_threshold)),
+            nms_iou=float(raw.get("nms_iou", Detection.nms_iou)),
+            match_iou=float(raw.get("match_iou", Detection.match_iou)),
+            class_agnostic_nms=bool(raw.get("class_agnostic_nms", Detection.class_agnostic_nms)),
+            max_detections=int(raw.get("max_detections", Detection.max_detections)),
+            metric=raw.get("metric") or Detection.metric,
         )
     if kind == "ctc":
         chars = read_charset(charset) if charset is not None else None
-        case_sensitive = bool(raw.get("case_sensitive", True))
+        case_sensitive = bool(raw.get("case_sensitive", Ctc.case_sensitive))
         if not case_sensitive and chars is None:
             raise TerminalError(
                 "evaluate.task.case_sensitive: false compares characters; set evaluate.task.charset"
             )
         return Ctc(
-            raw.get("output"), int(raw.get("blank", 0)), chars, raw.get("metric") or "exact", case_sensitive
+            raw.get("output"),
+            int(raw.get("blank", Ctc.blank)),
+            chars,
+            raw.get("metric") or Ctc.metric,
+            case_sensitive,
         )
     if kind == "dense":
         threshold = raw.get("threshold")

@@ -21,7 +21,7 @@ from typing import Any
 from backends.base import StageLog, StageOutput, StageRequest
 from backends.catalog import Target
 from backends.errors import TerminalError
-from backends.onnx.quant_policy import FLOAT_KEEPS, Policy, match_rules, resolve
+from backends.onnx.quant_policy import FLOAT_KEEPS, Policy, calibration_folder, match_rules, resolve
 from backends.tflite import convert, fingerprint
 
 INT16 = ("int16", "uint16")
@@ -93,12 +93,8 @@ def write_calibration(files: list[Path], source: Path, job: Path) -> dict[str, s
 def calibration_files(request: StageRequest, policy: Policy) -> list[Path]:
     from backends.onnx import data
 
-    folder = request.inputs.get("calibration_data")
-    if folder is None:
-        raise TerminalError("quantization.calibration.data: ptq needs a calibration folder")
-    return data.select_files(
-        Path(folder), policy.samples or None, policy.seed, "quantization.calibration.data"
-    )
+    folder = calibration_folder(request.inputs)
+    return data.select_files(folder, policy.samples or None, policy.seed, "quantization.calibration.data")
 
 
 def check_data(request: StageRequest, source: Path, files: list[Path]) -> tuple[list[Any], Any, Any, str]:

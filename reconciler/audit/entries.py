@@ -6,6 +6,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from backends.vocab import Verdict
+from reconciler.engine import health
+
+CANCELLED = "cancelled"
+"""The state of an attempt stopped before it judged anything; the other states are verdict words."""
+CANCELLED_STATUS = "Cancelled"
+"""The status the ledger records for such an attempt."""
+READY = "Ready"
+"""Format-1 locks' word for a spec built with nothing failed."""
+
 
 @dataclass
 class AuditEntry:
@@ -44,15 +54,15 @@ class AuditEntry:
     @property
     def state(self) -> str:
         """pass (every SLO met on a measurement) | fail (an SLO failed or the build failed) | unverified."""
-        if self.status == "Cancelled":
-            return "cancelled"
-        failed = self.status in ("Failed", "Stalled", "Degraded")
+        if self.status == CANCELLED_STATUS:
+            return CANCELLED
+        failed = self.status in (health.FAILED, health.STALLED, health.DEGRADED)
         if failed or any(v.get("passed") is False for v in self.verdicts):
-            return "fail"
+            return Verdict.FAIL.word
         if self.verdicts and all(v.get("passed") is True for v in self.verdicts):
-            return "pass"
-        settled = self.status in ("Ready", "Healthy")
-        return "unverified" if self.verdicts else ("pass" if settled else "unverified")
+            return Verdict.PASS.word
+        settled = self.status in (READY, health.HEALTHY)
+        return Verdict.PASS.word if settled and not self.verdicts else Verdict.UNVERIFIED.word
 
     @property
     def model(self) -> str:

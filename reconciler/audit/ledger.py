@@ -10,7 +10,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from reconciler.audit.entries import AuditEntry, toolchains
+from reconciler.audit.entries import CANCELLED_STATUS, AuditEntry, toolchains
+from reconciler.engine import health
 from reconciler.state.db import Database, Record
 
 
@@ -65,7 +66,7 @@ def _entry(db: Database, row: dict[str, Any], versions: dict[str, str | None]) -
     )
 
 
-ATTEMPTS = {"failed": "Failed", "cancelled": "Cancelled"}
+ATTEMPTS = {"failed": health.FAILED, "cancelled": CANCELLED_STATUS}
 """Ledger actions of attempts that judged nothing, listed as entries of their own."""
 
 

@@ -12,8 +12,9 @@ from datetime import datetime, time
 from pathlib import Path
 from typing import Any
 
+from backends.vocab import Verdict
 from reconciler.audit import history, ledger
-from reconciler.audit.entries import AuditEntry
+from reconciler.audit.entries import CANCELLED, AuditEntry
 from reconciler.repo import Layout
 
 
@@ -164,14 +165,14 @@ class Audit:
         out = []
         for spec in sorted({e.spec for e in self.entries}):
             timeline = [
-                e for e in self.entries if e.spec == spec and e.source != "ledger" and e.state != "cancelled"
+                e for e in self.entries if e.spec == spec and e.source != "ledger" and e.state != CANCELLED
             ]
             if not timeline:
                 continue
             newest = timeline[0].state
             run: list[AuditEntry] = []
             for entry in timeline:
-                if entry.state == "pass":
+                if entry.state == Verdict.PASS.word:
                     break
                 run.append(entry)
             out.append(Streak(spec, newest, run[-1] if run else None, len(run)))

@@ -9,22 +9,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from reconciler.audit.entries import AuditEntry
+from backends.vocab import Verdict
+from reconciler.audit.entries import CANCELLED, AuditEntry
 from reconciler.audit.query import Audit
 
-MARK = {
-    "pass": "✅",
-    "fail": "❌",
-    "met on estimate": "🟡",
-    "fail (estimated)": "❌",
-    "met on host CPU": "🟡",
-    "missed on host CPU": "🟠",
-    "met on an assumption": "🟡",
-    "missed on an assumption": "🟠",
-    "unknown": "⚪",
-    "unverified": "⚪",
+STATE = {
+    **{v.word: v.label for v in (Verdict.PASS, Verdict.FAIL, Verdict.UNVERIFIED)},
+    CANCELLED: f"⏹ {CANCELLED}",
 }
-STATE = {"pass": "✅ pass", "fail": "❌ fail", "unverified": "⚪ unverified", "cancelled": "⏹ cancelled"}
 
 
 def settings_text(settings: dict[str, str]) -> str:
@@ -39,7 +31,8 @@ def _number(value: Any) -> str:
 
 
 def verdict_cell(v: dict[str, Any], marks: bool = True) -> str:
-    mark = MARK.get(str(v.get("verdict")), "") if marks else str(v.get("verdict"))
+    judged = Verdict.of(v.get("verdict"))
+    mark = (judged.mark if judged else "") if marks else str(v.get("verdict"))
     evidence = v.get("evidence") or "no measurement"
     return f"{mark} {_number(v.get('value'))} {v.get('comparison', '')} {_number(v.get('threshold'))} ({evidence})".strip()
 
@@ -64,7 +57,7 @@ def _streak_lines(audit: Audit) -> list[str]:
             lines.append(f"{streak.spec}: passing at its newest entry")
             continue
         since = streak.since
-        what = "failing" if streak.state == "fail" else "not passing"
+        what = "failing" if streak.state == Verdict.FAIL.word else "not passing"
         subject = f" ({since.subject})" if since.subject else ""
         lines.append(
             f"{streak.spec}: {what} since {since.label}{subject}, {_when(since)} ({streak.length} entries)"

@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 
 import click
 
+from backends.vocab import Tone
+from reconciler.engine import health
 from reconciler.engine.reporter import Reporter
 from reconciler.engine.results import SpecResult, StageResult
 from reconciler.repo import Layout, find_root
@@ -93,7 +95,7 @@ def load(paths: tuple[Path, ...], semantic: bool = True) -> Loaded:
             specs.append(report.spec)
             continue
         name = report.name or report.file.name.split(".")[0]
-        result = SpecResult(name, str(report.file), "", status="Stalled")
+        result = SpecResult(name, str(report.file), "", status=health.STALLED)
         result.errors.extend(str(e) for e in report.errors)
         if report.spec is not None:
             result.target = report.spec.target
@@ -138,14 +140,8 @@ class ProgressReporter(Reporter):
         task = self.tasks.get(result.name)
         if task is None:
             return
-        stopped = result.status in ("Stalled", "Failed")
-        colour = (
-            "green"
-            if result.status == "Healthy"
-            else "red"
-            if stopped or result.status == "Degraded"
-            else "yellow"
-        )
+        stopped = result.status in (health.STALLED, health.FAILED)
+        colour = health.TONE.get(result.status, Tone.UNSURE).colour
         total = self.progress.tasks[task].total
         self.progress.update(
             task,

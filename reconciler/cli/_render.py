@@ -6,21 +6,11 @@ import re
 
 import click
 
-from reconciler.engine.results import SpecResult, Verdict
+from backends.vocab import Tone, Verdict
+from reconciler.engine import health
+from reconciler.engine.results import SpecResult
+from reconciler.engine.results import Verdict as Judged
 from reconciler.output import to_json
-
-_MARK = {
-    "pass": "✅ pass",
-    "fail": "❌ fail",
-    "met on estimate": "🟡 met on estimate",
-    "fail (estimated)": "❌ fail (estimated)",
-    "unverified": "⚪ unverified",
-    "unknown": "⚪ unknown",
-    "met on host CPU": "🟡 met on host CPU",
-    "missed on host CPU": "🟠 missed on host CPU",
-    "met on an assumption": "🟡 met on an assumption",
-    "missed on an assumption": "🟠 missed on an assumption",
-}
 
 
 def _value(v: float | None) -> str:
@@ -29,13 +19,13 @@ def _value(v: float | None) -> str:
     return f"{v:.4g}"
 
 
-def verdict_text(v: Verdict) -> str:
+def verdict_text(v: Judged) -> str:
     """The verdict, with plan's prediction ("pass -> fail") and the carried-over mark."""
     text = v.predicted or v.verdict
     return text + (" (carried over)" if v.carried_over else "")
 
 
-def _slo_rows(verdicts: list[Verdict]) -> list[tuple[str, ...]]:
+def _slo_rows(verdicts: list[Judged]) -> list[tuple[str, ...]]:
     return [
         (
             v.name,
@@ -88,8 +78,8 @@ def to_markdown(results: list[SpecResult], command: str) -> str:
             ]
             for v, row in zip(r.slo, _slo_rows(r.slo), strict=True):
                 name, variant, threshold, value, verdict, evidence = row
-                mark = _MARK.get(v.verdict, v.verdict)
-                shown = mark if verdict == v.verdict else f"{mark.split(' ')[0]} {verdict}"
+                judged = Verdict.of(v.verdict)
+                shown = f"{judged.mark} {verdict}" if judged else verdict
                 lines.append(f"| {name} | {variant} | {threshold} | {value} | {shown} | {evidence} |")
             lines.append("")
     return "\n".join(lines) + "\n"
@@ -128,11 +118,14 @@ def text_lines(results: list[SpecResult]) -> list[str]:
     return lines
 
 
-_GOOD = ("Healthy", "Synced", "pass")
-_BAD = ("Degraded", "Stalled", "Failed", "fail (estimated)", "fail")
-_UNSURE = ("Unknown", "Progressing", "OutOfSync", "met on estimate", "unverified", "carried over")
+_TONES: dict[str, Tone] = {
+    **health.TONE,
+    **{v.word: v.tone for v in Verdict},
+    "carried over": Tone.UNSURE,
+}
+"""Words coloured on a terminal: the state words, the verdict words, and the carried-over mark."""
 _WORDS = re.compile(
-    r"(?<![\w-])(" + "|".join(re.escape(w) for w in (*_BAD, *_UNSURE, *_GOOD)) + r")(?![\w-])"
+    r"(?<![\w-])(" + "|".join(re.escape(w) for w in sorted(_TONES, key=len, reverse=True)) + r")(?![\w-])"
 )
 
 
@@ -142,8 +135,8 @@ def colour(line: str) -> str:
 
     def paint(match: re.Match[str]) -> str:
         word = match.group(1)
-        fg = "red" if word in _BAD else "yellow" if word in _UNSURE else "green"
-        return click.style(word, fg=fg, bold=word in _BAD)
+        tone = _TONES[word]
+        return click.style(word, fg=tone.colour, bold=tone.bold)
 
     return _WORDS.sub(paint, line)
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from backends.vocab import Verdict
 from reconciler.cli import _common, _executor, _remote, _render, _replay
 from reconciler.engine.results import SpecResult
 
@@ -22,7 +23,7 @@ def exit_code(results: list[SpecResult], strict: bool = False) -> int:
     if any(r.failed for r in results):
         return 1
     verdicts = [v for r in results for v in r.slo]
-    if any(v.passed is False or v.verdict == "unverified" for v in verdicts):
+    if any(v.passed is False or v.verdict == Verdict.UNVERIFIED.word for v in verdicts):
         return 3
     if strict and any(v.passed is not True or v.carried_over for v in verdicts):
         return 3

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from backends.vocab import Tone, Verdict
+
 SYNCED, OUT_OF_SYNC, UNKNOWN = "Synced", "OutOfSync", "Unknown"
 HEALTHY, DEGRADED, PROGRESSING = "Healthy", "Degraded", "Progressing"
 STALLED, FAILED = "Stalled", "Failed"
@@ -22,20 +24,33 @@ STALLED, FAILED = "Stalled", "Failed"
 SYNC_STATES = (SYNCED, OUT_OF_SYNC, UNKNOWN)
 HEALTH_STATES = (HEALTHY, DEGRADED, PROGRESSING, UNKNOWN)
 STATUSES = (STALLED, FAILED, OUT_OF_SYNC, HEALTHY, DEGRADED, PROGRESSING, UNKNOWN)
+TONE = {
+    HEALTHY: Tone.GOOD,
+    SYNCED: Tone.GOOD,
+    DEGRADED: Tone.BAD,
+    STALLED: Tone.BAD,
+    FAILED: Tone.BAD,
+    UNKNOWN: Tone.UNSURE,
+    PROGRESSING: Tone.UNSURE,
+    OUT_OF_SYNC: Tone.UNSURE,
+}
+"""How each word reads: only Healthy and Synced are good; a failed SLO or build is bad; the rest is unsure."""
 
 
 def _passed(verdict: Any) -> bool | None:
     return verdict.get("passed") if isinstance(verdict, dict) else verdict.passed
 
 
-def _verdict(verdict: Any) -> str:
-    return str(verdict.get("verdict") if isinstance(verdict, dict) else verdict.verdict)
+def _failed(verdict: Any) -> bool:
+    word = verdict.get("verdict") if isinstance(verdict, dict) else verdict.verdict
+    judged = Verdict.of(word)
+    return _passed(verdict) is False or (judged is not None and judged.failed)
 
 
 def of_verdicts(verdicts: Iterable[Any]) -> str:
     """Health of a set of verdicts (Verdict objects or their JSON)."""
     listed = list(verdicts)
-    if any(_passed(v) is False or _verdict(v).startswith("fail") for v in listed):
+    if any(_failed(v) for v in listed):
         return DEGRADED
     if all(_passed(v) is True for v in listed):
         return HEALTHY

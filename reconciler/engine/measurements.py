@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from backends.vocab import Evidence, EvidenceKind, Verdict
 from reconciler.engine import keys
 from reconciler.state.db import Record
 
@@ -50,7 +51,7 @@ def _signed(record: Record, measurement: dict[str, Any], runner: str | None) -> 
     if "digest" in measurement:
         return measurement  # read from a lock file: kept as recorded, checked by integrity
     out = {**measurement, "record": record.key}
-    if runner and record.stage == "evaluate" and not str(out.get("evidence", "")).startswith("estimated"):
+    if runner and record.stage == "evaluate" and not Evidence.parse(out.get("evidence", "")).is_estimate:
         out["runner"] = runner
     out["digest"] = digest(out)
     return out
@@ -69,9 +70,9 @@ def collect(records: dict[str, Record], compile_failed: bool = False) -> dict[st
             if isinstance(measurement, dict):
                 merged[name] = _signed(record, measurement, runner)
     if compile_failed:
-        for name in [n for n, m in merged.items() if str(m.get("evidence", "")).startswith("estimated")]:
+        for name in [n for n, m in merged.items() if Evidence.parse(m.get("evidence", "")).is_estimate]:
             if name.startswith("latency_ms."):
-                merged[name] = {**merged[name], "value": None, "verdict": "unverified"}
+                merged[name] = {**merged[name], "value": None, "verdict": Verdict.UNVERIFIED.word}
                 merged[name]["detail"] = "no estimate: the compile failed, there is no artifact to estimate"
                 merged[name]["digest"] = digest(merged[name])
     compiled = records.get("compile")
@@ -80,7 +81,7 @@ def collect(records: dict[str, Record], compile_failed: bool = False) -> dict[st
             compiled,
             {
                 "value": None,
-                "evidence": "not measured",
+                "evidence": EvidenceKind.NOT_MEASURED.value,
                 "detail": "no size: the bundle's vendor tool did not run, so there is no deployable artifact "
                 f"to weigh ({compiled.report.get('toolchain') or 'SDK not installed'})",
             },
@@ -90,7 +91,11 @@ def collect(records: dict[str, Record], compile_failed: bool = False) -> dict[st
         size = sum(int(a["size"]) for a in compiled.artifacts.values())
         merged["size_mb"] = _signed(
             compiled,
-            {"value": round(size / 1e6, 6), "evidence": "measured:host", "detail": "compiled artifact bytes"},
+            {
+                "value": round(size / 1e6, 6),
+                "evidence": EvidenceKind.HOST.value,
+                "detail": "compiled artifact bytes",
+            },
             None,
         )
     return dict(sorted(merged.items()))

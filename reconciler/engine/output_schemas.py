@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from backends.vocab import Verdict
 from reconciler.engine import command_schemas
 from reconciler.engine.health import HEALTH_STATES, STATUSES, SYNC_STATES
 from reconciler.engine.stages import ORDER, VERIFY
@@ -48,20 +49,7 @@ VERDICT: dict[str, Any] = {
             "type": ["string", "null"],
             "pattern": "^(measured:device|measured:host|estimated)( .*)?$",
         },
-        "verdict": {
-            "enum": [
-                "pass",
-                "fail",
-                "met on estimate",
-                "fail (estimated)",
-                "met on host CPU",
-                "missed on host CPU",
-                "met on an assumption",
-                "missed on an assumption",
-                "unknown",
-                "unverified",
-            ]
-        },
+        "verdict": {"enum": [v.word for v in Verdict]},
         "detail": {"type": "string"},
         "carried_over": {
             "const": True,

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.engine.results import SpecResult, Verdict
+from backends.vocab import Verdict
+from reconciler.engine.results import SpecResult
+from reconciler.engine.results import Verdict as Judged
 
 
-def predict(verdicts: list[Verdict], recorded: list[dict[str, Any]]) -> None:
+def predict(verdicts: list[Judged], recorded: list[dict[str, Any]]) -> None:
     """Sets `predicted` on each verdict whose outcome or threshold differs from the recorded one."""
     by_name = {(v.get("name"), v.get("variant")): v for v in recorded}
     for verdict in verdicts:
@@ -27,13 +29,16 @@ def predict(verdicts: list[Verdict], recorded: list[dict[str, Any]]) -> None:
             )
 
 
-def _regressed(verdict: Verdict) -> bool:
+def _regressed(verdict: Judged) -> bool:
     if verdict.predicted is None:
         return False
     before = verdict.predicted.split(" -> ")[0]
     if before == "new":
         return verdict.passed is False
-    return (before == "pass" and verdict.passed is not True) or (before != "fail" and verdict.passed is False)
+    was = Verdict.of(before)
+    if was is Verdict.PASS:
+        return verdict.passed is not True
+    return was is not Verdict.FAIL and verdict.passed is False
 
 
 def regressions(results: list[SpecResult]) -> list[str]:

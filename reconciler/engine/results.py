@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from reconciler.engine.health import UNKNOWN
+
 
 @dataclass
 class StageResult:
@@ -37,8 +39,7 @@ class Verdict:
     """True only when met on a measurement; None when unverified or met only on an estimate."""
     evidence: str | None
     verdict: str
-    """pass | fail | met on estimate | fail (estimated) | met on host CPU | missed on host CPU |
-    met on an assumption | missed on an assumption | unknown | unverified"""
+    """A word of backends.vocab.Verdict."""
     detail: str = ""
     carried_over: bool = False
     """Judged on evidence carried over from the committed lock, not re-verified on this machine."""
@@ -67,11 +68,11 @@ class SpecResult:
     target: str
     stages: list[StageResult] = field(default_factory=list)
     slo: list[Verdict] = field(default_factory=list)
-    status: str = "Unknown"
+    status: str = UNKNOWN
     """One word from reconciler.engine.health.status: Stalled | Failed | OutOfSync | <health>"""
-    sync: str = "Unknown"
+    sync: str = UNKNOWN
     """Synced | OutOfSync | Unknown"""
-    health: str = "Unknown"
+    health: str = UNKNOWN
     """Healthy | Degraded | Progressing | Unknown"""
     carried_over: list[str] = field(default_factory=list)
     """What stands on committed evidence not re-verified here ("default/compile: <why>")."""

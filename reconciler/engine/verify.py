@@ -1,20 +1,20 @@
 """Judging SLOs on recorded measurements. Never builds, never measures: thresholds are in no key.
 
-A latency bound with no measurement falls back to the cost-model estimate, and says so: a verdict met
-only on an estimate has passed=None ("met on estimate"), never a plain pass. A measurement marked
-`on_target: false` (an NPU target's latency timed on a CPU) is evidence about that CPU: "met on host
-CPU" / "missed on host CPU", passed=None. A measurement marked `assumed` (milliseconds from an assumed
-clock) is an assumption: "met on an assumption" / "missed on an assumption", passed=None, never a
-fail either. A measurement recorded with no value (an estimate that could
-not bound the work, a bundle whose vendor tool did not run) gives no verdict, with its reason.
+The verdict follows the weakest evidence the figure rests on (backends.vocab.Verdict names each):
+a latency bound with no measurement falls back to the cost-model estimate, and says so, so a bound
+met only on an estimate is never a plain pass. A measurement marked `on_target: false` (an NPU
+target's latency timed on a CPU) is evidence about that CPU, and one marked `assumed` (milliseconds
+from an assumed clock) rests on an assumption: met or missed, neither passes nor fails. A measurement
+recorded with no value (an estimate that could not bound the work, a bundle whose vendor tool did not
+run) gives no verdict, with its reason.
 """
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
-from reconciler.engine.results import Verdict
+from backends.vocab import Evidence, Verdict
+from reconciler.engine.results import Verdict as Judged
 
 Measurements = dict[str, dict[str, Any]]
 
@@ -41,33 +41,32 @@ def _verdict(
     comparison: str,
     measured: dict[str, Any] | None,
     value: Any = None,
-) -> Verdict:
+) -> Judged:
     if measured is None or measured.get("value") is None:
         why = str((measured or {}).get("detail") or "no measurement")
-        word = str((measured or {}).get("verdict") or "unverified")
+        word = str((measured or {}).get("verdict") or Verdict.UNVERIFIED.word)
         evidence = (measured or {}).get("evidence")
-        return Verdict(name, variant, threshold, comparison, None, None, evidence, word, why)
+        return Judged(name, variant, threshold, comparison, None, None, evidence, word, why)
     value = measured["value"] if value is None else value
-    evidence = str(measured.get("evidence", ""))
     met = value <= threshold + SLACK if comparison == _AT_MOST else value >= threshold - SLACK
-    judged = partial(Verdict, name, variant, threshold, comparison, value)
+    verdict, detail = _outcome(measured, met)
+    evidence = str(measured.get("evidence", ""))
+    return Judged(name, variant, threshold, comparison, value, verdict.passed, evidence, verdict.word, detail)
+
+
+def _outcome(measured: dict[str, Any], met: bool) -> tuple[Verdict, str]:
+    """The verdict on a measured value, by the evidence it rests on, and its detail."""
     detail = str(measured.get("detail", ""))
     if measured.get("on_target") is False:
-        word = "met on host CPU" if met else "missed on host CPU"
-        return judged(
-            None,
-            evidence,
-            word,
-            f"evidence about {measured.get('host') or 'a host CPU'}, not the target: {detail}",
-        )
+        host = measured.get("host") or "a host CPU"
+        verdict = Verdict.MET_ON_HOST if met else Verdict.MISSED_ON_HOST
+        return verdict, f"evidence about {host}, not the target: {detail}"
     if measured.get("assumed"):
-        word = "met on an assumption" if met else "missed on an assumption"
-        return judged(None, evidence, word, f"rests on {measured['assumed']}: {detail}")
-    if evidence.startswith("estimated"):
-        return judged(
-            None if met else False, evidence, "met on estimate" if met else "fail (estimated)", detail
-        )
-    return judged(met, evidence, "pass" if met else "fail", detail)
+        verdict = Verdict.MET_ON_ASSUMPTION if met else Verdict.MISSED_ON_ASSUMPTION
+        return verdict, f"rests on {measured['assumed']}: {detail}"
+    if Evidence.parse(measured.get("evidence", "")).is_estimate:
+        return (Verdict.MET_ON_ESTIMATE if met else Verdict.FAIL_ESTIMATED), detail
+    return (Verdict.PASS if met else Verdict.FAIL), detail
 
 
 def _accuracy_drop(measurements: Measurements, relative: bool) -> tuple[dict[str, Any] | None, float | None]:
@@ -81,11 +80,11 @@ def _accuracy_drop(measurements: Measurements, relative: bool) -> tuple[dict[str
     return accuracy, max(drop, 0.0)
 
 
-def judge(slo: dict[str, Any] | None, measurements: Measurements, variant: str) -> list[Verdict]:
+def judge(slo: dict[str, Any] | None, measurements: Measurements, variant: str) -> list[Judged]:
     """One verdict per SLO the spec sets, in a stable order."""
     if not slo:
         return []
-    out: list[Verdict] = []
+    out: list[Judged] = []
     for pct, bound in sorted((slo.get("latency_ms") or {}).items()):
         if bound is not None:
             measured = _pick(measurements, f"latency_ms.{pct}", "latency_ms.estimate")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from backends.vocab import Verdict
 from reconciler.engine.results import SpecResult
 from reconciler.gitops.compare import Comparison, SpecComparison
 from reconciler.gitops.layers import LayerChange
@@ -16,18 +17,6 @@ from reconciler.gitops.slo import SloRow
 
 FOLD_AFTER = 8
 """Tables with more rows than this are folded into a <details> block."""
-MARK = {
-    "pass": "✅ pass",
-    "fail": "❌ fail",
-    "met on estimate": "🟡 met on estimate",
-    "fail (estimated)": "❌ fail (estimated)",
-    "met on host CPU": "🟡 met on host CPU",
-    "missed on host CPU": "🟠 missed on host CPU",
-    "met on an assumption": "🟡 met on an assumption",
-    "missed on an assumption": "🟠 missed on an assumption",
-    "unknown": "⚪ unknown",
-    "unverified": "⚪ unverified",
-}
 CHANGE = {"added": "🆕 added", "removed": "🗑️ removed", "modified": "✏️ modified", "unchanged": "unchanged"}
 
 
@@ -60,7 +49,8 @@ def verdict_text(row: SloRow, applied: bool) -> str:
     if row.new_verdict is None:
         return "dropped"
     old = row.old_verdict
-    new = MARK.get(row.new_verdict, row.new_verdict)
+    judged = Verdict.of(row.new_verdict)
+    new = judged.label if judged else row.new_verdict
     return new if old in (None, row.new_verdict) else f"{new} (was {old})"
 
 
@@ -79,7 +69,7 @@ def slo_cell(spec: SpecComparison) -> str:
         return f"{base} → removed"
     if not spec.applied:
         return f"{base} → ⏳ pending apply"
-    mark = "✅" if nt and np_ == nt else "❌" if nt else ""
+    mark = Verdict.PASS.mark if nt and np_ == nt else Verdict.FAIL.mark if nt else ""
     return f"{base} → {np_}/{nt} {mark}".rstrip()
 
 

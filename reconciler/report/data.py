@@ -15,6 +15,7 @@ from typing import Any
 
 from reconciler.audit import Filters, run
 from reconciler.audit.entries import AuditEntry
+from reconciler.engine import health
 from reconciler.engine.sources import spec_digest
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec
@@ -63,7 +64,7 @@ class ReportData:
 
 
 def _health(lock: dict[str, Any], spec: LoadedSpec, notes: list[str]) -> str:
-    from reconciler.engine import health, integrity
+    from reconciler.engine import integrity
     from reconciler.repo import Layout
 
     problems = integrity.problems(lock, Layout.lock_file(spec.path))
@@ -233,7 +234,7 @@ def _summary(
         target=spec.target,
         file=str(spec.path.relative_to(root)) if spec.path.is_relative_to(root) else str(spec.path),
         status=_health(lock, spec, notes),
-        sync=str(lock.get("sync", "Unknown")),
+        sync=str(lock.get("sync", health.UNKNOWN)),
         model_version=(lock.get("model") or {}).get("version"),
         model_digest=((model.get("artifacts") or {}).get("model") or {}).get("digest"),
         generated=datetime.now(timezone.utc).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z"),

@@ -9,19 +9,12 @@ import json
 from importlib.resources import files
 from typing import Any
 
+from backends.vocab import Verdict
 from reconciler.report import charts, graph
 from reconciler.report.data import Placement, ReportData
 
-VERDICT_CLASS = {
-    "pass": "pass",
-    "fail": "fail",
-    "met on estimate": "estimate",
-    "fail (estimated)": "fail",
-    "met on host CPU": "estimate",
-    "missed on host CPU": "estimate",
-    "met on an assumption": "estimate",
-    "missed on an assumption": "estimate",
-}
+VERDICT_CLASS = {v.word: v.tone.css for v in Verdict}
+"""Verdict word -> the page's class for it (the tone: good, bad, unsure)."""
 
 
 def chartjs() -> str:

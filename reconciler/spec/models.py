@@ -22,6 +22,17 @@ from pydantic import (
     model_validator,
 )
 
+from backends.onnx.quant_policy import (
+    CALIBRATION_SAMPLES,
+    AutoBudget,
+    IntType,
+    Keep,
+    Method,
+    Mode,
+    Placement,
+    Policy,
+    SensitiveRules,
+)
 from backends.runners import url as runner_url
 from reconciler.spec.pathfields import SpecPath
 from reconciler.spec.task_models import Task
@@ -61,7 +72,6 @@ Shape = Annotated[
     AfterValidator(_bounded_elements),
 ]
 """Fixed dimensions of one input; `[]` or `scalar` for a rank-0 input."""
-IntType = Literal["int8", "uint8", "int16", "uint16"]
 
 _NAME = r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$"
 _SHA256 = r"^[0-9a-f]{64}$"
@@ -190,32 +200,37 @@ class Calibration(_Strict):
         ..., description="Folder of .npy/.npz files or images, relative to the spec file."
     )
     samples: PositiveInt = Field(
-        default=100,
+        default=CALIBRATION_SAMPLES,
         le=100_000,
         description="Exactly this many samples are used; fewer available is an error.",
     )
-    method: Literal["minmax", "entropy", "percentile"] = Field(
-        default="minmax", description="How activation ranges are computed from the samples."
+    method: Method = Field(
+        default=Policy.method, description="How activation ranges are computed from the samples."
     )
     percentile: float = Field(
-        default=99.999, gt=90, le=100, description="Percentile kept by method `percentile`."
+        default=Policy.percentile, gt=90, le=100, description="Percentile kept by method `percentile`."
     )
-    seed: int = Field(default=0, ge=0, description="Fixes which samples are drawn when the folder has more.")
+    seed: int = Field(
+        default=Policy.seed, ge=0, description="Fixes which samples are drawn when the folder has more."
+    )
 
 
 class AutoSensitive(_Strict):
     max_accuracy_drop: float = Field(
-        default=0.005,
+        default=AutoBudget.max_accuracy_drop,
         ge=0,
         le=1,
         description="Accuracy budget: keep layers in float until the drop is within it.",
     )
-    max_layers: PositiveInt = Field(default=8, le=1000, description="At most this many layers kept in float.")
+    max_layers: PositiveInt = Field(
+        default=AutoBudget.max_layers, le=1000, description="At most this many layers kept in float."
+    )
 
 
 class SensitiveLayers(_Strict):
-    keep: Literal["fp16", "fp32", "int16"] = Field(
-        default="fp16", description="Precision kept for the matched layers (int16 through tensor overrides)."
+    keep: Keep = Field(
+        default=SensitiveRules.keep,
+        description="Precision kept for the matched layers (int16 through tensor overrides).",
     )
     nodes: list[str] = Field(
         default_factory=list, description="Node names or glob patterns; a rule matching nothing is an error."
@@ -224,21 +239,23 @@ class SensitiveLayers(_Strict):
         default_factory=list,
         description="ONNX op types (e.g. Softmax); a type absent from the model is an error.",
     )
-    first: NonNegativeInt = Field(default=0, description="Keep the first N compute layers.")
-    last: NonNegativeInt = Field(default=0, description="Keep the last N compute layers.")
+    first: NonNegativeInt = Field(
+        default=SensitiveRules.first, description="Keep the first N compute layers."
+    )
+    last: NonNegativeInt = Field(default=SensitiveRules.last, description="Keep the last N compute layers.")
     auto: AutoSensitive | None = Field(
         default=None, description="Find more layers by measured per-layer sensitivity."
     )
 
 
 class Quantization(_Strict):
-    mode: Literal["none", "fp16", "ptq", "qat"] = Field(
-        default="none",
+    mode: Mode = Field(
+        default=Policy.mode,
         description="none: float32; fp16: half precision; ptq: post-training quantization with "
         "calibration data; qat: the model already carries QDQ nodes.",
     )
     weights: IntType = Field(
-        default="int8",
+        default=Policy.weights,
         description="Weight type for ptq (int16/uint16 too). Signed weights are quantized symmetrically.",
     )
     activations: IntType | None = Field(
@@ -249,7 +266,7 @@ class Quantization(_Strict):
         "A16W8 natively), int8 on RKNN (w8a8). A type the target does not support is an error.",
     )
     per_channel: bool = Field(
-        default=True,
+        default=Policy.per_channel,
         description="Per-channel weight scales. Models below opset 13 are raised to 13 first (per-channel "
         "DequantizeLinear needs its `axis` attribute; opset 11/12 QDQ models do not load).",
     )
@@ -258,22 +275,22 @@ class Quantization(_Strict):
         description="Symmetric activation ranges; default follows the activation type (signed: symmetric, "
         "unsigned: asymmetric).",
     )
-    placement: Literal["target", "every_op"] = Field(
-        default="target",
+    placement: Placement = Field(
+        default=Policy.placement,
         description="ptq: where Q/DQ go. target: on the inputs of the ops the target runs in integer (its op "
         "table); the tail after the last compute op (decode, post-processing) and concats of mixed ranges "
         "stay float on targets that run float layers. every_op: ONNX Runtime's default, every op it can "
         "quantize, tails included.",
     )
     bias_correction: bool = Field(
-        default=True,
+        default=Policy.bias_correction,
         description="ptq: fold each quantized Conv/Gemm's mean output shift per channel (int8 weights "
         "against float, the layer fed its float input, on up to 32 calibration samples) into its int32 "
         "bias, where npuctl builds the QDQ model (ONNX Runtime-based targets) and in NNCF (its bias "
         "correction). RKNN's and TFLite's converters have no such step.",
     )
     keep_io_types: bool = Field(
-        default=True,
+        default=Policy.keep_io_types,
         description="fp16: keep float32 model inputs and outputs (Cast nodes at the boundary); false makes "
         "the model's I/O float16.",
     )

@@ -1,7 +1,8 @@
 """`evaluate.task`: what the model's outputs mean, so accuracy is measured the way the application reads
 them (one metric for evaluate, the auto sensitive-layer search and the SLOs; backends.tasks computes it).
 
-Part of the spec models (reconciler.spec.models); a discriminated union on `type`.
+Part of the spec models (reconciler.spec.models); a discriminated union on `type`. The defaults and the
+choices are backends.tasks.config's, which the backends read the same section with.
 """
 
 from __future__ import annotations
@@ -17,6 +18,16 @@ from pydantic import (
     model_serializer,
 )
 
+from backends.tasks.config import (
+    BoxFormat,
+    Classification,
+    ClassificationMetric,
+    Ctc,
+    CtcMetric,
+    Detection,
+    DetectionMetric,
+    Head,
+)
 from reconciler.spec.pathfields import SpecPath
 
 Fraction = Annotated[float, Field(ge=0, le=1)]
@@ -32,8 +43,8 @@ class ClassificationTask(_Strict):
     output: OutputName | None = Field(
         default=None, description="Output holding the scores; default: the first."
     )
-    metric: Literal["top1", "top5"] = Field(
-        default="top1",
+    metric: ClassificationMetric = Field(
+        default=Classification.metric,
         description="With integer labels: top-1 or top-5 accuracy. Without labels: top-1 agreement with the "
         "float model.",
     )
@@ -56,8 +67,8 @@ class ClassificationTask(_Strict):
 
 class DetectionTask(_Strict):
     type: Literal["detection"] = Field(..., description="Boxes with class scores, decoded then matched.")
-    head: Literal["auto", "yolov8", "yolox", "ssd", "gfl"] = Field(
-        default="auto",
+    head: Head = Field(
+        default=Detection.head,
         description="Head layout. auto decides from the output shapes: one [1, 4+C, N] output is YOLOv8-style "
         "(no objectness), one [1, N, 5+C] output is YOLOX/YOLOv5-style (objectness x class score), a boxes "
         "[1, N, 4] and a scores [1, N, C] output are SSD-style; per feature level a scores [1, N, C] and a box-distribution "
@@ -67,8 +78,9 @@ class DetectionTask(_Strict):
     outputs: list[OutputName] = Field(
         default_factory=list, max_length=4, description="Outputs the head reads; default: all of them."
     )
-    box_format: Literal["auto", "cxcywh", "xyxy"] = Field(
-        default="auto", description="Box coordinates; auto: cxcywh for YOLO heads, xyxy for SSD."
+    box_format: BoxFormat = Field(
+        default=Detection.box_format,
+        description="Box coordinates; auto: cxcywh for YOLO heads, xyxy for SSD.",
     )
     grid_strides: list[Annotated[int, Field(gt=0, le=1024)]] | None = Field(
         default=None,
@@ -78,15 +90,23 @@ class DetectionTask(_Strict):
     background_class: Annotated[int, Field(ge=0)] | None = Field(
         default=None, description="A score column that is background (SSD), skipped."
     )
-    score_threshold: Fraction = Field(default=0.25, description="Boxes scoring above this are kept.")
-    nms_iou: Fraction = Field(default=0.45, description="NMS drops a box overlapping a kept one by more.")
-    match_iou: Fraction = Field(default=0.5, description="IoU at which a box matches a true one (F1, mAP).")
-    class_agnostic_nms: bool = Field(default=False, description="NMS across classes instead of per class.")
-    max_detections: Annotated[int, Field(gt=0, le=100_000)] = Field(
-        default=300, description="At most this many boxes per sample after NMS."
+    score_threshold: Fraction = Field(
+        default=Detection.score_threshold, description="Boxes scoring above this are kept."
     )
-    metric: Literal["f1", "map"] = Field(
-        default="f1",
+    nms_iou: Fraction = Field(
+        default=Detection.nms_iou, description="NMS drops a box overlapping a kept one by more."
+    )
+    match_iou: Fraction = Field(
+        default=Detection.match_iou, description="IoU at which a box matches a true one (F1, mAP)."
+    )
+    class_agnostic_nms: bool = Field(
+        default=Detection.class_agnostic_nms, description="NMS across classes instead of per class."
+    )
+    max_detections: Annotated[int, Field(gt=0, le=100_000)] = Field(
+        default=Detection.max_detections, description="At most this many boxes per sample after NMS."
+    )
+    metric: DetectionMetric = Field(
+        default=Detection.metric,
         description="f1: box F1 at match_iou; map: mean average precision at match_iou. Against the boxes of "
         "evaluate.labels (JSON: file name -> [[x1, y1, x2, y2, class], ...]) or the float model's boxes.",
     )
@@ -98,19 +118,19 @@ class CtcTask(_Strict):
         default=None,
         description="Output of per-step class scores [1, T, C] or [T, 1, C]; default: the first.",
     )
-    blank: Annotated[int, Field(ge=0)] = Field(default=0, description="Class index of the CTC blank.")
+    blank: Annotated[int, Field(ge=0)] = Field(default=Ctc.blank, description="Class index of the CTC blank.")
     charset: Annotated[str, SpecPath("file", input="charset")] | None = Field(
         default=None,
         description="Characters file, one per line in class order (with or without the blank), relative to "
         "the spec; needed for text labels (`<file name><TAB><text>` lines).",
     )
-    metric: Literal["exact", "char_accuracy"] = Field(
-        default="exact",
+    metric: CtcMetric = Field(
+        default=Ctc.metric,
         description="exact: string exact-match rate; char_accuracy: 1 - character error rate. Both are "
         "reported; against the labels or the float model's strings.",
     )
     case_sensitive: bool = Field(
-        default=True,
+        default=Ctc.case_sensitive,
         description="false: strings compared after Unicode case folding, as scene-text recognition "
         "benchmarks score them (a 'w' and a 'W' drawn at one size are the same glyph); needs the charset.",
     )

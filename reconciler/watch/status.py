@@ -12,10 +12,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from reconciler.engine import health
+
 STYLE = {
-    "Healthy": "green",
-    "Degraded": "yellow",
-    "Unknown": "yellow",
+    **{word: tone.colour for word, tone in health.TONE.items()},
     "building": "cyan",
     "queued": "cyan",
     "cancelled": "magenta",

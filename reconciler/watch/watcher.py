@@ -269,10 +269,10 @@ class Watcher:
         ]
         if entry.get("errors"):
             self._terminal(state, "invalid", list(entry["errors"]))
-        elif status == "Stalled":
+        elif status == health.STALLED:
             skipped = [f"{s['name']} [{s['variant']}]: {s['reason']}" for s in failed]
             self._terminal(state, "stalled", reasons or skipped or ["stalled"])
-        elif status == "Failed":
+        elif status == health.FAILED:
             self._transient(state, reasons[0] if reasons else "a stage failed")
         else:
             state.attempts = 0
