@@ -1,7 +1,7 @@
 """Backends by name, constructed lazily; third parties register through the `npuctl.backends` entry point.
 
-A backend lists the stages it implements itself in its `stages` table (backends.registration); the
-others fall back to the shared ONNX passes (backends.onnx.SHARED), which every ONNX-based toolchain
+A backend lists the stages it implements itself in its `stages` table (backends.sdk.registration); the
+others fall back to the shared ONNX passes (backends.passes.SHARED), which every ONNX-based toolchain
 can start from. compile and evaluate have no shared fallback. A stage's key identity and the
 implementation that runs both come from the one registration `registration` picks.
 """
@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from backends.base import Backend, StageImpl
 from backends.catalog import Target
-from backends.errors import ToolchainMissing, UnsupportedStage
-from backends.registration import Registration
+from backends.sdk.base import Backend, StageImpl
+from backends.sdk.errors import ToolchainMissing, UnsupportedStage
+from backends.sdk.registration import Registration
 
 BUILTIN: dict[str, str] = {
     "onnxruntime": "backends.onnxruntime:OnnxRuntimeBackend",
@@ -66,7 +66,7 @@ def backend(name: str) -> Backend:
     instance: Backend = _load(name, refs[name])()
     if not isinstance(getattr(instance, "stages", None), Mapping):
         raise UnsupportedStage(
-            f"backend {name!r} from {refs[name]} declares no `stages` table (backends.registration; "
+            f"backend {name!r} from {refs[name]} declares no `stages` table (backends.sdk.registration; "
             "see docs/plugins.md)"
         )
     return instance
@@ -77,13 +77,13 @@ def backend_for(target: Target, override: str | None = None) -> Backend:
 
 
 def registration(target: Target, stage: str, override: str | None = None) -> Registration:
-    """The registration (backends.registration) of what builds `stage` for `target`: the backend's
+    """The registration (backends.sdk.registration) of what builds `stage` for `target`: the backend's
     own, else the shared ONNX pass's.
 
     Raises UnsupportedStage when neither the backend nor the shared passes implement it, and
     ToolchainMissing (with the install line) when the backend's toolchain is absent.
     """
-    from backends.onnx import SHARED
+    from backends.passes import SHARED
 
     try:
         chosen: Backend | None = backend_for(target, override)

@@ -12,7 +12,7 @@ normalized as PaddleOCR does ((x/255 - 0.5) / 0.5, BGR, NCHW). The variants:
 - int8 (ORT): ONNX Runtime static QDQ, U8S8 per channel (the host-friendly int8 form);
 - int8 (NNCF): nncf.quantize on the ONNX (QDQ out), on both runtimes.
 
-Every variant is timed by the shared harness (backends.harness.time_runs) in this process, one after the
+Every variant is timed by the shared harness (backends.sdk.harness.time_runs) in this process, one after the
 other, on the same input; fidelity is top-1 agreement of the per-step character argmax with float ORT.
 Timings on a shared 2-core VM vary by +-30 %: read the ratios, not the absolutes.
 """
@@ -142,8 +142,8 @@ def main() -> None:
     import onnxruntime
     import openvino
 
-    from backends.harness import time_runs
-    from backends.onnx.importer import import_model
+    from backends.passes.importer import import_model
+    from backends.sdk.harness import time_runs
 
     file_name, shape = MODELS[args.model]
     calib = _images(IMAGES / "calib", shape, 32)

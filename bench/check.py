@@ -30,10 +30,10 @@ def main() -> None:
     import importlib.util
 
     from backends.catalog import target
-    from backends.onnx import estimate as E
-    from backends.onnx import placement as P
-    from backends.onnx.importer import import_model
-    from backends.onnx.rewrite import rewrite_model
+    from backends.passes import estimate as E
+    from backends.passes import placement as P
+    from backends.passes.importer import import_model
+    from backends.passes.rewrite.stage import rewrite_model
 
     spec = importlib.util.find_spec("rapidocr_onnxruntime")
     assert spec is not None and spec.submodule_search_locations

@@ -52,8 +52,8 @@ def main() -> None:
 
     import onnx
 
-    from backends.onnx import preprocess as PP
-    from backends.onnx.importer import import_model
+    from backends.passes.importer import import_model
+    from backends.passes.preprocess import stage as PP
 
     spec = importlib.util.find_spec("rapidocr_onnxruntime")
     assert spec is not None and spec.submodule_search_locations

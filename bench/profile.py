@@ -36,7 +36,7 @@ from backends.sdk.measure import PROFILE_RUNS  # noqa: E402
 
 
 def _models(tmp: Path) -> dict[str, Path]:
-    from backends.onnx.importer import import_model
+    from backends.passes.importer import import_model
 
     sys.path.insert(0, str(ROOT / "tests" / "backends" / "onnxruntime"))
     from ort_helpers import rapidocr_model

@@ -60,7 +60,7 @@ def _imported(name: str, shape: list[int], folder: Path) -> Path:
 
 def _import(source: Path, input_name: str, shape: list[int], folder: Path) -> Path:
     """`source` through the real import stage (static shape, opset raised), written into `folder`."""
-    from backends.onnx.importer import import_model
+    from backends.passes.importer import import_model
 
     model, _ = import_model(source, {input_name: shape}, log=lambda _m: None)
     path = folder / (source.stem + ".onnx")
@@ -71,9 +71,9 @@ def _import(source: Path, input_name: str, shape: list[int], folder: Path) -> Pa
 def _quantize(
     model: Path, calib: Path, samples: int, work: Path, config: dict[str, Any] | None = None
 ) -> Any:
-    from backends.base import StageRequest
     from backends.catalog import target
-    from backends.onnx.quantize import QuantizePass
+    from backends.passes.quant.stage import QuantizePass
+    from backends.sdk.base import StageRequest
 
     work.mkdir(parents=True, exist_ok=True)
     section = config or {"mode": "ptq", "calibration": {"data": "calib", "samples": samples}}
@@ -223,8 +223,8 @@ def latency_table(work: Path, runs: int, threads: int) -> None:
 
 def calibrate_child(model: Path, calib: Path, samples: int) -> None:
     """Runs in a child process so its peak RSS is the calibration's own."""
-    from backends.onnx import calibration
-    from backends.onnx.qdq_build import op_types_to_quantize, prepare
+    from backends.passes.quant import calibration
+    from backends.passes.quant.qdq_build import op_types_to_quantize, prepare
 
     with tempfile.TemporaryDirectory() as tmp:
         prepared, _ = prepare(model, Path(tmp), lambda _m: None)
@@ -262,7 +262,7 @@ def calibration_cost(work: Path, samples: int) -> None:
 
 
 def auto_run(work: Path, threads: int, runs: int) -> None:
-    from backends.onnx import sensitivity
+    from backends.passes.quant import sensitivity
 
     det = _imported("ch_PP-OCRv4_det_infer.onnx", [1, 3, 640, 640], work)
     calib_photos, eval_photos = text_images.photos()

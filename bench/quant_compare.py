@@ -45,13 +45,13 @@ ONNX Runtime thread for latency):
 - Its conv and Gemm weights int8 cost the other ~0.045 on fresh lines (all 78 activations float:
   0.955); the first conv's the most: its 3x3 taps cancel, so its weight-domain SQNR (47.9 dB) calls
   it fine while its output SQNR (39.7 dB, the worst of 21) does not; the auto search ranks weights by
-  output SQNR (backends/onnx/weight_signal.py).
+  output SQNR (backends/passes/quant/weight_signal.py).
 - calibration.method on ORT's own build: minmax 0.80, percentile 99.999 0.86 (held-out 0.84 for
   both), percentile 99.99 0.82, entropy 0.80 (tuning): no method clearly better, so auto does not try
   them. `keep: int16` was not measured: an int16 point still rounds, so it can recover at most what
   the same point kept float does.
 
-Bias correction (backends/onnx/bias_correction.py, on by default since 2026-12-04), measured on this
+Bias correction (backends/passes/quant/bias_correction.py, on by default since 2026-12-04), measured on this
 bench's sets (held-out / tuning), AVX-512 VNNI host:
 - OCR ptq 0.765 / 0.805 -> 0.835 / 0.830 (22 layers corrected); ptq + auto (max_layers 12)
   0.925 / 0.975 -> 0.920 / 0.960 (budget missed with 12 kept); max_layers 16 with it: 0.910 / 0.975
@@ -85,7 +85,7 @@ OCR_EVAL = 200
 OCR_DROP = 0.01
 """The OCR search's budget: one string of the 200 tuning lines is 0.005 (a detector's 0.03 is a box
 or two of 50 frames)."""
-# one setting for all three models: the OCR recognizer's region (backends/onnx/region_search.py)
+# one setting for all three models: the OCR recognizer's region (backends/passes/quant/region_search.py)
 # needs 8 of its 23 layers plus the points it keeps; the detectors meet the budget with points alone
 MAX_LAYERS = 12
 
@@ -165,7 +165,7 @@ def _lines(folder: Path, count: int, seed: int) -> Path:
 
 
 def _feeds(model: Path, folder: Path) -> list[dict[str, np.ndarray]]:
-    from backends.onnx import data
+    from backends.passes import data
 
     specs = data.model_inputs(model)
     return [data.read_sample(p, specs).feed for p in sorted(folder.glob("*.npy"))]
@@ -182,8 +182,8 @@ def _npuctl(
     max_drop: float = 0.03,
 ) -> tuple[Path, float, str, str]:
     from backends import registry
-    from backends.base import StageRequest
     from backends.catalog import target
+    from backends.sdk.base import StageRequest
 
     work.mkdir(parents=True, exist_ok=True)
     section: dict[str, Any] = {"mode": "ptq", "calibration": {"data": "calib", "samples": CALIB}}
@@ -201,7 +201,7 @@ def _npuctl(
         work,
         work / "quantize.log",
     )
-    from backends.errors import TerminalError
+    from backends.sdk.errors import TerminalError
 
     start = time.perf_counter()
     try:
@@ -227,7 +227,7 @@ def _nncf(model: Path, calib: Path, out: Path) -> Path:
 def _ort_default(model: Path, calib: Path, out: Path) -> Path:
     from onnxruntime.quantization import quantize_static
 
-    from backends.onnx.calibration import ChunkReader
+    from backends.passes.quant.calibration import ChunkReader
 
     quantize_static(str(model), str(out), ChunkReader(_feeds(model, calib)))
     return out
@@ -238,7 +238,7 @@ def _agreement(
 ) -> list[float]:
     """The candidate's score against the float model under each task; `grey`: the float model itself on
     inputs with uniform noise of +-1 grey level (`grey` in input units), the data's own noise floor."""
-    from backends.onnx import accuracy, data
+    from backends.passes import accuracy, data
 
     specs = data.model_inputs(model)
     samples = [data.read_sample(p, specs) for p in sorted(evaluation.glob("*.npy"))]
@@ -347,7 +347,7 @@ def compare(runs: int, threads: int) -> None:
             "   goal with auto: >= 0.95 and >= NNCF on each model, latency <= 0.70, search < 120 s (320x320)"
         )
         print("   without auto (placement alone): box F1 >= 0.90")
-        from backends.host import host_isa, int8_dot
+        from backends.sdk.host import host_isa, int8_dot
 
         print(
             f"   scores: each model's QDQ math (ONNX Runtime, Q/DQ not fused); this host ({host_isa()}): "

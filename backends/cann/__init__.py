@@ -3,23 +3,23 @@
 ATC cannot be installed here. compile writes what it takes (toolchains.md §4): `build.sh` with the
 `atc` command line (`--framework=5 --input_shape --soc_version --precision_mode`, plus
 `--insert_op_conf`, `--fusion_switch_file`, `--keep_dtype` when used), the AIPP config from the
-preprocess section (converted by backends.onnx.preprocess_forms), a fusion switch file from
+preprocess section (converted by backends.passes.preprocess.forms), a fusion switch file from
 `rewrite.fusion`, and a keep_dtype list from the sensitive layers. With ATC (`ASCEND_TOOLKIT_HOME` or
 `atc` on PATH) it runs it and the .om becomes an artifact too.
 
 preprocess is CANN's own: when the section fits AIPP (uint8 NHWC frames, no resize), the graph is left
 as it is and AIPP does the colour swap and normalization on the AI Core; otherwise the shared pass folds
-it into the graph. quantize is the shared pass plus a record of the kept layers (backends.metadata).
+it into the graph. quantize is the shared pass plus a record of the kept layers (backends.sdk.metadata).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from backends.base import StageImpl
-from backends.onnx import SHARED
-from backends.registration import Registration, by_stage
-from backends.sdk import Sdk
+from backends.passes import SHARED
+from backends.sdk.base import StageImpl
+from backends.sdk.registration import Registration, by_stage
+from backends.sdk.vendor_bundle import Sdk
 
 NAME = "cann"
 ADAPTER_VERSION = "1"
@@ -67,7 +67,7 @@ OPTIONS_SCHEMA: dict[str, Any] = {
 
 def bundle_evaluate() -> StageImpl:
     """evaluate: the bundle adapter's, for CANN's SDK and its .om."""
-    from backends.sdk import BundleEvaluate
+    from backends.sdk.vendor_bundle import BundleEvaluate
 
     return BundleEvaluate(SDK, "om")
 

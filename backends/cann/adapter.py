@@ -7,12 +7,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from backends import metadata
-from backends.base import StageOutput, StageRequest
 from backends.cann import ADAPTER_VERSION, SDK
 from backends.catalog import Target
-from backends.errors import TerminalError
-from backends.sdk import (
+from backends.sdk import metadata
+from backends.sdk.base import StageOutput, StageRequest
+from backends.sdk.errors import TerminalError
+from backends.sdk.vendor_bundle import (
     PREPROCESS_KEY,
     SENSITIVE_KEY,
     BundleCompile,
@@ -38,7 +38,7 @@ class CannQuantize(RecordingQuantize):
 
 def aipp_plan(section: Mapping[str, Any], shape: Sequence[int]) -> dict[str, Any]:
     """AIPP fields for the model input (NCHW, 3 channels) or {"supported": False, "note": why not}."""
-    from backends.onnx import preprocess_forms as forms
+    from backends.passes.preprocess import forms as forms
 
     if section.get("resize"):
         return {"supported": False, "note": "AIPP resize is not generated; the resize stays in the model"}
@@ -62,14 +62,14 @@ class CannPreprocess:
     stage = "preprocess"
 
     def fingerprint(self) -> dict[str, str]:
-        from backends.onnx.preprocess import PreprocessPass
+        from backends.passes.preprocess.stage import PreprocessPass
 
         return PreprocessPass().fingerprint()
 
     def run(self, request: StageRequest) -> StageOutput:
         import onnx
 
-        from backends.onnx.data import model_inputs
+        from backends.passes.data import model_inputs
 
         section = dict(request.config.get("preprocess") or {})
         source = request.inputs.get("model")
@@ -91,7 +91,7 @@ class CannPreprocess:
             return StageOutput(
                 artifacts={"model": out}, report={"aipp": plan}, note="preprocess as CANN AIPP"
             )
-        from backends.onnx.preprocess import PreprocessPass
+        from backends.passes.preprocess.stage import PreprocessPass
 
         output = PreprocessPass().run(request)
         folded = output.artifacts["model"]
@@ -162,7 +162,7 @@ def bundle_members(
 ) -> tuple[dict[str, bytes | Path], dict[str, Any]]:
     import onnx
 
-    from backends.onnx.data import model_inputs
+    from backends.passes.data import model_inputs
 
     model = onnx.load(str(model_path), load_external_data=False)
     inputs = model_inputs(model)

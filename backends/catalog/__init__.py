@@ -86,7 +86,7 @@ PLUGIN_GROUP = "npuctl.catalog"
 @cache
 def plugin_folders() -> tuple[Path, ...]:
     """The catalog folders of the installed plug-ins (installed code, never a repository's)."""
-    from backends import dists
+    from backends.sdk import dists
 
     if not dists.may_declare(PLUGIN_GROUP):
         return ()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.registration import Registration, by_stage
+from backends.sdk.registration import Registration, by_stage
 
 NAME = "coreml"
 COMPUTE_UNITS = ("ALL", "CPU_AND_NE", "CPU_AND_GPU", "CPU_ONLY")
@@ -81,7 +81,7 @@ class CoreMlBackend:
         return OPTIONS_SCHEMA
 
     def missing_toolchain(self) -> str | None:
-        from backends import toolchains
+        from backends.sdk import toolchains
 
         if toolchains.python(toolchains.COREML) is None:
             return f"coremltools {toolchains.COREML.version} not installed: {toolchains.COREML.install_hint}"

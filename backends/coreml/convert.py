@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from backends import bundles, toolchains
-from backends.base import StageOutput, StageRequest
-from backends.errors import TerminalError, ToolchainMissing
+from backends.sdk import bundles, toolchains
+from backends.sdk.base import StageOutput, StageRequest
+from backends.sdk.errors import TerminalError, ToolchainMissing
 from backends.sdk.worker import base_env, run_worker
 
 WORKER = Path(__file__).with_name("worker.py")
@@ -112,7 +112,7 @@ class CoreMlCompile:
     def run(self, request: StageRequest) -> StageOutput:
         import numpy as np
 
-        from backends.onnx import accuracy, data
+        from backends.passes import accuracy, data
 
         source = Path(request.inputs["model"])
         chosen = plan(request.config)

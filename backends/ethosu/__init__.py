@@ -20,9 +20,9 @@ from importlib.metadata import PackageNotFoundError, version
 from importlib.util import find_spec
 from typing import Any
 
-from backends.base import StageImpl
 from backends.catalog import Target
-from backends.registration import Registration, by_stage
+from backends.sdk.base import StageImpl
+from backends.sdk.registration import Registration, by_stage
 
 NAME = "ethos-u"
 INSTALL = "pip install 'npuctl[ethos-u]' (ethos-u-vela)"

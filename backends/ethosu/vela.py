@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from backends import profiles
-from backends.base import StageOutput, StageRequest
 from backends.catalog import Target
-from backends.errors import TerminalError
 from backends.ethosu import ALLOWED, fingerprint
 from backends.sdk import process
+from backends.sdk.base import StageOutput, StageRequest
+from backends.sdk.errors import TerminalError
 from backends.tflite import fingerprint as tflite_fingerprint
 from backends.tflite.stages import TfliteEvaluate, tflite_of
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.base import StageImpl
 from backends.catalog import Target
-from backends.registration import Registration, by_stage
-from backends.sdk import Sdk
+from backends.sdk.base import StageImpl
+from backends.sdk.registration import Registration, by_stage
+from backends.sdk.vendor_bundle import Sdk
 
 NAME = "mediatek"
 ADAPTER_VERSION = "2"

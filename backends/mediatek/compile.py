@@ -8,11 +8,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from backends import bundles
-from backends.base import StageOutput, StageRequest
 from backends.catalog import Target
 from backends.mediatek import ADAPTER_VERSION, ALLOWED, SDK
-from backends.sdk import json_bytes, run_tools, script
+from backends.sdk import bundles
+from backends.sdk.base import StageOutput, StageRequest
+from backends.sdk.vendor_bundle import json_bytes, run_tools, script
 from backends.tflite import fingerprint as tflite_fingerprint
 from backends.tflite.stages import tflite_of
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 from importlib.util import find_spec
 from typing import Any
 
-from backends import dists
-from backends.errors import TerminalError
-from backends.host import host_isa
-from backends.onnx import SHARED
-from backends.registration import Call, Registration, by_stage
+from backends.passes import SHARED
+from backends.sdk import dists
+from backends.sdk.errors import TerminalError
+from backends.sdk.host import host_isa
+from backends.sdk.registration import Call, Registration, by_stage
 
 FUSION_OPTIMIZERS: dict[str, tuple[str, ...]] = {
     "conv_bn": ("ConvBNFusion", "ConvAddFusion", "ConvMulFusion"),
@@ -117,7 +117,7 @@ STAGES: dict[str, Registration] = by_stage(
         name="backends.onnxruntime._quantize.HostQuantizePass",
         version=SHARED["quantize"].version + "+host",  # the shared pass, plus the host's weight rule
         ref="backends.onnxruntime._quantize:HostQuantizePass",
-        fingerprint=(*(SHARED["quantize"].fingerprint or ()), Call("backends.host:int8_fingerprint")),
+        fingerprint=(*(SHARED["quantize"].fingerprint or ()), Call("backends.sdk.host:int8_fingerprint")),
     ),
     Registration(
         "compile",

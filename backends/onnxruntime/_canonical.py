@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from backends.errors import TerminalError
+from backends.sdk.errors import TerminalError
 
 if TYPE_CHECKING:
     import onnx

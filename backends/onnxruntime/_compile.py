@@ -19,9 +19,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from backends.base import StageOutput, StageRequest
-from backends.errors import TerminalError, one_line
 from backends.onnxruntime import OPTIMIZATION_LEVELS, disabled_optimizers, fingerprint, validate_options
+from backends.sdk.base import StageOutput, StageRequest
+from backends.sdk.errors import TerminalError, one_line
 
 SESSION_FORMAT = 1
 
@@ -67,11 +67,11 @@ def check_ort(
     request: StageRequest, artifact: Path, settings: dict[str, Any], source: Path
 ) -> dict[str, Any]:
     """The .ort run through the local runner (benchprog, the shared harness) on the check samples,
-    against the source ONNX; a disagreement fails this compile (backends.artifact_check)."""
-    from backends import artifact_check as A
-    from backends.onnx.data import model_inputs
+    against the source ONNX; a disagreement fails this compile (backends.sdk.artifact_check)."""
     from backends.onnxruntime._evaluate import _prepare_job
+    from backends.passes.data import model_inputs
     from backends.runners.local import LocalRunner
+    from backends.sdk import artifact_check as A
 
     inputs = model_inputs(source)
     samples, data = A.check_samples(request, inputs)
@@ -115,7 +115,7 @@ def _check_batch(model: Path, batch: int) -> None:
     """ORT runs the shapes import fixed; a compile.batch other than 1 must agree with them."""
     if batch == 1:
         return
-    from backends.onnx.data import model_inputs
+    from backends.passes.data import model_inputs
 
     for spec in model_inputs(model):
         if not spec.shape or spec.shape[0] != batch:
@@ -225,7 +225,7 @@ def _save_canonical(model: Any, path: Path) -> None:
     written whole, as before."""
     import onnx
 
-    from backends.onnx.facts import DTYPE_BYTES
+    from backends.passes.facts import DTYPE_BYTES
 
     # sized from the dims: ByteSize() and reading raw_data both copy the tensor
     large = any(
@@ -246,10 +246,10 @@ def _save_canonical(model: Any, path: Path) -> None:
 
 
 def _skimmed(path: Path) -> Any:
-    """The model's graph without the data of its large initializers (backends.onnx.skim)."""
+    """The model's graph without the data of its large initializers (backends.passes.skim)."""
     import onnx
 
-    from backends.onnx.skim import skim
+    from backends.passes.skim import skim
 
     with path.open("rb") as fh:
         return onnx.load_from_string(skim(fh, path.stat().st_size))
@@ -267,8 +267,8 @@ def _agrees(reference: Path, artifact: Path, log: Path | None = None) -> float:
     with the same kernels, so any difference means the conversion broke something."""
     import numpy as np
 
-    from backends.onnx.accuracy import run_model
-    from backends.onnx.data import model_inputs, random_feed
+    from backends.passes.accuracy import run_model
+    from backends.passes.data import model_inputs, random_feed
 
     inputs = model_inputs(reference)
     feed = random_feed(inputs, seed=0)
@@ -297,11 +297,11 @@ def _artifact_outputs(artifact: Path, feed: dict[str, Any], inputs: list[Any], l
     runs in a fresh benchprog process: ONNX Runtime holds an .ort's weights three times while it
     loads it (the file, the parsed tensors, the session's), which on top of this long-lived child's
     own footprint made compile the largest process of an apply."""
-    from backends.onnx.accuracy import run_model
+    from backends.passes.accuracy import run_model
 
     if artifact.stat().st_size < AGREE_IN_PROCESS_BYTES:
         return list(run_model(artifact, [feed]).values[0])
-    from backends.onnx.data import Sample
+    from backends.passes.data import Sample
     from backends.runners import write_request
     from backends.runners.benchprog import FORMAT_VERSION
     from backends.runners.local import LocalRunner

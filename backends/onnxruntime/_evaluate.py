@@ -14,13 +14,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from backends.base import StageOutput, StageRequest
-from backends.errors import TerminalError
-from backends.evidence import about_host, cpu_name
-from backends.onnx.data import InputSpec, model_inputs
 from backends.onnxruntime import fingerprint
+from backends.passes.data import InputSpec, model_inputs
 from backends.runners import runner_for, write_request
 from backends.sdk import measure
+from backends.sdk.base import StageOutput, StageRequest
+from backends.sdk.errors import TerminalError
+from backends.sdk.evidence import about_host, cpu_name
 from backends.sdk.measure import Samples, measurements, score_job, task_and_labels
 
 
@@ -78,8 +78,8 @@ def record_profile(
     """benchprog's trace mapped onto the deployed model, costed and attributed; None when the runner
     gave no profile (an older benchprog on a device)."""
     from backends import profiles
-    from backends.onnx.facts import load_light
     from backends.onnxruntime._profile import runtime_layers
+    from backends.passes.facts import load_light
     from backends.profiles.suggest import suggest
 
     trace = result.get("profile") or {}

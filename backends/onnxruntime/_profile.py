@@ -16,8 +16,8 @@ from typing import Any
 import onnx
 from google.protobuf.message import DecodeError
 
-from backends.errors import TerminalError
-from backends.onnx.facts import load_light
+from backends.passes.facts import load_light
+from backends.sdk.errors import TerminalError
 
 
 def ort_graph(artifact: Path) -> list[dict[str, Any]]:

@@ -2,7 +2,7 @@
 kernels sum exactly.
 
 The cpu target is the host, so its int8 model runs on the host's kernels, and those differ by ISA
-(backends.host.int8_dot): x86 without VNNI sums u8 x s8 product pairs in int16 and clips. There the
+(backends.sdk.host.int8_dot): x86 without VNNI sums u8 x s8 product pairs in int16 and clips. There the
 weights are uint8 (asymmetric, per channel as before): ONNX Runtime's u8u8 kernels widen to int16
 before they multiply and never clip, at the same speed on such a host. With int8 activations
 (there is no s8 x u8 kernel) the weights are 7-bit instead (reduce_range). Where the kernels are exact
@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from backends.base import StageRequest
-from backends.host import int8_dot, int8_fingerprint
-from backends.onnx.quant_policy import Policy
-from backends.onnx.quantize import QuantizePass
+from backends.passes.quant.policy import Policy
+from backends.passes.quant.stage import QuantizePass
+from backends.sdk.base import StageRequest
+from backends.sdk.host import int8_dot, int8_fingerprint
 
 _SWITCH = (
     "weights uint8 (asymmetric): this host's int8 kernels clip u8 x s8 sums (x86 without VNNI); "

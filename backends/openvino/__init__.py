@@ -20,9 +20,9 @@ import glob
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from backends import toolchains
 from backends.catalog import Target
-from backends.registration import Call, Dist, Registration, by_stage
+from backends.sdk import toolchains
+from backends.sdk.registration import Call, Dist, Registration, by_stage
 
 NAME = "openvino"
 INSTALL = "pip install 'npuctl[openvino]' (openvino, nncf)"

@@ -1,7 +1,7 @@
 """OpenVINO's check stage: the shared placement, with the plugin's own answer where it has one.
 
 `core.query_model(model, "NPU")` lists the ops the NPU plugin will run; when an NPU is present its
-map wins over the op table (backends.onnx.placement takes a backend's node -> device map, and the
+map wins over the op table (backends.passes.placement takes a backend's node -> device map, and the
 report's `source` names it). Without an NPU, querying the CPU plugin says nothing about the NPU, so
 the table placement stays and the report records what the CPU plugin (which measures on this host)
 accepts. OpenVINO names ops by their ONNX node name or output tensor name; both are matched.
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.base import StageOutput, StageRequest
-from backends.onnx.check import CheckPass, quantization_config
 from backends.openvino import fingerprint
+from backends.passes.check import CheckPass, quantization_config
+from backends.sdk.base import StageOutput, StageRequest
 
 
 def device_map(model: Any, supported: dict[str, str], device: str) -> dict[str, str]:
@@ -57,8 +57,8 @@ class OpenVinoCheck(CheckPass):
     def _npu(self, request: StageRequest) -> StageOutput:
         import onnx
 
-        from backends.onnx import placement as P
-        from backends.onnx.check import dump_json, summarize, write_log
+        from backends.passes import placement as P
+        from backends.passes.check import dump_json, summarize, write_log
 
         model = onnx.load(str(request.inputs["model"]))
         supported = query(str(request.inputs["model"]), "NPU")

@@ -3,7 +3,7 @@
 The ONNX is converted with `ov.convert_model` (because under OpenVINO 2026.4.1,
 `core.read_model` of an NNCF-quantized detector gave an IR that found no boxes while convert_model's
 was right), and whichever path is used, the saved IR is checked against its source before it is
-recorded (backends.artifact_check): a compile that changes the numerics fails here.
+recorded (backends.sdk.artifact_check): a compile that changes the numerics fails here.
 
 INFERENCE_PRECISION_HINT is always set: on a CPU with AMX the plugin's default is bf16, so a "float"
 run would silently be bf16. Weights are saved uncompressed (`compress_to_fp16=False`) unless the spec
@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from backends.base import StageOutput, StageRequest
-from backends.errors import TerminalError
 from backends.openvino import fingerprint
+from backends.sdk.base import StageOutput, StageRequest
+from backends.sdk.errors import TerminalError
 
 
 def device(options: Mapping[str, Any], available: list[str]) -> str:
@@ -92,10 +92,10 @@ def check_ir(
     against the source ONNX under ONNX Runtime; a disagreement fails this compile (artifact_check)."""
     import tempfile
 
-    from backends import artifact_check as A
-    from backends.onnx.data import model_inputs
     from backends.openvino.evaluate import prepare_job
+    from backends.passes.data import model_inputs
     from backends.runners.local import LocalRunner
+    from backends.sdk import artifact_check as A
 
     inputs = model_inputs(source)
     samples, data = A.check_samples(request, inputs)

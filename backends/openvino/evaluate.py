@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from backends import profiles
-from backends.base import StageOutput, StageRequest
-from backends.errors import TerminalError
-from backends.evidence import about_host, cpu_name
 from backends.openvino import fingerprint
+from backends.sdk.base import StageOutput, StageRequest
+from backends.sdk.errors import TerminalError
+from backends.sdk.evidence import about_host, cpu_name
 
 
 def _settings(request: StageRequest) -> tuple[Path, Path, dict[str, Any]]:
@@ -67,7 +67,7 @@ def prepare_job(
 def evidence_for(runner: Any, device: str, target_device: str, precision: str) -> tuple[str, str]:
     """(evidence, what ran): device evidence only when the plugin that ran is the target's own device
     (its NPU, here or on a board reached through the runner); the CPU plugin, wherever it runs, is
-    evidence about that CPU (backends.evidence)."""
+    evidence about that CPU (backends.sdk.evidence)."""
     where = "this host" if runner.describe() == "local" else runner.describe()
     ran = f"OpenVINO {device} plugin, {precision}, on {where}"
     if device == target_device:
@@ -82,7 +82,7 @@ class OpenVinoEvaluate:
         return fingerprint()
 
     def run(self, request: StageRequest) -> StageOutput:
-        from backends.onnx.data import model_inputs
+        from backends.passes.data import model_inputs
         from backends.runners import runner_for
         from backends.sdk import measure
         from backends.sdk.measure import measurements, score_job, task_and_labels

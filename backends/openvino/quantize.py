@@ -6,7 +6,7 @@ artifact stays an ONNX file every later stage and the float-reference comparison
 compile stage reads it like any other. Sensitive layers become `nncf.IgnoredScope(names, patterns,
 types, validate=True)`: glob patterns are translated to NNCF's regular expressions, and a rule that
 matches nothing fails before calibration (the spec's contract and NNCF's `validate`). Calibration
-samples come from the shared sample reader (backends.onnx.data), exactly `calibration.samples` of them.
+samples come from the shared sample reader (backends.passes.data), exactly `calibration.samples` of them.
 The preset follows the activation type: symmetric int8 activations are NNCF's PERFORMANCE preset,
 asymmetric uint8 its MIXED preset. `calibration.method` maps onto NNCF's activation range estimator:
 minmax -> MINMAX (min and max over all samples, as ONNX Runtime's MinMax), percentile p -> per-sample
@@ -25,9 +25,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from backends.base import StageOutput, StageRequest
-from backends.errors import TerminalError
 from backends.openvino import fingerprint
+from backends.sdk.base import StageOutput, StageRequest
+from backends.sdk.errors import TerminalError
 
 
 def _estimator_text(method: str, percentile: float) -> str:
@@ -38,7 +38,7 @@ def _estimator_text(method: str, percentile: float) -> str:
 
 def ignored_scope_args(model: Any, rules: Any) -> dict[str, list[str]]:
     """names / patterns / types for nncf.IgnoredScope from the spec's sensitive-layer rules."""
-    from backends.onnx.quant_policy import compute_nodes
+    from backends.passes.quant.policy import compute_nodes
 
     names: list[str] = []
     patterns: list[str] = []
@@ -121,14 +121,14 @@ class NncfQuantize:
     stage = "quantize"
 
     def fingerprint(self) -> dict[str, str]:
-        from backends.onnx.quantize import QuantizePass
+        from backends.passes.quant.stage import QuantizePass
 
         return {**fingerprint(), **{f"shared.{k}": v for k, v in QuantizePass().fingerprint().items()}}
 
     def run(self, request: StageRequest) -> StageOutput:
         section: Mapping[str, Any] = request.config.get("quantization") or {}
         if section.get("mode") != "ptq":
-            from backends.onnx.quantize import QuantizePass
+            from backends.passes.quant.stage import QuantizePass
 
             output = QuantizePass().run(request)
             output.report["quantizer"] = "onnxruntime (shared pass)"
@@ -139,7 +139,8 @@ class NncfQuantize:
         import nncf
         import onnx
 
-        from backends.onnx import data, quant_policy
+        from backends.passes import data
+        from backends.passes.quant import policy as quant_policy
 
         policy = quant_policy.resolve(request.config, request.target)
         if policy.weights != "int8" or policy.activations not in ("int8", "uint8"):
@@ -207,7 +208,9 @@ class NncfQuantize:
             "samples": len(samples),
             "quantize_nodes": qdq,
         }
-        from backends.onnx import quantize_check  # the NNCF model against its float source, in ORT
+        from backends.passes.quant import (
+            check as quantize_check,  # the NNCF model against its float source, in ORT
+        )
 
         files = data.select_files(Path(folder), policy.samples, policy.seed, "quantization.calibration.data")
         reference = Path(request.inputs.get("float_model", source))

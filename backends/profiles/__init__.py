@@ -33,14 +33,14 @@ import onnx
 
 FORMAT_VERSION = 1
 
-COST_EVIDENCE = "estimated: the check stage's cost model (backends.onnx.estimate) on the deployed model"
+COST_EVIDENCE = "estimated: the check stage's cost model (backends.passes.estimate) on the deployed model"
 
 
 def with_costs(layers: list[dict[str, Any]], model: onnx.ModelProto, placement: Mapping[str, Any]) -> None:
     """Adds each layer's MACs and bytes moved (weights + activations read and written, at the
     placement's precision) and the device the target's placement plans for its ONNX nodes."""
-    from backends.onnx.estimate import node_cost
-    from backends.onnx.facts import analyse
+    from backends.passes.estimate import node_cost
+    from backends.passes.facts import analyse
 
     facts = analyse(model)
     index = {name: i for i, name in enumerate(facts.names)}

@@ -4,7 +4,7 @@ device the check's placement plans for it, and every NPU<->CPU crossing at its h
 
 Each figure is an estimate and the record says so (`evidence`, `evidence_of`, `how`): it ranks layers
 and feeds the same attribution and suggestions as a measured profile, never a verdict. Per node the
-time is max(compute, memory) as backends.onnx.estimate costs a partition, so the layers sum to at
+time is max(compute, memory) as backends.passes.estimate costs a partition, so the layers sum to at
 least the placement's partition estimate (a partition's bound is taken once over all its nodes).
 """
 
@@ -21,8 +21,8 @@ def cost_model_layers(
     model: Any, placement: Mapping[str, Any], target: Any
 ) -> tuple[list[dict[str, Any]], int]:
     """(layers, nodes of the model the placement does not plan: added after the check, not costed)."""
-    from backends.onnx.estimate import PartitionWork, Precision, crossing_ms, node_cost, partition_ms
-    from backends.onnx.facts import analyse
+    from backends.passes.estimate import PartitionWork, Precision, crossing_ms, node_cost, partition_ms
+    from backends.passes.facts import analyse
 
     facts = analyse(model)
     precision = Precision(**dict(placement["precision"]))
@@ -85,7 +85,7 @@ def cost_model_profile(
     if unplanned:
         how += f"; {unplanned} nodes added after the check (preprocessing) are not costed"
     profile = profiles.build(
-        runtime="cost model (backends.onnx.estimate)",
+        runtime="cost model (backends.passes.estimate)",
         evidence=EVIDENCE,
         how=how,
         layers=layers,

@@ -3,7 +3,7 @@ its expected gain, ranked by that gain (the fixed-shape-variant rule is in backe
 
 Every gain is an estimate (named so): the measured time of the layers a change would move, minus the
 roofline time the same work needs where it would go. The rewrite rule does not guess which ops the
-library can replace: it dry-runs the rewrite library (backends.onnx.rewrite) on the float model for the
+library can replace: it dry-runs the rewrite library (backends.passes.rewrite.stage) on the float model for the
 target and bills only the fallback layers whose ONNX nodes that run really moves to the NPU.
 """
 
@@ -20,7 +20,7 @@ MIN_GAIN_SHARE = 0.02
 """A suggestion worth less than this share of the profiled time is noise, not advice."""
 
 PREPROCESS_MARK = "/preprocess/"
-"""backends.onnx.preprocess names the nodes it prepends `<input>/preprocess/<step>`."""
+"""backends.passes.preprocess.stage names the nodes it prepends `<input>/preprocess/<step>`."""
 
 GAIN_NOTE = "estimated: measured time of the layers moved minus their roofline time where they would run"
 
@@ -35,8 +35,8 @@ def rewrite_rule(
     profile: Mapping[str, Any], target: Any, float_model: onnx.ModelProto | None, precision: Mapping[str, Any]
 ) -> dict[str, Any] | None:
     """rewrite.replace_unsupported, when the library moves fallback layers of this profile to the NPU."""
-    from backends.onnx.estimate import crossing_ms
-    from backends.onnx.rewrite import rewrite_model
+    from backends.passes.estimate import crossing_ms
+    from backends.passes.rewrite.stage import rewrite_model
 
     fallback = set((profile.get("attribution") or {}).get("fallback_layers") or [])
     if not fallback or float_model is None or target.npu_cores == 0:

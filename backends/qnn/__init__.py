@@ -21,7 +21,7 @@ preprocess section. With the SDK (`QNN_SDK_ROOT` or the tools on PATH) it runs t
 binary becomes an artifact too.
 
 preprocess and quantize are the shared ONNX passes plus a record in the model's metadata
-(backends.metadata) of what compile needs and cannot read from its own config: the preprocess
+(backends.sdk.metadata) of what compile needs and cannot read from its own config: the preprocess
 section and the layers kept at higher precision.
 """
 
@@ -31,8 +31,8 @@ from importlib.metadata import PackageNotFoundError, version
 from importlib.util import find_spec
 from typing import Any
 
-from backends.registration import Call, Dist, Registration, by_stage
-from backends.sdk import Sdk
+from backends.sdk.registration import Call, Dist, Registration, by_stage
+from backends.sdk.vendor_bundle import Sdk
 
 NAME = "qnn"
 ADAPTER_VERSION = "1"

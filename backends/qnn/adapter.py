@@ -6,12 +6,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from backends import metadata
-from backends.base import StageRequest
 from backends.catalog import Target
-from backends.errors import TerminalError
 from backends.qnn import ADAPTER_VERSION, SDK
-from backends.sdk import (
+from backends.sdk import metadata
+from backends.sdk.base import StageRequest
+from backends.sdk.errors import TerminalError
+from backends.sdk.vendor_bundle import (
     PREPROCESS_KEY,
     SENSITIVE_KEY,
     BundleCompile,
@@ -41,7 +41,7 @@ class QnnQuantize(RecordingQuantize):
 def quantization_overrides(model: Any, kept: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """AIMET-format encodings overrides (--quantization_overrides) for the kept layers: their output
     activations and their weights at the kept precision; None when no layer is kept."""
-    from backends.sdk import tensor_names
+    from backends.sdk.vendor_bundle import tensor_names
 
     if not kept:
         return None
@@ -170,7 +170,7 @@ def bundle_members(
     """Every file of the bundle, and the manifest (also one of the files)."""
     import onnx
 
-    from backends.onnx.data import model_inputs
+    from backends.passes.data import model_inputs
 
     model = onnx.load(str(model_path), load_external_data=False)
     inputs = model_inputs(model)

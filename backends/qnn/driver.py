@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from backends.errors import TerminalError, TransientError
 from backends.sdk import process
+from backends.sdk.errors import TerminalError, TransientError
 
 TIMEOUT_S = 1800.0
 

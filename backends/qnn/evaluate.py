@@ -10,11 +10,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from backends.base import StageOutput, StageRequest
-from backends.errors import TerminalError
 from backends.qnn import driver, fingerprint, timing
 from backends.qnn.profile import qnn_profile, read_profile
 from backends.qnn.stages import _read_outputs, _write_samples, context_files, soc
+from backends.sdk.base import StageOutput, StageRequest
+from backends.sdk.errors import TerminalError
 
 
 class QnnEvaluate:
@@ -27,7 +27,7 @@ class QnnEvaluate:
         return {**fingerprint(), "htp_clocks": _htp_clocks()}
 
     def run(self, request: StageRequest) -> StageOutput:
-        from backends.onnx import accuracy, data
+        from backends.passes import accuracy, data
 
         evaluate: Mapping[str, Any] = request.config.get("evaluate") or {}
         runner = str(evaluate.get("runner", "local"))

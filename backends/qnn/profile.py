@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from backends.base import StageRequest
+from backends.sdk.base import StageRequest
 
 NOMINAL_CLOCK_HZ = 1e9
 """Milliseconds for a target whose catalog entry gives no htp_clock_mhz (the profile says so)."""

@@ -14,14 +14,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from backends.base import StageOutput, StageRequest
 from backends.catalog import Target
-from backends.errors import TerminalError
-from backends.onnx.check import CheckPass
-from backends.onnx.quant_policy import Policy
-from backends.onnx.quantize import QuantizePass
+from backends.passes.check import CheckPass
+from backends.passes.quant.policy import Policy
+from backends.passes.quant.stage import QuantizePass
 from backends.qnn import STAGES, adapter, driver, fingerprint
 from backends.qnn.validation import device_map, parse
+from backends.sdk.base import StageOutput, StageRequest
+from backends.sdk.errors import TerminalError
 
 HTP_ACTIVATIONS = ("uint8", "uint16")
 CONTEXT_SAMPLES = 1
@@ -66,9 +66,9 @@ class QnnCheck(CheckPass):
     def run(self, request: StageRequest) -> StageOutput:
         import onnx
 
-        from backends.onnx import placement as P
-        from backends.onnx.check import dump_json, quantization_config, summarize, write_log
-        from backends.onnx.facts import name_nodes
+        from backends.passes import placement as P
+        from backends.passes.check import dump_json, quantization_config, summarize, write_log
+        from backends.passes.facts import name_nodes
 
         chip = soc(request.target, request.config)
         model = onnx.load(str(request.inputs["model"]))
@@ -128,7 +128,7 @@ def qnn_options(model: Path, policy: Policy) -> dict[str, Any]:
     from onnxruntime.quantization import QuantType
     from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config
 
-    from backends.onnx.quant_policy import quant_type
+    from backends.passes.quant.policy import quant_type
 
     class _NoData:
         def get_next(self) -> None:
@@ -199,7 +199,7 @@ class QnnQuantize(adapter.QnnQuantize):
         return QnnQuantizePass()
 
     def run(self, request: StageRequest) -> StageOutput:
-        from backends.onnx.quant_policy import resolve
+        from backends.passes.quant.policy import resolve
 
         policy = resolve(request.config, request.target)
         if policy.mode == "ptq" and policy.activations not in HTP_ACTIVATIONS:
@@ -294,10 +294,10 @@ class QnnCompile(adapter.QnnCompile):
 
 def check_context(job: Path, source: Path, chip: Mapping[str, str], request: StageRequest) -> dict[str, Any]:
     """The compiled context model against its source, with the compile check every backend uses
-    (backends.artifact_check: worst error relative to each output channel's range, the integer or half
+    (backends.sdk.artifact_check: worst error relative to each output channel's range, the integer or half
     precision tolerance); TerminalError outside it."""
-    from backends import artifact_check
-    from backends.onnx import data
+    from backends.passes import data
+    from backends.sdk import artifact_check
 
     specs = data.model_inputs(source)
     samples, where = artifact_check.check_samples(request, specs, CONTEXT_SAMPLES)
@@ -331,7 +331,7 @@ def _write_samples(path: Path, samples: list[list[Any]]) -> None:
 def _read_outputs(path: Path, count: int, reference: Any) -> Any:
     import numpy as np
 
-    from backends.onnx import accuracy
+    from backends.passes import accuracy
 
     out = accuracy.ModelOutputs(reference.names)
     with np.load(path) as archive:

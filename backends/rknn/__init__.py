@@ -1,7 +1,7 @@
 """Rockchip RKNPU2 backend (rk3588, rk3576, rk3566, rk3562, rv1106) through rknn-toolkit2.
 
 The toolkit pins numpy<=1.26.4 and onnx<=1.18, so it runs in a managed venv
-(`npuctl toolchain install rknn`, backends.toolchains) and is driven as a subprocess (worker.py, JSON
+(`npuctl toolchain install rknn`, backends.sdk.toolchains) and is driven as a subprocess (worker.py, JSON
 request/result files). Stages it implements itself:
 
 - preprocess: RKNN's own form (the NPU applies mean/std to the raw uint8 frame; see preprocess.py);
@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends import toolchains
 from backends.catalog import Target
-from backends.registration import Registration, by_stage
+from backends.sdk import toolchains
+from backends.sdk.registration import Registration, by_stage
 
 NAME = "rknn"
 
@@ -60,7 +60,7 @@ class RknnBackend:
     stages = STAGES
     evidence_here = "measured:host simulator (accuracy, no latency); measured:device through ssh/adb"
     managed_toolchain = "rknn"
-    """The managed environment (backends.toolchains) it runs in: `npuctl toolchain install --needed` reads it."""
+    """The managed environment (backends.sdk.toolchains) it runs in: `npuctl toolchain install --needed` reads it."""
 
     def fingerprint(self) -> dict[str, str]:
         from backends.rknn.driver import worker_digest
@@ -96,7 +96,7 @@ class RknnBackend:
 
     def spec_errors(self, spec: dict[str, Any], target: Target) -> list[tuple[str, str]]:
         """What rknn-toolkit2 cannot build on this chip with `quantization` (backends.rknn.quant_fit)."""
-        from backends.onnx.quant_policy import has_float
+        from backends.passes.quant.policy import has_float
         from backends.rknn import quant_fit
 
         chip = str(target.extra.get("rknn_platform") or target.id)

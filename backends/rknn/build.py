@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from backends import bundles
 from backends.catalog import Target
-from backends.errors import TerminalError
 from backends.rknn.preprocess import read_meta
+from backends.sdk import bundles
+from backends.sdk.errors import TerminalError
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from backends.onnx.data import InputSpec
+    from backends.passes.data import InputSpec
 
 QUANT_FILE = "quant.json"
 MODEL_FILE = "model.onnx"
@@ -87,7 +87,7 @@ def core_mask(target: Target, cores: int | None) -> dict[str, Any]:
 def raw_inputs(model_inputs: Sequence[InputSpec], meta: Mapping[str, Any] | None) -> list[InputSpec]:
     """The inputs as the application feeds them: with an RKNN preprocess record, the preprocessed input
     is the raw frame (NHWC or NCHW, uint8 or float32); other inputs are as the model takes them."""
-    from backends.onnx.data import InputSpec
+    from backends.passes.data import InputSpec
 
     if not meta:
         return list(model_inputs)
@@ -150,7 +150,7 @@ def prepare(model: Path, folder: Path) -> Prepared:
 
 
 def graph_inputs(onnx_path: Path) -> tuple[list[str], list[list[int]]]:
-    from backends.onnx.data import model_inputs
+    from backends.passes.data import model_inputs
 
     specs = model_inputs(onnx_path)
     return [s.name for s in specs], [list(s.shape) for s in specs]

@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from backends import outside_tmp, toolchains
-from backends.errors import ToolchainMissing
+from backends.sdk import outside_tmp, toolchains
+from backends.sdk.errors import ToolchainMissing
 from backends.sdk.worker import run_worker
 
 WORKER = Path(__file__).with_name("worker.py")
@@ -63,7 +63,7 @@ def worker_env(job_dir: Path) -> dict[str, str]:
 @contextmanager
 def job_folder() -> Iterator[Path]:
     """A scratch folder whose path has the same length on every run (see worker_env), outside the
-    repository; backends.outside_tmp records it so `npuctl gc` removes it after a kill -9."""
+    repository; backends.sdk.outside_tmp records it so `npuctl gc` removes it after a kill -9."""
     with outside_tmp.folder("npuctl-rknn-") as path:
         yield path / "job"
 

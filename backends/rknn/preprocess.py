@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from backends.base import StageOutput, StageRequest
-from backends.errors import TerminalError
+from backends.sdk.base import StageOutput, StageRequest
+from backends.sdk.errors import TerminalError
 
 if TYPE_CHECKING:
     import onnx
@@ -33,8 +33,8 @@ META_KEY = "npuctl.rknn.preprocess"
 
 def rknn_mean_std(section: Mapping[str, Any], channels: int) -> tuple[list[float], list[float]]:
     """Canonical mean/std (model channel order) -> RKNN mean_values/std_values in the order the
-    application feeds channels, through the shared conversion (backends.onnx.preprocess_forms)."""
-    from backends.onnx import preprocess_forms as forms
+    application feeds channels, through the shared conversion (backends.passes.preprocess.forms)."""
+    from backends.passes.preprocess import forms as forms
 
     form = forms.canonical(section, channels)
     if len(form.mean) != channels or len(form.std) != channels:
@@ -159,7 +159,7 @@ class RknnPreprocess:
     stage = "preprocess"
 
     def fingerprint(self) -> dict[str, str]:
-        from backends.onnx.importer import dist_version
+        from backends.passes.importer import dist_version
 
         return {"onnx": dist_version("onnx")}
 

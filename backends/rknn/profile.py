@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from backends.base import StageRequest
+from backends.sdk.base import StageRequest
 
 
 def estimated_profile(request: StageRequest) -> dict[str, Any] | None:

@@ -8,16 +8,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from backends.errors import TerminalError
 from backends.rknn import build as B
 from backends.rknn import quant_fit
+from backends.sdk.errors import TerminalError
 
 _ALGORITHMS = {"minmax": "normal", "entropy": "kl_divergence"}
 
 
 def quant_plan(config: Mapping[str, Any], target: Any, model: Any) -> tuple[dict[str, Any], list[str]]:
     """The RKNN quantization settings for the spec's section, and notes on every mapping made."""
-    from backends.onnx import quant_policy
+    from backends.passes.quant import policy as quant_policy
 
     policy = quant_policy.resolve(config, target)
     notes: list[str] = []
@@ -94,7 +94,7 @@ def calibration_files(
     """Converts `count` calibration samples to raw NCHW .npy files under `out`; returns dataset.txt lines."""
     import numpy as np
 
-    from backends.onnx import data
+    from backends.passes import data
 
     specs = B.raw_inputs(data.model_inputs(onnx_path), meta)
     out.mkdir(parents=True, exist_ok=True)

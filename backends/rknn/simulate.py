@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 from backends.rknn import build as B
 
 if TYPE_CHECKING:
-    from backends.onnx.accuracy import ModelOutputs
-    from backends.onnx.data import InputSpec, Sample
+    from backends.passes.accuracy import ModelOutputs
+    from backends.passes.data import InputSpec, Sample
 
 
 def request(samples: Sequence[Sample], raw: Sequence[InputSpec], meta: Any, sim: Path) -> dict[str, Any]:
@@ -40,7 +40,7 @@ def reference(
     float_model: Path, samples: Sequence[Sample], raw: Sequence[InputSpec], meta: Any
 ) -> ModelOutputs:
     """The float ONNX under ONNX Runtime on the same samples, normalized as the toolkit normalizes."""
-    from backends.onnx import accuracy
+    from backends.passes import accuracy
 
     feeds = [{spec.name: B.normalized(s.feed[spec.name], spec.name, meta) for spec in raw} for s in samples]
     return accuracy.run_model(float_model, feeds)
@@ -50,7 +50,7 @@ def outputs(sim: Path, like: ModelOutputs, count: int) -> ModelOutputs:
     """The simulator's outputs, shaped as the float model's."""
     import numpy as np
 
-    from backends.onnx import accuracy
+    from backends.passes import accuracy
 
     found = accuracy.ModelOutputs(like.names)
     with np.load(sim / "outputs.npz") as archive:
@@ -77,8 +77,8 @@ class CheckPlan:
 
     @classmethod
     def make(cls, stage_request: Any, prep: B.Prepared, sim: Path) -> CheckPlan:
-        from backends.artifact_check import CHECK_SAMPLES
-        from backends.onnx import data
+        from backends.passes import data
+        from backends.sdk.artifact_check import CHECK_SAMPLES
 
         raw = B.raw_inputs(data.model_inputs(prep.onnx), prep.meta)
         folder = stage_request.inputs.get("eval_data")
@@ -93,7 +93,8 @@ class CheckPlan:
         return cls(list(samples), raw, sim, where, after)
 
     def check(self, stage_request: Any, prep: B.Prepared) -> dict[str, Any]:
-        from backends.onnx import accuracy, quantize_check
+        from backends.passes import accuracy
+        from backends.passes.quant import check as quantize_check
 
         want = reference(prep.onnx, self.samples, self.raw, prep.meta)
         scored = accuracy.score(outputs(self.sim, want, len(self.samples)), want)

@@ -13,13 +13,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from backends import bundles, toolchains
-from backends.base import StageOutput, StageRequest
-from backends.errors import TerminalError
-from backends.host import host_isa, memory_layout
 from backends.rknn import build as B
 from backends.rknn import driver, simulate
 from backends.rknn.quant_plan import calibration_files, quant_plan
+from backends.sdk import bundles, toolchains
+from backends.sdk.base import StageOutput, StageRequest
+from backends.sdk.errors import TerminalError
+from backends.sdk.host import host_isa, memory_layout
 
 
 def _fingerprint() -> dict[str, str]:
@@ -41,7 +41,7 @@ class RknnQuantize:
     stage = "quantize"
 
     def fingerprint(self) -> dict[str, str]:
-        from backends.onnx.importer import dist_version
+        from backends.passes.importer import dist_version
 
         return {
             "onnx": dist_version("onnx"),
@@ -59,7 +59,7 @@ class RknnQuantize:
         plan, notes = quant_plan(request.config, request.target, model)
         members: dict[str, bytes | Path] = {B.MODEL_FILE: Path(source)}
         if plan["quantize"]:
-            from backends.onnx.quant_policy import calibration_folder
+            from backends.passes.quant.policy import calibration_folder
 
             folder = calibration_folder(request.inputs)
             meta = B.read_meta(model)
@@ -131,7 +131,7 @@ class RknnCompile:
         (8-byte words 0x00007fff........ and 0x00005555........; 1,000 bytes of 6.9 MB for PP-OCR
         rec), and its worker runs with address randomization off, so they are fixed by the kernel and
         the CPUs the worker may use: pinned to one CPU, this machine built a third file. So the
-        layout is keyed (backends.host.memory_layout) and no lock built on one is claimed for
+        layout is keyed (backends.sdk.host.memory_layout) and no lock built on one is claimed for
         another. All of these, and the venv's unpinned dependencies as this machine's installer
         resolved them, are host_* facts: another machine's build of the same spec, which the engine
         keeps from the lock rather than rebuild (reconciler.engine.resolve)."""
@@ -211,7 +211,7 @@ class RknnEvaluate:
         what the application feeds (the raw frame, NHWC), scored against the float ONNX here."""
         import numpy as np
 
-        from backends.onnx import accuracy, data
+        from backends.passes import accuracy, data
         from backends.runners import runner_for, write_request
         from backends.runners.benchprog import FORMAT_VERSION, sample_key
         from backends.sdk.measure import measurements, read_outputs
@@ -299,7 +299,7 @@ class RknnEvaluate:
         self, request: StageRequest, rknn_meta: dict[str, Any], job: Path, evaluate: Mapping[str, Any]
     ) -> StageOutput:
 
-        from backends.onnx import accuracy, data
+        from backends.passes import accuracy, data
 
         prep = B.prepare(Path(request.inputs["model"]), job)
         req = dict(rknn_meta["build_request"])

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from backends.errors import TerminalError, TransientError
+from backends.sdk.errors import TerminalError, TransientError
 
 REQUEST_FILE = "request.json"
 

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backends.errors import TerminalError, TransientError
 from backends.runners import REQUEST_FILE, bench_files, parse_result
 from backends.runners.url import RunnerUrlError
 from backends.runners.url import parse as parse_url
 from backends.sdk import process
+from backends.sdk.errors import TerminalError, TransientError
 
 SETUP_TIMEOUT_S = 120.0
 _DEVICE_GONE = ("device offline", "no devices", "device not found", "device unauthorized", "closed")

@@ -33,7 +33,7 @@ _LOCATION = re.compile(r"Exception from \S+:\d+:\s*")
 def first_line(exc: BaseException) -> str:
     """The line of a runtime's message that says what went wrong (bounded): OpenVINO's leading source
     locations dropped ("Exception from src/...cpp:224:" then the reason on a later line). The same rule
-    as backends.errors.summary, kept here because bench files run on devices with the stdlib only."""
+    as backends.sdk.errors.summary, kept here because bench files run on devices with the stdlib only."""
     lines = [_LOCATION.sub("", line).strip() for line in str(exc).strip().splitlines()]
     said = [line for line in lines if line]
     if not said:
@@ -68,7 +68,7 @@ def _load_file(name: str, path: Path) -> ModuleType:
 
 
 def harness() -> ModuleType:
-    """The one timing harness (backends.harness)."""
+    """The one timing harness (backends.sdk.harness)."""
     return load("backends", "harness")
 
 

@@ -1,7 +1,7 @@
 """The benchmark program every runner executes: `python -m backends.runners.benchprog REQUEST.json`.
 
 Standalone by design: it imports only the standard library, numpy, the runtime named in the request
-and the shared harness (`backends.harness`, or `harness.py` copied beside this file), because the ssh
+and the shared harness (`backends.sdk.harness`, or `harness.py` copied beside this file), because the ssh
 and adb runners copy these two files to a device and run them there. It prints exactly one JSON
 object on stdout and exits 0; on a failure it can explain, it prints {"ok": false, ...} and exits 2.
 Anything else (a crash, a kill) is the runner's to interpret.

@@ -14,9 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from backends.errors import TransientError
 from backends.runners import REQUEST_FILE, parse_result
 from backends.sdk import process
+from backends.sdk.errors import TransientError
 
 BENCHPROG = Path(__file__).resolve().with_name("benchprog.py")
 

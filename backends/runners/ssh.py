@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backends.errors import TerminalError, TransientError
 from backends.runners import REQUEST_FILE, bench_files, parse_result
 from backends.runners.url import RunnerUrlError
 from backends.runners.url import parse as parse_url
 from backends.sdk import process
+from backends.sdk.errors import TerminalError, TransientError
 
 CONNECTION_FAILED = 255
 SETUP_TIMEOUT_S = 60.0

@@ -1,295 +1,57 @@
-"""The public surface every backend builds on, built-in or plug-in: backends import this package and its
-modules, never another backend's private modules (tests/test_layers.py).
+"""The public surface every backend builds on, built-in or plug-in.
 
-- backends.sdk.measure: the shared half of evaluate (samples, runner outputs, scoring, measurements);
-- backends.sdk.worker: running a managed toolchain's worker script, with its error translation;
-- backends.sdk.process: isolated Python children and the one bounded run of a program;
-- this module: what the adapters for SDKs that cannot be installed here share (Qualcomm QNN, Huawei
-  CANN ATC). Their stage classes stay here: their paths (backends.sdk.BundleEvaluate) are
-  implementation names recorded in lock files.
+Backends import this package and its modules, never another backend's private modules, and never the
+reconciler (pyproject's import contracts, tests/test_layers.py). Importing it imports no toolchain.
 
-Their compile stage always writes the exact files the vendor tool takes, as one bundle artifact (a tar
-with the configuration files and a `build.sh` holding the command lines), and runs the tool only when
-it is found on PATH or under the SDK's environment variable. Without the tool the compile stage
-succeeds with the bundle alone and says so (`tool_ran: false` in its report); the evaluate stage then
-raises ToolchainMissing ("not built: toolchain not installed: ..."), so no SLO is ever judged on a
-model the vendor tool never compiled: they stay unverified. `missing_toolchain()` is None for these
-backends, because the bundle is useful, recorded output on any machine.
+The names exported here are the protocol a backend implements and the errors it raises:
+
+- `Backend`, `StageImpl`, `StageRequest`, `StageOutput`, `StageLog`, `STAGES` (backends.sdk.base);
+- `BackendError`, `TerminalError`, `TransientError`, `ToolchainMissing`, `UnsupportedStage`
+  (backends.sdk.errors): what a stage raises, toolchain exceptions translated at the adapter boundary;
+- `Registration`, `Dist`, `Call`, `by_stage` (backends.sdk.registration): a backend's `stages` table,
+  the one place a stage implementation's key identity is written.
+
+Its modules, imported by name where they are needed:
+
+- measure: the shared half of evaluate (samples, runner outputs, scoring, measurements);
+- worker: `run_worker`, a managed toolchain's worker script in its own venv, errors translated;
+- process: the one way to start a child process (argv of a Python child, a bounded run of a program);
+- child_call, stage_child: a stage run in a child interpreter, so a toolchain crash cannot take npuctl;
+- toolchains, dists, host: managed venvs, installed versions, what of this host enters a key;
+- pathpolicy, outside_tmp: what may be read or written inside an untrusted repository, and scratch
+  folders outside it;
+- artifact_check, bundles, metadata, evidence, harness: checking an artifact against its source,
+  reproducible tar bundles, records inside ONNX metadata, evidence rules, the shared timing harness;
+- vendor_bundle: the stages shared by adapters whose vendor SDK cannot be installed here (they write
+  the exact files the vendor tool takes, and run it only where it is found).
 """
 
 from __future__ import annotations
 
-import os
-import shlex
-import shutil
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from backends.sdk.base import STAGES, Backend, StageImpl, StageLog, StageOutput, StageRequest
+from backends.sdk.errors import (
+    BackendError,
+    TerminalError,
+    ToolchainMissing,
+    TransientError,
+    UnsupportedStage,
+)
+from backends.sdk.registration import Call, Dist, Registration, by_stage
 
-from backends.base import StageOutput, StageRequest
-from backends.errors import TerminalError, ToolchainMissing
-
-
-@dataclass(frozen=True)
-class Sdk:
-    """An SDK located by an environment variable (its root) or by its tools on PATH."""
-
-    name: str
-    env_var: str
-    tools: tuple[str, ...]
-    bin_dirs: tuple[str, ...]
-    """Tool folders under the SDK root, tried in order."""
-    install_hint: str
-
-    def root(self) -> Path | None:
-        value = os.environ.get(self.env_var)
-        return Path(value) if value else None
-
-    def tool(self, name: str) -> Path | None:
-        root = self.root()
-        if root is not None:
-            for sub in self.bin_dirs:
-                candidate = root / sub / name
-                if candidate.is_file() and os.access(candidate, os.X_OK):
-                    return candidate
-        found = shutil.which(name)
-        return Path(found) if found else None
-
-    def missing(self) -> list[str]:
-        return [t for t in self.tools if self.tool(t) is None]
-
-    def version(self) -> str:
-        """The SDK's version for build keys, read from files (never by running a tool): the root
-        folder's name (SDKs unpack as e.g. qairt/2.31.0.250130 or ascend-toolkit/8.0.0), or "absent"."""
-        root = self.root()
-        if root is None:
-            first = self.tool(self.tools[0])
-            if first is None:
-                return "absent"
-            return f"on PATH:{first.resolve().parent.parent.name}"
-        return root.resolve().name or str(root)
-
-    def not_installed(self) -> str:
-        tools = ", ".join(self.missing()) or ", ".join(self.tools)
-        return f"{tools} not installed: {self.install_hint}"
-
-
-def script(lines: Sequence[Sequence[str]], sdk: Sdk, header: str) -> str:
-    """A bash script running each command (argv lists) from the bundle's own folder."""
-    out = [
-        "#!/usr/bin/env bash",
-        f"# {header}",
-        "# Generated by npuctl; run from anywhere: paths are relative to this script's folder.",
-        "set -euo pipefail",
-        'cd "$(dirname "$0")"',
-        f': "${{{sdk.env_var}:?set {sdk.env_var} to the {sdk.name} install folder}}"',
-        "mkdir -p out",
-    ]
-    for argv in lines:
-        out.append(" ".join(_quote(a) for a in argv))
-    return "\n".join(out) + "\n"
-
-
-def _quote(arg: str) -> str:
-    """shlex quoting, but SDK variables stay expandable."""
-    if arg.startswith("$"):
-        head, _, tail = arg.partition("/")
-        return f'"{head}"/{shlex.quote(tail)}' if tail else f'"{head}"'
-    return shlex.quote(arg)
-
-
-def run_tools(
-    commands: Sequence[Sequence[str]], sdk: Sdk, cwd: Path, log: Path, timeout_s: float = 3600.0
-) -> None:
-    """Runs the bundle's commands for real (tool names resolved through the SDK).
-
-    The vendor tools include Python scripts: PYTHONSAFEPATH keeps the working folder off their path.
-    """
-    from backends.sdk import process
-
-    env = {**os.environ, "PYTHONSAFEPATH": "1"}
-    for argv in commands:
-        resolved = [_resolve(a, sdk) for a in argv]
-        tool = Path(resolved[0]).name
-        proc = process.run(resolved, tool, timeout_s, cwd=cwd, env=env, log=log)
-        if proc.returncode != 0:
-            raise TerminalError(f"{tool} failed (exit {proc.returncode}); see the log")
-
-
-def _resolve(arg: str, sdk: Sdk) -> str:
-    prefix = f"${sdk.env_var}/"
-    if arg.startswith(prefix):
-        name = Path(arg).name
-        found = sdk.tool(name)
-        return str(found) if found is not None else arg
-    return arg
-
-
-def json_bytes(data: Any) -> bytes:
-    """A bundle member: sorted, indented JSON (reproducible bytes)."""
-    import json
-
-    return (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
-
-
-class BundleCompile:
-    """compile for bundle-only backends: write the bundle, then run the vendor tool when it is present.
-
-    Subclasses say what goes into the bundle (`members`) and which file the tool produces (`output`).
-    """
-
-    stage = "compile"
-    sdk: Sdk
-    bundle_name: str
-    artifact: str
-    """Name of the tool's output artifact (e.g. "om", "context")."""
-    adapter_version: str
-    """The adapter's version, in the fingerprint: what it writes into the bundle changes with it."""
-
-    def fingerprint(self) -> dict[str, str]:
-        return {self.sdk.name: self.sdk.version(), "adapter": self.adapter_version}
-
-    def members(self, model: Path, request: StageRequest) -> tuple[dict[str, bytes | Path], dict[str, Any]]:
-        raise NotImplementedError
-
-    def output(self, manifest: Mapping[str, Any]) -> tuple[str, str, str]:
-        """(file the tool writes inside the bundle folder, artifact file name, what it is)."""
-        raise NotImplementedError
-
-    def run(self, request: StageRequest) -> StageOutput:
-        import tempfile
-
-        from backends import bundles
-
-        source = request.inputs.get("model")
-        if source is None:
-            raise TerminalError("compile: no model input")
-        members, manifest = self.members(Path(source), request)
-        bundle = bundles.write(
-            request.workdir / self.bundle_name, members, executable=frozenset({"build.sh"})
-        )
-        artifacts = {"bundle": bundle}
-        missing = self.sdk.missing()
-        report: dict[str, Any] = {
-            "bundle": bundles.names(bundle),
-            "commands": manifest["commands"],
-            "tool_ran": not missing,
-        }
-        request.log.parent.mkdir(parents=True, exist_ok=True)
-        request.log.write_text(bundles.read(bundle, "build.sh").decode())
-        if missing:
-            report["toolchain"] = self.sdk.not_installed()
-            return StageOutput(
-                artifacts=artifacts, report=report, note=f"bundle only: {self.sdk.not_installed()}"
-            )
-        produced, file_name, what = self.output(manifest)
-        with tempfile.TemporaryDirectory(prefix=f"npuctl-{self.sdk.name}-") as tmp:
-            work = bundles.extract(bundle, Path(tmp))
-            (work / "out").mkdir(exist_ok=True)
-            run_tools(manifest["commands"], self.sdk, work, request.log)
-            result = request.workdir / file_name
-            result.write_bytes((work / produced).read_bytes())
-        artifacts[self.artifact] = result
-        note = f"{what} for {request.target.id} ({result.stat().st_size} bytes)"
-        return StageOutput(artifacts=artifacts, report=report, note=note)
-
-
-class BundleEvaluate:
-    """evaluate for bundle-only backends: nothing the vendor tool compiled exists without the SDK, so
-    this says "toolchain not installed" and the SLOs stay unverified; with a compiled artifact it needs
-    an on-device runner this adapter does not have yet."""
-
-    stage = "evaluate"
-
-    def __init__(self, sdk: Sdk, artifact: str) -> None:
-        self.sdk = sdk
-        self.artifact = artifact
-
-    def fingerprint(self) -> dict[str, str]:
-        return {self.sdk.name: self.sdk.version()}
-
-    def run(self, request: StageRequest) -> StageOutput:
-        if self.artifact not in request.inputs:
-            raise ToolchainMissing(self.sdk.not_installed() + " (compile wrote the bundle only)")
-        raise TerminalError(
-            f"{self.sdk.name}: measuring {self.artifact} needs the vendor runtime on a device; "
-            "this adapter has no on-device runner yet"
-        )
-
-
-def tensor_names(model: Any, node_names: Mapping[str, str] | Sequence[str]) -> tuple[list[str], list[str]]:
-    """(activation tensors, weight initializers) the given nodes write and read, sorted."""
-    weights = {t.name for t in model.graph.initializer}
-    wanted = set(node_names)
-    acts: set[str] = set()
-    params: set[str] = set()
-    for node in model.graph.node:
-        if node.name not in wanted:
-            continue
-        acts.update(t for t in node.output if t)
-        params.update(t for t in node.input if t in weights)
-    return sorted(acts), sorted(params)
-
-
-# ---------------------------------------------------------------- records for compile
-
-PREPROCESS_KEY = "npuctl.preprocess"
-SENSITIVE_KEY = "npuctl.sensitive"
-
-
-class RecordingPreprocess:
-    """The shared preprocess pass, plus the preprocess section recorded in the output model (compile
-    derives the vendor's input layout/encoding flags from it; compile's own key does not cover it)."""
-
-    stage = "preprocess"
-
-    def fingerprint(self) -> dict[str, str]:
-        from backends.onnx.preprocess import PreprocessPass
-
-        return PreprocessPass().fingerprint()
-
-    def run(self, request: StageRequest) -> StageOutput:
-        from backends import metadata
-        from backends.onnx.preprocess import PreprocessPass
-
-        output = PreprocessPass().run(request)
-        model = output.artifacts["model"]
-        recorded = model.with_name("recorded-" + model.name)
-        metadata.annotate(model, recorded, {PREPROCESS_KEY: dict(request.config.get("preprocess") or {})})
-        recorded.replace(model)
-        return output
-
-
-class RecordingQuantize:
-    """The shared quantize pass, plus the layers it kept at higher precision recorded in the output
-    model (for QNN's quantization overrides and CANN's keep_dtype list)."""
-
-    stage = "quantize"
-
-    def quantize_pass(self) -> Any:
-        """The quantize pass this records (the shared one; a backend may give its own subclass)."""
-        from backends.onnx.quantize import QuantizePass
-
-        return QuantizePass()
-
-    def fingerprint(self) -> dict[str, str]:
-        fingerprint: dict[str, str] = self.quantize_pass().fingerprint()
-        return fingerprint
-
-    def run(self, request: StageRequest) -> StageOutput:
-        from backends import metadata
-
-        output = self.quantize_pass().run(request)
-        section: Mapping[str, Any] = request.config.get("quantization") or {}
-        record = {
-            "mode": section.get("mode"),
-            "weights": section.get("weights"),
-            "activations": output.report.get("policy", {}).get("activations", section.get("activations")),
-            "kept": list(output.report.get("kept") or []),
-        }
-        model = output.artifacts["model"]
-        recorded = model.with_name("recorded-" + model.name)
-        metadata.annotate(model, recorded, {SENSITIVE_KEY: record})
-        recorded.replace(model)
-        return output
+__all__ = [
+    "STAGES",
+    "Backend",
+    "BackendError",
+    "Call",
+    "Dist",
+    "Registration",
+    "StageImpl",
+    "StageLog",
+    "StageOutput",
+    "StageRequest",
+    "TerminalError",
+    "ToolchainMissing",
+    "TransientError",
+    "UnsupportedStage",
+    "by_stage",
+]

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backends import tasks
-from backends.base import StageRequest
-from backends.errors import TerminalError
-from backends.onnx.accuracy import AccuracyResult, ModelOutputs, Tally, iter_outputs
-from backends.onnx.data import InputSpec, Sample, SampleSet, random_samples, sample_set
+from backends.passes.accuracy import AccuracyResult, ModelOutputs, Tally, iter_outputs
+from backends.passes.data import InputSpec, Sample, SampleSet, random_samples, sample_set
 from backends.runners import Runner
+from backends.sdk.base import StageRequest
+from backends.sdk.errors import TerminalError
 
 if TYPE_CHECKING:
     import numpy as np

@@ -14,7 +14,7 @@ caller then passes a fixed environment without PYTHONPATH.
 transport client, benchprog): the child gets its own session, so on timeout its whole process group is
 killed (a tool's own children included, nothing else), as it is when the caller is interrupted, and
 the timeout is a TransientError the engine retries; a program that cannot be started is a TerminalError. What the exit status means is the
-caller's to say. Long-lived children that answer many calls are backends.child_call's.
+caller's to say. Long-lived children that answer many calls are backends.sdk.child_call's.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-from backends.errors import TerminalError, TransientError
+from backends.sdk.errors import TerminalError, TransientError
 
 NEUTRAL_CWD = "/"
 """A working directory holding nothing importable, for children that need none of their own."""

@@ -1,7 +1,7 @@
 """How a stage runs a managed toolchain's worker script: one child process of the toolchain's venv per
 call, a JSON request file in, a JSON result file out, the toolchain's whole output in the stage log.
 
-A managed toolchain (backends.toolchains: coremltools, onnx2tf + LiteRT, rknn-toolkit2) pins packages
+A managed toolchain (backends.sdk.toolchains: coremltools, onnx2tf + LiteRT, rknn-toolkit2) pins packages
 the main stack cannot import, so its work runs in a script under the venv's interpreter, by path and
 isolated (backends.sdk.process). The script reads `<name>-request.json` and writes
 `<name>-result.json` in the job folder (`<name>` is the script's package: "tflite", "coreml", "rknn"):
@@ -24,9 +24,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from backends.child_call import DETERMINISTIC_SIGNALS
-from backends.errors import BackendError, TerminalError, TransientError
 from backends.sdk import process
+from backends.sdk.child_call import DETERMINISTIC_SIGNALS
+from backends.sdk.errors import BackendError, TerminalError, TransientError
 
 TAIL_LINES = 20
 """Log lines a failure message carries (what the tool printed last explains most failures)."""

@@ -94,7 +94,7 @@ class GenericMetric(TaskMetric):
 
     def result(self) -> TaskScore:
         if self.inner is None:
-            from backends.errors import TerminalError
+            from backends.sdk.errors import TerminalError
 
             raise TerminalError("the generic measure needs at least one sample")
         return self.inner.result()

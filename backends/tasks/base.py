@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from backends.errors import TerminalError
+from backends.sdk.errors import TerminalError
 
 AGAINST_LABELS = "labels"
 AGAINST_FLOAT = "the float model"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from backends.errors import TerminalError
+from backends.sdk.errors import TerminalError
 from backends.tasks.base import TaskMetric, TaskScore, output_index
 from backends.tasks.config import Classification
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from backends.errors import TerminalError
+from backends.sdk.errors import TerminalError
 
 if TYPE_CHECKING:
     import onnx

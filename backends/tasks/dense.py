@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from backends.errors import TerminalError
-from backends.onnx.metrics import MapIou
+from backends.passes.metrics import MapIou
+from backends.sdk.errors import TerminalError
 from backends.tasks.base import TaskMetric, TaskScore, output_index
 from backends.tasks.config import Dense
 from backends.tasks.tensor import GENERIC

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from backends.errors import TerminalError
+from backends.sdk.errors import TerminalError
 from backends.tasks import gfl
 from backends.tasks.base import TaskMetric, TaskScore
 from backends.tasks.boxes import BoxTally, Detections, nms

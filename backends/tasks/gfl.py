@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from backends.errors import TerminalError
+from backends.sdk.errors import TerminalError
 
 if TYPE_CHECKING:
     import numpy as np

@@ -54,8 +54,8 @@ def _run_once(model: Path) -> list[tuple[str, Dims]] | None:
     take `npuctl init` down): None when it cannot run."""
     import tempfile
 
-    from backends.child_call import Child, Unloadable
-    from backends.errors import BackendError
+    from backends.sdk.child_call import Child, Unloadable
+    from backends.sdk.errors import BackendError
 
     child = Child()
     try:

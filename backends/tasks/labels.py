@@ -1,6 +1,6 @@
 """Labels per task, read from `evaluate.labels`, keyed by sample file name.
 
-- classification: `<file name> <integer class>` lines (backends.onnx.data.read_labels);
+- classification: `<file name> <integer class>` lines (backends.passes.data.read_labels);
 - ctc: `<file name><TAB><text>` lines (or `<file name> <text>`: the text is everything after the first space);
 - detection: a JSON object {"<file name>": [[x1, y1, x2, y2, class], ...]} in model-input pixels.
 """
@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from backends.errors import TerminalError
+from backends.sdk.errors import TerminalError
 from backends.tasks.config import Classification, Ctc, Detection, TaskConfig
 
 MAX_LABELS_BYTES = 64 << 20
@@ -32,7 +32,7 @@ def read(task: TaskConfig | None, path: Path) -> dict[str, Any]:
     if isinstance(task, Ctc):
         return _strings(path)
     if task is None or isinstance(task, Classification):
-        from backends.onnx.data import read_labels
+        from backends.passes.data import read_labels
 
         return dict(read_labels(path))
     raise TerminalError(
@@ -78,6 +78,6 @@ def _boxes(path: Path) -> dict[str, list[list[float]]]:
 
 def for_samples(names: list[str], labels: dict[str, Any], source: str) -> list[Any]:
     """The label of every sample (by file name), in order; a sample without a label is an error."""
-    from backends.onnx.data import labels_for
+    from backends.passes.data import labels_for
 
     return labels_for(names, labels, source)

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from backends.errors import TerminalError
+from backends.sdk.errors import TerminalError
 from backends.tasks import labels as _labels
 from backends.tasks.config import Classification, TaskConfig, from_evaluate, resolve
 

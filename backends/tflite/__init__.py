@@ -16,8 +16,8 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from backends import toolchains
-from backends.errors import ToolchainMissing
+from backends.sdk import toolchains
+from backends.sdk.errors import ToolchainMissing
 from backends.sdk.worker import base_env, run_worker
 
 WORKER = Path(__file__).with_name("worker.py")

@@ -2,7 +2,7 @@
 
 The worker runs each written variant on a few samples (the first FEW calibration samples, or the
 evaluation samples when the stage has them) and hands back its outputs; they are scored here with the
-one accuracy implementation (backends.onnx.accuracy.score, the spec's task and measure):
+one accuracy implementation (backends.passes.accuracy.score, the spec's task and measure):
 - float variants must compute the same function: on every sample, cosine >= FLOAT_COSINE or every
   output within FLOAT_ATOL x max(1, |reference|) (cosine means nothing on a near-empty map);
 - quantized variants are held to the quantize check's broken-model bound (quantize_check.BROKEN_DROP
@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from backends.errors import TerminalError
-from backends.onnx.quantize_check import BROKEN_DROP, FEW, require
+from backends.passes.quant.check import BROKEN_DROP, FEW, require
+from backends.sdk.errors import TerminalError
 
 FLOAT_COSINE = {"float32": 0.999, "float16": 0.999}
 FLOAT_ATOL = {"float32": 1e-4, "float16": 1e-2}
@@ -37,7 +37,7 @@ def outputs_of(npz: Path, variant: Mapping[str, Any], order: Sequence[str], coun
     """The worker's saved outputs of one variant as accuracy.ModelOutputs in `order` (ONNX's)."""
     import numpy as np
 
-    from backends.onnx.accuracy import ModelOutputs
+    from backends.passes.accuracy import ModelOutputs
 
     stacked = np.load(npz)
     names = [o["onnx"] for o in variant["io"]["outputs"]]
@@ -72,7 +72,7 @@ def run_checks(
 ) -> dict[str, dict[str, Any]]:
     """Per written variant: its fidelity and task score against the ONNX model; raises TerminalError
     naming the variant, both numbers and the bound when one is outside it."""
-    from backends.onnx import accuracy
+    from backends.passes import accuracy
 
     reference = accuracy.run_model(source, samples)
     checks: dict[str, dict[str, Any]] = {}
@@ -115,6 +115,6 @@ def run_checks(
 def check_set(request: Any, source: Path, calibration: Sequence[Path]) -> Any:
     """The samples the checks run on: search_set's choice (evaluation data when the stage has it, else
     the first FEW calibration samples) with the spec's task and labels."""
-    from backends.onnx.search_set import search_set
+    from backends.passes.quant.search_set import search_set
 
     return search_set(request.config, request.inputs, source, list(calibration)[:FEW], FEW)

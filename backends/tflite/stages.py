@@ -18,10 +18,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from backends.base import StageLog, StageOutput, StageRequest
 from backends.catalog import Target
-from backends.errors import TerminalError
-from backends.onnx.quant_policy import FLOAT_KEEPS, Policy, calibration_folder, match_rules, resolve
+from backends.passes.quant.policy import FLOAT_KEEPS, Policy, calibration_folder, match_rules, resolve
+from backends.sdk.base import StageLog, StageOutput, StageRequest
+from backends.sdk.errors import TerminalError
 from backends.tflite import convert, fingerprint
 
 INT16 = ("int16", "uint16")
@@ -75,7 +75,7 @@ def write_calibration(files: list[Path], source: Path, job: Path) -> dict[str, s
     """One stacked .npy per input, channels last for 4-D inputs (onnx2tf's calibration layout)."""
     import numpy as np
 
-    from backends.onnx import data
+    from backends.passes import data
 
     specs = data.model_inputs(source)
     samples = [data.read_sample(f, specs) for f in files]
@@ -91,7 +91,7 @@ def write_calibration(files: list[Path], source: Path, job: Path) -> dict[str, s
 
 
 def calibration_files(request: StageRequest, policy: Policy) -> list[Path]:
-    from backends.onnx import data
+    from backends.passes import data
 
     folder = calibration_folder(request.inputs)
     return data.select_files(folder, policy.samples or None, policy.seed, "quantization.calibration.data")
@@ -99,8 +99,8 @@ def calibration_files(request: StageRequest, policy: Policy) -> list[Path]:
 
 def check_data(request: StageRequest, source: Path, files: list[Path]) -> tuple[list[Any], Any, Any, str]:
     """(samples, labels, task, where from) the written variants are checked on."""
-    from backends.onnx import data
-    from backends.onnx.quantize_check import FEW
+    from backends.passes import data
+    from backends.passes.quant.check import FEW
     from backends.tflite.check import check_set
 
     if files or request.inputs.get("eval_data") is not None:
@@ -119,7 +119,7 @@ def build(
     tflite.json (variant + I/O ties + kept float layers), report)."""
     import onnx
 
-    from backends.onnx.data import model_inputs
+    from backends.passes.data import model_inputs
     from backends.tflite.check import run_checks, write_samples
 
     log = StageLog(Path(request.log))
@@ -285,7 +285,7 @@ class TfliteQuantize:
         return fingerprint()
 
     def run(self, request: StageRequest) -> StageOutput:
-        from backends import bundles
+        from backends.sdk import bundles
 
         with tempfile.TemporaryDirectory(prefix="npuctl-tflite-out-") as tmp:
             tflite, io_path, report = build(request, self.allowed, Path(tmp))
@@ -299,7 +299,7 @@ class TfliteQuantize:
 def tflite_of(request: StageRequest, allowed: tuple[str, ...]) -> tuple[Path, Path, dict[str, Any] | None]:
     """compile's TFLite: unpacked from quantize's bundle, or converted here (float) when quantize was
     idle (quantization.mode none passes the ONNX through). Files land in request.workdir."""
-    from backends import bundles
+    from backends.sdk import bundles
 
     source = Path(request.inputs["model"])
     if bundles.is_bundle(source):
@@ -339,7 +339,7 @@ class TfliteEvaluate:
         return StageOutput(report={**report, "measurements": found}, note=note)
 
     def measure(self, request: StageRequest) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-        from backends.onnx.data import model_inputs
+        from backends.passes.data import model_inputs
         from backends.runners import write_request
         from backends.runners.benchprog import FORMAT_VERSION
         from backends.runners.local import LocalRunner

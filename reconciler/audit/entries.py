@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from backends.vocab import Verdict
+from backends.sdk.vocab import Verdict
 from reconciler.engine import health
 
 CANCELLED = "cancelled"

@@ -12,7 +12,7 @@ from datetime import datetime, time
 from pathlib import Path
 from typing import Any
 
-from backends.vocab import Verdict
+from backends.sdk.vocab import Verdict
 from reconciler.audit import history, ledger
 from reconciler.audit.entries import CANCELLED, AuditEntry
 from reconciler.repo import Layout

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from backends.vocab import Verdict
+from backends.sdk.vocab import Verdict
 from reconciler.audit.entries import CANCELLED, AuditEntry
 from reconciler.audit.query import Audit
 

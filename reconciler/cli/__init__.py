@@ -90,7 +90,7 @@ def main() -> None:
     except Exception as exc:
         if os.environ.get("NPUCTL_DEBUG"):
             traceback.print_exc()
-        from backends.pathpolicy import PathRefused
+        from backends.sdk.pathpolicy import PathRefused
         from reconciler.engine import faults
 
         if isinstance(exc, PathRefused) or faults.is_infrastructure(exc):

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
-from backends.vocab import Tone
+from backends.sdk.vocab import Tone
 from reconciler.engine import health
 from reconciler.engine.reporter import Reporter
 from reconciler.engine.results import SpecResult, StageResult

@@ -6,7 +6,7 @@ import re
 
 import click
 
-from backends.vocab import Tone, Verdict
+from backends.sdk.vocab import Tone, Verdict
 from reconciler.engine import health
 from reconciler.engine.results import SpecResult
 from reconciler.engine.results import Verdict as Judged

@@ -94,7 +94,7 @@ def _file(root: Path, key: dict[str, Any]) -> Path:
 
 def replay(command: str, paths: tuple[Path, ...], fmt: str, started: float, mode: str = "") -> int | None:
     """The exit code after printing the recorded output of this invocation; None: run it in full."""
-    from backends import pathpolicy
+    from backends.sdk import pathpolicy
     from reconciler.state import cachefile
 
     root = find_root(Path.cwd())

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from backends.vocab import Verdict
+from backends.sdk.vocab import Verdict
 from reconciler.cli import _common, _executor, _remote, _render, _replay
 from reconciler.engine.results import SpecResult
 

@@ -19,8 +19,8 @@ from reconciler.cli import _common
 def rows() -> list[dict[str, Any]]:
     import backends.catalog as catalog
     from backends import registry
-    from backends.base import STAGES
-    from backends.errors import BackendError
+    from backends.sdk.base import STAGES
+    from backends.sdk.errors import BackendError
 
     plugins = {ep.name: ep for ep in entry_points(group="npuctl.backends")}
     out = []

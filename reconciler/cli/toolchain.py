@@ -1,7 +1,7 @@
 """`npuctl toolchain install NAME` / `npuctl toolchain list`: managed toolchain environments.
 
 Toolchains with dependency pins that conflict with npuctl's own (rknn-toolkit2: numpy<=1.26, onnx<=1.18)
-live in their own virtual environment (backends.toolchains), which this command creates.
+live in their own virtual environment (backends.sdk.toolchains), which this command creates.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def command() -> None:
 @command.command("list", help="Managed toolchains, where they live and whether they are installed.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (format_version 1).")
 def list_cmd(as_json: bool) -> int:
-    from backends import toolchains
+    from backends.sdk import toolchains
 
     rows = [toolchains.status(tc) for tc in toolchains.TOOLCHAINS.values()]
     if as_json:
@@ -74,7 +74,7 @@ def install_cmd(
 
 
 def _install_one(name: str, force: bool, wheel: Path | None, quiet: bool) -> int:
-    from backends import toolchains
+    from backends.sdk import toolchains
 
     tc = toolchains.TOOLCHAINS.get(name)
     if tc is None:
@@ -100,7 +100,7 @@ def needed_toolchains(paths: tuple[Path, ...]) -> list[str]:
     declares its own with a `managed_toolchain` attribute."""
     from backends import registry
     from backends.catalog import target as catalog_target
-    from backends.errors import BackendError
+    from backends.sdk.errors import BackendError
     from reconciler.repo import Layout, find_root
     from reconciler.spec import check
 

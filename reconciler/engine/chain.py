@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backends import pathpolicy, registry
-from backends.base import StageImpl
+from backends import registry
 from backends.catalog import Target, targets
-from backends.errors import BackendError
+from backends.sdk import pathpolicy
+from backends.sdk.base import StageImpl
+from backends.sdk.errors import BackendError
 from reconciler.engine import keys, world
 from reconciler.engine.stages import STAGES, Stage
 from reconciler.spec import LoadedSpec, SpecError, SpecErrors, model_file, resolve_path

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.catalog import Target, targets
-from backends.errors import BackendError, TerminalError, ToolchainMissing, summary
+from backends.sdk.errors import BackendError, TerminalError, ToolchainMissing, summary
 from reconciler.engine import keys
 from reconciler.engine.chain import StageSetup, Variant
 from reconciler.engine.execute import InputsChanged, RetryPolicy, append_log, run_with_retries

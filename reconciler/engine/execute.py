@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backends import stage_child
-from backends.base import StageImpl, StageOutput, StageRequest
 from backends.catalog import Target
-from backends.child_call import ChildKilled, ChildLost, Unloadable
-from backends.errors import BackendError, TerminalError, ToolchainMissing, TransientError
+from backends.sdk import stage_child
+from backends.sdk.base import StageImpl, StageOutput, StageRequest
+from backends.sdk.child_call import ChildKilled, ChildLost, Unloadable
+from backends.sdk.errors import BackendError, TerminalError, ToolchainMissing, TransientError
 from reconciler.engine import faults, keys
 from reconciler.engine.chain import StageSetup
 from reconciler.engine.workspace import Workspace
@@ -105,7 +105,10 @@ def _run_impl(ws: Workspace, impl: StageImpl, request: StageRequest) -> StageOut
         who = stage_child.toolchain_name(impl)
         try:
             data = ws.child.call(
-                "backends.stage_child:run_stage", stage_child.request_json(impl, request), request.log, who
+                "backends.sdk.stage_child:run_stage",
+                stage_child.request_json(impl, request),
+                request.log,
+                who,
             )
             return stage_child.output_from_json(data)
         except Unloadable as exc:

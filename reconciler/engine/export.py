@@ -2,7 +2,7 @@
 
 The store names objects by digest, which is right for a cache and useless to an app developer. What
 ships is the compile stage's output of every shape variant, under the file names the toolchain gave
-them, beside a shape-variant manifest (backends.onnx.variants) and a SHA256SUMS list (`sha256sum -c`).
+them, beside a shape-variant manifest (backends.passes.variants) and a SHA256SUMS list (`sha256sum -c`).
 Every byte copied out is hashed on the way and compared with the digest the lock file recorded, so a
 corrupt store object is never exported.
 """
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backends.onnx import variants
+from backends.passes import variants
 from reconciler.state.store import Store
 
 CHUNK = 1 << 20

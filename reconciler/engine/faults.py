@@ -13,7 +13,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from backends.errors import BackendError
+from backends.sdk.errors import BackendError
 
 INFRA_ERRNOS = frozenset(
     {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EFBIG}

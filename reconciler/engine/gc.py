@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backends import outside_tmp
+from backends.sdk import outside_tmp
 from reconciler.engine.workspace import Workspace
 from reconciler.state import lockfile
 

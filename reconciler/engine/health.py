@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from backends.vocab import Tone, Verdict
+from backends.sdk.vocab import Tone, Verdict
 
 SYNCED, OUT_OF_SYNC, UNKNOWN = "Synced", "OutOfSync", "Unknown"
 HEALTHY, DEGRADED, PROGRESSING = "Healthy", "Degraded", "Progressing"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.vocab import Evidence, EvidenceKind, Verdict
+from backends.sdk.vocab import Evidence, EvidenceKind, Verdict
 from reconciler.engine import keys
 from reconciler.state.db import Record
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from backends.vocab import Verdict
+from backends.sdk.vocab import Verdict
 from reconciler.engine import command_schemas
 from reconciler.engine.health import HEALTH_STATES, STATUSES, SYNC_STATES
 from reconciler.engine.stages import ORDER, VERIFY

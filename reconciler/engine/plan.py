@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from backends.catalog import targets
-from backends.errors import ToolchainMissing
+from backends.sdk.errors import ToolchainMissing
 from reconciler.engine import health, keys
 from reconciler.engine.chain import StageSetup, Variant, build_chain, variants
 from reconciler.engine.measurements import collect

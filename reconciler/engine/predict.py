@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.vocab import Verdict
+from backends.sdk.vocab import Verdict
 from reconciler.engine.results import SpecResult
 from reconciler.engine.results import Verdict as Judged
 

@@ -24,7 +24,7 @@ from enum import Enum
 from typing import Any
 
 from backends.catalog import Target
-from backends.errors import ToolchainMissing
+from backends.sdk.errors import ToolchainMissing
 from reconciler.engine import keys
 from reconciler.engine.chain import StageSetup
 from reconciler.engine.walk import Artifacts, identity_outputs, link_upstream

@@ -39,7 +39,7 @@ class Verdict:
     """True only when met on a measurement; None when unverified or met only on an estimate."""
     evidence: str | None
     verdict: str
-    """A word of backends.vocab.Verdict."""
+    """A word of backends.sdk.vocab.Verdict."""
     detail: str = ""
     carried_over: bool = False
     """Judged on evidence carried over from the committed lock, not re-verified on this machine."""

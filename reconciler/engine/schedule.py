@@ -63,7 +63,7 @@ def _backend(spec: LoadedSpec) -> tuple[str | None, bool]:
     """The name of the backend that builds `spec`, and whether its toolchain is a managed environment."""
     from backends import registry
     from backends.catalog import targets
-    from backends.errors import BackendError
+    from backends.sdk.errors import BackendError
 
     target = targets().get(spec.target)
     if target is None:

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from backends import pathpolicy
+from backends.sdk import pathpolicy
 from reconciler.codestat import stat_of
 from reconciler.engine import world
 from reconciler.engine.results import SpecResult, StageResult, Verdict

@@ -88,7 +88,7 @@ def run(job: Job, child: Any = None) -> Outcome:
 
 def main() -> None:
     # by module name, not __main__: the pickled Outcome must load in the parent
-    from backends.child_call import Child
+    from backends.sdk.child_call import Child
     from reconciler.engine import spec_worker
     from reconciler.engine.worker_process import HEADER
 

@@ -1,6 +1,6 @@
 """Judging SLOs on recorded measurements. Never builds, never measures: thresholds are in no key.
 
-The verdict follows the weakest evidence the figure rests on (backends.vocab.Verdict names each):
+The verdict follows the weakest evidence the figure rests on (backends.sdk.vocab.Verdict names each):
 a latency bound with no measurement falls back to the cost-model estimate, and says so, so a bound
 met only on an estimate is never a plain pass. A measurement marked `on_target: false` (an NPU
 target's latency timed on a CPU) is evidence about that CPU, and one marked `assumed` (milliseconds
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.vocab import Evidence, Verdict
+from backends.sdk.vocab import Evidence, Verdict
 from reconciler.engine.results import Verdict as Judged
 
 Measurements = dict[str, dict[str, Any]]
@@ -22,7 +22,7 @@ _AT_MOST = "<="
 SLACK = 1e-9
 """A value within this of its threshold meets it: float rounding, far below any figure's resolution
 (1.0 - 0.995 is 0.0050000000000000044, the 0.005 it reads as; the auto search rounds the same way,
-backends.onnx.sensitivity.drop_of). The recorded value stays as computed."""
+backends.passes.quant.sensitivity.drop_of). The recorded value stays as computed."""
 _AT_LEAST = ">="
 
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from backends import pathpolicy
-from backends.child_call import Child
+from backends.sdk import pathpolicy
+from backends.sdk.child_call import Child
 from reconciler.repo import Layout
 from reconciler.state import scratch
 from reconciler.state.db import Database, Record

@@ -15,7 +15,7 @@ from typing import Any
 
 from backends import registry
 from backends.catalog import Target, targets
-from backends.errors import BackendError
+from backends.sdk.errors import BackendError
 from reconciler.codestat import code_key, stat_of
 
 _IMPL_CACHE: dict[tuple[str, str, str | None], tuple[dict[str, Any], BackendError | None]] = {}
@@ -25,7 +25,7 @@ def implementation(
     target: Target, stage: str, override: str | None
 ) -> tuple[dict[str, Any], BackendError | None]:
     """The key identity of the stage's implementation, or why there is none; from its registration
-    (backends.registration), so plan imports no implementation module whose fingerprint has a recipe."""
+    (backends.sdk.registration), so plan imports no implementation module whose fingerprint has a recipe."""
     cache_key = (target.id, stage, override)
     if cache_key not in _IMPL_CACHE:
         try:

@@ -80,8 +80,8 @@ def _health(lock: dict[str, Any], spec: LoadedSpec, notes: list[str]) -> str:
 
 
 def _revision(root: Path) -> str | None:
-    from backends.errors import BackendError
     from backends.sdk import process
+    from backends.sdk.errors import BackendError
 
     try:
         done = process.run(["git", "rev-parse", "--short=10", "HEAD"], "git rev-parse", 10, cwd=root)
@@ -115,7 +115,7 @@ def model_edges(model_path: Path, placed: set[str]) -> list[tuple[str, str]]:
     """Producer -> consumer edges between placed nodes, named as the placement names them."""
     import onnx
 
-    from backends.onnx.facts import node_names
+    from backends.passes.facts import node_names
 
     model = onnx.load(str(model_path), load_external_data=False)
     names = node_names(model.graph.node)

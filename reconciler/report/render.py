@@ -9,7 +9,7 @@ import json
 from importlib.resources import files
 from typing import Any
 
-from backends.vocab import Verdict
+from backends.sdk.vocab import Verdict
 from reconciler.report import charts, graph
 from reconciler.report.data import Placement, ReportData
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from backends import pathpolicy
+from backends.sdk import pathpolicy
 from reconciler import codestat
 from reconciler.codestat import SPEC_CACHE_VERSION, stat_of
 from reconciler.state import cachefile

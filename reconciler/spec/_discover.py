@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from backends import pathpolicy
+from backends.sdk import pathpolicy
 from reconciler.spec._errors import SpecError, SpecErrors
 
 _SUFFIXES = (".yaml", ".yml")
@@ -36,7 +36,7 @@ def discover_with_errors(
     paths: Sequence[Path], root: Path | None = None
 ) -> tuple[list[Path], list[SpecError]]:
     """Like `discover`, errors returned. With `root`, a spec file inside it whose symlink leads outside,
-    or that is not a regular file (a FIFO, a device), is an error (backends.pathpolicy), never read."""
+    or that is not a regular file (a FIFO, a device), is an error (backends.sdk.pathpolicy), never read."""
     found: set[Path] = set()
     errors: list[SpecError] = []
     for given in paths:

@@ -16,7 +16,7 @@ import os
 import time
 from pathlib import Path, PurePath
 
-from backends import pathpolicy
+from backends.sdk import pathpolicy
 from reconciler.spec._errors import SpecError, SpecErrors, display_path
 from reconciler.spec._yaml import Flat, Map, Node, Scalar, read
 from reconciler.spec.pathfields import named

@@ -23,7 +23,7 @@ def options_errors(spec: LoadedSpec) -> list[SpecError]:
     if compile_.backend is None and not compile_.options:
         return []
     from backends import registry
-    from backends.errors import BackendError
+    from backends.sdk.errors import BackendError
 
     known = sorted(registry.known())
     if compile_.backend is not None and compile_.backend not in known:
@@ -41,10 +41,10 @@ def options_errors(spec: LoadedSpec) -> list[SpecError]:
 
 
 def backend_spec_errors(spec: LoadedSpec) -> list[SpecError]:
-    """What the spec's backend says it cannot build (its optional `spec_errors`, backends.base)."""
+    """What the spec's backend says it cannot build (its optional `spec_errors`, backends.sdk.base)."""
     from backends import registry
-    from backends.base import SPEC_ERRORS
-    from backends.errors import BackendError
+    from backends.sdk.base import SPEC_ERRORS
+    from backends.sdk.errors import BackendError
 
     target = catalog.target(spec.target)
     try:
@@ -61,7 +61,7 @@ def backend_spec_errors(spec: LoadedSpec) -> list[SpecError]:
 def target_backend_error(spec: LoadedSpec) -> SpecError | None:
     """The target's backend must exist here, so apply never fails on a missing adapter (`validate` does)."""
     from backends import registry
-    from backends.errors import BackendError
+    from backends.sdk.errors import BackendError
 
     name = catalog.target(spec.target).backend
     known = sorted(registry.known())

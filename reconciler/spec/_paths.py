@@ -11,11 +11,12 @@ import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from backends import pathpolicy
+from backends.sdk import pathpolicy
 from reconciler.spec._errors import SpecError, SpecErrors
 
 if TYPE_CHECKING:
     from reconciler.spec._load import LoadedSpec
+
 
 def _error(spec: LoadedSpec, field: str, message: str, key: bool = False) -> SpecErrors:
     dotted = field.removeprefix("spec.")
@@ -25,7 +26,7 @@ def _error(spec: LoadedSpec, field: str, message: str, key: bool = False) -> Spe
 
 def resolve_path(spec: LoadedSpec, relative: str, root: Path, field: str) -> Path:
     """`relative` resolved against the spec's folder, symlinks followed, required to stay inside `root`
-    (backends.pathpolicy: no NUL, not absolute, no escape).
+    (backends.sdk.pathpolicy: no NUL, not absolute, no escape).
 
     `field` is the dotted spec field that holds the path (e.g. "quantization.calibration.data");
     errors name it and point at its position.

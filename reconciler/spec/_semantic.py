@@ -13,7 +13,7 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from backends import pathpolicy
+from backends.sdk import pathpolicy
 from reconciler.spec._errors import SpecError, SpecErrors
 from reconciler.spec._load import LoadedSpec
 from reconciler.spec._options import backend_spec_errors, options_errors

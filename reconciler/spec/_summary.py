@@ -1,5 +1,5 @@
 """A small JSON summary of an ONNX model (inputs, nodes), cached so validation stays fast; read
-without the initializer bytes (backends.onnx.skim), so a 1 GB model costs a few kilobytes of reads.
+without the initializer bytes (backends.passes.skim), so a 1 GB model costs a few kilobytes of reads.
 
 Importing onnx alone takes about 0.4 s, so the summary is computed once per model file version and
 kept under `<root>/.npuctl/cache/onnx-summary/`, keyed by (absolute path, size, mtime_ns, inode).
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backends import pathpolicy
+from backends.sdk import pathpolicy
 from reconciler.state import cachefile
 
 SUMMARY_VERSION = 3
@@ -112,7 +112,7 @@ def summarize(path: Path) -> ModelSummary:
     """Read the model with onnx (imported here: it is slow to import) and summarize it."""
     import onnx
 
-    from backends.onnx.skim import skim
+    from backends.passes.skim import skim
 
     try:
         with pathpolicy.open_regular(path) as fh:
@@ -129,7 +129,7 @@ def summarize(path: Path) -> ModelSummary:
     inputs = tuple(
         InputInfo(value.name, _dims(value)) for value in graph.input if value.name not in initializers
     )
-    from backends.onnx.facts import node_names
+    from backends.passes.facts import node_names
 
     names = node_names(graph.node)  # the names the import stage gives unnamed nodes
     nodes = tuple((name, node.op_type) for name, node in zip(names, graph.node, strict=True))

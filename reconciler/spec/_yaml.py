@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backends import pathpolicy
+from backends.sdk import pathpolicy
 from reconciler.spec._errors import SpecError, SpecErrors
 from reconciler.spec._tree import Flat, Loc, Map, Mark, Node, Scalar, Seq, children, describe, dotted, flatten
 

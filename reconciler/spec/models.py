@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from backends.onnx.quant_policy import (
+from backends.passes.quant.policy import (
     CALIBRATION_SAMPLES,
     AutoBudget,
     IntType,

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from backends import pathpolicy
+from backends.sdk import pathpolicy
 
 MAX_BYTES = 256 << 20
 """A cache file larger than this is not read (1000 specs write ~0.6 MB of replay, ~2 MB of settled

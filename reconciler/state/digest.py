@@ -12,7 +12,7 @@ import hashlib
 import os
 import time
 
-from backends import pathpolicy
+from backends.sdk import pathpolicy
 
 CHUNK = 1 << 20
 RACY_NS = 100_000_000

@@ -12,7 +12,7 @@ import os
 import time
 from pathlib import Path
 
-from backends import pathpolicy
+from backends.sdk import pathpolicy
 from reconciler.state.db import Database
 from reconciler.state.digest import sha256
 
@@ -22,7 +22,7 @@ RACY_NS = 100_000_000
 
 class FileHasher:
     """Digests of the files specs name. With `root`, every member of a hashed folder must resolve inside
-    it and be a regular file (backends.pathpolicy): a link to `/dev/zero` or outside is refused, unread."""
+    it and be a regular file (backends.sdk.pathpolicy): a link to `/dev/zero` or outside is refused, unread."""
 
     def __init__(self, db: Database, root: Path | None = None) -> None:
         self.db = db

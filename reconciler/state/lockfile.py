@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from backends import pathpolicy
+from backends.sdk import pathpolicy
 
 FORMAT_VERSION = 2
 """The lock file format: bump it when a reader of the previous format would misread a file in this one."""
@@ -33,7 +33,7 @@ def read(path: Path) -> dict[str, Any] | None:
     """The lock file's content; None when absent or unreadable (it is then rewritten on apply).
 
     A symlink is never followed (a committed `x.lock.json -> /etc/...` reads nothing outside; apply
-    replaces the link itself), and only a regular file is read (backends.pathpolicy)."""
+    replaces the link itself), and only a regular file is read (backends.sdk.pathpolicy)."""
     if path.is_symlink():
         return None
     try:

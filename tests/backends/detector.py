@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from tests.backends.onnx.npu_models import PPOCR
+from tests.backends.passes.npu_models import PPOCR
 
 SIZE = 128
 CALIB, EVAL = 6, 3

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backends import artifact_check
-from backends.errors import TerminalError
-from backends.onnx.accuracy import ModelOutputs
+from backends.passes.accuracy import ModelOutputs
+from backends.sdk import artifact_check
+from backends.sdk.errors import TerminalError
 
 
 def _outputs(name: str, arrays: list[np.ndarray]) -> ModelOutputs:

@@ -1,4 +1,4 @@
-"""backends.child_call: a named function in one long-lived child; errors keep their kind, a signal is named
+"""backends.sdk.child_call: a named function in one long-lived child; errors keep their kind, a signal is named
 and fails only that call, and the next call gets a fresh child."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from backends.child_call import TEST_ONLY_SIGSEGV, Child, ChildKilled, Unloadable
-from backends.errors import TerminalError, TransientError
+from backends.sdk.child_call import TEST_ONLY_SIGSEGV, Child, ChildKilled, Unloadable
+from backends.sdk.errors import TerminalError, TransientError
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""backends.dists answers what importlib.metadata answers, for every installed distribution."""
+"""backends.sdk.dists answers what importlib.metadata answers, for every installed distribution."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import importlib.metadata as metadata
 import subprocess
 from pathlib import Path
 
-from backends import dists
+from backends.sdk import dists
 from backends.sdk.process import python_argv
 
 

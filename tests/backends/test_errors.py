@@ -3,8 +3,8 @@ here are what rknn-toolkit2 2.5.0 and OpenVINO 2026.4 printed for real models on
 
 from __future__ import annotations
 
-from backends.errors import summary
 from backends.runners.bench_common import first_line
+from backends.sdk.errors import summary
 
 RKNN = """rknn-toolkit2 python failed: ValueError: Traceback (most recent call last):
 Traceback (most recent call last):

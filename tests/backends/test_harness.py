@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from backends import harness
+from backends.sdk import harness
 
 
 def test_warmup_then_timed_runs() -> None:

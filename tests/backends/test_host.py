@@ -1,4 +1,4 @@
-"""backends.host.int8_dot: which hosts' int8 kernels clip, by CPU flags, and on this host by running
+"""backends.sdk.host.int8_dot: which hosts' int8 kernels clip, by CPU flags, and on this host by running
 ONNX Runtime's fused kernels on sums that overflow int16."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from backends import host
+from backends.sdk import host
 from tests.backends import int8_sums
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from backends import pathpolicy
+from backends.sdk import pathpolicy
 
 
 def _tick() -> None:

@@ -1,4 +1,4 @@
-"""Stage registrations (backends.registration) against the implementations they name.
+"""Stage registrations (backends.sdk.registration) against the implementations they name.
 
 A registration is a stage's key identity, written once; this checks that it describes the real
 implementation: the class it loads is the one its name has always named, and its fingerprint recipe
@@ -18,14 +18,21 @@ import pytest
 
 from backends import registry
 from backends.catalog import targets
-from backends.errors import BackendError
-from backends.host import int8_fingerprint
-from backends.onnx import SHARED
-from backends.registration import Call, Dist, Registration, by_stage
+from backends.passes import SHARED
+from backends.sdk.errors import BackendError
+from backends.sdk.host import int8_fingerprint
+from backends.sdk.registration import Call, Dist, Registration, by_stage
 
 ROOT = Path(__file__).resolve().parents[2]
 
-MOVED: dict[str, str] = {}
+MOVED: dict[str, str] = {
+    "backends.onnx.importer.ImportPass": "backends.passes.importer.ImportPass",
+    "backends.onnx.check.CheckPass": "backends.passes.check.CheckPass",
+    "backends.onnx.rewrite.RewritePass": "backends.passes.rewrite.stage.RewritePass",
+    "backends.onnx.preprocess.PreprocessPass": "backends.passes.preprocess.stage.PreprocessPass",
+    "backends.onnx.quantize.QuantizePass": "backends.passes.quant.stage.QuantizePass",
+    "backends.sdk.BundleEvaluate": "backends.sdk.vendor_bundle.BundleEvaluate",
+}
 """Registered name -> the class's dotted path now, for a class moved after its name entered lock files
 (its name stays, so no key moves). Every other name is its class's dotted path."""
 
@@ -86,7 +93,7 @@ def test_identities_with_a_recipe_import_no_toolchain() -> None:
         """
         import json, sys
         from backends import registry
-        from backends.onnx import SHARED
+        from backends.passes import SHARED
         tables = [SHARED] + [registry.backend(n).stages for n in sorted(registry.BUILTIN)]
         read = [r.identity() for t in tables for r in t.values() if r.fingerprint is not None]
         heavy = {"onnx", "onnxruntime", "numpy", "openvino", "nncf", "tensorflow", "torch"}
@@ -104,7 +111,7 @@ def test_recipe_parts() -> None:
         "shared.no-such-distribution-xyz": "missing"
     }
     assert Call(lambda: {"a": "1"}, "p.").read() == {"p.a": "1"}
-    assert Call("backends.host:int8_fingerprint").read() == int8_fingerprint()
+    assert Call("backends.sdk.host:int8_fingerprint").read() == int8_fingerprint()
     made = Registration(
         "check", name="n", version="v", ref="r", fingerprint=(Call(lambda: {"a": "1"}), Dist("x-none"))
     )

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from backends import toolchains
+from backends.sdk import toolchains
 from reconciler.state.store import Store
 from tests.conftest import DIGITS_SPEC, copy_digits, git, run_npuctl
 

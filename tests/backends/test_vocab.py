@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from backends.vocab import Evidence, EvidenceKind, Tone, Verdict
+from backends.sdk.vocab import Evidence, EvidenceKind, Tone, Verdict
 from reconciler.engine import health
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted(p for top in ("reconciler", "backends", "bench") for p in (ROOT / top).rglob("*.py"))
-VOCAB = "backends/vocab.py"
+VOCAB = "backends/sdk/vocab.py"
 HEALTH = "reconciler/engine/health.py"
 SHARED_WORDS = {Verdict.UNKNOWN.word}
 """Verdict words that other vocabularies use too ("unknown" op support, provider, source): these count
@@ -57,8 +57,11 @@ def places_in(source: str, words: Collection[str], shared: Collection[str] = ())
     """(word, line) of every string literal in `source` that is exactly one of `words` (a shared word
     only where it stands for a verdict)."""
     return sorted(
-        ((str(constant.value), constant.lineno) for constant, parent in _strings(ast.parse(source))
-         if constant.value in words and (constant.value not in shared or _as_verdict(constant, parent))),
+        (
+            (str(constant.value), constant.lineno)
+            for constant, parent in _strings(ast.parse(source))
+            if constant.value in words and (constant.value not in shared or _as_verdict(constant, parent))
+        ),
         key=lambda place: place[1],
     )
 

@@ -247,7 +247,7 @@ def test_apply_shows_what_a_built_stage_did(digits_repo: Path, npuctl) -> None:
     done = npuctl(digits_repo, "apply")
     assert done.returncode in (0, 3), done.stdout + done.stderr
     line = next(ln for ln in done.stdout.splitlines() if ln.startswith("  quantize: "))
-    from backends.host import int8_dot
+    from backends.sdk.host import int8_dot
 
     weights = "int8" if int8_dot() == "exact" else "uint8"  # the cpu target's rule for this host
     assert f"ptq w{weights}/auint8, 32 samples (calibrated now)" in line and "auto: " in line

@@ -19,8 +19,8 @@ import pytest
 from onnx import numpy_helper
 
 from backends import registry
-from backends.base import StageOutput, StageRequest
 from backends.onnxruntime import _compile
+from backends.sdk.base import StageOutput, StageRequest
 from reconciler.engine import world
 from reconciler.engine.apply import apply_all
 from reconciler.engine.execute import RetryPolicy

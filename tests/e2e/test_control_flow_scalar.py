@@ -13,7 +13,7 @@ import yaml
 
 from tests.conftest import git, run_npuctl
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backends" / "onnx"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backends" / "passes"))
 from vad_model import save_vad
 
 
@@ -111,7 +111,7 @@ def test_a_scalar_fed_from_evaluation_data_builds_for_onnx_runtime_and_openvino(
 
 def test_placement_lists_the_branch_nodes(tmp_path: Path) -> None:
     from backends.catalog import target
-    from backends.onnx import placement
+    from backends.passes import placement
 
     model = onnx.load(str(save_vad(tmp_path / "vad.onnx")))
     report = placement.compute(model, target("rk3588"), {"mode": "none"})

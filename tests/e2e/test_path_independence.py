@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from backends import toolchains
+from backends.sdk import toolchains
 from tests.conftest import copy_digits, git, run_npuctl
 
 pytestmark = [

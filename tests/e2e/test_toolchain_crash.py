@@ -1,7 +1,7 @@
 """A toolchain child that dies of a real SIGSEGV fails its stage with the signal named; the other spec in
 the same `apply` is built and reported, and the crashed spec's lock file keeps what it recorded before.
 
-The crash comes from backends.child_call's test-only hook (NPUCTL_TEST_ONLY_SIGSEGV, matched against
+The crash comes from backends.sdk.child_call's test-only hook (NPUCTL_TEST_ONLY_SIGSEGV, matched against
 the stage's log path): the child sends itself SIGSEGV, as ONNX Runtime does on some graphs."""
 
 from __future__ import annotations

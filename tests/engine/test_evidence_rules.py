@@ -10,7 +10,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from backends.catalog import target
-from backends.onnx import placement
+from backends.passes import placement
 from reconciler.engine.verify import judge
 from tests.conftest import DIGITS_SPEC, run_npuctl
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from tests.backends.onnx.yolo_head import _static_outputs, photo_samples, yolov8_at
+from tests.backends.passes.yolo_head import _static_outputs, photo_samples, yolov8_at
 from tests.conftest import run_npuctl
 
 SIZE = 160

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from backends import toolchains
+from backends.sdk import toolchains
 
 PLANTED = ("reconciler", "backends", "venv", "pip", "onnxruntime")
 

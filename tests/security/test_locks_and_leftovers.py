@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from backends import toolchains
+from backends.sdk import toolchains
 from tests.conftest import DIGITS_SPEC, copy_digits, run_npuctl
 
 HOLDER = """

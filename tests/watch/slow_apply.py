@@ -18,7 +18,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from backends import registry
-from backends.base import StageOutput, StageRequest
+from backends.sdk.base import StageOutput, StageRequest
 
 STAGE = os.environ["NPUCTL_TEST_SLOW_STAGE"]
 HOLD_S = float(os.environ["NPUCTL_TEST_SLOW_S"])

@@ -13,14 +13,14 @@ import numpy as np
 import onnx
 import pytest
 
-from backends import bundles, metadata
-from backends.base import StageRequest
 from backends.cann import CannBackend
 from backends.cann.adapter import AIPP_KEY, CannCompile, CannPreprocess, fusion_switch, keep_dtype_lines
 from backends.catalog import targets
-from backends.errors import TerminalError, ToolchainMissing
-from backends.onnx import preprocess_forms as forms
-from backends.sdk import SENSITIVE_KEY
+from backends.passes.preprocess import forms as forms
+from backends.sdk import bundles, metadata
+from backends.sdk.base import StageRequest
+from backends.sdk.errors import TerminalError, ToolchainMissing
+from backends.sdk.vendor_bundle import SENSITIVE_KEY
 
 SECTION = {"input": "x", "layout": "nhwc", "dtype": "uint8", "color": {"from": "rgb", "to": "bgr"},
            "mean": [123.675, 116.28, 103.53], "std": [58.395, 57.12, 57.375]}  # fmt: skip

@@ -13,10 +13,10 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from backends import registry
-from backends.base import STAGES, Backend, StageImpl
 from backends.catalog import targets
-from backends.errors import UnsupportedStage
-from backends.registration import Registration
+from backends.sdk.base import STAGES, Backend, StageImpl
+from backends.sdk.errors import UnsupportedStage
+from backends.sdk.registration import Registration
 
 ROOT = Path(__file__).resolve().parents[3]
 HEAVY = ("openvino", "nncf", "rknn", "onnxruntime", "torch", "tensorflow", "coremltools")
@@ -90,8 +90,8 @@ def test_builtin_backends_cover_their_targets() -> None:
 # ---------------------------------------------------------------- third-party backend via entry point
 
 FAKE = """
-from backends.base import StageOutput
-from backends.registration import Registration
+from backends.sdk.base import StageOutput
+from backends.sdk.registration import Registration
 
 
 class FakeCompile:

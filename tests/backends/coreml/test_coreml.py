@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from backends import bundles, toolchains
+from backends.sdk import bundles, toolchains
 from reconciler.state.store import Store
 from tests.backends.built_once import built_once
 from tests.backends.detector import write_det_repo

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from ort_helpers import rapidocr_model
 
-from backends.onnx.importer import import_model
+from backends.passes.importer import import_model
 
 
 def _imported(factory: pytest.TempPathFactory, source: Path, inputs: dict[str, list[int]], name: str) -> Path:

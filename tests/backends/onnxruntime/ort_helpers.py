@@ -6,8 +6,8 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from backends.base import StageOutput, StageRequest
 from backends.catalog import target
+from backends.sdk.base import StageOutput, StageRequest
 
 FUSION_ON = {"conv_bn": True, "conv_activation": True, "matmul_add": True, "constant_folding": True}
 

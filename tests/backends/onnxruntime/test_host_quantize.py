@@ -11,11 +11,11 @@ import pytest
 
 from backends import registry
 from backends.catalog import target
-from backends.onnx import SHARED
 from backends.onnxruntime import OnnxRuntimeBackend, _quantize
 from backends.onnxruntime._quantize import HostQuantizePass
+from backends.passes import SHARED
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "onnx"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "passes"))
 from quant_helpers import digits_model, ptq_config, run_quantize
 
 
@@ -56,7 +56,7 @@ def test_a_spec_asking_other_weights_is_left_alone(tmp_path: Path, monkeypatch: 
 
 
 def _request(config: dict[str, object], tmp_path: Path):  # type: ignore[no-untyped-def]
-    from backends.base import StageRequest
+    from backends.sdk.base import StageRequest
 
     model = digits_model(tmp_path)
     return StageRequest(

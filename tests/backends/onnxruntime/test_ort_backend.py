@@ -9,11 +9,11 @@ from importlib.metadata import version
 import jsonschema
 import pytest
 
-from backends.base import Backend, StageImpl
 from backends.catalog import target
-from backends.errors import TerminalError
 from backends.onnxruntime import OnnxRuntimeBackend, disabled_optimizers, validate_options
 from backends.registry import backend, implementation
+from backends.sdk.base import Backend, StageImpl
+from backends.sdk.errors import TerminalError
 
 
 def test_declarations() -> None:

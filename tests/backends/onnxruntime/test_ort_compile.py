@@ -14,8 +14,8 @@ import onnxruntime as ort
 import pytest
 from ort_helpers import compile_model
 
-from backends.errors import TerminalError
 from backends.onnxruntime._ortformat import canonical_bytes
+from backends.sdk.errors import TerminalError
 
 
 def _run(path: Path, feed: dict[str, np.ndarray], level: str = "ORT_DISABLE_ALL") -> list[np.ndarray]:
@@ -116,13 +116,13 @@ def test_fusion_switch_changes_the_optimized_graph(
 def test_quantized_qdq_model_compiles_reproducibly(tmp_path: Path, cls_onnx: Path) -> None:
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
-    from backends.onnx.accuracy import fidelity, run_model
-    from backends.onnx.data import FeedReader, model_inputs, random_samples
+    from backends.passes.accuracy import fidelity, run_model
+    from backends.passes.data import FeedReader, model_inputs, random_samples
 
     inputs = model_inputs(cls_onnx)
     qdq = tmp_path / "qdq.onnx"
     reader = FeedReader(lambda: iter(random_samples(inputs, 4, seed=0)))
-    from backends.host import int8_dot
+    from backends.sdk.host import int8_dot
 
     # weights this host's kernels sum exactly (as the cpu target's quantize stage picks them): where
     # u8 x s8 sums clip, the compiled .ort would rightly fail its check against the QDQ math

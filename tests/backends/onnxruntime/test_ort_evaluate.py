@@ -10,12 +10,12 @@ import onnx
 import pytest
 from ort_helpers import compile_model
 
-from backends.base import StageOutput, StageRequest
 from backends.catalog import target
-from backends.errors import TerminalError
-from backends.onnx.accuracy import run_model
 from backends.onnxruntime._evaluate import EvaluatePass
+from backends.passes.accuracy import run_model
 from backends.runners.local import LocalRunner
+from backends.sdk.base import StageOutput, StageRequest
+from backends.sdk.errors import TerminalError
 from backends.sdk.measure import RANDOM_SAMPLES
 
 KEYS = {

@@ -12,12 +12,12 @@ import pytest
 from ort_helpers import compile_model
 
 from backends import profiles
-from backends.base import StageOutput, StageRequest
 from backends.catalog import target
-from backends.onnx import placement
-from backends.onnx.importer import import_model
 from backends.onnxruntime._evaluate import EvaluatePass
+from backends.passes import placement
+from backends.passes.importer import import_model
 from backends.profiles.attribution import attribute
+from backends.sdk.base import StageOutput, StageRequest
 from tests.conftest import DIGITS
 
 COMPUTE_OPS = {"Conv", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool"}

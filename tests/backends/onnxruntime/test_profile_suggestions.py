@@ -13,14 +13,14 @@ from onnx import TensorProto, helper, numpy_helper
 from ort_helpers import compile_model
 
 from backends import profiles
-from backends.base import StageRequest
 from backends.catalog import target
-from backends.onnx import estimate as E
-from backends.onnx import placement
-from backends.onnx.rewrite import rewrite_model
 from backends.onnxruntime._evaluate import EvaluatePass
+from backends.passes import estimate as E
+from backends.passes import placement
+from backends.passes.rewrite.stage import rewrite_model
 from backends.profiles.attribution import attribute
 from backends.profiles.suggest import suggest
+from backends.sdk.base import StageRequest
 
 PTQ = {"mode": "ptq", "weights": "int8"}
 

@@ -4,7 +4,7 @@ ddddocr's YOLOX detector (from its wheel, as bench/quant.py fetches it) goes thr
 the intel-npu target with ptq (NNCF); then, here, the NNCF ONNX the quantize stage recorded runs under
 ONNX Runtime and the IR the compile stage recorded under OpenVINO, on drawn text frames, and the boxes
 they find are decoded and matched by code of this test suite (tests/backends/tasks/independent.py,
-not npuctl's): box F1 between them >= 0.98. The compile stage's own check (backends.artifact_check)
+not npuctl's): box F1 between them >= 0.98. The compile stage's own check (backends.sdk.artifact_check)
 is in its report, within its tolerance.
 
 Measured here (OpenVINO 2026.4.1, NNCF 3.4): on these frames `core.read_model` and `ov.convert_model` of
@@ -99,7 +99,7 @@ def test_intel_npu_ir_of_yolox_agrees_with_its_nncf_onnx(git_repo: Path, tmp_pat
     print(
         f"IR vs NNCF ONNX: box F1 {f1:.4f}, {sum(map(len, ir_boxes))} vs {sum(map(len, source_boxes))} boxes"
     )
-    from backends.host import int8_dot
+    from backends.sdk.host import int8_dot
 
     # OpenVINO's CPU plugin runs the IR's int8 convolutions on this host's kernels; where those clip
     # u8 x s8 sums (x86 without VNNI) the IR cannot reproduce the ONNX's QDQ math to 0.98: measured

@@ -9,13 +9,13 @@ from typing import Any
 import onnx
 import pytest
 
-from backends.base import StageRequest
 from backends.catalog import targets
-from backends.errors import TerminalError
-from backends.onnx.importer import import_model
 from backends.openvino import OPTIONS_SCHEMA, OpenVinoBackend
 from backends.openvino.compile import OpenVinoCompile, properties
 from backends.openvino.quantize import ignored_scope_args
+from backends.passes.importer import import_model
+from backends.sdk.base import StageRequest
+from backends.sdk.errors import TerminalError
 
 ov = pytest.importorskip("openvino")
 ROOT = Path(__file__).resolve().parents[3]
@@ -141,8 +141,8 @@ def test_check_keeps_the_table_without_an_npu_and_records_the_cpu_query(tmp_path
 
 def test_query_model_map_overrides_the_table(digits: Path) -> None:
     """The backend map wins where it names a node: a CPU answer from query_model moves the node."""
-    from backends.onnx import placement as P
     from backends.openvino.check import device_map
+    from backends.passes import placement as P
 
     model = onnx.load(str(digits))
     names = [n.name for n in model.graph.node]
@@ -163,7 +163,7 @@ def test_query_model_map_overrides_the_table(digits: Path) -> None:
 
 
 def test_ignored_scope_from_sensitive_rules(digits: Path) -> None:
-    from backends.onnx.quant_policy import SensitiveRules
+    from backends.passes.quant.policy import SensitiveRules
 
     model = onnx.load(str(digits))
     first = model.graph.node[0].name

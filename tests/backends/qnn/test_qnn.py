@@ -12,14 +12,14 @@ from typing import Any
 import onnx
 import pytest
 
-from backends import bundles, metadata
-from backends.base import StageRequest
 from backends.catalog import targets
-from backends.errors import TerminalError
-from backends.onnx.importer import import_model
+from backends.passes.importer import import_model
 from backends.qnn import QnnBackend
 from backends.qnn.adapter import QnnCompile, htp_config, quantization_overrides
-from backends.sdk import PREPROCESS_KEY, SENSITIVE_KEY
+from backends.sdk import bundles, metadata
+from backends.sdk.base import StageRequest
+from backends.sdk.errors import TerminalError
+from backends.sdk.vendor_bundle import PREPROCESS_KEY, SENSITIVE_KEY
 
 ROOT = Path(__file__).resolve().parents[3]
 DIGITS = ROOT / "examples" / "digits"

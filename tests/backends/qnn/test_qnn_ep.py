@@ -11,10 +11,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from backends.base import StageRequest
 from backends.catalog import targets
 from backends.qnn.stages import QnnCheck, context_files
 from backends.qnn.validation import device_map, parse
+from backends.sdk.base import StageRequest
 from reconciler.state.store import Store
 from tests.backends.built_once import built_once
 from tests.backends.detector import SIZE
@@ -179,11 +179,11 @@ def test_the_compile_check_is_the_shared_one_and_catches_a_context_from_another_
     built: Built, tmp_path: Path
 ) -> None:
     """The HTP simulator's outputs of the compiled context are held to the tolerance every compile
-    check uses (backends.artifact_check); a context that is not its source's fails with one line."""
+    check uses (backends.sdk.artifact_check); a context that is not its source's fails with one line."""
     import shutil
 
-    from backends.errors import TerminalError
     from backends.qnn.stages import check_context, soc
+    from backends.sdk.errors import TerminalError
 
     digits_repo, _ = built
     variant = json.loads((digits_repo / "specs" / "digits.lock.json").read_text())["variants"]["default"]
@@ -273,8 +273,8 @@ def conv_gemm_macs(path: Path, shape: list[int]) -> int:
 
 
 def test_qnns_qdq_config_reaches_the_quantizer_under_the_specs_own_settings(tmp_path: Path) -> None:
-    from backends.onnx.qdq_build import _merge_backend_options
-    from backends.onnx.quant_policy import resolve
+    from backends.passes.quant.policy import resolve
+    from backends.passes.quant.qdq_build import _merge_backend_options
     from backends.qnn.stages import qnn_options
 
     model = _odd_model(tmp_path / "odd.onnx")
@@ -293,8 +293,8 @@ def test_qnns_qdq_config_reaches_the_quantizer_under_the_specs_own_settings(tmp_
 
 
 def test_qnn_preprocess_fuses_gelu_and_keeps_the_records_of_earlier_stages(tmp_path: Path) -> None:
-    from backends import metadata
     from backends.qnn.stages import qnn_preprocess
+    from backends.sdk import metadata
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])

@@ -12,12 +12,12 @@ import numpy as np
 import onnx
 import pytest
 
-from backends.base import StageRequest
 from backends.catalog import target
-from backends.onnx import placement
-from backends.onnx.importer import import_model
+from backends.passes import placement
+from backends.passes.importer import import_model
 from backends.qnn import driver
 from backends.qnn.profile import qnn_profile, read_profile
+from backends.sdk.base import StageRequest
 from tests.conftest import DIGITS, ROOT
 
 pytest.importorskip("onnxruntime_qnn")

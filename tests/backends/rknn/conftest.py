@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from rknn_helpers import Request, conv_model
 
-from backends.base import StageRequest
 from backends.catalog import Target, targets
+from backends.sdk.base import StageRequest
 
 ROOT = Path(__file__).resolve().parents[3]
 DIGITS = ROOT / "examples" / "digits"

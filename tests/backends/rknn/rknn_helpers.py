@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backends import toolchains
-from backends.base import StageRequest
+from backends.sdk import toolchains
+from backends.sdk.base import StageRequest
 
 
 def conv_model(path: Path, channels: int = 3, size: int = 16, gather_input: bool = False) -> Path:

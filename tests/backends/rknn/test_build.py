@@ -11,9 +11,9 @@ import pytest
 from rknn_helpers import Request, conv_model, needs_rknn
 
 from backends.catalog import targets
-from backends.errors import TerminalError
 from backends.rknn.preprocess import RknnPreprocess
 from backends.rknn.stages import RknnCompile, RknnEvaluate, RknnQuantize
+from backends.sdk.errors import TerminalError
 
 pytestmark = [pytest.mark.slow, needs_rknn]
 

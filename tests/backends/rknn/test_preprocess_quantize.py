@@ -9,13 +9,13 @@ import onnx
 import pytest
 from rknn_helpers import Request, conv_model
 
-from backends import bundles
-from backends.errors import TerminalError
-from backends.onnx import preprocess_forms as forms
-from backends.onnx.accuracy import run_model
+from backends.passes.accuracy import run_model
+from backends.passes.preprocess import forms as forms
 from backends.rknn import build as B
 from backends.rknn.preprocess import META_KEY, RknnPreprocess, read_meta, rknn_mean_std
 from backends.rknn.stages import RknnQuantize, quant_plan
+from backends.sdk import bundles
+from backends.sdk.errors import TerminalError
 
 SECTION = {
     "input": "x",
@@ -32,7 +32,7 @@ def _raw(seed: int = 0) -> np.ndarray:
 
 
 def _reference(model: Path, raw: np.ndarray) -> np.ndarray:
-    """The spec's meaning: canonical preprocessing (backends.onnx.preprocess_forms) then the model."""
+    """The spec's meaning: canonical preprocessing (backends.passes.preprocess.forms) then the model."""
     form = forms.canonical(SECTION, 3)
     x = forms.canonical_apply(form, raw[0])[np.newaxis].astype(np.float32)
     return run_model(model, [{"x": x}]).values[0][0]

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from backends import registry, toolchains
+from backends import registry
 from backends.catalog import targets
-from backends.errors import ToolchainMissing
 from backends.rknn import RknnBackend
+from backends.sdk import toolchains
+from backends.sdk.errors import ToolchainMissing
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -74,8 +75,8 @@ def test_the_compile_key_holds_the_whole_venv_and_the_host_isa(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An unpinned dependency of the toolkit (here opencv) changes the compile's key, pip does not."""
-    from backends.host import host_isa
     from backends.rknn.stages import RknnCompile
+    from backends.sdk.host import host_isa
 
     monkeypatch.setenv("NPUCTL_TOOLCHAINS", str(tmp_path))
     pinned = {"rknn-toolkit2": "2.5.0", "numpy": "1.26.4", "torch": "2.13.0+cpu"}
@@ -118,7 +119,7 @@ def test_the_compile_key_holds_the_hosts_memory_layout(
     one = next(iter(os.sched_getaffinity(0)))
     code = (
         f"import os; os.sched_setaffinity(0, {{{one}}}); "
-        "from backends.host import memory_layout; print(memory_layout()['cpus'])"
+        "from backends.sdk.host import memory_layout; print(memory_layout()['cpus'])"
     )
     pinned = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert pinned.stdout.strip() == "1"

@@ -25,7 +25,7 @@ def cls_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """PP-OCR mobile text-direction classifier (from rapidocr-onnxruntime), imported with a fixed shape."""
     import importlib.util
 
-    from backends.onnx.importer import import_model
+    from backends.passes.importer import import_model
 
     spec = importlib.util.find_spec("rapidocr_onnxruntime")
     if spec is None or not spec.submodule_search_locations:

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backends.errors import TerminalError, TransientError
 from backends.runners import REQUEST_FILE, runner_for, write_request
 from backends.runners.adb import AdbRunner, split_rc
 from backends.runners.benchprog import FORMAT_VERSION, sample_key
+from backends.sdk.errors import TerminalError, TransientError
 
 
 def test_commands() -> None:

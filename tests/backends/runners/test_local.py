@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backends.errors import TerminalError, TransientError
-from backends.onnx.accuracy import run_model
+from backends.passes.accuracy import run_model
 from backends.runners import REQUEST_FILE, bench_files, parse_result, runner_for, write_request
 from backends.runners.benchprog import FORMAT_VERSION, sample_key
 from backends.runners.local import LocalRunner
+from backends.sdk.errors import TerminalError, TransientError
 
 
 def _job(tmp_path: Path, model: Path, samples: list[np.ndarray] | None = None, **extra: object) -> Path:

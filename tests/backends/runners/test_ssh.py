@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backends.errors import TerminalError, TransientError
-from backends.onnx.accuracy import run_model
+from backends.passes.accuracy import run_model
 from backends.runners import runner_for, write_request
 from backends.runners.benchprog import FORMAT_VERSION, sample_key
 from backends.runners.ssh import SshRunner
+from backends.sdk.errors import TerminalError, TransientError
 
 pytestmark = pytest.mark.slow
 
@@ -153,9 +153,9 @@ def test_rknn_on_device_evaluation_goes_through_the_runner(
 ) -> None:
     """RKNN evaluate with an ssh runner pushes the .rknn and runs benchprog's rknnlite runtime with the
     recorded core mask; this "device" has no rknn-toolkit-lite2, which benchprog reports as terminal."""
-    from backends.base import StageRequest
     from backends.catalog import targets
     from backends.rknn.stages import RknnEvaluate
+    from backends.sdk.base import StageRequest
 
     for key, value in sshd.env().items():
         monkeypatch.setenv(key, value)

@@ -11,12 +11,12 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from backends.base import StageRequest
 from backends.catalog import target
-from backends.errors import TerminalError
-from backends.onnx.data import model_inputs
+from backends.passes.data import model_inputs
 from backends.runners.benchprog import sample_key
 from backends.sdk import measure
+from backends.sdk.base import StageRequest
+from backends.sdk.errors import TerminalError
 
 
 class _Runner:

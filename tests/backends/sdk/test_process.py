@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from backends.errors import TerminalError, TransientError
 from backends.sdk import process
+from backends.sdk.errors import TerminalError, TransientError
 
 
 def _py(code: str) -> list[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.errors import TerminalError, TransientError
+from backends.sdk.errors import TerminalError, TransientError
 from backends.sdk.worker import base_env, run_worker
 
 HEAD = """import json, os, signal, sys

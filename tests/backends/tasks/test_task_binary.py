@@ -12,13 +12,13 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from backends.errors import TerminalError
-from backends.onnx.accuracy import ModelOutputs, score
+from backends.passes.accuracy import ModelOutputs, score
+from backends.sdk.errors import TerminalError
 from backends.tasks import Classification
 from backends.tasks.config import resolve
 from backends.tasks.guess import guess
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "onnx"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "passes"))
 from vad_model import save_vad
 
 

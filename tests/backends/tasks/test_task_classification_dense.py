@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from task_models import noisy, rapidocr_model, run, text_line
 
-from backends.onnx.accuracy import ModelOutputs, score
+from backends.passes.accuracy import ModelOutputs, score
 from backends.tasks import Classification, Dense, Tensor
 
 WORDS = ["HELLO 42", "npuctl", "AB12CD", "Quant 8", "Zebra", "OCR test", "x9y8z7", "Mixed Case"]

@@ -13,8 +13,8 @@ import pytest
 from independent import ctc_greedy, levenshtein
 from task_models import ddddocr_model, noisy, rapidocr_model, run, text_line
 
-from backends.errors import TerminalError
-from backends.onnx.accuracy import ModelOutputs, score
+from backends.passes.accuracy import ModelOutputs, score
+from backends.sdk.errors import TerminalError
 from backends.tasks import Ctc, from_evaluate
 
 TEXTS = ["HELLO 42", "npuctl", "AB12CD", "Quant 8", "Zebra", "OCR test", "x9y8z7", "Mixed Case"]

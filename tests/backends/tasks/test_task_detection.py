@@ -1,6 +1,6 @@
 """Detection on real detectors: ddddocr's YOLOX (raw grid head [1, N, 5+C]) and a YOLOv8-style head
 [1, 4+C, N] built onto it in ONNX. npuctl's box F1 and mAP@0.5 (backends.tasks through
-backends.onnx.accuracy.score, as evaluate, the auto search and the SLOs compute them) equal a decode +
+backends.passes.accuracy.score, as evaluate, the auto search and the SLOs compute them) equal a decode +
 match written in the test (independent.py), against drawn ground-truth boxes and against the float model."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from independent import f1_and_ap, nms, v8_rows, yolox_rows
 from task_models import ddddocr_model, noisy, run, text_frames, yolov8_head
 
-from backends.onnx.accuracy import ModelOutputs, score
+from backends.passes.accuracy import ModelOutputs, score
 from backends.tasks import Detection, resolve
 
 THRESHOLD, NMS_IOU = 0.25, 0.45
@@ -130,7 +130,7 @@ def test_ssd_style_boxes_and_scores_outputs(detector: dict[str, Any]) -> None:
 
 
 def test_detection_labels_file_is_read_by_sample_name(tmp_path: Path) -> None:
-    from backends.errors import TerminalError
+    from backends.sdk.errors import TerminalError
     from backends.tasks import labels
 
     path = tmp_path / "boxes.json"

@@ -11,8 +11,8 @@ import pytest
 from independent import f1_and_ap, gfl_rows, nms
 from task_models import noisy, run, text_line, wheel_file
 
-from backends.errors import TerminalError
-from backends.onnx.accuracy import ModelOutputs, score
+from backends.passes.accuracy import ModelOutputs, score
+from backends.sdk.errors import TerminalError
 from backends.tasks import Detection, resolve
 from backends.tasks.guess import guess
 

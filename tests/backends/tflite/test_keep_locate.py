@@ -14,7 +14,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from backends import toolchains
+from backends.sdk import toolchains
 from backends.sdk.process import script_argv
 
 pytestmark = [

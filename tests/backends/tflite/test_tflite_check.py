@@ -11,8 +11,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from backends.errors import TerminalError
-from backends.onnx.data import model_inputs, read_sample
+from backends.passes.data import model_inputs, read_sample
+from backends.sdk.errors import TerminalError
 from backends.tflite.check import run_checks
 from tests.conftest import DIGITS
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from backends import toolchains
+from backends.sdk import toolchains
 from tests.conftest import run_npuctl
 
 

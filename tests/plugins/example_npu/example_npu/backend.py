@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.base import StageImpl, StageOutput, StageRequest
 from backends.onnxruntime import STAGES as ORT
 from backends.onnxruntime import OnnxRuntimeBackend
-from backends.registration import Call, Registration, by_stage
+from backends.sdk.base import StageImpl, StageOutput, StageRequest
+from backends.sdk.registration import Call, Registration, by_stage
 
 SDK_VERSION = "0.1.0"
 """A real adapter reads its SDK's version (importlib.metadata, or the SDK's own version call)."""

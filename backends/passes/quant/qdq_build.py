@@ -1,0 +1,173 @@
+"""The models the quantize stage builds: the prepared float model (opset raised, nodes named, ONNX
+Runtime's quant_pre_process) and QDQ builds of it from the calibrated ranges (Builder)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from backends.passes.quant import bias_correction, calibration
+from backends.passes.quant.modes import save_deterministic
+from backends.passes.quant.policy import Policy, int16_overrides, quant_type
+from backends.sdk.errors import TerminalError, one_line
+
+if TYPE_CHECKING:
+    import onnx
+
+Logger = Callable[[str], None]
+
+
+# ---------------------------------------------------------------------------------------------- prepare
+
+
+def _name_nodes(model: onnx.ModelProto) -> int:
+    from backends.passes.facts import name_nodes
+
+    return name_nodes(model)
+
+
+def prepare(source: Path, scratch: Path, log: Logger) -> tuple[Path, dict[str, Any]]:
+    """The model every calibration and build starts from: opset >= 13 (per-channel QDQ needs it), named
+    nodes, and ONNX Runtime's quant_pre_process (shape inference, BatchNorm folding, constant folding)."""
+    import onnx
+
+    from backends.passes.importer import default_opset, raise_opset
+
+    try:
+        model = onnx.load(str(source))
+    except Exception as exc:  # noqa: BLE001 - protobuf/onnx raise various types
+        raise TerminalError(f"quantize: cannot load model: {one_line(exc)}") from exc
+    report: dict[str, Any] = {"opset_before": default_opset(model)}
+    model = raise_opset(model, log)
+    report["opset"] = default_opset(model)
+    report["renamed_nodes"] = _name_nodes(model)
+    raised = scratch / "raised.onnx"
+    save_deterministic(model, raised)
+    prepared = scratch / "prepared.onnx"
+    report["quant_pre_process"] = _pre_process(raised, prepared, log)
+    model = onnx.load(str(prepared))
+    renamed = _name_nodes(model)
+    if renamed:
+        report["renamed_nodes"] += renamed
+    save_deterministic(model, prepared)
+    report["nodes"] = len(model.graph.node)
+    return prepared, report
+
+
+def _pre_process(raised: Path, prepared: Path, log: Logger) -> str:
+    """ONNX Runtime's quant_pre_process; its symbolic shape inference fails on some exported graphs
+    (PP-OCR cls: an AssertionError), so it is retried with ONNX shape inference alone before giving up."""
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    failures = []
+    for label, skip_symbolic in (("applied", False), ("applied without symbolic shape inference", True)):
+        try:
+            quant_pre_process(str(raised), str(prepared), skip_symbolic_shape=skip_symbolic)
+            return label
+        except Exception as exc:  # noqa: BLE001 - ORT's optimizer and shape inference raise plain exceptions
+            failures.append(one_line(exc))
+            log(f"quant_pre_process ({label}) failed: {one_line(exc)}")
+    shutil.copyfile(raised, prepared)
+    return f"skipped: {'; '.join(failures)}"
+
+
+def op_types_to_quantize() -> list[str]:
+    """Every op type ONNX Runtime's QDQ quantizer handles (its own default), in a stable order."""
+    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
+
+    return sorted(set(QLinearOpsRegistry) | set(QDQRegistry))
+
+
+# ------------------------------------------------------------------------------------------------ build
+
+
+@dataclass
+class Builder:
+    """Builds QDQ models from the prepared model and the calibrated ranges, with some nodes kept."""
+
+    prepared: Path
+    ranges: Path
+    policy: Policy
+    scratch: Path
+    op_types: list[str]
+    placed_float: Sequence[str] = ()
+    """Nodes the placement leaves float in every build (the tail, mixed-range concats)."""
+    shifts: Sequence[bias_correction.Shift] = ()
+    """Measured bias shifts every build gets (backends.passes.quant.bias_correction), once measured."""
+    counter: int = 0
+    corrected: int = 0
+    """Layers whose bias the last build corrected."""
+
+    def build(
+        self,
+        float_nodes: Iterable[str] = (),
+        int16_nodes: Iterable[str] = (),
+        out: Path | None = None,
+        explicit_activations: bool = False,
+        wide_tensors: Iterable[str] = (),
+    ) -> Path:
+        """`explicit_activations` keeps Relu/Clip nodes the quantizer would fold into Q ranges (same numbers):
+        the sensitivity search bypasses Q/DQ pairs, which would otherwise drop their clipping."""
+        import onnx
+        from onnxruntime.quantization import QuantFormat, quantize_static
+
+        self.counter += 1
+        target = out or self.scratch / f"build-{self.counter}.onnx"
+        extra: dict[str, Any] = {
+            "ActivationSymmetric": self.policy.activation_symmetric,
+            "WeightSymmetric": self.policy.weight_symmetric,
+        }
+        if explicit_activations:
+            extra["QDQKeepRemovableActivations"] = True
+        wide = sorted(set(int16_nodes))
+        if wide or wide_tensors:
+            model = onnx.load(str(self.prepared))
+            overrides = int16_overrides(model, wide, self.policy.wide_activations)
+            qtype = [{"quant_type": quant_type(self.policy.wide_activations)}]
+            overrides.update({t: list(qtype) for t in wide_tensors})
+            extra["TensorQuantOverrides"] = dict(sorted(overrides.items()))
+        if self.policy.backend_options:
+            _merge_backend_options(extra, self.policy.backend_options, self.prepared)
+        try:
+            quantize_static(
+                str(self.prepared),
+                str(target),
+                None,
+                quant_format=QuantFormat.QDQ,
+                op_types_to_quantize=self.op_types,
+                per_channel=self.policy.per_channel,
+                reduce_range=self.policy.reduce_range,
+                activation_type=quant_type(self.policy.activations),
+                weight_type=quant_type(self.policy.weights),
+                nodes_to_exclude=sorted(set(float_nodes) | set(self.placed_float)),
+                calibrate_method=calibration.ort_method(self.policy.method),
+                extra_options=extra,
+                calibration_cache_path=str(self.ranges),
+            )
+        except TerminalError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - ORT's quantizer raises plain exceptions
+            raise TerminalError(f"quantization failed: {one_line(exc)}") from exc
+        model = onnx.load(str(target))
+        self.corrected = bias_correction.apply(model, self.shifts)
+        save_deterministic(model, target)
+        return target
+
+
+def _merge_backend_options(extra: dict[str, Any], options: Mapping[str, Any], prepared: Path) -> None:
+    """A backend's extra_options under the spec's: its tensor overrides only for tensors the prepared
+    model still has (quant_pre_process folds some away), the spec's int16 keeps winning."""
+    import onnx
+
+    for key, value in options.items():
+        if key != "TensorQuantOverrides":
+            extra.setdefault(key, value)
+            continue
+        model = onnx.load(str(prepared), load_external_data=False)
+        names = {t for n in model.graph.node for t in (*n.input, *n.output)}
+        names |= {t.name for t in model.graph.initializer}
+        kept = {k: v for k, v in dict(value).items() if k in names}
+        extra[key] = {**kept, **extra.get(key, {})}

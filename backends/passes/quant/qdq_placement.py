@@ -1,0 +1,206 @@
+"""Where the quantizers go: on the inputs of the ops the target runs in integer, not on every tensor.
+
+ONNX Runtime's quantizer, left to itself, puts a Q/DQ pair on every tensor of every op it knows,
+including the decode tail of a detector: a YOLOv8-style head concatenates box coordinates (0-320)
+and class scores (0-1) under one uint8 scale of ~1.26, and every score below 0.63 becomes 0 (box F1
+0.54). NNCF does better because it quantizes only what the hardware runs in integer. The rule
+here (`placement: target`, the default):
+
+- integer ops are the op types ONNX Runtime's quantizer handles that the target's op table runs
+  (supported yes/partial); the others are never quantized;
+- the tail, every node from which no compute op (Conv, MatMul, Gemm, ...) is reachable, only
+  rearranges, decodes or post-processes: it stays float on a target that runs float layers;
+- a Concat whose inputs' calibrated ranges differ by more than MIX_FACTOR (the range-mixing check) is
+  kept float there; on a target without float it is reported with the fix to apply (split the concat,
+  its inputs quantized apart), because one integer scale cannot hold both.
+
+`placement: every_op` is ONNX Runtime's own default (every op it knows, tails included).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from backends.catalog import Target, op_table
+from backends.passes.quant import channel_ranges
+from backends.passes.quant.policy import COMPUTE_OPS, has_float
+
+if TYPE_CHECKING:
+    import onnx
+
+MIX_FACTOR = 16.0
+"""Inputs of one Concat whose range widths differ by more than this share one scale badly: at 8 bits
+the narrow input keeps at most 256 / 16 = 16 levels."""
+
+PLACEMENTS = ("target", "every_op")
+
+
+@dataclass(frozen=True)
+class Mixed:
+    """A Concat joining tensors of very different ranges (range-mixing check)."""
+
+    node: str
+    output: str
+    widths: tuple[tuple[str, float], ...]
+    """(input tensor, calibrated range width), in input order."""
+    ratio: float
+    fix: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "output": self.output,
+            "inputs": [{"tensor": t, "range_width": round(w, 6)} for t, w in self.widths],
+            "ratio": round(self.ratio, 2),
+            "fix": self.fix,
+        }
+
+
+@dataclass(frozen=True)
+class Placement:
+    rule: str
+    op_types: list[str]
+    """Op types handed to the quantizer."""
+    float_nodes: dict[str, str] = field(default_factory=dict)
+    """Node -> why placement leaves it float."""
+    mixed: list[Mixed] = field(default_factory=list)
+    float_tail: bool = True
+    """False when the target (or its backend) runs the whole graph in integer."""
+
+    def report(self) -> dict[str, Any]:
+        tail = sorted(n for n, why in self.float_nodes.items() if why == "tail")
+        return {
+            "rule": self.rule,
+            "text": self.text(),
+            "op_types": self.op_types,
+            "float_nodes": dict(sorted(self.float_nodes.items())),
+            "tail_nodes": len(tail),
+            "range_mixing": [m.as_dict() for m in self.mixed],
+        }
+
+    def text(self) -> str:
+        if self.rule == "every_op":
+            return "placement every_op: Q/DQ on every op ONNX Runtime quantizes (tails included)"
+        tail = sum(1 for why in self.float_nodes.values() if why == "tail")
+        where = (
+            f"{tail} tail nodes after the last compute op float"
+            if self.float_tail
+            else "tail kept integer (the target runs this graph in integer)"
+        )
+        return (
+            f"placement by target: Q/DQ on inputs of the {len(self.op_types)} op types the target runs in "
+            f"integer, {where}"
+        )
+
+
+def note(report: Mapping[str, Any]) -> str:
+    """The stage note's placement part, from `Placement.report()`: the rule, then every mixed range."""
+    mixed = [
+        f"range mixing: {m['node']} ({m['output']}): input ranges {m['ratio']:.0f}x apart, {m['fix']}"
+        for m in report.get("range_mixing", [])
+    ]
+    channels = channel_ranges.note(report.get("channel_ranges") or [])
+    return "; ".join([report["text"], *mixed, *([channels] if channels else [])])
+
+
+def plan(
+    model: onnx.ModelProto,
+    ranges: Path,
+    target: Target,
+    rule: str,
+    known_ops: Sequence[str],
+    integer_graph: bool = False,
+) -> Placement:
+    """The placement of `rule` for `model` on `target`, given the calibrated ranges (a TensorsData file).
+    `integer_graph`: the backend runs the whole graph in integer (QNN's HTP context), so nothing stays
+    float whatever the target's precisions say."""
+    float_ok = has_float(target) and not integer_graph
+    if float_ok and rule == "target":
+        fix = "kept float (its inputs quantized apart)"
+    elif float_ok:
+        fix = "suggested: placement target (keeps it float, its inputs quantized apart)"
+    else:
+        fix = (
+            f"suggested: split the concat into separate outputs and quantize its inputs apart (target "
+            f"{target.id} runs this graph in integer and one integer scale cannot hold both ranges)"
+        )
+    mixed = range_mixing(model, load_widths(ranges), fix)
+    if rule == "every_op":
+        return Placement(rule, sorted(known_ops), {}, mixed)
+    ops = integer_ops(target, known_ops)
+    floats: dict[str, str] = {}
+    if float_ok:
+        floats = dict.fromkeys(tail_nodes(model), "tail")
+        for m in mixed:
+            floats.setdefault(m.node, "range mixing")
+    return Placement(rule, ops, floats, mixed, float_ok)
+
+
+def integer_ops(target: Target, known_ops: Sequence[str]) -> list[str]:
+    """The quantizer's op types the target's op table runs (yes/partial); compute ops are always in."""
+    table = op_table(target.op_table)
+    out = []
+    for op in known_ops:
+        row = table.lookup(op)
+        if op in COMPUTE_OPS or (row is not None and row.supported in ("yes", "partial")):
+            out.append(op)
+    return sorted(out)
+
+
+def tail_nodes(model: onnx.ModelProto) -> list[str]:
+    """Nodes from which no compute op is reachable: the decode / post-process tail, in graph order."""
+    nodes = list(model.graph.node)
+    consumers: dict[str, list[int]] = {}
+    for i, node in enumerate(nodes):
+        for name in node.input:
+            consumers.setdefault(name, []).append(i)
+    feeds = [False] * len(nodes)
+    """feeds[i]: a compute op is node i itself or downstream of it."""
+    changed = True
+    while changed:  # fixed point: node order need not be topological
+        changed = False
+        for i, node in enumerate(nodes):
+            if feeds[i]:
+                continue
+            if node.op_type in COMPUTE_OPS or any(
+                feeds[j] for o in node.output for j in consumers.get(o, [])
+            ):
+                feeds[i] = True
+                changed = True
+    return [n.name for n, f in zip(nodes, feeds, strict=True) if not f]
+
+
+def load_widths(ranges: Path) -> dict[str, float]:
+    """Tensor -> calibrated range width (max(hi, 0) - min(lo, 0), what one 8-bit scale must span)."""
+    import numpy as np
+    from onnxruntime.quantization.calibrate import load_tensors_data
+
+    out: dict[str, float] = {}
+    for name, td in load_tensors_data(ranges).data.items():
+        try:
+            lo, hi = td.range_value
+        except AttributeError:
+            continue
+        out[name] = max(float(np.max(hi)), 0.0) - min(float(np.min(lo)), 0.0)
+    return out
+
+
+def range_mixing(model: onnx.ModelProto, widths: Mapping[str, float], fix: str) -> list[Mixed]:
+    """Every Concat whose non-constant inputs' range widths differ by more than MIX_FACTOR."""
+    constants = {t.name for t in model.graph.initializer}
+    found = []
+    for node in model.graph.node:
+        if node.op_type != "Concat":
+            continue
+        pairs = [(t, widths[t]) for t in node.input if t and t not in constants and t in widths]
+        live = [w for _, w in pairs if w > 0]
+        if len(live) < 2:
+            continue
+        ratio = max(live) / min(live)
+        if ratio <= MIX_FACTOR:
+            continue
+        found.append(Mixed(node.name, node.output[0], tuple(pairs), ratio, fix))
+    return found

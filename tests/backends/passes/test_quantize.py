@@ -1,0 +1,251 @@
+"""The quantize stage on the real digits example: ptq accuracy, determinism, rules, 16-bit, fp16, qat."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from quant_helpers import digits_model, eval_set, op_counts, ptq_config, run_quantize, top1
+
+from backends.catalog import target
+from backends.passes.quant.policy import resolve
+from backends.sdk.errors import TerminalError
+
+_QDQ = ("QuantizeLinear", "DequantizeLinear")
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_ptq_digits_top1_drop_within_half_a_point(tmp_path: Path) -> None:
+    model = digits_model(tmp_path)
+    config = ptq_config(samples=300)
+    config["calibration"]["method"] = "entropy"  # minmax per-channel drops 0.56 pp here (2 of 360 samples)
+    out = run_quantize(config, model, tmp_path / "w")
+    quantized = out.artifacts["model"]
+    xs, labels = eval_set()
+    float_acc, int8_acc = top1(model, xs, labels), top1(quantized, xs, labels)
+    print(f"digits top-1: float {float_acc:.4f}, int8 {int8_acc:.4f} ({len(labels)} labelled samples)")
+    assert float_acc > 0.95
+    assert float_acc - int8_acc <= 0.005
+    report = out.report
+    assert report["mode"] == "ptq"
+    assert report["calibration"]["samples_used"] == 300
+    assert report["prepare"]["quant_pre_process"] == "applied"  # with symbolic shape inference (sympy)
+    assert report["policy"]["activations"] == "uint8"
+    assert report["policy"]["activations_from"] == "target cpu default"
+    assert report["qdq_nodes"]["QuantizeLinear"] > 0
+    assert report["size_ratio"] < 0.5
+    counts = op_counts(quantized)
+    assert counts.get("DequantizeLinear", 0) >= counts.get("Conv", 0) + counts.get("Gemm", 0)
+
+
+def test_ptq_output_is_byte_identical_across_runs(tmp_path: Path) -> None:
+    model = digits_model(tmp_path)
+    first = run_quantize(ptq_config(samples=32), model, tmp_path / "a").artifacts["model"]
+    second = run_quantize(ptq_config(samples=32), model, tmp_path / "b").artifacts["model"]
+    assert _sha(first) == _sha(second)
+
+
+def test_fewer_calibration_samples_than_asked_is_a_clear_error(tmp_path: Path) -> None:
+    model = digits_model(tmp_path)
+    folder = tmp_path / "few"
+    folder.mkdir()
+    for i in range(5):
+        np.save(folder / f"{i}.npy", np.zeros((1, 1, 8, 8), np.float32))
+    with pytest.raises(TerminalError, match=r"has 5 samples, spec asks for 10"):
+        run_quantize(ptq_config(samples=10), model, tmp_path / "w", calib=folder)
+
+
+def test_seed_fixes_the_selection_and_samples_are_exact(tmp_path: Path) -> None:
+    model = digits_model(tmp_path)
+    a = run_quantize(ptq_config(samples=16), model, tmp_path / "a").report["calibration"]
+    b = run_quantize(ptq_config(samples=16), model, tmp_path / "b").report["calibration"]
+    config = ptq_config(samples=16)
+    config["calibration"]["seed"] = 7
+    c = run_quantize(config, model, tmp_path / "c").report["calibration"]
+    assert a["sample_files"] == b["sample_files"] and len(a["sample_files"]) == 16
+    assert a["sample_files"] != c["sample_files"] and len(c["sample_files"]) == 16
+
+
+def test_signed_activations_default_to_symmetric(tmp_path: Path) -> None:
+    policy = resolve({"quantization": ptq_config()}, target("rk3588"))
+    assert policy.activations == "int8" and policy.activation_symmetric
+    policy = resolve({"quantization": ptq_config()}, target("qualcomm-htp-v75"))
+    assert policy.activations == "uint8" and not policy.activation_symmetric
+    with pytest.raises(TerminalError, match="does not support uint8"):
+        resolve({"quantization": ptq_config(activations="uint8")}, target("rk3588"))
+
+
+@pytest.mark.parametrize("method", ["entropy", "percentile"])
+def test_other_calibration_methods_keep_accuracy(tmp_path: Path, method: str) -> None:
+    model = digits_model(tmp_path)
+    config = ptq_config(samples=100)
+    config["calibration"]["method"] = method
+    out = run_quantize(config, model, tmp_path / "w")
+    xs, labels = eval_set()
+    assert top1(model, xs, labels) - top1(out.artifacts["model"], xs, labels) <= 0.02
+    assert out.report["policy"]["method"] == method
+
+
+def test_explicit_rules_keep_nodes_in_float_and_say_which_rule(tmp_path: Path) -> None:
+    model = digits_model(tmp_path)
+    gemms = [n.name for n in onnx.load(str(model)).graph.node if n.op_type == "Gemm"]
+    config = ptq_config(sensitive_layers={"keep": "fp32", "op_types": ["Gemm"], "first": 1})
+    out = run_quantize(config, model, tmp_path / "w")
+    kept = {k["node"]: k for k in out.report["kept"]}
+    for name in gemms:
+        assert kept[name]["precision"] == "fp32" and "op_types[0] 'Gemm'" in kept[name]["rule"]
+    assert any(k["rule"] == "first 1" for k in kept.values())
+    graph = onnx.load(str(out.artifacts["model"])).graph
+    producers = {o: n.op_type for n in graph.node for o in n.output}
+    inits = {t.name: t for t in graph.initializer}
+    for node in graph.node:
+        if node.name in gemms:  # float weights, not dequantized int8
+            assert producers.get(node.input[1]) != "DequantizeLinear"
+            assert inits[node.input[1]].data_type == TensorProto.FLOAT
+
+
+def test_a_rule_matching_nothing_is_an_error_naming_it(tmp_path: Path) -> None:
+    model = digits_model(tmp_path)
+    for rules, needle in (
+        ({"nodes": ["/decoder/*"]}, "nodes[0] '/decoder/*'"),
+        ({"op_types": ["Softmax"]}, "op_types[0] 'Softmax'"),
+    ):
+        with pytest.raises(TerminalError, match="matches no node") as err:
+            run_quantize(ptq_config(sensitive_layers=rules), model, tmp_path / "w")
+        assert needle in str(err.value)
+
+
+def test_int16_keep_uses_16_bit_activations_and_runs(tmp_path: Path) -> None:
+    model = digits_model(tmp_path)
+    config = ptq_config(samples=64, sensitive_layers={"keep": "int16", "op_types": ["Conv"]})
+    out = run_quantize(config, model, tmp_path / "w")
+    graph = onnx.load(str(out.artifacts["model"])).graph
+    zero_points = {n.input[2] for n in graph.node if n.op_type in _QDQ and len(n.input) > 2}
+    zero_point_types = {t.data_type for t in graph.initializer if t.name in zero_points}
+    assert TensorProto.UINT16 in zero_point_types and TensorProto.UINT8 in zero_point_types
+    assert out.report["kept_summary"] == {"int16": 2}
+    xs, labels = eval_set()
+    assert top1(model, xs, labels) - top1(out.artifacts["model"], xs, labels) <= 0.01
+
+
+def test_weights_and_activations_16_bit(tmp_path: Path) -> None:
+    model = digits_model(tmp_path)
+    out = run_quantize(ptq_config(samples=32, activations="uint16", weights="int16"), model, tmp_path / "w")
+    types = {t.data_type for t in onnx.load(str(out.artifacts["model"])).graph.initializer}
+    assert TensorProto.UINT16 in types and TensorProto.INT16 in types
+    xs, labels = eval_set()
+    assert top1(out.artifacts["model"], xs, labels) == pytest.approx(top1(model, xs, labels), abs=0.003)
+
+
+def _tiny_opset11(path: Path) -> Path:
+    """A small conv model at opset 11: per-channel QDQ needs opset 13 (DequantizeLinear's axis)."""
+    rng = np.random.default_rng(0)
+    weight = numpy_helper.from_array(rng.standard_normal((4, 1, 3, 3)).astype(np.float32), "w")
+    bias = numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b")
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+            helper.make_node("Relu", ["c"], ["y"], name="relu"),
+        ],
+        "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [weight, bias],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    model.ir_version = 7
+    onnx.save(model, str(path))
+    return path
+
+
+def test_opset_below_13_is_raised_before_per_channel(tmp_path: Path) -> None:
+    model = _tiny_opset11(tmp_path / "tiny.onnx")
+    out = run_quantize(ptq_config(samples=20), model, tmp_path / "w")
+    assert out.report["prepare"]["opset_before"] == 11 and out.report["prepare"]["opset"] >= 13
+    quantized = onnx.load(str(out.artifacts["model"]))
+    axes = [
+        a.i
+        for n in quantized.graph.node
+        if n.op_type == "DequantizeLinear"
+        for a in n.attribute
+        if a.name == "axis"
+    ]
+    assert axes, "per-channel weights carry an axis"
+    ort.InferenceSession(str(out.artifacts["model"]), providers=["CPUExecutionProvider"])  # loads
+
+
+def test_fp16_mode_keeps_io_types(tmp_path: Path) -> None:
+    model = digits_model(tmp_path)
+    out = run_quantize({"mode": "fp16", "keep_io_types": True}, model, tmp_path / "a", calib=None)
+    graph = onnx.load(str(out.artifacts["model"])).graph
+    assert graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT
+    assert any(t.data_type == TensorProto.FLOAT16 for t in graph.initializer)
+    assert out.report["runs_on_host"] is True
+    xs, labels = eval_set()
+    assert top1(out.artifacts["model"], xs, labels) == pytest.approx(top1(model, xs, labels), abs=0.003)
+    out = run_quantize({"mode": "fp16", "keep_io_types": False}, model, tmp_path / "b", calib=None)
+    graph = onnx.load(str(out.artifacts["model"])).graph
+    assert graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT16
+
+
+def test_fp16_mode_on_a_target_without_fp16_is_an_error(tmp_path: Path) -> None:
+    model = digits_model(tmp_path)
+    with pytest.raises(TerminalError, match="has no fp16"):
+        run_quantize({"mode": "fp16"}, model, tmp_path / "w", calib=None, target_id="ethos-u55")
+
+
+def test_qat_accepts_a_fully_quantized_model_and_reports_float_ops(tmp_path: Path) -> None:
+    model = digits_model(tmp_path)
+    full = run_quantize(ptq_config(samples=32, activations="int8"), model, tmp_path / "full").artifacts[
+        "model"
+    ]
+    out = run_quantize({"mode": "qat"}, full, tmp_path / "qat", calib=None)
+    assert out.report["float_compute_ops"] == [] and _sha(out.artifacts["model"]) == _sha(full)
+
+    partial_config = ptq_config(
+        samples=32, activations="int8", sensitive_layers={"keep": "fp32", "op_types": ["Gemm"]}
+    )
+    partial = run_quantize(partial_config, model, tmp_path / "partial").artifacts["model"]
+    out = run_quantize({"mode": "qat"}, partial, tmp_path / "qat2", calib=None)
+    assert {o["op_type"] for o in out.report["float_compute_ops"]} == {"Gemm"}
+    assert out.report["warnings"]
+    with pytest.raises(TerminalError, match="runs no float layers"):
+        run_quantize({"mode": "qat"}, partial, tmp_path / "qat3", calib=None, target_id="ethos-u55")
+    with pytest.raises(TerminalError, match="no QuantizeLinear/DequantizeLinear"):
+        run_quantize({"mode": "qat"}, model, tmp_path / "qat4", calib=None)
+
+
+def test_fp16_keep_on_the_host_cpu_stays_fp32_and_says_so(tmp_path: Path) -> None:
+    model = digits_model(tmp_path)
+    out = run_quantize(
+        ptq_config(samples=16, sensitive_layers={"keep": "fp16", "last": 1}), model, tmp_path / "w"
+    )
+    assert any("kept nodes stay fp32" in n for n in out.report["notes"])
+    assert out.report["kept_summary"] == {"fp16": 1}
+
+
+def test_a_rule_naming_a_node_folded_by_pre_processing_says_so(tmp_path: Path) -> None:
+    model = digits_model(tmp_path)
+    assert any(n.op_type == "BatchNormalization" for n in onnx.load(str(model)).graph.node)
+    with pytest.raises(TerminalError, match="quant_pre_process"):
+        run_quantize(ptq_config(sensitive_layers={"op_types": ["BatchNormalization"]}), model, tmp_path / "w")
+
+
+def test_fp16_keep_on_an_npu_target_converts_the_kept_nodes(tmp_path: Path) -> None:
+    model = digits_model(tmp_path)
+    config = ptq_config(samples=32, sensitive_layers={"keep": "fp16", "op_types": ["Gemm"]})
+    out = run_quantize(config, model, tmp_path / "w", target_id="qualcomm-htp-v75")
+    assert any("converted to fp16" in n for n in out.report["notes"]), out.report["notes"]
+    graph = onnx.load(str(out.artifacts["model"])).graph
+    assert any(t.data_type == TensorProto.FLOAT16 for t in graph.initializer)
+    assert graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT
+    xs, labels = eval_set()
+    assert top1(model, xs, labels) - top1(out.artifacts["model"], xs, labels) <= 0.01

