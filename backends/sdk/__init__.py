@@ -9,7 +9,9 @@ The names exported here are the protocol a backend implements and the errors it 
 - `BackendError`, `TerminalError`, `TransientError`, `ToolchainMissing`, `UnsupportedStage`
   (backends.sdk.errors): what a stage raises, toolchain exceptions translated at the adapter boundary;
 - `Registration`, `Dist`, `Call`, `by_stage` (backends.sdk.registration): a backend's `stages` table,
-  the one place a stage implementation's key identity is written.
+  the one place a stage implementation's key identity is written;
+- `Verdict`, `Evidence`, `EvidenceKind`, `Tone` (backends.sdk.vocab): the words a verdict and its
+  evidence are recorded and shown with, defined once.
 
 Its modules, imported by name where they are needed:
 
@@ -37,6 +39,7 @@ from backends.sdk.errors import (
     UnsupportedStage,
 )
 from backends.sdk.registration import Call, Dist, Registration, by_stage
+from backends.sdk.vocab import Evidence, EvidenceKind, Tone, Verdict
 
 __all__ = [
     "STAGES",
@@ -44,14 +47,18 @@ __all__ = [
     "BackendError",
     "Call",
     "Dist",
+    "Evidence",
+    "EvidenceKind",
     "Registration",
     "StageImpl",
     "StageLog",
     "StageOutput",
     "StageRequest",
     "TerminalError",
+    "Tone",
     "ToolchainMissing",
     "TransientError",
     "UnsupportedStage",
+    "Verdict",
     "by_stage",
 ]
