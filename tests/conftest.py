@@ -48,6 +48,17 @@ def git(repo: Path, *args: str) -> str:
     return done.stdout
 
 
+def source_copy(dest: Path) -> Path:
+    """This checkout's package sources (what `pip install` builds from), copied to `dest` so that pip's
+    in-tree build never writes into the checkout."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copyfile(ROOT / name, dest / name)
+    for package in ("reconciler", "backends"):
+        shutil.copytree(ROOT / package, dest / package, ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
 @pytest.fixture
 def git_repo(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"

@@ -25,6 +25,8 @@ from typing import Any
 
 import yaml
 
+from tests import nested_venv
+
 EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 
 
@@ -166,9 +168,7 @@ class Runner:
         if action == "actions/setup-python":
             venv = self.work / "python"
             if not venv.exists():
-                subprocess.run(
-                    [sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True
-                )
+                nested_venv.create(venv)  # this interpreter's packages, as setup-python's cache would hold
             return StepRun(name)
         if action == "actions/cache":
             entries = self.work / "cache"

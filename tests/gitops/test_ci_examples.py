@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT, git, run_npuctl
+from tests.conftest import ROOT, git, run_npuctl, source_copy
 from tests.gitops.actions_local import JobRun, Runner, fake_gh
 from tests.gitops.conftest import commit_all, edit
 
@@ -27,17 +27,6 @@ PRE_COMMIT_CONFIG = ROOT / "examples" / "ci" / "pre-commit-config.yaml"
 MARKER = "<!-- npuctl-plan -->"
 
 
-def _source_copy(dest: Path) -> Path:
-    """This checkout's package sources, copied so that pip's in-tree build never writes into it."""
-    import shutil
-
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copyfile(ROOT / name, dest / name)
-    for package in ("reconciler", "backends"):
-        shutil.copytree(ROOT / package, dest / package, ignore=shutil.ignore_patterns("__pycache__"))
-    return dest
-
-
 @pytest.fixture
 def origin(digits_repo: Path, tmp_path: Path) -> Path:
     """main: the applied digits spec with its lock file, and the requirements file the workflow installs
@@ -45,7 +34,7 @@ def origin(digits_repo: Path, tmp_path: Path) -> Path:
     assert run_npuctl(digits_repo, "apply").returncode == 0
     (digits_repo / ".github").mkdir()
     (tmp_path / "npuctl-source").mkdir()
-    source = _source_copy(tmp_path / "npuctl-source")
+    source = source_copy(tmp_path / "npuctl-source")
     (digits_repo / ".github" / "npuctl-requirements.txt").write_text(f"npuctl @ {source.as_uri()}\n")
     commit_all(digits_repo, "main: digits")
     return digits_repo

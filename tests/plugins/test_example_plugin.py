@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import nested_venv
 from tests.conftest import ROOT, copy_digits, git
 
 EXAMPLE = Path(__file__).parent / "example_npu"
@@ -30,19 +31,10 @@ spec:
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A virtualenv with the system's packages, this checkout first on its path, and the plug-in
+    """A virtualenv importing this checkout, then the test interpreter's packages, and the plug-in
     installed by pip from a copy of its sources (pip builds in-tree)."""
     where = tmp_path_factory.mktemp("plugin")
-    env_dir = where / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(env_dir)], check=True)
-    python = env_dir / "bin" / "python"
-    purelib = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    (Path(purelib) / "npuctl-checkout.pth").write_text(f"{ROOT}\n")
+    python = nested_venv.create(where / "venv", [ROOT])
     source = where / "example_npu"
     shutil.copytree(EXAMPLE, source)
     done = subprocess.run(
