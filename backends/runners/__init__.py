@@ -42,7 +42,7 @@ def bench_files() -> list[Path]:
     """The files a remote runner copies into one folder on the device."""
     here = Path(__file__).resolve().parent
     bench = ("benchprog.py", "bench_common.py", "bench_io.py", "bench_ort.py", "bench_runtimes.py")
-    return [*(here / name for name in bench), here.parent / "harness.py"]
+    return [*(here / name for name in bench), here.parent / "sdk" / "harness.py"]
 
 
 def write_request(job_dir: Path, request: dict[str, Any]) -> Path:

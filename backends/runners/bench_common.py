@@ -44,15 +44,15 @@ def first_line(exc: BaseException) -> str:
 
 def load(package: str, name: str) -> ModuleType:
     """`package.name` from the installed npuctl or, run by path without it or copied to a device, the
-    file `name.py` beside this one (or one folder up: the harness lives in backends/), loaded under
-    `name` without putting its folder on sys.path."""
+    file `name.py` beside this one (or in ../sdk, where the harness lives), loaded under `name` without
+    putting its folder on sys.path."""
     try:
         return importlib.import_module(f"{package}.{name}")
     except ImportError:
         if name in sys.modules and sys.modules[name] is not None:
             return sys.modules[name]
         here = Path(__file__).resolve().parent
-        for candidate in (here / f"{name}.py", here.parent / f"{name}.py"):
+        for candidate in (here / f"{name}.py", here.parent / "sdk" / f"{name}.py"):
             if candidate.is_file():
                 return _load_file(name, candidate)
         raise
@@ -69,7 +69,7 @@ def _load_file(name: str, path: Path) -> ModuleType:
 
 def harness() -> ModuleType:
     """The one timing harness (backends.sdk.harness)."""
-    return load("backends", "harness")
+    return load("backends.sdk", "harness")
 
 
 def median(values: list[float]) -> float:
