@@ -1,4 +1,4 @@
-"""File stats and the stat of the engine's own code: what every stat-based cache of npuctl checks.
+"""The stat of the engine's own code: what validation depends on besides the spec.
 
 Light on purpose (no spec, no engine): a replayed no-op imports it before anything else.
 """
@@ -11,17 +11,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-Stat = list[int]
+from reconciler.state.statcache import stat_of
+
 SPEC_CACHE_VERSION = 1
 """The spec cache's format (reconciler.spec._cache): the salt of its code key."""
-
-
-def stat_of(path: Path | str) -> Stat | None:
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError):  # ValueError: a NUL byte in a path a spec wrote
-        return None
-    return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
 @cache

@@ -9,9 +9,9 @@ remote's config file, and the engine's code, interpreter and toolchain identitie
 cache checks them). The next plan or apply of the same invocation (the same paths, format, working
 directory and the environment variables npuctl reads) stats those files and, when none changed,
 prints the stored output: what a stat-based build tool's no-op costs (one stat per input), and the
-same bytes the full path prints (a test holds them equal). Anything changed, written within the
-racy window of the run that recorded it, or not settled -> the full path. Plan writes the file; a
-no-op apply only reads it.
+same bytes the full path prints (a test holds them equal). Anything changed, changed within the
+racy window of the run that recorded it (reconciler.state.statcache), or not settled -> the full
+path. Plan writes the file; a no-op apply only reads it.
 """
 
 from __future__ import annotations
@@ -34,8 +34,6 @@ if TYPE_CHECKING:
     from reconciler.engine.workspace import Workspace
 
 VERSION = 2
-RACY_NS = 100_000_000
-"""As reconciler.engine.settled."""
 KEPT_ENV = ("CI", "GITHUB_ACTIONS", "HOME", "XDG_CACHE_HOME", "PATH", "PYTHONPATH")
 """Besides every NPUCTL_* variable: what the commands read (remote, toolchains, annotations)."""
 
@@ -62,14 +60,6 @@ def show(printed: Printed, seconds: float, mode: str = "") -> int:
     return code
 
 
-def _stat(path: str) -> list[int] | None:
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError):
-        return None
-    return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-
-
 def _targets(root: Path, paths: tuple[Path, ...]) -> list[str]:
     return [os.path.abspath(p) for p in paths] or [str(Layout(root).default_specs())]
 
@@ -87,39 +77,45 @@ def _key(root: Path, paths: tuple[Path, ...], fmt: str) -> dict[str, Any]:
     }
 
 
-def _file(root: Path, key: dict[str, Any]) -> Path:
+def _file(root: Path, key: dict[str, Any]) -> Path | None:
+    """The replay file of the invocation `key`; None when the stat caches are off or refused."""
+    from reconciler.state import statcache
+
+    folder = statcache.folder(Layout(root).state_dir)
+    if folder is None:
+        return None
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
-    return Layout(root).state_dir / "cache" / "replay" / f"{digest}.json"
+    return folder / "replay" / f"{digest}.json"
 
 
 def replay(command: str, paths: tuple[Path, ...], fmt: str, started: float, mode: str = "") -> int | None:
     """The exit code after printing the recorded output of this invocation; None: run it in full."""
-    from backends.sdk import pathpolicy
-    from reconciler.state import cachefile
+    from reconciler.state import statcache
 
     root = find_root(Path.cwd())
     key = _key(root, paths, fmt)
     file = _file(root, key)
+    if file is None:
+        return None
     try:
-        pathpolicy.check_state_dir(Layout(root).state_dir)
-        raw = cachefile.read_json(file)
+        raw = statcache.read_json(file)
         if raw is None or raw["key"] != key or not _holds(raw):
             return None
         printed = Printed(**raw["printed"][command])
         if mode not in printed.codes:
             return None
-    except (OSError, ValueError, KeyError, TypeError, pathpolicy.PathRefused):
+    except (OSError, ValueError, KeyError, TypeError):
         return None
     return show(printed, time.monotonic() - started, mode)
 
 
 def _holds(raw: dict[str, Any]) -> bool:
     from reconciler.engine import world
+    from reconciler.state.statcache import stat_of
 
-    wal = _stat(raw["database"] + "-wal")
-    if wal is not None and wal[1] > 0:
+    if not world.wal_empty(raw["database"]):
         return False  # frames not yet in state.db: its stat does not say what it holds
-    if any(_stat(path) != recorded for path, recorded in raw["paths"]):
+    if any(stat_of(path) != recorded for path, recorded in raw["paths"]):
         return False
     return bool(raw["world"] == world.engine_code(VERSION) and world.impls_hold(raw["impls"]))
 
@@ -146,21 +142,24 @@ def record(
     """Keeps `printed` for the next identical invocation, when every spec is settled; best effort."""
     from reconciler.engine import world
     from reconciler.remote.config import CONFIG_FILE
-    from reconciler.state import cachefile
+    from reconciler.state import statcache
 
     if ws.remote is not None or not settled.usable or not specs:
         return False
     root = ws.layout.root
+    key = _key(root, paths, fmt)
+    file = _file(root, key)
+    if file is None:
+        return False
     inputs: list[str] = [str(ws.layout.database), str(root / CONFIG_FILE), *_scanned(_targets(root, paths))]
     for spec in specs:
         held = settled.inputs_of(spec)
         if held is None:
             return False
         inputs += held
-    stats = [(p, _stat(p)) for p in dict.fromkeys(inputs)]
-    if any(st is not None and max(st[2], st[3]) >= settled.started - RACY_NS for _, st in stats):
-        return False  # written during (or just before) this run: a same-tick rewrite keeps its stat
-    key = _key(root, paths, fmt)
+    stats = [(p, statcache.stat_of(p)) for p in dict.fromkeys(inputs)]
+    if any(st is not None and not statcache.trusted(st, settled.started) for _, st in stats):
+        return False  # changed during (or just before) this run: a same-tick rewrite keeps its stat
     data = {
         "key": key,
         "database": str(ws.layout.database),
@@ -169,4 +168,4 @@ def record(
         "impls": world.impl_table(),
         "printed": {name: asdict(p) for name, p in printed.items()},
     }
-    return cachefile.write(_file(root, key), json.dumps(data, separators=(",", ":")), ".replay-")
+    return statcache.write(file, json.dumps(data, separators=(",", ":")), ".replay-")

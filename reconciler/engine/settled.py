@@ -2,15 +2,15 @@
 
 A spec is settled when every stage is cached and its verdicts are recorded, with no error, no lock
 problem and nothing carried over. Its plan and apply results are kept in `.npuctl/cache/settled.json`
-with the stat (inode, size, mtime_ns, ctime_ns) of everything they were derived from: the spec file
+with the stat key (reconciler.state.statcache) of everything they were derived from: the spec file
 and its bases, its lock file, every file, folder (each sub-folder and file in it) and store object
 its keys and records read. The whole file holds only while the world it was written in is the same:
 the code (the reconciler and backends packages and plug-ins, by their stats), the interpreter, the
 state database (its file; a WAL holding frames -> not used), every lock file of the run (any spec's
 lock may hold another's keys), and the implementation identity of every stage used (toolchain
-versions). Anything changed or modified since shortly before the run started (RACY_NS, git's
-racy-clean rule) -> the full path, which re-derives every key and re-runs the lock's integrity
-checks. Plan (and status) write it, only when an entry was added; apply only reads it, so a no-op
+versions). Anything changed, or changed within the racy window of the run's start (statcache's
+racy rule) -> the full path, which re-derives every key and re-runs the lock's integrity checks.
+Plan (and status) write it, only when an entry was added; apply only reads it, so a no-op
 apply writes nothing (an apply that built changed the database, which voids every entry anyway). A
 remote cache, a remote runner, fsck's repair or `--remeasure` never use it.
 """
@@ -25,20 +25,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from backends.sdk import pathpolicy
-from reconciler.codestat import stat_of
 from reconciler.engine import world
 from reconciler.engine.results import SpecResult, StageResult, Verdict
 from reconciler.engine.workspace import Workspace
 from reconciler.engine.world import impl_table, impls_hold
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec
-from reconciler.state import cachefile
+from reconciler.state import statcache
+from reconciler.state.statcache import stat_of
 
 VERSION = 1
-RACY_NS = 100_000_000
-"""As reconciler.state.hashcache: above the coarse clock tick that stamps mtimes, with margin."""
 Stat = list[int] | None
+"""A stat key as the cache file records it (statcache.stat_of); None: the path could not be stat'd."""
 
 
 def from_json(data: dict[str, Any]) -> SpecResult:
@@ -97,23 +95,19 @@ class Settled:
         self._ok: dict[int, bool] = {}
         self.file: Path | None = None
         self.usable = ws.remote is None and not ws.repair  # fsck rebuilds what a plan would not
-        if not self.usable:
-            return
-        try:
-            pathpolicy.check_state_dir(ws.layout.state_dir)
-        except pathpolicy.PathRefused:
+        folder = statcache.folder(ws.layout.state_dir) if self.usable else None
+        if folder is None:
             self.usable = False
             return
-        self.file = ws.layout.state_dir / "cache" / "settled.json"
+        self.file = folder / "settled.json"
         db = str(ws.layout.database)
         locks = [str(Layout.lock_file(s.path)) for s in specs]
         watched = [db, *locks]
         self.world = [engine_code(), [[p, self._stat(p)] for p in watched]]
-        wal = stat_of(db + "-wal")  # opening creates it empty; with frames, state.db is not all
-        if (wal is not None and wal[1] > 0) or any(self._racy(self._stat(p)) for p in watched):
+        if not world.wal_empty(db) or any(self._racy(self._stat(p)) for p in watched):
             self.usable = False  # written just now: a same-tick rewrite would keep its stat
             return
-        raw = cachefile.read_json(self.file)
+        raw = statcache.read_json(self.file)
         if isinstance(raw, dict) and raw.get("world") == self.world and impls_hold(raw.get("impls")):
             try:
                 self._paths = [(str(p), st) for p, st in raw["paths"]]
@@ -161,7 +155,7 @@ class Settled:
         return self._stats[path]
 
     def _racy(self, st: Stat) -> bool:
-        return st is not None and max(st[2], st[3]) >= self.started - RACY_NS
+        return st is not None and not statcache.trusted(st, self.started)
 
     def get(self, spec: LoadedSpec, kind: str) -> SpecResult | None:
         """The `kind` ("plan" or "apply") result recorded for the spec, while nothing it read changed."""
@@ -196,7 +190,7 @@ class Settled:
         for path in sorted(touched):
             paths += _expand(path)
         inputs: list[tuple[str, Stat]] = [(p, self._stat(p)) for p in dict.fromkeys(paths)]
-        if any(st is None or self._racy(st) for _, st in inputs):
+        if not all(statcache.trusted(st, self.started) for _, st in inputs):
             return
         kinds = {"plan": plan.to_json(), "apply": apply.to_json()}
         if any(from_json(data).to_json() != data for data in kinds.values()):
@@ -226,7 +220,7 @@ class Settled:
         table = [[p, self._stats[p]] for p in paths]
         data = {"world": self.world, "impls": impl_table(), "paths": table, "values": values}
         text = json.dumps({**data, "entries": entries}, separators=(",", ":"))
-        cachefile.write(self.file, text, ".settled-")
+        statcache.write(self.file, text, ".settled-")
         self.changed = False
 
 

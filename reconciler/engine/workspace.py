@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from backends.sdk import pathpolicy
 from backends.sdk.child_call import Child
 from reconciler.repo import Layout
-from reconciler.state import scratch
+from reconciler.state import scratch, statcache
 from reconciler.state.db import Database, Record
 from reconciler.state.hashcache import FileHasher
 from reconciler.state.lockread import LockIndex
@@ -79,15 +79,15 @@ class Workspace:
     )
 
     def committed_lock(self, path: Path, fresh: bool = False) -> tuple[dict[str, Any] | None, list[str]]:
-        """The lock file at `path` and its integrity problems, parsed again only when its stat changed
-        (a rewrite renames a new file into place) or when `fresh` (apply, under the spec's lock)."""
+        """The lock file at `path` and its integrity problems, parsed again only when its stat key
+        changed (a rewrite renames a new file into place), when `fresh` (apply, under the spec's lock)
+        or when the stat caches are off."""
         try:
-            st = os.stat(path)
-            stamp: Any = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            stamp: Any = statcache.key(os.stat(path))
         except OSError:
             stamp = None
         known = self._committed.get(path)
-        if fresh or known is None or known[0] != stamp or stamp is None:
+        if fresh or known is None or known[0] != stamp or stamp is None or not statcache.enabled():
             from reconciler.engine import integrity
             from reconciler.state import lockfile
 

@@ -16,7 +16,8 @@ from typing import Any
 from backends import registry
 from backends.catalog import Target, targets
 from backends.sdk.errors import BackendError
-from reconciler.codestat import code_key, stat_of
+from reconciler.codestat import code_key
+from reconciler.state.statcache import stat_of
 
 _IMPL_CACHE: dict[tuple[str, str, str | None], tuple[dict[str, Any], BackendError | None]] = {}
 
@@ -50,6 +51,15 @@ def engine_code(version: int) -> list[Any]:
                 if name.endswith((".py", ".json")):
                     parts.append(stat_of(os.path.join(folder, name)))
     return parts
+
+
+def wal_empty(database: str) -> bool:
+    """Whether the state database's write-ahead log holds no frames: only then does the database
+    file's stat say what it holds (opening the database creates the log empty)."""
+    try:
+        return os.stat(database + "-wal").st_size == 0
+    except OSError:
+        return True
 
 
 def impl_table() -> dict[str, Any]:

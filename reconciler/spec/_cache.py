@@ -1,14 +1,13 @@
 """Validated specs, cached by the stat of every file they were read from, so an unchanged spec costs a
 few stats and a lookup instead of a YAML parse, an `extends` merge and a pydantic validation.
 
-One JSON file, `.npuctl/cache/specs.json`, holds an entry per spec file: the stat tuples (inode, size,
-mtime_ns, ctime_ns) of the spec and of every file it extends, the validated JSON, and, when its
-semantic checks passed, the stat of the model they were checked against. An entry is used only while
-every one of those stats is unchanged and the code that validates (the spec package and the target
-catalog, by their own stats) is the same. A file modified within the last RACY_S seconds is never
-cached (a second write inside the timestamp tick would keep the same stat). The file is rewritten only
-when an entry changed, so a no-op run writes nothing; a read-only or refused `.npuctl` just goes
-without the cache, and a corrupt file is ignored.
+One JSON file, `.npuctl/cache/specs.json`, holds an entry per spec file: the stat keys of the spec and
+of every file it extends, the validated JSON, and, when its semantic checks passed, the stat of the
+model they were checked against. An entry is used only while every one of those stats is unchanged
+and the code that validates (the spec package and the target catalog, by their own stats) is the same.
+A client of reconciler.state.statcache: a spec whose files changed within the racy window of the run's
+start is not remembered. The file is rewritten only when an entry changed, so a no-op run writes
+nothing; a read-only or refused `.npuctl` just goes without the cache, and a corrupt file is ignored.
 """
 
 from __future__ import annotations
@@ -18,13 +17,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from backends.sdk import pathpolicy
 from reconciler import codestat
-from reconciler.codestat import SPEC_CACHE_VERSION, stat_of
-from reconciler.state import cachefile
+from reconciler.codestat import SPEC_CACHE_VERSION
+from reconciler.state import statcache
+from reconciler.state.statcache import stat_of
 
 CACHE_VERSION = SPEC_CACHE_VERSION
-RACY_S = 2.0
 
 
 def code_key() -> str:
@@ -36,15 +34,15 @@ class SpecCache:
     """The entries of one repository's cache file, read once per run, written back once if changed."""
 
     def __init__(self, root: Path) -> None:
-        self.file: Path | None = None
+        self.started = time.time_ns()
+        """Before any spec of this run was read: the moment the racy rule measures from."""
         self.entries: dict[str, dict[str, Any]] = {}
         self.changed = False
-        try:  # a committed `.npuctl` symlink is never read or written through
-            pathpolicy.check_state_dir(root / ".npuctl")
-        except pathpolicy.PathRefused:
+        folder = statcache.folder(root / ".npuctl")
+        self.file = None if folder is None else folder / "specs.json"
+        if self.file is None:
             return
-        self.file = root / ".npuctl" / "cache" / "specs.json"
-        raw = cachefile.read_json(self.file)
+        raw = statcache.read_json(self.file)
         if isinstance(raw, dict) and raw.get("code") == code_key():
             entries = raw.get("entries")
             self.entries = entries if isinstance(entries, dict) else {}
@@ -63,10 +61,9 @@ class SpecCache:
         return entry
 
     def put(self, path: Path, sources: tuple[Path, ...], data: dict[str, Any]) -> None:
-        """Remember `data` for the spec at `path` unless one of its files was modified just now."""
+        """Remember `data` for the spec at `path` unless one of its files changed during this run."""
         stats = [(str(s), stat_of(s)) for s in sources]
-        now = time.time_ns()
-        if any(st is None or now - st[2] < RACY_S * 1e9 for _, st in stats):
+        if not all(statcache.trusted(st, self.started) for _, st in stats):
             self.forget(path)
             return
         self.entries[str(path)] = {**data, "stats": [list(pair) for pair in stats]}
@@ -82,5 +79,5 @@ class SpecCache:
         if not self.changed or self.file is None or not self.file.parent.parent.is_dir():
             return
         text = json.dumps({"code": code_key(), "entries": self.entries}, separators=(",", ":"))
-        cachefile.write(self.file, text, ".specs-")
+        statcache.write(self.file, text, ".specs-")
         self.changed = False

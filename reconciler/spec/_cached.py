@@ -4,7 +4,8 @@ The entry keeps what the engine reads (spec JSON, name, merged document, sources
 is written, so a hit needs no YAML parse and no pydantic. A pass of the model checks is remembered with
 the stat of the model file as the spec names it (a retargeted symlink changes it), and only when the
 spec uses built-in backends and no installed package's model: what they depend on is then the spec,
-the model file and npuctl's own code, all in the key.
+the model file and npuctl's own code, all in the key. A model that changed during the run is not
+remembered (the racy rule, reconciler.state.statcache).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from reconciler.spec._cache import SpecCache, stat_of
+from reconciler.spec._cache import SpecCache
 from reconciler.spec._load import LoadedSpec
+from reconciler.state.statcache import stat_of, trusted
 
 
 def from_cache(cache: SpecCache, file: Path, root: Path) -> tuple[LoadedSpec, tuple[Path, int, int]] | None:
@@ -70,6 +72,7 @@ def model_checked(cache: SpecCache, spec: LoadedSpec) -> bool:
 def mark_model_checked(cache: SpecCache, spec: LoadedSpec) -> None:
     entry = cache.entries.get(str(spec.path))
     key = _model_key(spec)
-    if entry is not None and key is not None and entry.get("model") != key:
-        entry["model"] = key
-        cache.changed = True
+    if entry is None or key is None or entry.get("model") == key or not trusted(key[1], cache.started):
+        return
+    entry["model"] = key
+    cache.changed = True

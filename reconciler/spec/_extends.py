@@ -20,6 +20,7 @@ from backends.sdk import pathpolicy
 from reconciler.spec._errors import SpecError, SpecErrors, display_path
 from reconciler.spec._yaml import Flat, Map, Node, Scalar, read
 from reconciler.spec.pathfields import named
+from reconciler.state import statcache
 
 MAX_CHAIN = 16
 API_VERSION = "npuctl/v1"
@@ -56,22 +57,23 @@ def resolve(path: Path, tree: Node, root: Path) -> tuple[Node, tuple[Path, ...]]
     return merged, tuple(chain)
 
 
-_BASES: dict[tuple[str, int, int, int, int], Node] = {}
-"""Parsed base files by path and stat: a base shared by 300 specs is parsed once per run (and again
-only after it changes, in watch mode). Trees are never modified (merge builds new mappings)."""
+_BASES: dict[tuple[str, statcache.Stat], Node] = {}
+"""Parsed base files by path and stat key: a base shared by 300 specs is parsed once per run (and again
+only after it changes, in watch mode; reconciler.state.statcache says when a stat vouches for a file).
+Trees are never modified (merge builds new mappings)."""
 MAX_BASES = 256
 
 
 def _read_base(path: Path) -> Node:
+    started = time.time_ns()
     try:
-        st = os.stat(path)
+        key = (str(path), statcache.key(os.stat(path)))
     except OSError:
         return read(path)  # read() names the problem
-    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    if key in _BASES:
+    if key in _BASES and statcache.enabled():
         return _BASES[key]
     tree = read(path)
-    if time.time_ns() - st.st_mtime_ns > 2_000_000_000:  # a later write in the same tick keeps the stat
+    if statcache.trusted(key[1], started):
         if len(_BASES) >= MAX_BASES:
             _BASES.clear()
         _BASES[key] = tree

@@ -2,9 +2,8 @@
 without the initializer bytes (backends.passes.skim), so a 1 GB model costs a few kilobytes of reads.
 
 Importing onnx alone takes about 0.4 s, so the summary is computed once per model file version and
-kept under `<root>/.npuctl/cache/onnx-summary/`, keyed by (absolute path, size, mtime_ns, inode).
-A file modified within the last few seconds is not cached: a rewrite within the filesystem's
-timestamp granularity could keep the same key with new contents.
+kept under `<root>/.npuctl/cache/onnx-summary/`, one file per (absolute path, stat key). A client of
+reconciler.state.statcache: a model that changed within the racy window of being read is not cached.
 """
 
 from __future__ import annotations
@@ -18,12 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from backends.sdk import pathpolicy
-from reconciler.state import cachefile
+from reconciler.state import statcache
 
 SUMMARY_VERSION = 3
 """The summary format: bump it when a summary changes shape. A summary holds no sha256 (that is computed
 only for a pin, by the shared digest) and is read without initializer data."""
-RACY_SECONDS = 2.0
 Dim = int | str | None
 """A fixed size, the name of a dynamic dimension, or None for an unnamed dynamic one."""
 
@@ -65,7 +63,7 @@ class ModelSummary:
         return next((i for i in self.inputs if i.name == name), None)
 
 
-_memo: dict[tuple[str, int, int, int], ModelSummary] = {}
+_memo: dict[tuple[str, statcache.Stat], ModelSummary] = {}
 """In-process summaries by file key: 200 specs of one model read its summary once."""
 
 
@@ -78,33 +76,32 @@ def sha256_file(path: Path) -> str:
 
 def summary(path: Path, root: Path) -> ModelSummary:
     """The summary of the model at `path` (absolute), from memory, the cache, or by reading it."""
-    stat = path.stat()
-    key = (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino)
-    if key in _memo:
+    started = time.time_ns()
+    key = (str(path), statcache.key(path.stat()))
+    if key in _memo and statcache.enabled():
         return _memo[key]
-    try:  # a committed `.npuctl` symlink is never read or written through
-        pathpolicy.check_state_dir(root / ".npuctl")
-        cache: Path | None = root / ".npuctl" / "cache" / "onnx-summary" / (_key_digest(key) + ".json")
-    except pathpolicy.PathRefused:
-        cache = None
+    folder = statcache.folder(root / ".npuctl")
+    cache = None if folder is None else folder / "onnx-summary" / (_key_digest(key) + ".json")
     found = _read_cache(cache) if cache is not None else None
     if found is None:
         found = summarize(path)
-        if cache is None or time.time() - stat.st_mtime_ns / 1e9 < RACY_SECONDS:
+        if not statcache.trusted(key[1], started):
             return found
-        cachefile.write(cache, json.dumps(found.to_json(), sort_keys=True))
+        if cache is not None:
+            statcache.write(cache, json.dumps(found.to_json(), sort_keys=True))
     _memo[key] = found
     return found
 
 
-def _key_digest(key: tuple[str, int, int, int]) -> str:
+def _key_digest(key: tuple[str, statcache.Stat]) -> str:
     return hashlib.sha256(json.dumps([SUMMARY_VERSION, *key]).encode()).hexdigest()[:32]
 
 
 def _read_cache(cache: Path) -> ModelSummary | None:
+    raw = statcache.read_json(cache)
     try:
-        return ModelSummary.from_json(json.loads(cache.read_text()))
-    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return ModelSummary.from_json(raw) if isinstance(raw, dict) else None
+    except (ValueError, KeyError, TypeError, IndexError):
         return None
 
 

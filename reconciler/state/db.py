@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reconciler.state.statcache import Stat
+
 SCHEMA_VERSION = 1
 
 _SCHEMA = """
@@ -46,13 +48,17 @@ CREATE TABLE IF NOT EXISTS failures (
     log TEXT NOT NULL,
     created_ns INTEGER NOT NULL
 );
-CREATE TABLE IF NOT EXISTS file_hashes (
+CREATE TABLE IF NOT EXISTS file_digests (
     path TEXT PRIMARY KEY,
-    inode INTEGER NOT NULL,
+    ino INTEGER NOT NULL,
+    dev INTEGER NOT NULL,
     size INTEGER NOT NULL,
     mtime_ns INTEGER NOT NULL,
+    ctime_ns INTEGER NOT NULL,
     digest TEXT NOT NULL
 );
+-- an older database's digests, keyed without device and ctime: never trusted, so dropped
+DROP TABLE IF EXISTS file_hashes;
 CREATE TABLE IF NOT EXISTS ledger (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     time_ns INTEGER NOT NULL,
@@ -91,6 +97,11 @@ class Failure:
     stage: str
     message: str
     log: str
+
+
+def _digest_row(row: Any) -> tuple[Stat, str]:
+    """(stat key, digest) of a file_digests row's last six columns."""
+    return (int(row[0]), int(row[1]), int(row[2]), int(row[3]), int(row[4])), str(row[5])
 
 
 def _dumps(value: Any) -> str:
@@ -240,28 +251,33 @@ class Database:
             )
 
     # file-hash cache ------------------------------------------------------------------------------
-    def cached_hash(self, path: str) -> tuple[int, int, int, str] | None:
+    # digests by absolute path, with the stat key they were computed at (reconciler.state.statcache)
+    def cached_hash(self, path: str) -> tuple[Stat, str] | None:
         row = self.conn.execute(
-            "SELECT inode, size, mtime_ns, digest FROM file_hashes WHERE path = ?", (path,)
+            "SELECT ino, dev, size, mtime_ns, ctime_ns, digest FROM file_digests WHERE path = ?", (path,)
         ).fetchone()
-        return None if row is None else (int(row[0]), int(row[1]), int(row[2]), str(row[3]))
+        return None if row is None else _digest_row(row)
 
-    def cached_hashes_under(self, prefix: str) -> dict[str, tuple[int, int, int, str]]:
+    def cached_hashes_under(self, prefix: str) -> dict[str, tuple[Stat, str]]:
         """Every cached row whose path starts with `prefix` (a folder path ending in a separator)."""
         rows = self.conn.execute(
-            "SELECT path, inode, size, mtime_ns, digest FROM file_hashes WHERE path >= ? AND path < ?",
+            "SELECT path, ino, dev, size, mtime_ns, ctime_ns, digest FROM file_digests "
+            "WHERE path >= ? AND path < ?",
             (prefix, prefix + "\U0010ffff"),
         )
-        return {str(r[0]): (int(r[1]), int(r[2]), int(r[3]), str(r[4])) for r in rows}
+        return {str(r[0]): _digest_row(r[1:]) for r in rows}
 
     def forget_hash(self, path: str) -> None:
         with self.transaction() as conn:
-            conn.execute("DELETE FROM file_hashes WHERE path = ?", (path,))
+            conn.execute("DELETE FROM file_digests WHERE path = ?", (path,))
 
-    def put_hashes(self, rows: list[tuple[str, int, int, int, str]]) -> None:
+    def put_hashes(self, rows: list[tuple[str, Stat, str]]) -> None:
         if rows:
             with self.transaction() as conn:
-                conn.executemany("INSERT OR REPLACE INTO file_hashes VALUES (?, ?, ?, ?, ?)", rows)
+                conn.executemany(
+                    "INSERT OR REPLACE INTO file_digests VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(path, *stat, digest) for path, stat, digest in rows],
+                )
 
     # ledger ---------------------------------------------------------------------------------------
     def log_attempt(

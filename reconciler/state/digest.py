@@ -2,8 +2,7 @@
 
 The pin check of validation, the engine's file-hash cache and the check that a stage's inputs did not
 change while it ran all ask for the same digest; a large model must be read for it once. Digests are
-remembered by (path, inode, size, mtime_ns, ctime_ns), and only for files last modified more than
-RACY_NS before hashing began: a second write inside the same timestamp tick could keep the stat.
+remembered by path and stat key while the stat can vouch for the content (reconciler.state.statcache).
 """
 
 from __future__ import annotations
@@ -13,23 +12,17 @@ import os
 import time
 
 from backends.sdk import pathpolicy
+from reconciler.state import statcache
 
 CHUNK = 1 << 20
-RACY_NS = 100_000_000
-"""Larger than the coarse kernel clock tick that stamps mtimes (4-10 ms), with margin."""
-Stat = tuple[int, int, int, int]
 
-_known: dict[tuple[str, Stat], str] = {}
-
-
-def stat_key(st: os.stat_result) -> Stat:
-    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+_known: dict[tuple[str, statcache.Stat], str] = {}
 
 
 def sha256(path: str, st: os.stat_result) -> tuple[str, int]:
     """(hex digest, bytes read now) of the regular file at `path`, whose stat is `st`."""
-    key = (path, stat_key(st))
-    if key in _known:
+    key = (path, statcache.key(st))
+    if key in _known and statcache.enabled():
         return _known[key], 0
     started = time.time_ns()
     digest = hashlib.sha256()
@@ -38,6 +31,6 @@ def sha256(path: str, st: os.stat_result) -> tuple[str, int]:
         while chunk := fh.read(CHUNK):
             digest.update(chunk)
             read += len(chunk)
-    if started - st.st_mtime_ns > RACY_NS:
+    if statcache.trusted(key[1], started):
         _known[key] = digest.hexdigest()
     return digest.hexdigest(), read

@@ -1,8 +1,7 @@
-"""File and folder digests, cached by (inode, size, mtime_ns) so an unchanged 1 GB model is read once.
-
-A file modified within RACY_NS of being hashed is not cached: a second write inside the same
-timestamp tick would leave inode, size and mtime unchanged, and the cache would lie (git's "racy
-clean" problem). Such files are simply hashed again next time.
+"""File and folder digests, cached in the state database by the file's stat key, so an unchanged 1 GB
+model is read once. A client of reconciler.state.statcache: a digest is kept only when the stat can
+vouch for the content (a file changed within the racy window of being hashed is hashed again next time),
+and with the stat caches off nothing is looked up or kept.
 """
 
 from __future__ import annotations
@@ -10,14 +9,15 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from backends.sdk import pathpolicy
+from reconciler.state import statcache
 from reconciler.state.db import Database
 from reconciler.state.digest import sha256
 
-RACY_NS = 100_000_000
-"""Larger than the coarse kernel clock tick that stamps mtimes (4-10 ms), with margin."""
+StatKey = Callable[[os.stat_result], statcache.Stat]
 
 
 class FileHasher:
@@ -28,7 +28,7 @@ class FileHasher:
         self.db = db
         self.root = root
         self.bytes_read = 0
-        self._pending: list[tuple[str, int, int, int, str]] = []
+        self._pending: list[tuple[str, statcache.Stat, str]] = []
         self._memo: dict[str, str] = {}
         self._resolved_text: dict[Path, str] = {}
         self.resolved: dict[str, Path] = {}
@@ -54,26 +54,30 @@ class FileHasher:
 
     def stored(self, path: Path) -> str:
         """Digest of a store object: `path` is already real (the store is never a symlink, checked
-        when the workspace opens), so it is not resolved again. FileNotFoundError when absent."""
+        when the workspace opens), so it is not resolved again; cached by its linked_key (links into
+        work folders move its ctime). FileNotFoundError when absent."""
         if self.touched is not None:
             self.touched.add(str(path))
         os.stat(path)
-        return self._file(str(path), None)
+        return self._file(str(path), None, statcache.linked_key)
 
-    def _file(self, key: str, cached: tuple[int, int, int, str] | None) -> str:
+    def _file(
+        self, key: str, cached: tuple[statcache.Stat, str] | None, stat_key: StatKey = statcache.key
+    ) -> str:
         """Digest of the file at the absolute path `key`; `cached` is its cache row when prefetched."""
         if key in self._memo:
             return self._memo[key]
         st = pathpolicy.require_regular(Path(key))
-        if cached is None:
+        stat = stat_key(st)
+        if cached is None and statcache.enabled():
             cached = self.db.cached_hash(key)
-        if cached is not None and cached[:3] == (st.st_ino, st.st_size, st.st_mtime_ns):
-            digest = cached[3]
+        if cached is not None and cached[0] == stat:
+            digest = cached[1]
         else:
             started = time.time_ns()
             digest = self._hash(key, st)
-            if started - st.st_mtime_ns > RACY_NS:
-                self._pending.append((key, st.st_ino, st.st_size, st.st_mtime_ns, digest))
+            if statcache.trusted(stat, started):
+                self._pending.append((key, stat, digest))
         self._memo[key] = digest
         return digest
 
@@ -82,7 +86,7 @@ class FileHasher:
         base = self._real(path)
         if base + os.sep in self._memo:
             return self._memo[base + os.sep]
-        rows = self.db.cached_hashes_under(base + os.sep)
+        rows = self.db.cached_hashes_under(base + os.sep) if statcache.enabled() else {}
         files = _walk(base)
         confined = self.root is None or pathpolicy.inside(Path(base), pathpolicy.resolve(self.root))
         listing = hashlib.sha256()

@@ -9,13 +9,19 @@ import sys
 import time
 from pathlib import Path
 
-from reconciler.spec._cache import RACY_S
+from reconciler.state.statcache import RACY_NS
 from tests.conftest import DIGITS_SPEC, copy_digits, run_npuctl
 
 
+def _changed(path: Path) -> float:
+    """When the file last changed, in seconds: what the racy rule measures (the later of mtime, ctime)."""
+    st = path.stat()
+    return max(st.st_mtime, st.st_ctime)
+
+
 def _settle(repo: Path) -> None:
-    newest = max(p.stat().st_mtime for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts)
-    time.sleep(max(0.0, newest + RACY_S + 0.2 - time.time()))
+    newest = max(_changed(p) for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts)
+    time.sleep(max(0.0, newest + RACY_NS / 1e9 + 0.2 - time.time()))
 
 
 def _body(text: str) -> list[str]:
@@ -47,6 +53,9 @@ def test_replayed_output_is_the_full_paths_and_a_change_goes_back_to_it(git_repo
     assert _body(replayed_apply.stdout) == _body(full_apply_text.stdout)
     assert replayed_apply.returncode == full_apply_text.returncode == 0
     assert "exit 0" in replayed_apply.stdout.splitlines()[-1]
+    off = run_npuctl(git_repo, "plan", env={"NPUCTL_NO_CACHE": "1"})  # every stat cache off: the full path
+    assert _body(off.stdout) == _body(full_plan.stdout) and off.returncode == 0
+    assert len(_replays(git_repo)) == 1  # and no replay recorded under its own key (NPUCTL_* is in it)
     # a replay stands on stats alone: neither the spec package nor the planner is imported
     probe = (
         "import sys\nsys.argv = ['npuctl', 'plan']\nfrom reconciler.cli import main\ntry:\n    main()\n"

@@ -18,8 +18,14 @@ from reconciler.engine.plan import plan_all
 from reconciler.engine.reporter import Reporter
 from reconciler.engine.workspace import Workspace
 from reconciler.spec import check
-from reconciler.spec._cache import RACY_S
+from reconciler.state.statcache import RACY_NS
 from tests.conftest import DIGITS_SPEC, copy_digits, run_npuctl
+
+
+def _changed(path: Path) -> float:
+    """When the file last changed, in seconds: what the racy rule measures (the later of mtime, ctime)."""
+    st = path.stat()
+    return max(st.st_mtime, st.st_ctime)
 
 
 def _files(repo: Path) -> dict[str, tuple[int, int, int]]:
@@ -48,10 +54,10 @@ def test_noop_apply_leaves_every_file_untouched(git_repo: Path) -> None:
         ws.close()
     assert [r.status for r in results] == ["Healthy", "Healthy"], [r.errors for r in results]
     assert [s.spec_json for s in specs] == shared
-    # a file written within RACY_S is never cached (same-tick rewrites keep their stat): past that, the
+    # a file changed within RACY_NS is never cached (same-tick rewrites keep their stat): past that, the
     # read command below fills every cache, and a plan and an apply straddling it cannot differ
-    newest = max(p.stat().st_mtime for p in git_repo.rglob("*") if p.is_file() and ".git" not in p.parts)
-    time.sleep(max(0.0, newest + RACY_S + 0.2 - time.time()))
+    newest = max(_changed(p) for p in git_repo.rglob("*") if p.is_file() and ".git" not in p.parts)
+    time.sleep(max(0.0, newest + RACY_NS / 1e9 + 0.2 - time.time()))
     run_npuctl(git_repo, "plan")  # caches filled by a read command are no write of the no-op either
     before = _files(git_repo)
     assert any(p.startswith(".npuctl") for p in before) and "specs/one.lock.json" in before

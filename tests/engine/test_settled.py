@@ -24,6 +24,7 @@ from reconciler.engine.reporter import Reporter
 from reconciler.engine.results import SpecResult
 from reconciler.engine.workspace import Workspace
 from reconciler.spec import LoadedSpec, check
+from reconciler.state import statcache
 from tests.conftest import copy_digits, git
 
 BASE = """\
@@ -45,7 +46,7 @@ spec:
     latency_ms: {p90: 1000}
 """
 TICK = 0.15
-"""Longer than settled.RACY_NS: a file changed just before a run is never trusted by its stat."""
+"""Longer than statcache.RACY_NS: a file changed just before a run is never trusted by its stat."""
 
 
 def _specs(repo: Path) -> list[LoadedSpec]:
@@ -211,3 +212,22 @@ def test_a_tampered_lock_is_still_caught(repo: Path, monkeypatch: pytest.MonkeyP
     result, full = _plan(repo, monkeypatch)
     assert full == ["one"]
     assert any("latency_ms.p90" in p and "digest" in p for p in result.lock_problems), result.lock_problems
+
+
+def test_with_the_caches_off_every_plan_is_the_full_path_and_the_same_answer(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = repo / ".npuctl" / "cache" / "settled.json"
+    stamp = os.stat(cache).st_mtime_ns
+    hit, full = _plan(repo, monkeypatch)
+    assert full == []
+    monkeypatch.setenv(statcache.OFF_ENV, "1")
+    statcache.enabled.cache_clear()
+    try:
+        for _ in range(2):
+            off, full = _plan(repo, monkeypatch)
+            assert full == ["one"] and off.to_json() == hit.to_json()
+    finally:
+        monkeypatch.delenv(statcache.OFF_ENV)
+        statcache.enabled.cache_clear()
+    assert os.stat(cache).st_mtime_ns == stamp  # neither read into nor written

@@ -10,15 +10,18 @@ from pathlib import Path
 import pytest
 
 from reconciler.spec import _check, check
+from reconciler.state.statcache import RACY_NS
 from tests.spec.conftest import GOOD_CLS, Repo
 from tests.spec.test_extends import BASE, child
 
 
 def _age(*paths: Path) -> None:
-    """Stamp the files a minute old: files modified just now are never cached (racy stat)."""
+    """Stamp the files a minute old and wait out the racy window (the utime moved their ctime to now):
+    files changed just now are never cached (reconciler.state.statcache)."""
     past = time.time_ns() - 60 * 10**9
     for path in paths:
         os.utime(path, ns=(past, past))
+    time.sleep(RACY_NS / 1e9 + 0.05)
 
 
 def _no_parse(monkeypatch: pytest.MonkeyPatch) -> None:

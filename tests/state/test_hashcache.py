@@ -5,13 +5,16 @@ import time
 from pathlib import Path
 
 from reconciler.state.db import Database
-from reconciler.state.hashcache import RACY_NS, FileHasher
+from reconciler.state.hashcache import FileHasher
+from reconciler.state.statcache import RACY_NS
 
 
 def _old(path: Path) -> None:
-    """Back-date the mtime so the racy-timestamp guard does not apply."""
+    """Back-date the mtime and wait out the racy window (the utime moved the ctime to now), so the
+    file's stat may stand for its content."""
     past = time.time_ns() - 10 * RACY_NS
     os.utime(path, ns=(past, past))
+    time.sleep(RACY_NS / 1e9 + 0.05)
 
 
 def test_second_hash_reads_zero_bytes(tmp_path: Path) -> None:
@@ -38,7 +41,6 @@ def test_changed_file_is_rehashed(tmp_path: Path) -> None:
     hasher.flush()
     model.write_bytes(b"b" * 100)  # same size; new mtime
     _old(model)
-    os.utime(model, ns=(time.time_ns() - 5 * RACY_NS,) * 2)
     after = FileHasher(db).file(model)
     assert after != before
 
@@ -85,3 +87,38 @@ def test_folder_digest_covers_names_and_contents(tmp_path: Path) -> None:
     (folder / "c.npy").write_bytes(b"3")
     edited = FileHasher(db).tree(folder)
     assert len({base, renamed, edited}) == 3
+
+
+def test_an_edit_that_keeps_size_and_mtime_is_rehashed(tmp_path: Path) -> None:
+    db = Database(tmp_path / "state.db")
+    model = tmp_path / "m"
+    model.write_bytes(b"one")
+    _old(model)
+    hasher = FileHasher(db)
+    first = hasher.file(model)
+    hasher.flush()
+    before = model.stat()
+    model.write_bytes(b"two")
+    os.utime(model, ns=(before.st_atime_ns, before.st_mtime_ns))  # only the ctime tells
+    time.sleep(RACY_NS / 1e9 + 0.05)
+    again = FileHasher(db)
+    assert again.file(model) != first and again.bytes_read == 3
+
+
+def test_a_store_objects_digest_survives_the_hardlinks_builds_make(tmp_path: Path) -> None:
+    """Stage work folders hardlink store objects, which moves their ctime only: not a change."""
+    db = Database(tmp_path / "state.db")
+    stored = tmp_path / "store" / "ab"
+    stored.parent.mkdir()
+    stored.write_bytes(os.urandom(1000))
+    stored.chmod(0o444)
+    _old(stored)
+    hasher = FileHasher(db)
+    digest = hasher.stored(stored)
+    hasher.flush()
+    ctime = stored.stat().st_ctime_ns
+    time.sleep(0.05)
+    os.link(stored, tmp_path / "work-input")
+    assert stored.stat().st_ctime_ns != ctime
+    again = FileHasher(db)
+    assert again.stored(stored) == digest and again.bytes_read == 0
