@@ -4,8 +4,8 @@
 
 The specs live in a temporary repository with real ONNX models (the onnx package's light SqueezeNet and
 PP-OCR's direction classifier, which has dynamic dimensions). Model files get an old mtime, as committed
-files have: a file modified within the last seconds is deliberately not cached (timestamp-granularity
-guard), and a fresh copy would otherwise be summarized again on every run.
+files have. A file changed within the racy window of a run is not cached (reconciler.state.statcache),
+so the cold run summarizes and validates everything and the timed warm runs read the caches.
 """
 
 from __future__ import annotations
