@@ -75,7 +75,7 @@ def linked_key(st: os.stat_result) -> Stat:
     that reads them: each link and unlink moves their ctime and nothing else, and a key with it would
     send every object a build linked to be read again. An edit in place of a read-only object named by
     its digest is corruption, which fsck finds by reading."""
-    return key(st)[:4] + (0,)  # ctime is the last field
+    return (*key(st)[:4], 0)  # ctime is the last field
 
 
 def stat_of(path: Path | str) -> list[int] | None:
