@@ -35,8 +35,8 @@ from reconciler.state import statcache
 from reconciler.state.statcache import stat_of
 
 VERSION = 1
-Stat = list[int] | None
-"""A stat key as the cache file records it (statcache.stat_of); None: the path could not be stat'd."""
+Stat = statcache.Recorded | None
+"""None: the path could not be stat'd."""
 
 
 def from_json(data: dict[str, Any]) -> SpecResult:

@@ -41,8 +41,10 @@ OFF_ENV = "NPUCTL_NO_CACHE"
 """Set to 1 (any value but empty or 0) to turn every stat cache off, for debugging."""
 
 Stat = tuple[int, int, int, int, int]
-"""(st_ino, st_dev, st_size, st_mtime_ns, st_ctime_ns): the key. A cache file holds it as a JSON list
-(`stat_of`); an in-process memo or the state database, as this tuple (`key`)."""
+"""(st_ino, st_dev, st_size, st_mtime_ns, st_ctime_ns): the key, as an in-process memo or the state
+database holds it (`key`)."""
+Recorded = list[int]
+"""The key as a cache file holds it, a JSON list (`stat_of`): compared with what a file read back."""
 _MTIME, _CTIME = 3, 4
 
 RACY_NS = 100_000_000
@@ -78,7 +80,7 @@ def linked_key(st: os.stat_result) -> Stat:
     return (*key(st)[:4], 0)  # ctime is the last field
 
 
-def stat_of(path: Path | str) -> list[int] | None:
+def stat_of(path: Path | str) -> Recorded | None:
     """The stat key of the file at `path` (links followed) as a cache file records it, a JSON list;
     None when it cannot be stat'd."""
     try:
