@@ -14,6 +14,7 @@ from typing import Any
 from reconciler.engine import health
 from reconciler.engine.chain import StageSetup
 from reconciler.engine.resolve import SPEC_SIDE
+from reconciler.records.stage import StageRecord
 from reconciler.state import lockfile
 from reconciler.state.db import Record
 from reconciler.state.lockread import LockedVariant
@@ -22,14 +23,18 @@ MAX_OTHER_RUNNERS = 4
 """How many other runners' measurements a variant keeps after explicit re-measuring."""
 
 
-def stage_entry(record: Record) -> dict[str, Any]:
-    return {
-        "key": record.key,
-        "artifacts": record.artifacts,
-        "identity": record.note.startswith("identity"),
-        "impl": record.key_inputs.get("impl", {}),
-        "inputs": record.key_inputs,
-    }
+def stage_entry(record: Record) -> StageRecord:
+    """The stage as the lock records it (validated: a key that is no digest or an artifact without
+    its digest, file and size fails here, never in a committed file)."""
+    return StageRecord.model_validate(
+        {
+            "key": record.key,
+            "artifacts": record.artifacts,
+            "identity": record.note.startswith("identity"),
+            "impl": record.key_inputs.get("impl", {}),
+            "inputs": record.key_inputs,
+        }
+    )
 
 
 def variant_entry(
@@ -40,7 +45,7 @@ def variant_entry(
 ) -> dict[str, Any]:
     return {
         "inputs": inputs,
-        "stages": {name: stage_entry(record) for name, record in sorted(records.items())},
+        "stages": {name: stage_entry(record).dump() for name, record in sorted(records.items())},
         "measurements": measurements,
         "verdicts": verdicts,
     }

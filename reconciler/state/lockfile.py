@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from backends.sdk import pathpolicy
+from reconciler.records.lock import FORMAT_VERSION as FORMAT_VERSION
 
-FORMAT_VERSION = 2
-"""The lock file format: bump it when a reader of the previous format would misread a file in this one."""
 LOCK_MODE = 0o644
 
 

@@ -1,0 +1,66 @@
+"""The lock file, specs/NAME.lock.json: what apply built and measured for a spec, committed beside it.
+
+Deterministic (sorted keys, no timestamps; reconciler.state.lockfile writes it), so a no-op apply
+leaves it byte-identical and a pull-request diff shows exactly what changed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from reconciler.records._base import Digest, Omittable, OpenRecord, Record, described, optional
+from reconciler.records.measurement import Measurements
+from reconciler.records.stage import StageRecord
+from reconciler.records.verdict import VerdictRecord
+
+LockFormat = Literal[2]
+FORMAT_VERSION: LockFormat = 2
+"""The lock file format: bump it when a reader of the previous format would misread a file in this one."""
+
+
+class ModelRef(OpenRecord):
+    version: str | None
+    import_key: str | None
+
+
+class OtherRunner(OpenRecord):
+    runner: str
+    measurements: Measurements
+
+
+class LockVariant(Record):
+    """One shape variant's build: its stages, measurements and verdicts."""
+
+    inputs: dict[str, list[int]]
+    """Input name -> the shape this variant was built for."""
+    stages: dict[str, StageRecord]
+    measurements: Measurements
+    verdicts: list[VerdictRecord]
+    other_measurements: Omittable[list[OtherRunner]] = optional(
+        "after `apply --remeasure`: other runners' measurements of the same build"
+    )
+    verdicts_measured_on: str | None = optional("the runner the verdicts used")
+
+
+class Sources(OpenRecord):
+    """What the lock was built from: digest of the merged spec section and of each input file (model,
+    calibration_data, eval_data, labels); lets a reader without local state tell whether the lock
+    still matches its spec."""
+
+    spec_digest: Omittable[Digest] = optional()
+    files: Omittable[dict[str, str | None]] = optional()
+
+
+class LockFile(Record):
+    format_version: LockFormat
+    spec: str
+    file: str
+    target: str
+    model: ModelRef
+    slo: dict[str, Any] | None
+    sync: Literal["Synced", "OutOfSync"] = described(
+        "Synced: the recorded stages were built from this spec's fields and files"
+    )
+    health: Literal["Healthy", "Degraded", "Unknown"] = described("of the recorded verdicts")
+    variants: dict[str, LockVariant]
+    sources: Omittable[Sources] = optional()
