@@ -8,10 +8,12 @@ the JSON rather than null, so the schema describes the value, not null).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, TypeAlias, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
-from pydantic.json_schema import SkipJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetJsonSchemaHandler, WithJsonSchema
+from pydantic.json_schema import JsonSchemaValue, SkipJsonSchema
+from pydantic_core import CoreSchema, core_schema
 
 T = TypeVar("T")
 
@@ -28,6 +30,32 @@ Number = Annotated[float | int, WithJsonSchema({"type": "number"})]
 NonNegative = Annotated[float | int, Field(ge=0), WithJsonSchema({"type": "number", "minimum": 0})]
 
 Count = Annotated[int, Field(ge=0)]
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """`Annotated[str, OneOf(words)]`: a string that is one of `words`, checked and published as an
+    enum; for vocabularies defined as constants elsewhere (stage names, sync and health words), which a
+    Literal would restate."""
+
+    words: tuple[str, ...]
+    description: str | None = None
+
+    def _check(self, value: str) -> str:
+        if value not in self.words:
+            raise ValueError(f"{value!r} is not one of {', '.join(self.words)}")
+        return value
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_after_validator_function(self._check, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        out: dict[str, Any] = {"enum": list(self.words)}
+        if self.description:
+            out["description"] = self.description
+        return out
 
 
 def _no_default(schema: dict[str, Any]) -> None:

@@ -6,9 +6,10 @@ leaves it byte-identical and a pull-request diff shows exactly what changed.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from reconciler.records._base import Digest, Omittable, OpenRecord, Record, described, optional
+from reconciler.engine.health import DEGRADED, HEALTHY, OUT_OF_SYNC, SYNCED, UNKNOWN
+from reconciler.records._base import Digest, Omittable, OneOf, OpenRecord, Record, optional
 from reconciler.records.measurement import Measurements
 from reconciler.records.stage import StageRecord
 from reconciler.records.verdict import VerdictRecord
@@ -58,9 +59,12 @@ class LockFile(Record):
     target: str
     model: ModelRef
     slo: dict[str, Any] | None
-    sync: Literal["Synced", "OutOfSync"] = described(
-        "Synced: the recorded stages were built from this spec's fields and files"
-    )
-    health: Literal["Healthy", "Degraded", "Unknown"] = described("of the recorded verdicts")
+    sync: Annotated[
+        str,
+        OneOf(
+            (SYNCED, OUT_OF_SYNC), "Synced: the recorded stages were built from this spec's fields and files"
+        ),
+    ]
+    health: Annotated[str, OneOf((HEALTHY, DEGRADED, UNKNOWN), "of the recorded verdicts")]
     variants: dict[str, LockVariant]
     sources: Omittable[Sources] = optional()

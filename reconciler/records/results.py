@@ -8,26 +8,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import WithJsonSchema
-
 from reconciler.engine.health import HEALTH_STATES, STATUSES, SYNC_STATES
 from reconciler.engine.stages import ORDER, VERIFY
-from reconciler.records._base import Count, Digest, Number, Omittable, OpenRecord, Record, optional
+from reconciler.records._base import Count, Digest, Number, Omittable, OneOf, OpenRecord, Record, optional
 from reconciler.records.measurement import Measurements
 from reconciler.records.verdict import VerdictRecord
 
-StageName = Annotated[str, WithJsonSchema({"enum": [*ORDER, VERIFY]})]
-Sync = Annotated[
-    str,
-    WithJsonSchema({"enum": list(SYNC_STATES), "description": "are the artifacts those the spec asks for"}),
-]
-Health = Annotated[
-    str,
-    WithJsonSchema(
-        {"enum": list(HEALTH_STATES), "description": "are the SLOs met (Progressing: being measured)"}
-    ),
-]
-Status = Annotated[str, WithJsonSchema({"enum": list(STATUSES)})]
+StageName = Annotated[str, OneOf((*ORDER, VERIFY))]
+Sync = Annotated[str, OneOf(SYNC_STATES, "are the artifacts those the spec asks for")]
+Health = Annotated[str, OneOf(HEALTH_STATES, "are the SLOs met (Progressing: being measured)")]
+Status = Annotated[str, OneOf(STATUSES)]
 """One word from reconciler.engine.health.status."""
 
 
