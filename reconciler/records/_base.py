@@ -75,7 +75,7 @@ def described(description: str, **constraints: Any) -> Any:
 class Record(BaseModel):
     """A closed record: an unknown key is an error, and the schema says so (additionalProperties)."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
 
     def dump(self) -> dict[str, Any]:
         """The record as JSON-ready Python: the keys that were set, nested records alike."""

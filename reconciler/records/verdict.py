@@ -10,25 +10,17 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from reconciler.records._base import Number, Omittable, Record, described, optional
+from backends.sdk.vocab import EvidenceKind, Verdict
+from reconciler.records._base import Number, Omittable, OneOf, Record, described, optional
 
-VerdictWord = Literal[
-    "pass",
-    "fail",
-    "met on estimate",
-    "fail (estimated)",
-    "met on host CPU",
-    "missed on host CPU",
-    "met on an assumption",
-    "missed on an assumption",
-    "unknown",
-    "unverified",
-]
-"""Every word a verdict may say; only "pass" reads as met on a measurement."""
+VerdictWord = Annotated[str, OneOf(tuple(v.word for v in Verdict))]
+"""A word of backends.sdk.vocab.Verdict: the vocabulary is defined there, with each word's mark and tone."""
 
 Comparison = Literal["<=", ">="]
 
-VerdictEvidence = Annotated[str, Field(pattern="^(measured:device|measured:host|estimated)( .*)?$")]
+VerdictEvidence = Annotated[str, Field(pattern="^(" + "|".join(k.value for k in EvidenceKind) + ")")]
+"""An evidence text: it starts with a backends.sdk.vocab.EvidenceKind and may go on naming who or what
+measured (`measured:host simulator`, `estimated: vela`)."""
 
 
 class VerdictRecord(Record):
