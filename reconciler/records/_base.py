@@ -75,7 +75,7 @@ def described(description: str, **constraints: Any) -> Any:
 class Record(BaseModel):
     """A closed record: an unknown key is an error, and the schema says so (additionalProperties)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     def dump(self) -> dict[str, Any]:
         """The record as JSON-ready Python: the keys that were set, nested records alike."""
@@ -86,4 +86,4 @@ class OpenRecord(Record):
     """A record that may carry keys beyond those declared (kept as they are): the fields scripts read
     are pinned, others may be added (the contract: add freely, never rename)."""
 
-    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="allow")

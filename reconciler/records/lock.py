@@ -6,17 +6,15 @@ leaves it byte-identical and a pull-request diff shows exactly what changed.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from reconciler.engine.health import DEGRADED, HEALTHY, OUT_OF_SYNC, SYNCED, UNKNOWN
-from reconciler.records._base import Digest, Omittable, OneOf, OpenRecord, Record, optional
+from reconciler.records._base import Digest, Omittable, OneOf, OpenRecord, Record, described, optional
+from reconciler.records.lock_format import FORMAT_VERSION as FORMAT_VERSION
+from reconciler.records.lock_format import LockFormat
 from reconciler.records.measurement import Measurements
 from reconciler.records.stage import StageRecord
 from reconciler.records.verdict import VerdictRecord
-
-LockFormat = Literal[2]
-FORMAT_VERSION: LockFormat = 2
-"""The lock file format: bump it when a reader of the previous format would misread a file in this one."""
 
 
 class ModelRef(OpenRecord):
@@ -32,8 +30,7 @@ class OtherRunner(OpenRecord):
 class LockVariant(Record):
     """One shape variant's build: its stages, measurements and verdicts."""
 
-    inputs: dict[str, list[int]]
-    """Input name -> the shape this variant was built for."""
+    inputs: dict[str, list[int]] = described("input name -> the shape this variant was built for")
     stages: dict[str, StageRecord]
     measurements: Measurements
     verdicts: list[VerdictRecord]

@@ -7,15 +7,17 @@ backend's report may add keys, which are kept as reported.
 
 from __future__ import annotations
 
-from reconciler.records._base import Digest, Number, Omittable, OpenRecord, optional
+from reconciler.records._base import Digest, Number, Omittable, OpenRecord, described, optional
 
 
 class Measurement(OpenRecord):
-    value: Number | None
-    """None: nothing could be measured; `detail` says why and `verdict` what that gives."""
-    evidence: str
-    """How the value was obtained: measured:device, measured:host, estimated (each may go on with
-    details), or why there is none."""
+    value: Number | None = described(
+        "null: nothing could be measured; `detail` says why and `verdict` what that gives"
+    )
+    evidence: str = described(
+        "how the value was obtained: a backends.sdk.vocab.EvidenceKind (measured:device, measured:host, "
+        "estimated, not measured), which may go on naming who or what measured"
+    )
     detail: Omittable[str] = optional()
     record: Omittable[Digest] = optional("key of the stage record it came from")
     runner: Omittable[str] = optional("who measured: runner, device model/serial, CPU, python")

@@ -60,8 +60,7 @@ class SpecRow(Record, Generic[S]):
     ran_on: Omittable[str] = optional("apply --executor ray: the Ray node that built it")
     stages: list[S]
     slo: list[VerdictRecord]
-    measurements: Omittable[dict[str, Measurements]] = optional()
-    """Variant -> measurement name -> measurement."""
+    measurements: Omittable[dict[str, Measurements]] = optional("variant -> measurement name -> measurement")
 
 
 class BaseSpec(OpenRecord):

@@ -24,8 +24,7 @@ measured (`measured:host simulator`, `estimated: vela`)."""
 
 
 class VerdictRecord(Record):
-    name: str
-    """The SLO path, e.g. latency_ms.p90."""
+    name: str = described("the SLO path, e.g. latency_ms.p90")
     variant: str
     threshold: Number
     comparison: Comparison

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.sdk import pathpolicy
-from reconciler.records.lock import FORMAT_VERSION as FORMAT_VERSION
+from reconciler.records.lock_format import FORMAT_VERSION as FORMAT_VERSION
 
 LOCK_MODE = 0o644
 
