@@ -36,7 +36,12 @@ def test_the_dataclasses_hold_the_defaults_the_scan_looks_for() -> None:
         "class T:\n    x: float = Field(default=0.25)\n    y: int = 3\n"
         'def f(raw):\n    return raw.get("a", 1), raw.get("b") or "top1"\n'
     )
-    assert literal_defaults(restated, ["T", "f"]) == [("T", 2, 0.25), ("T", 3, 3), ("f", 5, 1), ("f", 5, "top1")]
+    assert literal_defaults(restated, ["T", "f"]) == [
+        ("T", 2, 0.25),
+        ("T", 3, 3),
+        ("f", 5, 1),
+        ("f", 5, "top1"),
+    ]
 
 
 @pytest.mark.parametrize(("model", "dataclass"), PAIRS)
