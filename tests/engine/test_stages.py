@@ -77,3 +77,12 @@ def test_every_file_a_stage_key_reads_is_rebased_and_watched(git_repo: Path) -> 
             read.add(field)
     assert read == set(PATH_FIELDS), "a declared path no stage reads"
     assert {f for s in STAGES for f in s.files.values()} == set(PATH_FIELDS)
+
+
+def test_the_engine_and_the_backends_name_the_same_stages_in_one_order() -> None:
+    """Backends never import the engine, so they hold the stage names themselves (backends.sdk.base);
+    the engine's table is the definition, and this holds the two together."""
+    from backends.sdk.base import STAGES as BACKEND_STAGES
+    from reconciler.engine.stages import ORDER
+
+    assert ORDER == BACKEND_STAGES
