@@ -85,7 +85,9 @@ class Settled:
     """One run's view of the cache file: read once, written back once if an entry was added."""
 
     def __init__(self, ws: Workspace, specs: list[LoadedSpec]) -> None:
-        self.started = time.time_ns()
+        self.started = min([time.time_ns(), *(s.read_ns for s in specs if s.read_ns is not None)])
+        """The racy rule's moment: before the specs were read, so a spec edited after it was read (its
+        result computed from the old text) is never recorded under its new stat."""
         self._stats: dict[str, Stat] = {}
         self.entries: dict[str, Any] = {}
         self.changed = False

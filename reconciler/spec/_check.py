@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,7 @@ def check(paths: Sequence[Path], root: Path, semantic: bool = True) -> list[Spec
     an explicitly named file count too (watch applies one file at a time). Specs unchanged since they
     last validated come from the cache (reconciler.spec._cache), their data folders checked again.
     """
+    read_ns = time.time_ns()
     files, missing = discover_with_errors(paths, root)
     reports = [SpecReport(error.file, None, None, (error,)) for error in missing]
     cache = SpecCache(root)
@@ -49,6 +51,7 @@ def check(paths: Sequence[Path], root: Path, semantic: bool = True) -> list[Spec
     for file, tried in attempts.items():
         spec, errors = tried.spec, tried.errors
         if spec is not None:
+            spec.read_ns = read_ns
             if semantic:
                 errors = _semantic(spec, root, cache)
             others = [w for w in claims.get(spec.name, []) if w.file != file]

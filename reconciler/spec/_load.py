@@ -50,6 +50,10 @@ class LoadedSpec:
         self._name = name
         self._deployment = deployment
         self._flat = flat
+        self.read_ns: int | None = None
+        """The moment before this spec's files were read (or found unchanged by their stats), set by
+        validation: a cache that records what was computed from the spec measures its racy window from
+        here, since an edit after it is not in what was computed."""
 
     @classmethod
     def validated(

@@ -231,3 +231,23 @@ def test_with_the_caches_off_every_plan_is_the_full_path_and_the_same_answer(
         monkeypatch.delenv(statcache.OFF_ENV)
         statcache.enabled.cache_clear()
     assert os.stat(cache).st_mtime_ns == stamp  # neither read into nor written
+
+
+def test_a_spec_edited_after_it_was_read_is_not_remembered_under_its_new_stat(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plan computes from the text it read; an edit that lands after the read (but before the cache
+    is written) must not be recorded as what that result was computed from, or the next plan would
+    serve the old text's result for the new one."""
+    read = _specs(repo)
+    time.sleep(TICK)
+    (repo / "specs" / "one.yaml").write_text(SPEC.replace("p90: 1000", "p90: 999"))
+    time.sleep(TICK)
+    ws = Workspace.open(repo)
+    try:
+        plan_mod.plan_all(ws, read)
+    finally:
+        ws.close()
+    result, full = _plan(repo, monkeypatch)
+    assert full == ["one"]
+    assert [v.threshold for v in result.slo if v.name == "latency_ms.p90"] == [999]
