@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from backends.sdk.vocab import Tone
+from reconciler.cli import _specargs
 from reconciler.engine import health
 from reconciler.engine.reporter import Reporter
 from reconciler.engine.results import SpecResult, StageResult
@@ -35,21 +36,13 @@ def output_options(markdown: bool = True) -> Callable[[F], F]:
     return decorate
 
 
-def paths_argument(func: F) -> F:
-    return click.argument("paths", nargs=-1, type=click.Path(path_type=Path))(func)
+paths_argument = _specargs.argument
 
 
-def find_spec(spec: str, root: Path) -> Path | None:
-    """A spec file path, or the file of the spec named `spec` under specs/."""
-    candidate = Path(spec)
-    if candidate.suffix in (".yaml", ".yml") or candidate.is_file():
-        return candidate.resolve() if candidate.exists() else None
-    from reconciler.spec import check
-
-    for report in check([Layout(root).default_specs()], root, semantic=False):
-        if report.name == spec:
-            return report.file
-    return None
+def find_spec(spec: str, root: Path) -> Path:
+    """The file of the one spec `spec` names: a spec file, a folder holding one spec, or a spec name
+    (reconciler.cli._specargs; UnknownSpec, exit 1, when it names none)."""
+    return _specargs.one(spec, root)
 
 
 def spec_lock(spec: str, command: str) -> tuple[Path, dict[str, Any]] | None:
@@ -58,9 +51,6 @@ def spec_lock(spec: str, command: str) -> tuple[Path, dict[str, Any]] | None:
 
     root = find_root(Path.cwd())
     path = find_spec(spec, root)
-    if path is None:
-        click.echo(f"npuctl {command}: no spec file or spec named {spec!r}", err=True)
-        return None
     lock = lockfile.read(Layout.lock_file(path))
     if lock is None:
         click.echo(f"npuctl {command}: {spec}: no lock file: run `npuctl apply` first", err=True)

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from reconciler.cli import _common
+from reconciler.repo import find_root
 
 
 def _short(value: Any) -> str:
@@ -36,8 +37,9 @@ def command(spec: str, stage: str | None, show_all: bool, profile: bool, fmt: st
 
     if stage is not None and stage not in ORDER:
         raise click.UsageError(f"unknown stage {stage!r}; stages: {', '.join(ORDER)}")
-    loaded = _common.load((Path(spec),) if spec.endswith((".yaml", ".yml")) else ())
-    matches = [s for s in loaded.specs if s.name == spec or str(s.path).endswith(spec)]
+    path = _common.find_spec(spec, find_root(Path.cwd())).resolve()
+    loaded = _common.load((path,))
+    matches = [s for s in loaded.specs if Path(s.path).resolve() == path]
     if not matches:
         click.echo(f"error: no valid spec named {spec!r}", err=True)
         for result in loaded.invalid:

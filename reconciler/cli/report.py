@@ -36,12 +36,6 @@ def command(spec: str, output: Path | None, as_json: bool) -> int:
     from reconciler.cli._common import find_spec
 
     path = find_spec(spec, root)
-    if path is None:
-        click.echo(
-            f"npuctl report: no spec file or spec named {spec!r} (looked in {Layout(root).default_specs()})",
-            err=True,
-        )
-        return 1
     try:
         loaded = load(path, root)
     except SpecErrors as exc:

@@ -1,8 +1,15 @@
-"""npuctl status: sync (Synced / OutOfSync / Unknown) and health (Healthy / Degraded / Progressing /
-Unknown) per spec, with the verdicts and what stands on carried-over evidence. Always exit 0.
+"""npuctl status: sync (Synced / OutOfSync / Unknown), health (Healthy / Degraded / Progressing /
+Unknown) and the one status word (Stalled, Failed, OutOfSync or the health) per spec, with the verdicts
+and what stands on carried-over evidence.
 
 Status is the plan's view (local store and committed lock alike), so it reads the same word as plan
-and apply for the same spec; an apply in progress reads Progressing.
+and apply for the same spec. Progressing means what Argo CD means by it, an operation in flight: only a
+spec whose lock an apply holds right now reads Progressing; a spec never built, or waiting for a
+rebuild, is OutOfSync with its health Unknown.
+
+Exit 0 always, unless `--exit-code`: then as apply's, 0 when every spec is Healthy, 3 when one is
+Degraded, Unknown, OutOfSync or Progressing, 1 when one is Stalled or Failed (or its lock fails its
+integrity checks). An argument that names no spec is an error (exit 1) either way.
 """
 
 from __future__ import annotations
@@ -18,11 +25,23 @@ from reconciler.engine import health
 from reconciler.engine.results import SpecResult
 
 
-def _row(result: SpecResult, lock: dict[str, Any] | None, holder: str | None) -> dict[str, Any]:
+def exit_code(rows: list[dict[str, Any]]) -> int:
+    """apply's codes over the status words: 1 Stalled/Failed or a tampered lock, 3 anything not
+    Healthy, else 0."""
+    if any(r["status"] in (health.STALLED, health.FAILED) or r["lock_problems"] for r in rows):
+        return 1
+    return 0 if all(r["status"] == health.HEALTHY for r in rows) else 3
+
+
+def _row(
+    result: SpecResult, lock: dict[str, Any] | None, holder: str | None, built: bool = True
+) -> dict[str, Any]:
     sync, state, status = result.sync, result.health, result.status
     pending = [s for s in result.stages if s.action != "cached"]
     problems = result.errors or result.lock_problems
     why = problems[0] if problems else (f"{pending[0].name}: {pending[0].reason}" if pending else "")
+    if not built and not problems and status != health.STALLED:
+        why = "never built (no lock file): run `npuctl apply`"
     if holder is not None and status != health.STALLED:
         state = status = health.PROGRESSING
         why = f"apply in progress ({holder})"
@@ -52,8 +71,15 @@ def _row(result: SpecResult, lock: dict[str, Any] | None, holder: str | None) ->
 
 @click.command(help="Sync and health per spec, with the last verdicts and carried-over evidence.")
 @_common.paths_argument
+@click.option(
+    "--exit-code",
+    "gate",
+    is_flag=True,
+    help="Exit 0 when every spec is Healthy, 3 when one is Degraded, Unknown, OutOfSync or Progressing, "
+    "1 when one is Stalled or Failed (apply's codes): a CI gate.",
+)
 @_common.output_options(markdown=False)
-def command(paths: tuple[Path, ...], fmt: str, as_json: bool) -> int:
+def command(paths: tuple[Path, ...], gate: bool, fmt: str, as_json: bool) -> int:
     from reconciler.engine.plan import plan_all
     from reconciler.engine.workspace import Workspace
     from reconciler.repo import Layout
@@ -65,23 +91,26 @@ def command(paths: tuple[Path, ...], fmt: str, as_json: bool) -> int:
         results = plan_all(ws, loaded.specs)
         rows = [_row(r, None, None) for r in loaded.invalid]
         for spec, result in zip(loaded.specs, results, strict=True):
-            lock = lockfile.read(Layout.lock_file(spec.path))
-            rows.append(_row(result, lock, locks.holder_if_held(ws.layout.locks, f"spec-{spec.name}")))
+            lock_file = Layout.lock_file(spec.path)
+            holder = locks.holder_if_held(ws.layout.locks, f"spec-{spec.name}")
+            rows.append(_row(result, lockfile.read(lock_file), holder, built=lock_file.exists()))
     finally:
         ws.close()
+    code = exit_code(rows) if gate else 0
     if _common.chosen_format(fmt, as_json) == "json":
         click.echo(json.dumps({"format_version": 1, "specs": rows}, indent=2, sort_keys=True))
-        return 0
+        return code
     from rich.table import Table
 
     from reconciler.output import console as make_console
 
     table = Table(box=None, header_style="bold")
-    for column in ("spec", "target", "sync", "health", "SLOs met", "reason"):
+    for column in ("spec", "target", "status", "sync", "health", "SLOs met", "reason"):
         table.add_column(column, overflow="fold")
     for row in rows:
         met = f"{row['slo_passed']}/{row['slo_total']}" if row["slo_total"] else "—"
-        table.add_row(row["name"], row["target"], row["sync"], row["health"], met, row["reason"])
+        cells = (row["status"], row["sync"], row["health"], met, row["reason"])
+        table.add_row(row["name"], row["target"], *cells)
     make_console().print(table)
     from reconciler.cli._render import carried_lines
 
@@ -90,4 +119,4 @@ def command(paths: tuple[Path, ...], fmt: str, as_json: bool) -> int:
             click.echo(f"{row['name']}: {line}")
         for line in row["lock_problems"]:
             click.echo(f"{row['name']}: lock integrity: {line}")
-    return 0
+    return code

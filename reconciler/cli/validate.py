@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from reconciler.cli import _specargs
 from reconciler.repo import find_root
 
 if TYPE_CHECKING:
@@ -22,12 +23,12 @@ if TYPE_CHECKING:
 
 
 @click.command("validate")
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@_specargs.argument
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (format_version 1).")
 def command(paths: tuple[Path, ...], as_json: bool) -> int:
     """Check specs (schema and semantics against the real model) without building.
 
-    PATH is a spec file or a directory of specs (default: specs/ at the repository root).
+    SPEC is a spec file, a folder of specs or a spec's name (default: specs/ at the repository root).
     """
     from reconciler.spec import check
     from reconciler.spec._bases import check_base, discover_bases

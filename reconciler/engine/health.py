@@ -3,8 +3,9 @@
 - sync: are the artifacts those the spec asks for? Synced / OutOfSync / Unknown (invalid spec,
   tampered lock).
 - health: are the SLOs met? Healthy (every SLO passed) / Degraded (an SLO failed, measured or on an
-  estimate) / Progressing (being built or measured) / Unknown (an SLO is unverified or met only on an
-  estimate: nothing failed, nothing proved).
+  estimate) / Progressing (an apply holds the spec right now: an operation in flight, as in Argo CD) /
+  Unknown (an SLO is unverified or met only on an estimate, or its measurements are still to be taken:
+  nothing failed, nothing proved).
 - status, one word for tables and badges: Stalled (invalid spec or a terminal failure, not retried
   until its inputs change), Failed (a transient failure), OutOfSync, else the health. "Healthy" is the
   only word that reads as good, and it never stands beside a failed or unverified SLO.

@@ -154,7 +154,8 @@ def plan_spec(ws: Workspace, spec: LoadedSpec) -> SpecResult:
     result.sync = (
         health.UNKNOWN if result.lock_problems else (health.OUT_OF_SYNC if builds else health.SYNCED)
     )
-    result.health = health.PROGRESSING if measuring else health.of_verdicts(result.slo)
+    # to be measured: nothing proved yet, and nothing in flight (Progressing is status's, under a lock)
+    result.health = health.UNKNOWN if measuring else health.of_verdicts(result.slo)
     result.status = health.status(result.sync, result.health, stalled=stalled)
     return result
 

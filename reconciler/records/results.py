@@ -16,7 +16,9 @@ from reconciler.records.verdict import VerdictRecord
 
 StageName = Annotated[str, OneOf((*ORDER, VERIFY))]
 Sync = Annotated[str, OneOf(SYNC_STATES, "are the artifacts those the spec asks for")]
-Health = Annotated[str, OneOf(HEALTH_STATES, "are the SLOs met (Progressing: being measured)")]
+Health = Annotated[
+    str, OneOf(HEALTH_STATES, "are the SLOs met (Progressing: an apply holds the spec right now)")
+]
 Status = Annotated[str, OneOf(STATUSES)]
 """One word from reconciler.engine.health.status."""
 

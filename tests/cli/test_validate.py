@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from reconciler.cli import cli
+from reconciler.cli._specargs import UnknownSpec
 from tests.spec.conftest import GOOD, GOOD_CLS, Repo, edit, make_repo
 
 
@@ -73,9 +74,10 @@ def test_explicit_paths_and_missing_ones(repo: Repo) -> None:
     repo.write("specs/a.yaml", GOOD)
     repo.write("specs/b.yaml", "not: [valid\n")
     assert validate("specs/a.yaml").return_value == 0
-    result = validate("specs/a.yaml", "specs/nothere.yaml")
-    assert result.return_value == 1
-    assert result.stdout.splitlines() == ["specs/nothere.yaml: no such file or directory"]
+    with pytest.raises(UnknownSpec) as raised:
+        validate("specs/a.yaml", "specs/nothere.yaml")
+    assert raised.value.exit_code == 1
+    assert raised.value.message.startswith("specs/nothere.yaml: no such file or folder, and no spec under")
 
 
 def test_no_specs_is_an_error(repo: Repo) -> None:
@@ -170,3 +172,45 @@ def test_every_catalog_target_has_a_backend_that_loads() -> None:
     for target in targets().values():
         assert target.backend in registry.known(), target.id
         assert registry.backend(target.backend).name == target.backend, target.id
+
+
+RKNN_NO_DATA = GOOD.replace("  target: cpu", "  target: rk3588").replace(
+    "    data: ../data/eval\n    labels: ../data/eval/labels.txt\n", ""
+)
+"""GOOD on rk3588 without evaluate.data: its evaluate (runner local, the simulator) cannot run."""
+
+
+def _line_of(text: str, start: str) -> int:
+    [line] = [i for i, t in enumerate(text.splitlines(), 1) if t.startswith(start)]
+    return line
+
+
+def test_an_rknn_target_without_evaluate_data_fails_at_the_evaluate_section(repo: Repo) -> None:
+    repo.write("specs/a.yaml", RKNN_NO_DATA)
+    result = validate()
+    assert result.return_value == 1
+    line = _line_of(RKNN_NO_DATA, "  evaluate:")
+    [error] = result.stdout.splitlines()
+    assert error.startswith(f"specs/a.yaml:{line}:3: spec.evaluate.data: evaluate needs evaluate.data: ")
+    board = RKNN_NO_DATA.replace("    runs: 5\n", "    runs: 5\n    runner: ssh://pi@board\n")
+    repo.write("specs/a.yaml", board)
+    assert validate().return_value == 0, "on the board, evaluate falls back to random inputs"
+
+
+def test_a_data_folder_of_subfolders_only_fails_at_its_field_and_says_they_are_not_searched(
+    repo: Repo,
+) -> None:
+    calib = repo.root / "data" / "calib"
+    (calib / "0.npy").unlink()
+    for sub in ("cats", "dogs"):
+        (calib / sub).mkdir()
+        (calib / sub / "0.npy").write_bytes(b"")
+    repo.write("specs/a.yaml", GOOD)
+    result = validate()
+    assert result.return_value == 1
+    line = _line_of(GOOD, "      data: ../data/calib")
+    [error] = result.stdout.splitlines()
+    assert error.startswith(f"specs/a.yaml:{line}:13: spec.quantization.calibration.data: folder ")
+    assert "holds no samples" in error and "2 subfolder(s) (cats, dogs) are not searched" in error
+    (calib / "cats" / "0.npy").rename(calib / "0.npy")
+    assert validate().return_value == 0

@@ -66,14 +66,87 @@ def test_degraded_reads_the_same_in_every_command(repo: Path) -> None:
     assert json.loads((repo / "specs" / "slow.lock.json").read_text())["health"] == "Degraded"
 
 
-def test_out_of_sync_and_progressing_while_evaluate_must_rebuild(repo: Path) -> None:
+def test_out_of_sync_and_unknown_while_evaluate_must_rebuild_and_nothing_runs(repo: Path) -> None:
+    """Progressing means an operation in flight (Argo CD): a spec waiting for a rebuild is not."""
     edit(repo / "specs" / "digits.yaml", "runs: 5", "runs: 6")
     for command, codes in (("status", (0,)), ("plan", (2,))):
-        assert _states(_json(repo, command, codes=codes)["digits"]) == (
-            "OutOfSync",
-            "Progressing",
-            "OutOfSync",
-        )
+        assert _states(_json(repo, command, codes=codes)["digits"]) == ("OutOfSync", "Unknown", "OutOfSync")
+    assert run_npuctl(repo, "status", "digits", "--exit-code").returncode == 3
+
+
+def test_progressing_only_while_an_apply_holds_the_spec(repo: Path) -> None:
+    from reconciler.repo import Layout
+    from reconciler.state import locks
+
+    with locks.hold(Layout(repo).locks, "spec-digits"):
+        row = _json(repo, "status")["digits"]
+        assert (row["health"], row["status"]) == ("Progressing", "Progressing")
+        assert row["reason"].startswith("apply in progress")
+        assert run_npuctl(repo, "status", "digits", "--exit-code").returncode == 3
+    assert _states(_json(repo, "status")["digits"]) == ("Synced", "Healthy", "Healthy")
+
+
+def test_a_never_built_spec_says_so_and_is_not_progressing(repo: Path) -> None:
+    (repo / "specs" / "fresh.yaml").write_text(DIGITS_SPEC.format(name="fresh").replace("runs: 5", "runs: 7"))
+    row = _json(repo, "status")["fresh"]
+    assert _states(row) == ("OutOfSync", "Unknown", "OutOfSync")
+    assert row["reason"].startswith("never built")
+    text = run_npuctl(repo, "status", "fresh").stdout
+    [header] = [line.split() for line in text.splitlines() if line.split()[:1] == ["spec"]]
+    assert header[:5] == ["spec", "target", "status", "sync", "health"]
+    [cells] = [line.split() for line in text.splitlines() if line.split()[:1] == ["fresh"]]
+    assert cells[2:5] == ["OutOfSync", "OutOfSync", "Unknown"] and "never built" in " ".join(cells)
+
+
+def test_status_exit_code_on_each_health(repo: Path) -> None:
+    """apply's codes: 0 Healthy, 3 Degraded or Unknown, 1 Stalled or an argument naming no spec."""
+
+    def code(*args: str) -> int:
+        return run_npuctl(repo, "status", *args).returncode
+
+    assert code("digits", "--exit-code") == 0
+    assert code("slow", "--exit-code") == 3
+    assert code("--exit-code") == 3, "the worst spec decides"
+    assert code("slow") == 0, "without --exit-code status only reports"
+    missing = run_npuctl(repo, "status", "specs/nothere.yaml", "--exit-code")
+    assert missing.returncode == 1 and missing.stdout == ""
+    assert missing.stderr.startswith("npuctl status: specs/nothere.yaml: no such file or folder")
+    assert code("specs/nothere.yaml") == 1
+    edit(repo / "specs" / "digits.yaml", "runs: 5", "runs: 0")
+    assert _states(_json(repo, "status")["digits"]) == ("Unknown", "Unknown", "Stalled")
+    assert code("digits", "--exit-code") == 1
+    text = run_npuctl(repo, "status", "digits").stdout
+    [cells] = [line.split() for line in text.splitlines() if line.split()[:1] == ["digits"]]
+    assert "Stalled" in cells, text
+
+
+def test_a_spec_name_and_a_path_mean_the_same_spec_in_every_command(repo: Path, tmp_path: Path) -> None:
+    for command in ("plan", "status"):
+        by_name, by_path = (_json(repo, command, arg) for arg in ("digits", "specs/digits.yaml"))
+        assert by_name == by_path and list(by_name) == ["digits"], command
+    for args in (("explain",), ("report",)):
+        by_name, by_path = (run_npuctl(repo, *args, arg, "--json") for arg in ("digits", "specs/digits.yaml"))
+        assert by_name.returncode == by_path.returncode == 0, by_name.stderr + by_path.stderr
+        named, pathed = (json.loads(done.stdout) for done in (by_name, by_path))
+        for page in (named, pathed):
+            page.pop("generated", None)  # the clock
+        assert named == pathed and named, args
+    exported = [tmp_path / "by-name", tmp_path / "by-path"]
+    for arg, dest in zip(("digits", "specs/digits.yaml"), exported, strict=True):
+        done = run_npuctl(repo, "export", arg, str(dest))
+        assert done.returncode == 0, done.stderr
+    assert (exported[0] / "SHA256SUMS").read_text() == (exported[1] / "SHA256SUMS").read_text()
+
+
+def test_a_typo_is_an_error_naming_it_not_a_stalled_spec(repo: Path) -> None:
+    for args in (("plan",), ("apply",), ("status",), ("validate",), ("explain",), ("report",), ("artifacts",)):
+        done = run_npuctl(repo, *args, "digitz")
+        assert done.returncode == 1, args
+        assert "Stalled" not in done.stdout + done.stderr, args
+        assert done.stderr == (
+            f"npuctl {args[0]}: digitz: no such file or folder, and no spec under specs/ has that name; "
+            "did you mean 'digits'?\n"
+        ), done.stderr
 
 
 def test_health_unknown_when_an_slo_is_met_only_on_an_estimate(repo: Path) -> None:
@@ -87,6 +160,7 @@ def test_health_unknown_when_an_slo_is_met_only_on_an_estimate(repo: Path) -> No
     assert estimate["verdict"] == "met on estimate" and estimate["passed"] is None
     assert _states(applied) == ("Synced", "Unknown", "Unknown")
     assert _states(_json(repo, "status")["digits"]) == ("Synced", "Unknown", "Unknown")
+    assert run_npuctl(repo, "status", "digits", "--exit-code").returncode == 3
     assert run_npuctl(repo, "apply", "specs/digits.yaml").returncode == 0, "not verifiable here is not failed"
     assert run_npuctl(repo, "apply", "specs/digits.yaml", "--strict").returncode == 3
 
