@@ -13,6 +13,7 @@ model, at exactly the input's height and width. Anything else is a TerminalError
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,6 +110,23 @@ def sample_files(folder: Path) -> list[Path]:
         raise TerminalError(str(exc)) from None
 
 
+def no_samples(folder: Path) -> str:
+    """Why `folder` gives no samples: samples are read from the folder itself, never from its
+    subfolders, so a folder of class subfolders (ImageNet's layout) names them and says so."""
+    said = f"{folder} holds no samples ({', '.join(SAMPLE_SUFFIXES)}) directly"
+    try:
+        subfolders = sorted(e.name for e in os.scandir(folder) if e.is_dir() and not e.name.startswith("."))
+    except OSError:
+        return said
+    if not subfolders:
+        return said
+    shown = ", ".join(subfolders[:3]) + (f" and {len(subfolders) - 3} more" if len(subfolders) > 3 else "")
+    return (
+        f"{said}: its {len(subfolders)} subfolder(s) ({shown}) are not searched; put the samples in "
+        "the folder itself or name a subfolder"
+    )
+
+
 def select_files(folder: Path, count: int | None = None, seed: int = 0, role: str = "data") -> list[Path]:
     """Exactly `count` sample files (all when None), in sorted file-name order.
 
@@ -117,7 +135,7 @@ def select_files(folder: Path, count: int | None = None, seed: int = 0, role: st
     """
     files = sample_files(folder)
     if not files:
-        raise TerminalError(f"{role} folder {folder} has no samples ({', '.join(SAMPLE_SUFFIXES)})")
+        raise TerminalError(f"{role} folder {no_samples(folder)}")
     if count is None:
         return files
     if count <= 0:

@@ -21,9 +21,20 @@ from typing import Any
 
 from backends.catalog import Target
 from backends.sdk import toolchains
+from backends.sdk.base import SpecNeed
 from backends.sdk.registration import Registration, by_stage
 
 NAME = "rknn"
+
+EVALUATE_DATA = SpecNeed(
+    field="evaluate.data",
+    stage="evaluate",
+    why="the RKNN simulator measures accuracy on samples, and has no timing to measure without them; "
+    "set it, or run on the board (evaluate.runner ssh:// or adb://)",
+    placeholder="../data/eval",
+    when=("evaluate.runner", ("local",)),
+)
+"""Evaluate with runner local runs the simulator, which scores samples against the float model."""
 
 
 STAGES: dict[str, Registration] = by_stage(
@@ -60,6 +71,7 @@ class RknnBackend:
     stages = STAGES
     evidence_here = "measured:host simulator (accuracy, no latency); measured:device through ssh/adb"
     managed_toolchain = "rknn"
+    spec_needs = (EVALUATE_DATA,)
     """The managed environment (backends.sdk.toolchains) it runs in: `npuctl toolchain install --needed` reads it."""
 
     def fingerprint(self) -> dict[str, str]:

@@ -307,9 +307,9 @@ class RknnEvaluate:
         raw = B.raw_inputs(specs, prep.meta)
         folder = request.inputs.get("eval_data")
         if folder is None:
-            raise TerminalError(
-                "rknn evaluate needs evaluate.data (the simulator measures accuracy, not latency)"
-            )
+            from backends.rknn import EVALUATE_DATA
+
+            raise TerminalError(f"rknn {EVALUATE_DATA.message}")
         samples = data.load_samples(Path(folder), raw, None, 0, "evaluate.data", B.color_of(prep.meta))
         sim = job.parent / "sim"  # outside the build folder: its contents change the toolkit's bytes
         after: dict[str, Any] = {"simulate": simulate.request(samples, raw, prep.meta, sim)}

@@ -99,3 +99,53 @@ SPEC_ERRORS = "spec_errors"
 """Optional Backend method `spec_errors(spec: dict, target: Target) -> list[(field, message)]`: settings
 of the spec section (plain data) the toolchain cannot build, which `validate` reports at their line
 instead of apply failing later."""
+
+
+SPEC_NEEDS = "spec_needs"
+"""Optional Backend attribute `spec_needs: tuple[SpecNeed, ...]`: spec fields its stages cannot run
+without although the schema lets them be unset."""
+
+
+@dataclass(frozen=True)
+class SpecNeed:
+    """A spec field a stage of a backend cannot run without, where the schema lets it be unset.
+
+    Declared once, on the backend (`spec_needs`), and read three ways: `validate` reports a spec that
+    lacks it at the field (no build needed to find out), `init` writes a placeholder for it, and the
+    stage raises `message` should it run without it all the same."""
+
+    field: str
+    """The dotted field under `spec:` (evaluate.data)."""
+    stage: str
+    why: str
+    """What the stage does with it, or why it has no fallback."""
+    placeholder: str
+    """The value `npuctl init` writes (marked FIXME), relative to the spec file."""
+    when: tuple[str, tuple[Any, ...]] | None = None
+    """(dotted field, values): the need holds only while that field has one of these values (with
+    its default filled in, as in a validated spec)."""
+
+    @property
+    def message(self) -> str:
+        return f"{self.stage} needs {self.field}: {self.why}"
+
+    def holds(self, spec: Mapping[str, Any]) -> bool:
+        """Whether the need applies to this `spec:` section (plain data, defaults filled in)."""
+        if self.when is None:
+            return True
+        field, values = self.when
+        return field_value(spec, field) in values
+
+    def unmet(self, spec: Mapping[str, Any]) -> bool:
+        return self.holds(spec) and field_value(spec, self.field) is None
+
+
+def field_value(spec: Mapping[str, Any], dotted: str) -> Any:
+    """The value at a dotted field of plain spec data; None where a part is absent."""
+    node: Any = spec
+    for key in dotted.split("."):
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(key)
+    return node
+

@@ -21,6 +21,7 @@ import click
 import yaml
 
 import backends.catalog as catalog
+from backends.sdk.base import SpecNeed
 from reconciler.repo import find_root
 from reconciler.spec import ModelError, ModelSummary, SpecErrors, load, model_summary, semantic_errors
 from reconciler.spec._errors import display_path
@@ -84,6 +85,9 @@ def command(model: Path, target: str, name: str | None, output: Path | None, giv
     schema = _schema_ref(output.parent, root)
     digest = sha256_file(model.resolve())
     text = render(summary, reference, name, target, schema, model.name, _task(model), fixed, digest)
+    needs = _needs(target, text)
+    if needs:
+        text = render(summary, reference, name, target, schema, model.name, _task(model), fixed, digest, needs)
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         with output.open("x") as handle:
@@ -94,7 +98,7 @@ def command(model: Path, target: str, name: str | None, output: Path | None, giv
         )
         return 1
     _ignore_state(root)
-    return _report(output, root, text)
+    return _report(output, root, text, needs)
 
 
 def _check_target(target: str) -> str | None:
@@ -103,6 +107,27 @@ def _check_target(target: str) -> str | None:
     if target in known:
         return None
     return f"unknown target {target!r}{suggest(target, known, 'known targets', limit=40)}"
+
+
+def _needs(target: str, text: str) -> list[SpecNeed]:
+    """What the target's backend needs (backends.sdk.base.SpecNeed) that the starter spec `text` leaves
+    unset: each gets a FIXME placeholder."""
+    from reconciler.spec._needs import target_needs
+
+    section = (yaml.safe_load(text) or {}).get("spec") or {}
+    return [n for n in target_needs(target) if n.unmet(section)]
+
+
+def _need_lines(needs: list[SpecNeed]) -> dict[str, list[str]]:
+    """Section -> the placeholder line of each need under it (a deeper field as a flow mapping)."""
+    out: dict[str, list[str]] = {}
+    for need in needs:
+        section, *rest = need.field.split(".")
+        value = scalar(need.placeholder)
+        for key in reversed(rest[1:]):
+            value = f"{{{key}: {value}}}"
+        out.setdefault(section, []).append(f"    {rest[0]}: {value}  # FIXME: {need.message}")
+    return out
 
 
 def _default_name(model: Path, target: str) -> str:
@@ -252,8 +277,9 @@ def render(
     task: list[str] | None = None,
     fixed: dict[str, list[int | None]] | None = None,
     sha256: str = "",
+    needs: list[SpecNeed] | None = None,
 ) -> str:
-    """The starter spec text."""
+    """The starter spec text; `needs` get a FIXME placeholder each, first in their section."""
     fixed = fixed or {i.name: [d if isinstance(d, int) else None for d in i.dims] for i in summary.inputs}
     package, path = reference
     first = summary.inputs[0].name if summary.inputs else "input"
@@ -309,6 +335,15 @@ def render(
         "    # size_mb: 5",
         "    # npu_coverage: 1.0  # every compute op on the NPU",
     ]
+    placeholders = _need_lines(needs or [])
+    for section, extra in placeholders.items():
+        header = f"  {section}:"
+        if header in lines:
+            at = lines.index(header) + 1
+            lines[at:at] = extra
+        else:
+            at = lines.index(next(line for line in lines if line.startswith("  slo:")))
+            lines[at:at] = [header, *extra]
     return "\n".join(lines) + "\n"
 
 
@@ -323,9 +358,10 @@ def _ignore_state(root: Path) -> None:
         handle.write(f"{prefix}.npuctl/\n")
 
 
-def _report(output: Path, root: Path, text: str) -> int:
-    """Lists what the user must fill in (the FIXME placeholders, each at its line) apart from real
-    errors; exit 1 only for the latter."""
+def _report(output: Path, root: Path, text: str, needs: list[SpecNeed] | None = None) -> int:
+    """Lists what the user must fill in (the FIXME placeholders, each at its line: those validate
+    reports, and the backend's needs, whose placeholder may only fail once the rest validates) apart
+    from real errors; exit 1 only for the latter."""
     try:
         errors = semantic_errors(load(output, root), root)
     except SpecErrors as exc:
@@ -333,13 +369,17 @@ def _report(output: Path, root: Path, text: str) -> int:
     lines = text.splitlines()
     todo = [e for e in errors if 0 < e.line <= len(lines) and "FIXME" in lines[e.line - 1]]
     real = [e for e in errors if e not in todo]
+    places = {(e.line, e.field) for e in todo}
+    for need in needs or []:
+        line = next(i for i, t in enumerate(lines, 1) if f"# FIXME: {need.message}" in t)
+        places.add((line, f"spec.{need.field}"))
     for error in real:
         click.echo(str(error), err=True)
     click.echo(f"wrote {display_path(output)}")
-    if todo:
+    if places:
         click.echo(
-            f"fill in {len(todo)} FIXME placeholder(s) before `npuctl apply` (validate fails until then):"
+            f"fill in {len(places)} FIXME placeholder(s) before `npuctl apply` (validate fails until then):"
         )
-        for error in todo:
-            click.echo(f"  {display_path(error.file)}:{error.line}: {error.field}")
+        for line, field in sorted(places):
+            click.echo(f"  {display_path(output)}:{line}: {field}")
     return 1 if real else 0

@@ -1,8 +1,10 @@
 """Semantic checks: what a schema cannot see, checked against the files and the real ONNX graph.
 
-Data paths (the path fields declared on the spec models) must stay inside the repository and exist;
-compile options must match the backend's schema; the model file must exist (inside the
-repository or the installed package that ships it), match its sha256 pin, and agree with the spec:
+Data paths (the path fields declared on the spec models) must stay inside the repository and exist,
+and a data folder must hold samples itself; what the target's backend needs and the schema leaves
+optional (backends.sdk.base.SpecNeed) must be set; compile options must match the backend's schema;
+the model file must exist (inside the repository or the installed package that ships it), match its
+sha256 pin, and agree with the spec:
 input names and ranks, every dynamic dimension fixed and every fixed one matching, the preprocess
 input, every sensitive-layer or rewrite-exclusion rule matching at least one node, and labels the
 declared evaluate.task can read.
@@ -16,6 +18,7 @@ from pathlib import Path
 from backends.sdk import pathpolicy
 from reconciler.spec._errors import SpecError, SpecErrors
 from reconciler.spec._load import LoadedSpec
+from reconciler.spec._needs import need_errors
 from reconciler.spec._options import backend_spec_errors, options_errors
 from reconciler.spec._paths import data_members, model_file, resolve_path
 from reconciler.spec._suggest import did_you_mean, suggest
@@ -35,7 +38,7 @@ def ordered(spec: LoadedSpec, errors: list[SpecError]) -> list[SpecError]:
 def model_errors(spec: LoadedSpec, root: Path) -> list[SpecError]:
     """The checks against the model, the backends and the task: while the spec and the model file are
     unchanged, their outcome is too (reconciler.spec._cache keeps a pass)."""
-    errors = options_errors(spec) + backend_spec_errors(spec) + _task_errors(spec)
+    errors = options_errors(spec) + backend_spec_errors(spec) + need_errors(spec) + _task_errors(spec)
     try:
         path = model_file(spec, root)
     except SpecErrors as exc:
@@ -72,7 +75,7 @@ def data_errors(spec: LoadedSpec, root: Path) -> list[SpecError]:
             continue
         try:
             if kind == "folder":
-                data_members(spec, path, root, dotted)
+                errors += _sample_errors(spec, data_members(spec, path, root, dotted), path, dotted)
             else:
                 pathpolicy.require_regular(path)
         except SpecErrors as exc:
@@ -80,6 +83,15 @@ def data_errors(spec: LoadedSpec, root: Path) -> list[SpecError]:
         except pathpolicy.PathRefused as exc:
             errors.append(spec.error(dotted, str(exc)))
     return errors
+
+
+def _sample_errors(spec: LoadedSpec, members: list[Path], folder: Path, dotted: str) -> list[SpecError]:
+    """A data folder must hold sample files itself: the stages read no subfolder."""
+    from backends.passes.data import SAMPLE_SUFFIXES, no_samples
+
+    if any(m.suffix.lower() in SAMPLE_SUFFIXES for m in members):
+        return []
+    return [spec.error(dotted, f"folder {no_samples(folder)}")]
 
 
 def _task_errors(spec: LoadedSpec) -> list[SpecError]:

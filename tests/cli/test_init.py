@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,7 +53,9 @@ def test_unknown_dims_and_budgets_are_placeholders_that_fail_validate_at_their_l
     slo_lines = [i for i, line in enumerate(lines, 1) if ": FIXME}" in line]
     dim_lines = [i for i, line in enumerate(lines, 1) if "FIXME: dynamic dim" in line]
     assert [line for line, _ in where] == sorted(dim_lines + slo_lines), where
-    assert "fill in 5 FIXME placeholder(s)" in result.stdout
+    [data_line] = [i for i, line in enumerate(lines, 1) if line.startswith("    data: ../data/eval  # FIXME")]
+    assert f"specs/cls-rk3588.yaml:{data_line}: spec.evaluate.data" in result.stdout
+    assert f"fill in {len(dim_lines + slo_lines) + 1} FIXME placeholder(s)" in result.stdout
     assert (repo.root / ".gitignore").read_text() == ".npuctl/\n"
 
 
@@ -217,3 +220,34 @@ def test_the_guessed_task_is_written_commented_and_validates_once_uncommented(
     (report,) = check([path], repo.root)
     assert report.valid, [str(e) for e in report.errors]
     assert report.spec is not None and report.spec.deployment.spec.evaluate.task is not None
+
+
+def test_a_target_whose_evaluate_needs_data_gets_a_placeholder_that_fails_validate_until_filled(
+    repo: Repo,
+) -> None:
+    """rk3588's evaluate (runner local: the simulator) needs evaluate.data; cpu's falls back to random
+    inputs. The placeholder is the backend's declared need, and validate fails at it until it names a
+    folder of samples."""
+    from backends import registry
+    from backends.catalog import target
+
+    [need] = registry.backend(target("rk3588").backend).spec_needs
+    assert need.field == "evaluate.data"
+    shutil.rmtree(repo.root / "data" / "eval")
+    assert init("models/cls.onnx", "--target", "rk3588", "--input", "x=1x3x48x192").return_value == 0
+    assert init("models/cls.onnx", "--target", "cpu", "--input", "x=1x3x48x192").return_value == 0
+    rk, cpu = (repo.root / "specs" / f"cls-{t}.yaml" for t in ("rk3588", "cpu"))
+    lines = rk.read_text().splitlines()
+    [line] = [i for i, text in enumerate(lines, 1) if text.startswith(f"    data: {need.placeholder}  # FIXME")]
+    assert lines[line - 2] == "  evaluate:"
+    assert "data:" not in cpu.read_text().split("  evaluate:")[1].split("  slo:")[0]
+    fill_slos(rk)
+    fill_slos(cpu)
+    assert check([cpu], repo.root)[0].valid
+    (report,) = check([rk], repo.root)
+    assert [(e.line, e.field) for e in report.errors] == [(line, "spec.evaluate.data")], report.errors
+    samples = repo.root / "data" / "eval"
+    samples.mkdir()
+    (samples / "0.npy").write_bytes(b"")
+    assert check([rk], repo.root)[0].valid
+

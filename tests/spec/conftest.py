@@ -94,8 +94,9 @@ def make_repo(root: Path) -> Repo:
     past = (1_600_000_000, 1_600_000_000)  # "committed long ago": summaries may be cached
     for model in models.iterdir():
         os.utime(model, past)
-    (root / "data" / "calib").mkdir(parents=True)
-    (root / "data" / "eval").mkdir(parents=True)
+    for kind in ("calib", "eval"):
+        (root / "data" / kind).mkdir(parents=True)
+        (root / "data" / kind / "0.npy").write_bytes(b"")  # a sample file: validate never opens it
     (root / "data" / "eval" / "labels.txt").write_text("0\n")
     return Repo(root)
 

@@ -38,6 +38,7 @@ spec:
   quantization:
     mode: fp16
     sensitive_layers: {op_types: [Softmax, HardSigmoid]}
+  evaluate: {data: ../data/eval}
 """
 
 
