@@ -37,9 +37,9 @@ def command(spec: str, stage: str | None, show_all: bool, profile: bool, fmt: st
 
     if stage is not None and stage not in ORDER:
         raise click.UsageError(f"unknown stage {stage!r}; stages: {', '.join(ORDER)}")
-    path = _common.find_spec(spec, find_root(Path.cwd())).resolve()
-    loaded = _common.load((path,))
-    matches = [s for s in loaded.specs if Path(s.path).resolve() == path]
+    file = _common.find_spec(spec, find_root(Path.cwd())).resolve()
+    loaded = _common.load((file,))
+    matches = [s for s in loaded.specs if Path(s.path).resolve() == file]
     if not matches:
         click.echo(f"error: no valid spec named {spec!r}", err=True)
         for result in loaded.invalid:

@@ -84,10 +84,11 @@ def command(model: Path, target: str, name: str | None, output: Path | None, giv
         return 1
     schema = _schema_ref(output.parent, root)
     digest = sha256_file(model.resolve())
-    text = render(summary, reference, name, target, schema, model.name, _task(model), fixed, digest)
+    written = (summary, reference, name, target, schema, model.name, _task(model), fixed, digest)
+    text = render(*written)
     needs = _needs(target, text)
     if needs:
-        text = render(summary, reference, name, target, schema, model.name, _task(model), fixed, digest, needs)
+        text = render(*written, needs)
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         with output.open("x") as handle:

@@ -228,17 +228,18 @@ def test_a_target_whose_evaluate_needs_data_gets_a_placeholder_that_fails_valida
     """rk3588's evaluate (runner local: the simulator) needs evaluate.data; cpu's falls back to random
     inputs. The placeholder is the backend's declared need, and validate fails at it until it names a
     folder of samples."""
-    from backends import registry
-    from backends.catalog import target
+    from reconciler.spec._needs import target_needs
 
-    [need] = registry.backend(target("rk3588").backend).spec_needs
-    assert need.field == "evaluate.data"
+    [need] = target_needs("rk3588")
+    assert (need.field, need.when) == ("evaluate.data", ("evaluate.runner", ("local",)))
+    assert target_needs("cpu") == ()
     shutil.rmtree(repo.root / "data" / "eval")
     assert init("models/cls.onnx", "--target", "rk3588", "--input", "x=1x3x48x192").return_value == 0
     assert init("models/cls.onnx", "--target", "cpu", "--input", "x=1x3x48x192").return_value == 0
     rk, cpu = (repo.root / "specs" / f"cls-{t}.yaml" for t in ("rk3588", "cpu"))
     lines = rk.read_text().splitlines()
-    [line] = [i for i, text in enumerate(lines, 1) if text.startswith(f"    data: {need.placeholder}  # FIXME")]
+    placeholder = f"    data: {need.placeholder}  # FIXME"
+    [line] = [i for i, text in enumerate(lines, 1) if text.startswith(placeholder)]
     assert lines[line - 2] == "  evaluate:"
     assert "data:" not in cpu.read_text().split("  evaluate:")[1].split("  slo:")[0]
     fill_slos(rk)

@@ -171,7 +171,7 @@ def test_status_reports_synced_healthy_then_out_of_sync(applied: Path, npuctl) -
     spec.write_text(spec.read_text().replace("runs: 5", "runs: 8"))
     status = json.loads(npuctl(applied, "status", "--json").stdout)
     row = status["specs"][0]
-    assert (row["sync"], row["health"], row["status"]) == ("OutOfSync", "Progressing", "OutOfSync")
+    assert (row["sync"], row["health"], row["status"]) == ("OutOfSync", "Unknown", "OutOfSync")
     assert "evaluate" in status["specs"][0]["reason"]
 
 

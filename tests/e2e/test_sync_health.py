@@ -122,15 +122,17 @@ def test_status_exit_code_on_each_health(repo: Path) -> None:
 
 def test_a_spec_name_and_a_path_mean_the_same_spec_in_every_command(repo: Path, tmp_path: Path) -> None:
     for command in ("plan", "status"):
-        by_name, by_path = (_json(repo, command, arg) for arg in ("digits", "specs/digits.yaml"))
-        assert by_name == by_path and list(by_name) == ["digits"], command
-    for args in (("explain",), ("report",)):
-        by_name, by_path = (run_npuctl(repo, *args, arg, "--json") for arg in ("digits", "specs/digits.yaml"))
-        assert by_name.returncode == by_path.returncode == 0, by_name.stderr + by_path.stderr
-        named, pathed = (json.loads(done.stdout) for done in (by_name, by_path))
-        for page in (named, pathed):
+        rows = [_json(repo, command, arg) for arg in ("digits", "specs/digits.yaml")]
+        assert rows[0] == rows[1] and list(rows[0]) == ["digits"], command
+    for command in ("explain", "report"):
+        pages = []
+        for arg in ("digits", "specs/digits.yaml"):
+            done = run_npuctl(repo, command, arg, "--json")
+            assert done.returncode == 0, done.stderr
+            page = json.loads(done.stdout)
             page.pop("generated", None)  # the clock
-        assert named == pathed and named, args
+            pages.append(page)
+        assert pages[0] == pages[1] and pages[0], command
     exported = [tmp_path / "by-name", tmp_path / "by-path"]
     for arg, dest in zip(("digits", "specs/digits.yaml"), exported, strict=True):
         done = run_npuctl(repo, "export", arg, str(dest))
@@ -139,12 +141,12 @@ def test_a_spec_name_and_a_path_mean_the_same_spec_in_every_command(repo: Path, 
 
 
 def test_a_typo_is_an_error_naming_it_not_a_stalled_spec(repo: Path) -> None:
-    for args in (("plan",), ("apply",), ("status",), ("validate",), ("explain",), ("report",), ("artifacts",)):
-        done = run_npuctl(repo, *args, "digitz")
-        assert done.returncode == 1, args
-        assert "Stalled" not in done.stdout + done.stderr, args
+    for command in ("plan", "apply", "status", "validate", "explain", "report", "artifacts"):
+        done = run_npuctl(repo, command, "digitz")
+        assert done.returncode == 1, command
+        assert "Stalled" not in done.stdout + done.stderr, command
         assert done.stderr == (
-            f"npuctl {args[0]}: digitz: no such file or folder, and no spec under specs/ has that name; "
+            f"npuctl {command}: digitz: no such file or folder, and no spec under specs/ has that name; "
             "did you mean 'digits'?\n"
         ), done.stderr
 

@@ -57,7 +57,7 @@ def test_a_clone_without_local_state_still_reports_slos_and_history(
 
 def test_unknown_and_unapplied_specs_exit_1(report_repo: Path, tmp_path: Path) -> None:
     done = run_npuctl(report_repo, "report", "nope")
-    assert done.returncode == 1 and "no spec file or spec named 'nope'" in done.stderr
+    assert done.returncode == 1 and "npuctl report: nope: no such file or folder, and no spec" in done.stderr
     fresh = report_repo / "specs" / "fresh.yaml"
     fresh.write_text(
         (report_repo / "specs" / "digits.yaml").read_text().replace("name: digits", "name: fresh")

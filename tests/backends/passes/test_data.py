@@ -51,6 +51,19 @@ def test_fewer_samples_than_asked_is_a_clear_error(tmp_path: Path) -> None:
     assert str(info.value) == f"calibration folder {folder} has 120 samples, spec asks for 300"
 
 
+def test_a_folder_of_subfolders_says_they_are_not_searched(tmp_path: Path) -> None:
+    folder = tmp_path / "calib"
+    for name in ("cats", "dogs", "owls", "yaks"):
+        _npy_folder(folder / name, 2, shape=(1,))
+    with pytest.raises(TerminalError) as info:
+        select_files(folder, role="calibration")
+    said = str(info.value)
+    assert said.startswith(f"calibration folder {folder} holds no samples (.npy, ")
+    assert "its 4 subfolder(s) (cats, dogs, owls and 1 more) are not searched" in said
+    (folder / "cats" / "0000.npy").rename(folder / "0000.npy")
+    assert select_files(folder) == [folder / "0000.npy"]
+
+
 def test_seed_selects_a_deterministic_subset(tmp_path: Path) -> None:
     folder = _npy_folder(tmp_path / "calib", 40, shape=(1,))
     first = [p.name for p in select_files(folder, count=10, seed=7)]
