@@ -148,4 +148,3 @@ def field_value(spec: Mapping[str, Any], dotted: str) -> Any:
             return None
         node = node.get(key)
     return node
-

@@ -4,10 +4,9 @@ Data paths (the path fields declared on the spec models) must stay inside the re
 and a data folder must hold samples itself; what the target's backend needs and the schema leaves
 optional (backends.sdk.base.SpecNeed) must be set; compile options must match the backend's schema;
 the model file must exist (inside the repository or the installed package that ships it), match its
-sha256 pin, and agree with the spec:
-input names and ranks, every dynamic dimension fixed and every fixed one matching, the preprocess
-input, every sensitive-layer or rewrite-exclusion rule matching at least one node, and labels the
-declared evaluate.task can read.
+sha256 pin, and agree with the spec: input names and ranks, every dynamic dimension fixed and every
+fixed one matching, the preprocess input, every sensitive-layer or rewrite-exclusion rule matching at
+least one node, and labels the declared evaluate.task can read.
 """
 
 from __future__ import annotations
