@@ -21,6 +21,7 @@ from reconciler.engine.execute import RetryPolicy
 from reconciler.engine.executors import Executor, jobs_for
 from reconciler.engine.lockwrite import (
     carried_entry,
+    checked,
     lock_data,
     recorded_matches,
     variant_entry,
@@ -166,6 +167,8 @@ def _reconcile(
     # a spec with work is walked again under its lock, with the file read afresh
     if dry and (ws.hasher.pending or not lockfile.holds(previous, data)):
         raise WouldWrite
+    if not dry and not lockfile.holds(previous, data):
+        checked(data)
     if not dry and lockfile.write(lock_path, data):
         _log_verdicts(ws, spec, result, previous)
     ws.hasher.flush()

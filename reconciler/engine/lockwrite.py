@@ -14,7 +14,6 @@ from typing import Any
 from reconciler.engine import health
 from reconciler.engine.chain import StageSetup
 from reconciler.engine.resolve import SPEC_SIDE
-from reconciler.records.stage import StageRecord
 from reconciler.state import lockfile
 from reconciler.state.db import Record
 from reconciler.state.lockread import LockedVariant
@@ -23,18 +22,29 @@ MAX_OTHER_RUNNERS = 4
 """How many other runners' measurements a variant keeps after explicit re-measuring."""
 
 
-def stage_entry(record: Record) -> StageRecord:
-    """The stage as the lock records it (validated: a key that is no digest or an artifact without
-    its digest, file and size fails here, never in a committed file)."""
-    return StageRecord.model_validate(
-        {
-            "key": record.key,
-            "artifacts": record.artifacts,
-            "identity": record.note.startswith("identity"),
-            "impl": record.key_inputs.get("impl", {}),
-            "inputs": record.key_inputs,
-        }
-    )
+def stage_entry(record: Record) -> dict[str, Any]:
+    """The stage as the lock records it, as plain JSON: a plan compares it with the committed lock on
+    every run, so it is built without validation; `checked` validates it before a lock is written."""
+    return {
+        "key": record.key,
+        "artifacts": record.artifacts,
+        "identity": record.note.startswith("identity"),
+        "impl": record.key_inputs.get("impl", {}),
+        "inputs": record.key_inputs,
+    }
+
+
+def checked(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` (a whole lock file), once every stage entry validated against the lock format
+    (reconciler.records.stage.StageRecord): a key that is no digest, or an artifact without its digest,
+    file and size, fails here, never in a committed file. pydantic is imported here, when a lock is
+    about to change, never by a no-op plan."""
+    from reconciler.records.stage import StageRecord
+
+    for variant in (data.get("variants") or {}).values():
+        for entry in (variant.get("stages") or {}).values():
+            StageRecord.model_validate(entry)
+    return data
 
 
 def variant_entry(
@@ -45,7 +55,7 @@ def variant_entry(
 ) -> dict[str, Any]:
     return {
         "inputs": inputs,
-        "stages": {name: stage_entry(record).dump() for name, record in sorted(records.items())},
+        "stages": {name: stage_entry(record) for name, record in sorted(records.items())},
         "measurements": measurements,
         "verdicts": verdicts,
     }

@@ -34,7 +34,7 @@ def test_a_plugin_declared_in_a_new_folder_is_seen(tmp_path: Path) -> None:
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: npuctl-fake-plugin\nVersion: 1.2.post3\n\n")
     (info / "entry_points.txt").write_text("[npuctl.catalog]\nfake = npuctl_fake_plugin\n")
     code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); from backends import dists;"
+        "import sys; sys.path.insert(0, sys.argv[1]); from backends.sdk import dists;"
         "print(dists.version('npuctl.fake_plugin'), dists.may_declare('npuctl.catalog'))"
     )
     done = subprocess.run(python_argv("-c", code, str(tmp_path)), capture_output=True, text=True, check=True)
