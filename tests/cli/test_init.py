@@ -251,4 +251,3 @@ def test_a_target_whose_evaluate_needs_data_gets_a_placeholder_that_fails_valida
     samples.mkdir()
     (samples / "0.npy").write_bytes(b"")
     assert check([rk], repo.root)[0].valid
-
