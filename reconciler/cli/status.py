@@ -47,6 +47,7 @@ def _row(result: SpecResult, lock: dict[str, Any] | None, holder: str | None) ->
         "verdicts": verdicts,
         "slo_passed": sum(1 for v in verdicts if v.get("passed") is True and not v.get("stale")),
         "slo_total": len(verdicts),
+        **({"throughput_fps": result.throughput_fps} if result.throughput_fps else {}),
     }
 
 
@@ -77,11 +78,12 @@ def command(paths: tuple[Path, ...], fmt: str, as_json: bool) -> int:
     from reconciler.output import console as make_console
 
     table = Table(box=None, header_style="bold")
-    for column in ("spec", "target", "sync", "health", "SLOs met", "reason"):
+    for column in ("spec", "target", "sync", "health", "SLOs met", "FPS", "reason"):
         table.add_column(column, overflow="fold")
     for row in rows:
         met = f"{row['slo_passed']}/{row['slo_total']}" if row["slo_total"] else "—"
-        table.add_row(row["name"], row["target"], row["sync"], row["health"], met, row["reason"])
+        fps = ", ".join(f"{v:.4g}" for v in (row.get("throughput_fps") or {}).values()) or "—"
+        table.add_row(row["name"], row["target"], row["sync"], row["health"], met, fps, row["reason"])
     make_console().print(table)
     from reconciler.cli._render import carried_lines
 
