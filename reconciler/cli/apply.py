@@ -142,9 +142,11 @@ def _still_current(ws: Workspace, plan_file: Path, loaded: _common.Loaded) -> bo
     from reconciler.engine import saved_plan
     from reconciler.engine.plan import plan_all
 
-    why = saved_plan.stale(ws, saved_plan.read(plan_file), loaded.specs, plan_all(ws, loaded.specs))
     if loaded.invalid:
-        why = f"{loaded.invalid[0].file}: the spec is no longer valid: {(loaded.invalid[0].errors or [''])[0]}"
+        broken = loaded.invalid[0]
+        why: str | None = f"{broken.file}: the spec is no longer valid: {(broken.errors or [''])[0]}"
+    else:
+        why = saved_plan.stale(ws, saved_plan.read(plan_file), loaded.specs, plan_all(ws, loaded.specs))
     if why is not None:
         click.echo(f"npuctl apply: the saved plan is stale, run `npuctl plan -out` again: {why}", err=True)
         return False
