@@ -39,11 +39,16 @@ def _slo_rows(verdicts: list[Judged]) -> list[tuple[str, ...]]:
     ]
 
 
+def fps_text(fps: float) -> str:
+    """Frames per second: whole frames from 100 up (11081, not 1.108e+04), three digits below."""
+    return f"{fps:.0f}" if fps >= 100 else f"{fps:.3g}"
+
+
 def throughput_line(r: SpecResult) -> str | None:
     """Frames per second per variant beside the latency it comes from (reconciler.engine.throughput)."""
     if not r.throughput_fps:
         return None
-    shown = ", ".join(f"{variant} {_value(fps)} FPS" for variant, fps in r.throughput_fps.items())
+    shown = ", ".join(f"{variant} {fps_text(fps)} FPS" for variant, fps in r.throughput_fps.items())
     return f"throughput (batch x 1000 / mean latency ms): {shown}"
 
 

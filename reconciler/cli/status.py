@@ -75,6 +75,7 @@ def command(paths: tuple[Path, ...], fmt: str, as_json: bool) -> int:
         return 0
     from rich.table import Table
 
+    from reconciler.cli._render import fps_text
     from reconciler.output import console as make_console
 
     table = Table(box=None, header_style="bold")
@@ -82,7 +83,7 @@ def command(paths: tuple[Path, ...], fmt: str, as_json: bool) -> int:
         table.add_column(column, overflow="fold")
     for row in rows:
         met = f"{row['slo_passed']}/{row['slo_total']}" if row["slo_total"] else "—"
-        fps = ", ".join(f"{v:.4g}" for v in (row.get("throughput_fps") or {}).values()) or "—"
+        fps = ", ".join(fps_text(v) for v in (row.get("throughput_fps") or {}).values()) or "—"
         table.add_row(row["name"], row["target"], row["sync"], row["health"], met, fps, row["reason"])
     make_console().print(table)
     from reconciler.cli._render import carried_lines
