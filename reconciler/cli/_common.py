@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -18,6 +18,9 @@ from reconciler.engine import health
 from reconciler.engine.reporter import Reporter
 from reconciler.engine.results import SpecResult, StageResult
 from reconciler.repo import Layout, find_root
+
+if TYPE_CHECKING:
+    from reconciler.engine.eta import Estimator
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -97,29 +100,55 @@ def interactive() -> bool:
     return sys.stderr.isatty() and not os.environ.get("CI")
 
 
-class ProgressReporter(Reporter):
-    """A rich progress bar per spec on a terminal; silent otherwise (CI logs stay clean)."""
+def eta_text(seconds: float | None) -> str:
+    """`~45 s left`, `~3 min left`; empty without an estimate."""
+    if seconds is None:
+        return ""
+    if seconds < 1:
+        return "finishing (over its usual time)"
+    return f"~{seconds:.0f} s left" if seconds < 90 else f"~{seconds / 60:.0f} min left"
 
-    def __init__(self) -> None:
+
+class ProgressReporter(Reporter):
+    """A rich progress bar per spec on a terminal; silent otherwise (CI logs stay clean). With an
+    estimator, a long stage's line says how long it has left (reconciler.engine.eta)."""
+
+    def __init__(self, estimator: Estimator | None = None) -> None:
         from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
+        from rich.text import Text
+
+        class EtaColumn(ProgressColumn):
+            def render(self, task: Task) -> Text:
+                left = task.fields.get("left")
+                return Text(eta_text(left() if left is not None else None), style="progress.remaining")
 
         self.console = Console(stderr=True)
+        self.estimator = estimator
         self.progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
             TextColumn("{task.fields[stage]}"),
             TimeElapsedColumn(),
+            EtaColumn(),
             console=self.console,
             transient=False,
         )
         self.tasks: dict[str, Any] = {}
 
     def spec_started(self, spec: str, total_stages: int) -> None:
-        self.tasks[spec] = self.progress.add_task(spec, total=total_stages, stage="")
+        self.tasks[spec] = self.progress.add_task(spec, total=total_stages, stage="", left=None)
 
     def stage_started(self, spec: str, variant: str, stage: str) -> None:
-        self.progress.update(self.tasks[spec], stage=f"{stage} [{variant}]")
+        left: Callable[[], float | None] | None = None
+        estimator = self.estimator
+        if estimator is not None:
+            estimator.start(spec, variant, stage)
+
+            def left() -> float | None:
+                return estimator.left(spec, variant, stage)
+
+        self.progress.update(self.tasks[spec], stage=f"{stage} [{variant}]", left=left)
 
     def stage_finished(self, spec: str, result: StageResult) -> None:
         self.progress.advance(self.tasks[spec])
@@ -136,6 +165,7 @@ class ProgressReporter(Reporter):
         self.progress.update(
             task,
             stage=f"[{colour}]{result.status}[/{colour}]",
+            left=None,
             completed=self.progress.tasks[task].completed if stopped else total,
         )
 
@@ -147,12 +177,12 @@ class ProgressReporter(Reporter):
 
 
 @contextmanager
-def reporter() -> Iterator[Reporter]:
+def reporter(estimator: Estimator | None = None) -> Iterator[Reporter]:
     if not interactive():
         from reconciler.cli._heartbeat import HeartbeatReporter
 
         yield HeartbeatReporter()
         return
-    progress = ProgressReporter()
+    progress = ProgressReporter(estimator)
     with progress.progress:
         yield progress

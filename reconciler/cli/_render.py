@@ -39,6 +39,19 @@ def _slo_rows(verdicts: list[Judged]) -> list[tuple[str, ...]]:
     ]
 
 
+def fps_text(fps: float) -> str:
+    """Frames per second: whole frames from 100 up (11081, not 1.108e+04), three digits below."""
+    return f"{fps:.0f}" if fps >= 100 else f"{fps:.3g}"
+
+
+def throughput_line(r: SpecResult) -> str | None:
+    """Frames per second per variant beside the latency it comes from (reconciler.engine.throughput)."""
+    if not r.throughput_fps:
+        return None
+    shown = ", ".join(f"{variant} {fps_text(fps)} FPS" for variant, fps in r.throughput_fps.items())
+    return f"throughput (batch x 1000 / mean latency ms): {shown}"
+
+
 def carried_lines(carried: list[str]) -> list[str]:
     """`variant/stage: why` entries grouped by why: one line per reason, naming its stages."""
     grouped: dict[str, list[str]] = {}
@@ -82,6 +95,8 @@ def to_markdown(results: list[SpecResult], command: str) -> str:
                 shown = f"{judged.mark} {verdict}" if judged else verdict
                 lines.append(f"| {name} | {variant} | {threshold} | {value} | {shown} | {evidence} |")
             lines.append("")
+        fps = throughput_line(r)
+        lines += [fps, ""] if fps else []
     return "\n".join(lines) + "\n"
 
 
@@ -115,6 +130,8 @@ def text_lines(results: list[SpecResult]) -> list[str]:
             lines += _columns(
                 [("SLO", "variant", "threshold", "value", "verdict", "evidence"), *_slo_rows(r.slo)]
             )
+            fps = throughput_line(r)
+            lines += [f"  {fps}"] if fps else []
     return lines
 
 

@@ -4,19 +4,26 @@ The rule for "not verifiable here": an SLO judged on evidence this machine canno
 over from the committed lock because the toolchain is missing, or met only on an estimate because the
 device is absent) does not fail apply; its health reads Unknown or carries the "carried over" mark,
 never a plain pass. `--strict` makes apply exit 3 unless every SLO passed on a measurement.
+
+`apply FILE`, FILE saved by `plan -out`, applies that plan's specs after checking that nothing it stood
+on changed (reconciler.engine.saved_plan); a stale plan is refused with exit 1 and one line.
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from backends.sdk.vocab import Verdict
 from reconciler.cli import _common, _executor, _remote, _render, _replay
 from reconciler.engine.results import SpecResult
+
+if TYPE_CHECKING:
+    from reconciler.engine.eta import Estimator
+    from reconciler.engine.workspace import Workspace
 
 
 def exit_code(results: list[SpecResult], strict: bool = False) -> int:
@@ -30,7 +37,10 @@ def exit_code(results: list[SpecResult], strict: bool = False) -> int:
     return 0
 
 
-@click.command(help="Build what changed, measure, judge SLOs, write lock files.")
+@click.command(
+    help="Build what changed, measure, judge SLOs, write lock files. PATH may be a plan file saved by "
+    "`npuctl plan -out FILE`: apply then builds exactly that plan, or refuses it if it is stale."
+)
 @_common.paths_argument
 @click.option(
     "--remeasure",
@@ -60,8 +70,13 @@ def command(
 ) -> int:
     started = time.monotonic()
     chosen = _common.chosen_format(fmt, as_json)
+    plan_file = paths[0] if paths else None
+    saved = _saved_plan(paths)
+    if saved is not None:
+        paths = saved
     if (
-        not remeasure
+        saved is None
+        and not remeasure
         and remote_url is None
         and executor_name == "local"
         and jobs in (None, 1)
@@ -77,9 +92,11 @@ def command(
     ws = Workspace.open(loaded.root)
     try:
         _remote.attach(ws, remote_url)
+        if saved is not None and plan_file is not None and not _still_current(ws, plan_file, loaded):
+            return 1
         executor = _executor.make(executor_name, jobs, address, ws.layout.state_dir)
         try:
-            with _common.reporter() as reporter:
+            with _common.reporter(_estimator(ws, loaded)) as reporter:
                 results = loaded.invalid + apply_all(
                     ws, loaded.specs, reporter, remeasure=remeasure, executor=executor
                 )
@@ -92,6 +109,48 @@ def command(
         click.echo(f"npuctl: warning: {ws.close_warning}", err=True)
     shown = printed(loaded.root, results, loaded.specs, chosen)
     return _replay.show(shown, time.monotonic() - started, "strict" if strict else "")
+
+
+def _estimator(ws: Workspace, loaded: _common.Loaded) -> Estimator | None:
+    """The stages' ETAs, on a terminal only (the CI log's heartbeat lines have none)."""
+    if not _common.interactive():
+        return None
+    from reconciler.engine.eta import Estimator
+
+    return Estimator.load(ws.db, ((spec.name, spec.target) for spec in loaded.specs))
+
+
+def _saved_plan(paths: tuple[Path, ...]) -> tuple[Path, ...] | None:
+    """The plan file when the one path given is one: returned with the spec files it planned after it,
+    so the run loads exactly those."""
+    from reconciler.engine import saved_plan
+    from reconciler.repo import find_root
+
+    if len(paths) != 1 or not saved_plan.is_plan_file(paths[0]):
+        return None
+    try:
+        plan = saved_plan.read(paths[0])
+    except saved_plan.PlanFileError as exc:
+        raise click.ClickException(str(exc)) from None
+    if not plan.specs:
+        raise click.ClickException(f"{paths[0]}: the plan holds no spec")
+    return tuple(plan.spec_files(find_root(Path.cwd())))
+
+
+def _still_current(ws: Workspace, plan_file: Path, loaded: _common.Loaded) -> bool:
+    """False, after one line on stderr naming what changed, when the saved plan is stale."""
+    from reconciler.engine import saved_plan
+    from reconciler.engine.plan import plan_all
+
+    if loaded.invalid:
+        broken = loaded.invalid[0]
+        why: str | None = f"{broken.file}: the spec is no longer valid: {(broken.errors or [''])[0]}"
+    else:
+        why = saved_plan.stale(ws, saved_plan.read(plan_file), loaded.specs, plan_all(ws, loaded.specs))
+    if why is not None:
+        click.echo(f"npuctl apply: the saved plan is stale, run `npuctl plan -out` again: {why}", err=True)
+        return False
+    return True
 
 
 def printed(root: Path, results: list[SpecResult], specs: list[Any], fmt: str) -> _replay.Printed:

@@ -6,6 +6,9 @@ checks is an error (1).
 With `--base REF` (a pull request's target branch) each spec is also compared with the same spec at
 REF, read from git without touching the work tree: the field-level diff, the stages that rebuild, and
 the SLO table base -> now once the lock file is applied. The exit code stays the plan's.
+
+With `-out FILE` the plan is also saved (reconciler.engine.saved_plan): `apply FILE` then builds exactly
+it, or refuses when a spec, lock file or input changed since.
 """
 
 from __future__ import annotations
@@ -51,19 +54,30 @@ def exit_code(results: list[SpecResult], fail_on_regression: bool = False) -> in
     is_flag=True,
     help="Exit 3 when any SLO would regress (pass -> fail) on the recorded measurements: a CI gate.",
 )
+@click.option(
+    "-out",
+    "--out",
+    "out",
+    metavar="FILE",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Save the plan to FILE; `npuctl apply FILE` then builds exactly it, and refuses if a spec, "
+    "lock file or input changed since.",
+)
 @_remote.remote_option
 @_common.output_options()
 def command(
     paths: tuple[Path, ...],
     base_ref: str | None,
     fail_on_regression: bool,
+    out: Path | None,
     remote_url: str | None,
     fmt: str,
     as_json: bool,
 ) -> int:
     started = time.monotonic()
     chosen = _common.chosen_format(fmt, as_json)
-    replayable = base_ref is None and remote_url is None and not fail_on_regression
+    replayable = base_ref is None and remote_url is None and not fail_on_regression and out is None
     if replayable:
         replayed = _replay.replay("plan", paths, chosen, started)
         if replayed is not None:
@@ -81,6 +95,8 @@ def command(
             _remote.attach_for_base(ws, remote_url, base_ref)
         planned, settled = plan_settled(ws, loaded.specs)
         results = loaded.invalid + planned
+        if out is not None:
+            _save(ws, loaded, planned, out)
         if base_ref is None:
             code = _replay.show(printed(results, chosen, fail_on_regression), time.monotonic() - started)
             if replayable and not loaded.invalid:
@@ -93,6 +109,14 @@ def command(
         _ci.summary_line(results, "plan", time.monotonic() - started) + f"; exit {code}", err=chosen != "text"
     )
     return code
+
+
+def _save(ws: Workspace, loaded: _common.Loaded, planned: list[SpecResult], out: Path) -> None:
+    from reconciler.engine import saved_plan
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(saved_plan.save(ws, loaded.specs, planned).to_json(), encoding="utf-8")
+    click.echo(f"plan saved to {out}: `npuctl apply {out}` builds exactly this plan", err=True)
 
 
 def printed(results: list[SpecResult], fmt: str, fail_on_regression: bool = False) -> _replay.Printed:

@@ -66,6 +66,7 @@ def _row(
         "verdicts": verdicts,
         "slo_passed": sum(1 for v in verdicts if v.get("passed") is True and not v.get("stale")),
         "slo_total": len(verdicts),
+        **({"throughput_fps": result.throughput_fps} if result.throughput_fps else {}),
     }
 
 
@@ -102,14 +103,16 @@ def command(paths: tuple[Path, ...], gate: bool, fmt: str, as_json: bool) -> int
         return code
     from rich.table import Table
 
+    from reconciler.cli._render import fps_text
     from reconciler.output import console as make_console
 
     table = Table(box=None, header_style="bold")
-    for column in ("spec", "target", "status", "sync", "health", "SLOs met", "reason"):
+    for column in ("spec", "target", "status", "sync", "health", "SLOs met", "FPS", "reason"):
         table.add_column(column, overflow="fold")
     for row in rows:
         met = f"{row['slo_passed']}/{row['slo_total']}" if row["slo_total"] else "—"
-        cells = (row["status"], row["sync"], row["health"], met, row["reason"])
+        fps = ", ".join(fps_text(v) for v in (row.get("throughput_fps") or {}).values()) or "—"
+        cells = (row["status"], row["sync"], row["health"], met, fps, row["reason"])
         table.add_row(row["name"], row["target"], *cells)
     make_console().print(table)
     from reconciler.cli._render import carried_lines

@@ -67,7 +67,7 @@ def _judged(spec: LoadedSpec, run: ChainRun, result: SpecResult) -> tuple[dict[s
     for verdict in verdicts:
         verdict.carried_over = carried
     result.slo.extend(verdicts)
-    result.measurements[variant.name] = measurements
+    result.measured(variant.name, variant.inputs, measurements, spec.field("compile")["batch"])
     result.carried_over.extend(run.carried)
     return entry, synced
 

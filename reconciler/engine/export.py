@@ -13,8 +13,8 @@ import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,27 @@ def deployables(lock: dict[str, Any], store: Store) -> list[Variant]:
         out.append(Variant(name, {k: list(v) for k, v in (variant.get("inputs") or {}).items()}, arts))
     if not out:
         raise ExportError("the lock file records no variant: run `npuctl apply`")
+    return out
+
+
+def fetched(found: Sequence[Variant], store: Store, fetch: Callable[[str, int], bool]) -> list[Variant]:
+    """The variants with every object the local store lacks brought into it by `fetch(digest, size)`
+    (the remote cache's verified download); ExportError naming what neither holds."""
+    out, missing = [], []
+    for variant in found:
+        arts = []
+        for art in variant.artifacts:
+            if art.stored is None and fetch(art.digest, art.size) and store.has(art.digest):
+                art = replace(art, stored=store.path(art.digest))
+            if art.stored is None:
+                missing.append(art.file)
+            arts.append(art)
+        out.append(replace(variant, artifacts=tuple(arts)))
+    if missing:
+        raise ExportError(
+            f"in neither the local store nor the remote cache: {', '.join(sorted(set(missing)))} "
+            "(`npuctl push` them from a machine that built them)"
+        )
     return out
 
 

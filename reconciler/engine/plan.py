@@ -147,7 +147,7 @@ def plan_spec(ws: Workspace, spec: LoadedSpec) -> SpecResult:
             verdict.carried_over = carried
         result.stages.append(verify)
         result.slo.extend(verdicts)
-        result.measurements[variant.name] = measured
+        result.measured(variant.name, variant.inputs, measured, spec.field("compile")["batch"])
         measuring |= verify.action == "build"
     builds = any(s.action in ("build", "stalled") for s in result.stages)
     stalled = any(s.action == "stalled" for s in result.stages)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from reconciler.engine import throughput
 from reconciler.engine.health import UNKNOWN
 
 
@@ -81,8 +82,23 @@ class SpecResult:
     errors: list[str] = field(default_factory=list)
     measurements: dict[str, dict[str, Any]] = field(default_factory=dict)
     """variant -> measurement name -> {"value", "evidence", "detail"}"""
+    throughput_fps: dict[str, float] = field(default_factory=dict)
+    """variant -> frames per second, derived from the mean latency (reconciler.engine.throughput)."""
     ran_on: str = ""
     """Where the spec's chain ran, when not in this process's machine alone ("ray node <id>")."""
+
+    def measured(
+        self,
+        variant: str,
+        inputs: dict[str, list[int]],
+        measurements: dict[str, dict[str, Any]],
+        compile_batch: int,
+    ) -> None:
+        """Records a variant's measurements and the throughput derived from them."""
+        self.measurements[variant] = measurements
+        fps = throughput.variant_fps(measurements, inputs, compile_batch)
+        if fps is not None:
+            self.throughput_fps[variant] = fps
 
     @property
     def failed(self) -> bool:
@@ -108,4 +124,5 @@ class SpecResult:
             "stages": [s.to_json() for s in self.stages],
             "slo": [v.to_json() for v in self.slo],
             "measurements": self.measurements,
+            **({"throughput_fps": self.throughput_fps} if self.throughput_fps else {}),
         }

@@ -63,6 +63,9 @@ class SpecRow(Record, Generic[S]):
     stages: list[S]
     slo: list[VerdictRecord]
     measurements: Omittable[dict[str, Measurements]] = optional("variant -> measurement name -> measurement")
+    throughput_fps: Omittable[dict[str, Number]] = optional(
+        "variant -> frames per second: batch x 1000 / the measured mean latency in ms"
+    )
 
 
 class BaseSpec(OpenRecord):
@@ -103,6 +106,9 @@ class StatusRow(Record):
     verdicts: list[dict[str, Any]]
     slo_passed: Omittable[int] = optional()
     slo_total: Omittable[Count] = optional()
+    throughput_fps: Omittable[dict[str, Number]] = optional(
+        "variant -> frames per second: batch x 1000 / the measured mean latency in ms"
+    )
 
 
 class StatusOutput(Record):

@@ -7,4 +7,5 @@
 - `charts`: Chart.js configurations (latency distribution, per-layer quantization sensitivity, SLO history).
 - `render`: the Jinja2 template with Chart.js inlined (vendored, MIT, 210 KB), so the file opens offline,
   stays well under 1 MB and can be attached to a PR.
+- `compare`: two revisions' recorded measurements and per-layer profiles side by side (`--rev A --rev B`).
 """

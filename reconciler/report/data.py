@@ -15,7 +15,7 @@ from typing import Any
 
 from reconciler.audit import Filters, run
 from reconciler.audit.entries import AuditEntry
-from reconciler.engine import health
+from reconciler.engine import health, throughput
 from reconciler.engine.sources import spec_digest
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec
@@ -53,6 +53,8 @@ class ReportData:
     """The check stage's placement of the imported model, when the rewrite changed it."""
     latency: dict[str, dict[str, Any]] = field(default_factory=dict)
     """variant -> evaluate's latency_ms report (samples, percentiles)."""
+    throughput_fps: dict[str, float] = field(default_factory=dict)
+    """variant -> frames per second derived from the recorded mean latency (reconciler.engine.throughput)."""
     quantize: dict[str, Any] | None = None
     """The quantize record's report (sensitivity table under `auto`, kept layers under `kept`)."""
     quantization_mode: str = "none"
@@ -241,6 +243,7 @@ def _summary(
         revision=_revision(root),
         verdicts=[v for name in variants for v in (entries[name].get("verdicts") or [])],
         measurements={name: entries[name].get("measurements") or {} for name in variants},
+        throughput_fps=throughput.from_lock(lock),
         quantization_mode=str((spec.field("quantization") or {}).get("mode", "none")),
         notes=notes,
     )
