@@ -1,4 +1,6 @@
-"""npuctl apply: exit 0 built and no SLO failed, 3 an SLO failed or has no evidence, 1 error.
+"""npuctl apply: exit 0 built and no SLO failed, 3 an SLO failed or has no evidence, 1 error; with
+`--locked`, 2 when a committed lock file would change (nothing is built or written: the lock files are
+named, as plan's 2 names changes pending).
 
 The rule for "not verifiable here": an SLO judged on evidence this machine cannot re-verify (carried
 over from the committed lock because the toolchain is missing, or met only on an estimate because the
@@ -10,13 +12,16 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from backends.sdk.vocab import Verdict
 from reconciler.cli import _common, _executor, _remote, _render, _replay
 from reconciler.engine.results import SpecResult
+
+if TYPE_CHECKING:
+    from reconciler.engine.locked import StaleLock
 
 
 def exit_code(results: list[SpecResult], strict: bool = False) -> int:
@@ -44,6 +49,12 @@ def exit_code(results: list[SpecResult], strict: bool = False) -> int:
     help="Exit 3 unless every SLO passed on a measurement taken for this build (no estimate, nothing "
     "carried over).",
 )
+@click.option(
+    "--locked",
+    is_flag=True,
+    help="Fail (exit 2) without building or writing anything when any committed lock file would "
+    "change: the lock files are the truth, as `npm ci` or Terraform's -lockfile=readonly (for CI).",
+)
 @_remote.remote_option
 @_executor.options
 @_common.output_options()
@@ -51,6 +62,7 @@ def command(
     paths: tuple[Path, ...],
     remeasure: bool,
     strict: bool,
+    locked: bool,
     remote_url: str | None,
     jobs: int | None,
     executor_name: str,
@@ -60,6 +72,8 @@ def command(
 ) -> int:
     started = time.monotonic()
     chosen = _common.chosen_format(fmt, as_json)
+    if locked and remeasure:
+        raise click.UsageError("--locked and --remeasure exclude each other (--remeasure rewrites the lock)")
     if (
         not remeasure
         and remote_url is None
@@ -76,6 +90,12 @@ def command(
     loaded = _common.load(paths)
     ws = Workspace.open(loaded.root)
     try:
+        if locked:
+            from reconciler.engine.locked import stale_locks
+
+            stale = stale_locks(ws, loaded.specs)
+            if stale:
+                return _refused(loaded.root, stale, loaded.specs, chosen)
         _remote.attach(ws, remote_url)
         executor = _executor.make(executor_name, jobs, address, ws.layout.state_dir)
         try:
@@ -106,3 +126,42 @@ def printed(root: Path, results: list[SpecResult], specs: list[Any], fmt: str) -
     err = _ci.result_annotations(results, specs) if _ci.github_actions() else []
     codes = {"": exit_code(results), "strict": exit_code(results, strict=True)}
     return _replay.Printed(out, err, _ci.summary_counts(results, "apply"), codes, fmt != "text")
+
+
+LOCKED_ADVICE = "run `npuctl apply` and commit the lock files it writes"
+
+
+def _refused(root: Path, stale: list[StaleLock], specs: list[Any], fmt: str) -> int:
+    """apply --locked found lock files that would change: each named (stdout in the chosen format,
+    stderr, a CI annotation on the lock file), exit 2, nothing built or written."""
+    from reconciler.cli import _ci
+    from reconciler.engine import health
+
+    by_name = {s.name: s for s in specs}
+    results = []
+    for entry in stale:
+        lock = _ci_path(root, entry.lock)
+        spec = by_name[entry.spec]
+        result = SpecResult(entry.spec, str(spec.path), spec.target)
+        result.status, result.sync, result.health = health.OUT_OF_SYNC, health.OUT_OF_SYNC, health.UNKNOWN
+        result.errors = [f"{lock} would change: {why}" for why in entry.reasons]
+        results.append(result)
+        for why in entry.reasons:
+            click.echo(f"npuctl apply --locked: {lock} would change: {why}", err=True)
+        if _ci.github_actions():
+            message = f"the committed lock file would change: {'; '.join(entry.reasons)}; {LOCKED_ADVICE}"
+            click.echo(_ci.annotation("error", message, lock, title=f"npuctl: {entry.spec}"), err=True)
+    head = (
+        f"apply --locked: {len(stale)} lock file(s) would change; nothing was built or written: "
+        f"{LOCKED_ADVICE}."
+    )
+    if fmt == "markdown":
+        click.echo(f"**npuctl {head}**\n")
+    elif fmt == "text":
+        click.echo(head)
+    click.echo(_render.render(results, fmt, "apply"))
+    return 2
+
+
+def _ci_path(root: Path, path: Path) -> str:
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
