@@ -40,15 +40,17 @@ def origin(digits_repo: Path, tmp_path: Path) -> Path:
     return digits_repo
 
 
-def _pr(origin: Path, tmp_path: Path, name: str, old: str, new: str, applied: bool = True) -> Path:
-    """A pull request's checkout: the spec edited and, when `applied`, its lock file re-applied and
-    committed with it (else only the spec: a stale lock)."""
+def _pr(
+    origin: Path, tmp_path: Path, name: str, old: str, new: str, applied: bool = True, remote: str = "none"
+) -> Path:
+    """A pull request's checkout: the spec edited and, when `applied`, its lock file re-applied (its
+    build pushed to `remote`) and committed with it (else only the spec: a stale lock)."""
     clone = tmp_path / name
     git(tmp_path, "clone", "-q", str(origin), str(clone))
     git(clone, "checkout", "-q", "-b", "pr")
     edit(clone / "specs" / "digits.yaml", old, new)
     if applied:
-        run_npuctl(clone, "apply")
+        assert run_npuctl(clone, "apply", "--remote", remote).returncode in (0, 3)  # 3: an SLO fails
     commit_all(clone, f"pr: {new}")
     return clone
 
@@ -86,17 +88,24 @@ def test_the_pull_request_job_never_needs_a_write_token() -> None:
 
 @pytest.mark.slow
 def test_the_workflow_runs_end_to_end_and_comments_once(origin: Path, tmp_path: Path) -> None:
-    pr = _pr(origin, tmp_path, "pr", "runs: 5", "runs: 6")
+    """The developer applied (pushing the build to the remote cache) and committed the lock: the gate
+    passes without building, and the report carries the build pulled from the remote cache."""
+    remote = (tmp_path / "remote").as_uri()
+    pr = _pr(origin, tmp_path, "pr", "runs: 5", "runs: 6", remote=remote)
     runner = _runner(tmp_path, pr)
+    runner.env["NPUCTL_REMOTE"] = remote
     job = _job(runner, pr)
     assert not job.failed, [(s.name, s.returncode, s.stderr[-800:]) for s in job.steps if s.returncode]
-    assert job.step("Plan against the base branch").outputs["exit_code"] == "2", "changes pending is no error"
+    assert job.step("Plan against the base branch").outputs["exit_code"] == "0", "the lock was committed"
     assert job.step("Check the committed lock files (merge gate)").outputs["exit_code"] == "0"
     assert job.step("Build the lock files the pull request should commit").skipped
     assert "every lock file matches its spec and every SLO is met" in job.step("Gate").stdout
     assert "| `spec.evaluate.runs` | `5` | `6` | evaluate |" in job.summary
     comment_md = (runner.work / "artifacts" / "npuctl-comment" / "comment.md").read_text()
     assert comment_md.startswith(MARKER) and "### npuctl plan against `origin/main`" in comment_md
+    assert " built" not in job.step("Check the committed lock files (merge gate)").stderr
+    report = (runner.work / "artifacts" / "npuctl-reports" / "digits.html").read_text()
+    assert "<svg" in report and 'id="latency-0"' in report, "placement and latency from the remote cache"
 
     api = tmp_path / "github-comments.json"
     bin_dir = fake_gh(tmp_path / "fake-gh", api).parent
@@ -128,7 +137,9 @@ def test_a_pull_request_whose_lock_is_stale_fails_the_gate_naming_it(origin: Pat
     assert json.loads(locks.read_text())["slo"]["latency_ms"]["p90"] == 999, "the lock to commit"
     comment_md = (runner.work / "artifacts" / "npuctl-comment" / "comment.md").read_text()
     assert "specs/digits.lock.json would change" in comment_md
-    assert (runner.work / "artifacts" / "npuctl-reports" / "digits.html").stat().st_size > 10_000
+    reports = job.step("Prepare the pull-request comment and the reports").stdout
+    assert "digits: no report (its build is neither in this job nor in the remote cache)" in reports
+    assert not (runner.work / "artifacts" / "npuctl-reports" / "digits.html").exists(), "no empty report"
 
 
 @pytest.mark.slow
