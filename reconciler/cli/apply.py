@@ -95,7 +95,7 @@ def command(
 
             stale = stale_locks(ws, loaded.specs)
             if stale:
-                return _refused(loaded.root, stale, loaded.specs, chosen)
+                return _refused(loaded.root, stale, loaded, chosen)
         _remote.attach(ws, remote_url)
         executor = _executor.make(executor_name, jobs, address, ws.layout.state_dir)
         try:
@@ -131,14 +131,15 @@ def printed(root: Path, results: list[SpecResult], specs: list[Any], fmt: str) -
 LOCKED_ADVICE = "run `npuctl apply` and commit the lock files it writes"
 
 
-def _refused(root: Path, stale: list[StaleLock], specs: list[Any], fmt: str) -> int:
+def _refused(root: Path, stale: list[StaleLock], loaded: _common.Loaded, fmt: str) -> int:
     """apply --locked found lock files that would change: each named (stdout in the chosen format,
-    stderr, a CI annotation on the lock file), exit 2, nothing built or written."""
+    stderr, a CI annotation on the lock file), nothing built or written; exit 2, or 1 when a spec is
+    also invalid (an error outranks a stale lock, as in apply's own exit codes)."""
     from reconciler.cli import _ci
     from reconciler.engine import health
 
-    by_name = {s.name: s for s in specs}
-    results = []
+    by_name = {s.name: s for s in loaded.specs}
+    results = list(loaded.invalid)
     for entry in stale:
         lock = _ci_path(root, entry.lock)
         spec = by_name[entry.spec]
@@ -160,7 +161,7 @@ def _refused(root: Path, stale: list[StaleLock], specs: list[Any], fmt: str) -> 
     elif fmt == "text":
         click.echo(head)
     click.echo(_render.render(results, fmt, "apply"))
-    return 2
+    return 1 if loaded.invalid else 2
 
 
 def _ci_path(root: Path, path: Path) -> str:
