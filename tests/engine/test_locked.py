@@ -84,3 +84,12 @@ def test_a_spec_with_no_committed_lock_is_named(clone: Path) -> None:
 def test_locked_and_remeasure_exclude_each_other(clone: Path) -> None:
     done = run_npuctl(clone, "apply", "--locked", "--remeasure")
     assert done.returncode == 1 and "exclude each other" in done.stderr, "a usage error, not a stale lock"
+
+
+def test_an_invalid_spec_beside_a_stale_lock_is_an_error(clone: Path) -> None:
+    edit(clone / "specs" / "digits.yaml", "p90: 1000", "p90: 150")
+    text = (clone / "specs" / "digits.yaml").read_text().replace("name: digits", "name: broken")
+    (clone / "specs" / "broken.yaml").write_text(text.replace("runs: 5", "runs: -1"))
+    done = run_npuctl(clone, "apply", "--locked")
+    assert done.returncode == 1, "an error outranks a stale lock"
+    assert f"{LOCK} would change" in done.stdout and "spec.evaluate.runs" in done.stdout

@@ -244,6 +244,32 @@ def test_a_marker_comment_by_someone_else_is_never_edited(tmp_path: Path) -> Non
     assert after[-1]["user"]["login"] == "github-actions[bot]" and after[-1]["body"].endswith("the new plan\n")
 
 
+def test_a_push_to_main_gates_saves_the_cache_and_pushes_the_remote(origin: Path, tmp_path: Path) -> None:
+    """On main the same gate runs; the store the job holds (restored from the cache here) goes to the
+    remote cache, and the cache is saved under main's key for every pull request to restore."""
+    import shutil
+
+    main = tmp_path / "main"
+    git(tmp_path, "clone", "-q", str(origin), str(main))
+    runner = _runner(tmp_path, main)
+    runner.context["github.event_name"] = "push"
+    runner.context["github.event.pull_request.number"] = ""
+    _this_interpreter(runner)
+    (runner.work / "cache").mkdir()
+    shutil.copytree(origin / ".npuctl", runner.work / "cache" / "npuctl-Linux-earlier", symlinks=True)
+    remote = tmp_path / "remote"
+    runner.env["NPUCTL_REMOTE"] = remote.as_uri()
+    job = _job(runner, main)
+    assert not job.failed, [(s.name, s.returncode, s.stdout + s.stderr) for s in job.steps if s.returncode]
+    assert job.step("Check the committed lock files (merge gate)").outputs["exit_code"] == "0"
+    pushed = job.step("Push the build store to the remote cache").stdout
+    assert re.search(r"push file://\S+: [1-9]\d* pushed", pushed), pushed
+    assert any(remote.joinpath("records").rglob("*")), "the remote cache holds main's records"
+    saved = [e.name for e in (runner.work / "cache").iterdir()]
+    assert len(saved) == 2 and any(n != "npuctl-Linux-earlier" for n in saved), "saved under main's key"
+    assert (runner.work / "artifacts" / "npuctl-reports" / "digits.html").exists(), "main's report"
+
+
 def test_every_push_runs_and_main_saves_the_cache_and_pushes() -> None:
     """No static paths filter (what a spec reads may be anywhere); push to main runs the same job."""
     workflow = yaml.safe_load(WORKFLOW.read_text())
