@@ -164,10 +164,11 @@ def test_the_gate_fails_with_annotations_when_an_slo_fails(origin: Path, tmp_pat
 
 
 def _this_interpreter(runner: Runner) -> None:
-    """setup-python's venv as this interpreter's npuctl, with no install step (quick tests)."""
+    """setup-python's venv as this checkout's npuctl on this interpreter, with no install step (quick
+    tests; the runner clears PYTHONPATH, so the shim sets it)."""
     (runner.work / "python" / "bin").mkdir(parents=True)
     shim = runner.work / "python" / "bin" / "npuctl"
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m reconciler "$@"\n')
+    shim.write_text(f'#!/bin/sh\nPYTHONPATH="{ROOT}" exec "{sys.executable}" -m reconciler "$@"\n')
     shim.chmod(0o755)
     (runner.work / "python" / "bin" / "pip").write_text("#!/bin/sh\nexit 0\n")
     (runner.work / "python" / "bin" / "pip").chmod(0o755)
@@ -260,7 +261,8 @@ def test_a_push_to_main_gates_saves_the_cache_and_pushes_the_remote(origin: Path
     remote = tmp_path / "remote"
     runner.env["NPUCTL_REMOTE"] = remote.as_uri()
     job = _job(runner, main)
-    assert not job.failed, [(s.name, s.returncode, s.stdout + s.stderr) for s in job.steps if s.returncode]
+    gate = job.step("Check the committed lock files (merge gate)")
+    assert not job.failed, (gate.outputs, gate.stdout, gate.stderr)
     assert job.step("Check the committed lock files (merge gate)").outputs["exit_code"] == "0"
     pushed = job.step("Push the build store to the remote cache").stdout
     assert re.search(r"push file://\S+: [1-9]\d* pushed", pushed), pushed
