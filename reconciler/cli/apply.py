@@ -1,4 +1,6 @@
-"""npuctl apply: exit 0 built and no SLO failed, 3 an SLO failed or has no evidence, 1 error.
+"""npuctl apply: exit 0 built and no SLO failed, 3 an SLO failed or has no evidence, 1 error; with
+`--locked`, 2 when a committed lock file would change (nothing is built or written: the lock files are
+named, as plan's 2 names changes pending).
 
 The rule for "not verifiable here": an SLO judged on evidence this machine cannot re-verify (carried
 over from the committed lock because the toolchain is missing, or met only on an estimate because the
@@ -23,6 +25,7 @@ from reconciler.engine.results import SpecResult
 
 if TYPE_CHECKING:
     from reconciler.engine.eta import Estimator
+    from reconciler.engine.locked import StaleLock
     from reconciler.engine.workspace import Workspace
 
 
@@ -54,6 +57,12 @@ def exit_code(results: list[SpecResult], strict: bool = False) -> int:
     help="Exit 3 unless every SLO passed on a measurement taken for this build (no estimate, nothing "
     "carried over).",
 )
+@click.option(
+    "--locked",
+    is_flag=True,
+    help="Fail (exit 2) without building or writing anything when any committed lock file would "
+    "change: the lock files are the truth, as `npm ci` or Terraform's -lockfile=readonly (for CI).",
+)
 @_remote.remote_option
 @_executor.options
 @_common.output_options()
@@ -61,6 +70,7 @@ def command(
     paths: tuple[Path, ...],
     remeasure: bool,
     strict: bool,
+    locked: bool,
     remote_url: str | None,
     jobs: int | None,
     executor_name: str,
@@ -70,6 +80,8 @@ def command(
 ) -> int:
     started = time.monotonic()
     chosen = _common.chosen_format(fmt, as_json)
+    if locked and remeasure:
+        raise click.UsageError("--locked and --remeasure exclude each other (--remeasure rewrites the lock)")
     plan_file = paths[0] if paths else None
     saved = _saved_plan(paths)
     if saved is not None:
@@ -91,6 +103,12 @@ def command(
     loaded = _common.load(paths)
     ws = Workspace.open(loaded.root)
     try:
+        if locked:
+            from reconciler.engine.locked import stale_locks
+
+            stale = stale_locks(ws, loaded.specs)
+            if stale:
+                return _refused(loaded.root, stale, loaded, chosen)
         _remote.attach(ws, remote_url)
         if saved is not None and plan_file is not None and not _still_current(ws, plan_file, loaded):
             return 1
@@ -165,3 +183,43 @@ def printed(root: Path, results: list[SpecResult], specs: list[Any], fmt: str) -
     err = _ci.result_annotations(results, specs) if _ci.github_actions() else []
     codes = {"": exit_code(results), "strict": exit_code(results, strict=True)}
     return _replay.Printed(out, err, _ci.summary_counts(results, "apply"), codes, fmt != "text")
+
+
+LOCKED_ADVICE = "run `npuctl apply` and commit the lock files it writes"
+
+
+def _refused(root: Path, stale: list[StaleLock], loaded: _common.Loaded, fmt: str) -> int:
+    """apply --locked found lock files that would change: each named (stdout in the chosen format,
+    stderr, a CI annotation on the lock file), nothing built or written; exit 2, or 1 when a spec is
+    also invalid (an error outranks a stale lock, as in apply's own exit codes)."""
+    from reconciler.cli import _ci
+    from reconciler.engine import health
+
+    by_name = {s.name: s for s in loaded.specs}
+    results = list(loaded.invalid)
+    for entry in stale:
+        lock = _ci_path(root, entry.lock)
+        spec = by_name[entry.spec]
+        result = SpecResult(entry.spec, str(spec.path), spec.target)
+        result.status, result.sync, result.health = health.OUT_OF_SYNC, health.OUT_OF_SYNC, health.UNKNOWN
+        result.errors = [f"{lock} would change: {why}" for why in entry.reasons]
+        results.append(result)
+        for why in entry.reasons:
+            click.echo(f"npuctl apply --locked: {lock} would change: {why}", err=True)
+        if _ci.github_actions():
+            message = f"the committed lock file would change: {'; '.join(entry.reasons)}; {LOCKED_ADVICE}"
+            click.echo(_ci.annotation("error", message, lock, title=f"npuctl: {entry.spec}"), err=True)
+    head = (
+        f"apply --locked: {len(stale)} lock file(s) would change; nothing was built or written: "
+        f"{LOCKED_ADVICE}."
+    )
+    if fmt == "markdown":
+        click.echo(f"**npuctl {head}**\n")
+    elif fmt == "text":
+        click.echo(head)
+    click.echo(_render.render(results, fmt, "apply"))
+    return 1 if loaded.invalid else 2
+
+
+def _ci_path(root: Path, path: Path) -> str:
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)

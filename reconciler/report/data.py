@@ -19,7 +19,7 @@ from reconciler.engine import health, throughput
 from reconciler.engine.sources import spec_digest
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec
-from reconciler.state import lockfile
+from reconciler.state import lockfile, lockread
 from reconciler.state.db import Database, Record
 from reconciler.state.store import Store, sha256_file
 
@@ -95,10 +95,13 @@ def _revision(root: Path) -> str | None:
 
 
 def _records(db: Database | None, lock: dict[str, Any], variant: str) -> dict[str, Record]:
-    stages = (((lock.get("variants") or {}).get(variant) or {}).get("stages")) or {}
+    """stage -> the record of the key the lock holds: this machine's (built or pulled here, with its
+    full report), else the lock's own (artifacts by digest, found when the store holds their bytes)."""
+    locked = lockread.variant(lock, variant)
     out: dict[str, Record] = {}
-    for name, stage in stages.items():
-        record = db.record(stage.get("key", "")) if db is not None else None
+    for name, stage in locked.stages.items():
+        record = db.record(stage.key) if db is not None else None
+        record = record or locked.record(name)
         if record is not None:
             out[name] = record
     return out
@@ -216,7 +219,7 @@ def _lock(spec: LoadedSpec) -> dict[str, Any]:
 def _variant_records(
     layout: Layout, lock: dict[str, Any], variants: list[str]
 ) -> dict[str, dict[str, Record]]:
-    """variant -> stage -> this machine's record of the key the lock holds (none when applied elsewhere)."""
+    """variant -> stage -> the record of the key the lock holds (`_records`)."""
     db = Database(layout.database) if layout.database.exists() else None
     try:
         return {v: _records(db, lock, v) for v in variants}
@@ -265,7 +268,7 @@ def _quantize(data: ReportData, quantize: Record, notes: list[str]) -> None:
     and a note for each range problem its placement found."""
     built_with = (quantize.key_inputs.get("fields") or {}).get("quantization") or {}
     data.quantization_mode = str(built_with.get("mode", data.quantization_mode))
-    if not quantize.note.startswith("identity"):
+    if not quantize.note.startswith("identity") and not lockread.is_lock_record(quantize):
         data.quantize = quantize.report
     notes.extend(_range_notes((quantize.report or {}).get("placement") or {}))
 
@@ -302,17 +305,19 @@ def gather(root: Path, spec: LoadedSpec) -> ReportData:
     variants = sorted(lock.get("variants") or {}, key=lambda v: (v != "default", v))
     records = _variant_records(layout, lock, variants)
     default = records.get("default") or {}
-    if not default:
-        notes.append(
-            "no stage records in the local state (applied elsewhere?): run `npuctl apply` here for charts"
-        )
     store = Store(layout.store)
+    if not any(store.has(a["digest"]) for r in default.values() for a in r.artifacts.values()):
+        notes.append(
+            "the build's files are not on this machine (applied elsewhere): `npuctl pull` them from the "
+            "remote cache, or `npuctl apply` here, for the placement, latency and profile"
+        )
     data = _summary(root, spec, lock, variants, notes)
-    if default:
+    if any(store.has((r.artifacts.get("placement") or {}).get("digest", "")) for r in default.values()):
         data.placement, data.placement_before = _placements(store, default, notes)
     data.latency = _latencies(records)
     data.profile = _profile(store, default.get("evaluate"), notes)
-    if default and not data.latency:
+    evaluate = default.get("evaluate")
+    if evaluate is not None and not lockread.is_lock_record(evaluate) and not data.latency:
         notes.append("latency: the evaluate record has no raw samples")
     if "quantize" in default:
         _quantize(data, default["quantize"], notes)

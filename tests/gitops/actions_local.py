@@ -197,7 +197,10 @@ class Runner:
 
 FAKE_GH = '''#!{python}
 """FakeGitHubAPI: stands in for `gh api` against GitHub's REST API, which cannot exist here. It keeps one
-repository's issue comments in a JSON file and serves the three calls the comment workflow makes."""
+repository's issue comments in a JSON file and serves the three calls the comment workflow makes, in the
+shapes the real `gh` prints: a listing is served in pages of {page_size} comments, and `--paginate` prints
+one JSON array per page back to back (`[...][...]`), or one array of pages with `--slurp`; every comment
+carries its author (`user.login`), and a comment posted with the workflow's token is github-actions[bot]'s."""
 import json, sys
 from pathlib import Path
 store = Path({store!r})
@@ -205,7 +208,7 @@ comments = json.loads(store.read_text()) if store.exists() else []
 args = sys.argv[1:]
 assert args[0] == "api", args
 method = args[args.index("-X") + 1] if "-X" in args else "GET"
-url = next(a for a in args[1:] if a.startswith("repos/"))
+url = next(a for a in args[1:] if a.startswith("repos/")).split("?")[0]
 body = None
 if "-F" in args:
     field = args[args.index("-F") + 1]
@@ -213,9 +216,19 @@ if "-F" in args:
     body = Path(field[len("body=@"):]).read_text()
 parts = url.split("/")
 if method == "GET" and parts[3:5] == ["issues", parts[4]] and parts[-1] == "comments":
-    print(json.dumps([c for c in comments if c["issue"] == int(parts[4])]))
+    listed = [c for c in comments if c["issue"] == int(parts[4])]
+    pages = [listed[i : i + {page_size}] for i in range(0, len(listed), {page_size})] or [[]]
+    if "--paginate" not in args:
+        pages = pages[:1]
+    if "--slurp" in args:
+        sys.stdout.write(json.dumps(pages))
+    else:
+        sys.stdout.write("".join(json.dumps(page) for page in pages))
+    sys.stdout.write("\\n")
 elif method == "POST" and parts[-1] == "comments":
-    comments.append({{"id": 1000 + len(comments), "issue": int(parts[4]), "body": body}})
+    comments.append(
+        {{"id": 1000 + len(comments), "issue": int(parts[4]), "body": body, "user": {{"login": "github-actions[bot]", "type": "Bot"}}}}
+    )
 elif method == "PATCH" and parts[3:5] == ["issues", "comments"]:
     next(c for c in comments if c["id"] == int(parts[5]))["body"] = body
 else:
@@ -224,9 +237,16 @@ store.write_text(json.dumps(comments))
 '''
 
 
-def fake_gh(bin_dir: Path, store: Path) -> Path:
+def fake_gh(bin_dir: Path, store: Path, page_size: int = 30) -> Path:
+    """A `gh` on `bin_dir` serving the comments kept in `store`, `page_size` to a page (GitHub's default
+    is 30)."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     gh = bin_dir / "gh"
-    gh.write_text(FAKE_GH.format(python=sys.executable, store=str(store)))
+    gh.write_text(FAKE_GH.format(python=sys.executable, store=str(store), page_size=page_size))
     gh.chmod(0o755)
     return gh
+
+
+def comment(comment_id: int, issue: int, body: str, login: str) -> dict[str, Any]:
+    """A stored comment as the REST API returns it (the fields the workflow reads)."""
+    return {"id": comment_id, "issue": issue, "body": body, "user": {"login": login, "type": "User"}}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 from pathlib import Path
 
 from tests.conftest import git, run_npuctl
@@ -49,10 +51,48 @@ def test_a_clone_without_local_state_still_reports_slos_and_history(
     git(tmp_path, "clone", "-q", str(report_repo), str(clone))
     done = run_npuctl(clone, "report", "digits", "-o", str(tmp_path / "clone.html"))
     assert done.returncode == 0, done.stderr
-    assert "no stage records in the local state" in done.stderr
+    assert "the build's files are not on this machine (applied elsewhere): `npuctl pull` them" in done.stderr
     html = (tmp_path / "clone.html").read_text()
     assert 'id="history-0"' in html and "<svg" not in html
     assert "No placement recorded" in html and "No raw latency samples" in html
+
+
+def _sections(repo: Path, spec: str) -> dict[str, object]:
+    done = run_npuctl(repo, "report", spec, "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    return {k: data[k] for k in ("placement", "latency", "profile", "notes")}
+
+
+def test_a_fresh_clone_after_pull_reports_placement_latency_and_profile(
+    report_repo: Path, tmp_path: Path
+) -> None:
+    """The developer pushes the build to the remote cache; a fresh clone (CI) pulls it and its report
+    is the developer's: the same placement, latency samples and profile."""
+    remote = (tmp_path / "remote").as_uri()
+    done = run_npuctl(report_repo, "push", "--remote", remote)
+    assert done.returncode == 0, done.stdout + done.stderr
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(report_repo), str(clone))
+    done = run_npuctl(clone, "pull", "--remote", remote)
+    assert done.returncode == 0 and " 0 not on the remote" in done.stdout, done.stdout + done.stderr
+    developer, fresh = _sections(report_repo, "digits"), _sections(clone, "digits")
+    assert fresh["placement"] and fresh["latency"] and fresh["profile"], fresh["notes"]
+    assert fresh == developer
+    html = _report(clone, "digits", tmp_path / "pulled.html")
+    assert "<svg" in html and 'id="latency-0"' in html and 'id="profile-0"' in html
+
+
+def test_a_store_without_its_records_still_reports_from_the_lock(report_repo: Path, tmp_path: Path) -> None:
+    """state.db lost, the store kept: the lock's records name the artifacts by digest, so placement and
+    profile still come from the store (the raw latency samples lived in the lost record)."""
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(report_repo), str(clone))
+    shutil.copytree(report_repo / ".npuctl" / "store", clone / ".npuctl" / "store")
+    fresh = _sections(clone, "digits")
+    developer = _sections(report_repo, "digits")
+    assert fresh["placement"] == developer["placement"] and fresh["profile"] == developer["profile"]
+    assert fresh["latency"] == {} and fresh["notes"] == []
 
 
 def test_unknown_and_unapplied_specs_exit_1(report_repo: Path, tmp_path: Path) -> None:
