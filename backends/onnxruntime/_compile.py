@@ -57,7 +57,7 @@ class CompilePass:
             "session": settings,
             **details,
         }
-        note = f"ORT format, level {settings['graph_optimization_level']}, {details['nodes_after']} nodes"
+        note = f"ORT format, level {settings['graph_optimization_level']}"
         if not details["reproducible"]:
             note += f"; WARNING: bytes not canonical ({details['canonical_error']})"
         return StageOutput(artifacts={"ort": artifact, "session": session_file}, report=report, note=note)

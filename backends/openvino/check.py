@@ -14,6 +14,7 @@ from typing import Any
 from backends.openvino import fingerprint
 from backends.passes.check import CheckPass, quantization_config
 from backends.sdk.base import StageOutput, StageRequest
+from backends.sdk.vocab import NODES_THAT_RUN
 
 
 def device_map(model: Any, supported: dict[str, str], device: str) -> dict[str, str]:
@@ -78,5 +79,5 @@ class OpenVinoCheck(CheckPass):
         summary["measurements"] = P.measurements(report)
         summary["openvino_query"] = {"device": "NPU", "npu_present": True, "ops_supported": len(supported)}
         cov = report["coverage"]["nodes"]
-        note = f"{cov['npu']}/{cov['total']} nodes on the NPU ({source})"
+        note = f"{cov['npu']}/{cov['total']} {NODES_THAT_RUN} on the NPU ({source})"
         return StageOutput(artifacts={"placement": path}, report=summary, note=note)

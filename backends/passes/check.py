@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from backends.sdk.base import StageOutput, StageRequest
 from backends.sdk.errors import TerminalError
+from backends.sdk.vocab import NODES_THAT_RUN
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -75,9 +76,9 @@ def placement_note(report: Mapping[str, Any], target: Any) -> str:
     no NPU (the host CPU), just where everything runs."""
     cov = report["coverage"]["nodes"]
     if not getattr(target, "npu_cores", 1):
-        return f"{cov['total']} nodes, all on the CPU (the {report['target']} target has no NPU)"
+        return f"{cov['total']} {NODES_THAT_RUN}, all on the CPU (the {report['target']} target has no NPU)"
     crossings = len(report.get("crossings") or [])
-    return f"{cov['npu']}/{cov['total']} nodes on the NPU, {crossings} boundary crossing(s) to the CPU"
+    return f"{cov['npu']}/{cov['total']} {NODES_THAT_RUN} on the NPU, {crossings} boundary crossing(s) to the CPU"
 
 
 def dump_json(data: Any) -> str:

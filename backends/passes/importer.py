@@ -58,7 +58,7 @@ class ImportPass:
                 fh.write(piece)
         report["size_bytes"] = sum(len(piece) for piece in pieces)
         log(json.dumps(report, indent=1, sort_keys=True))
-        note = f"opset {report['opset']['before']} -> {report['opset']['after']}, {report['nodes']} nodes"
+        note = f"opset {report['opset']['before']} -> {report['opset']['after']}"
         return StageOutput(artifacts={"model": out}, report=report, note=note)
 
 

@@ -22,6 +22,7 @@ from backends.qnn import STAGES, adapter, driver, fingerprint
 from backends.qnn.validation import device_map, parse
 from backends.sdk.base import StageOutput, StageRequest
 from backends.sdk.errors import TerminalError
+from backends.sdk.vocab import NODES_THAT_RUN
 
 HTP_ACTIVATIONS = ("uint8", "uint16")
 CONTEXT_SAMPLES = 1
@@ -108,7 +109,7 @@ class QnnCheck(CheckPass):
             "placed_on_cpu": sorted(found.cpu),
         }
         cov = report["coverage"]["nodes"]
-        note = f"{cov['npu']}/{cov['total']} nodes on the HTP ({source})"
+        note = f"{cov['npu']}/{cov['total']} {NODES_THAT_RUN} on the HTP ({source})"
         return StageOutput(artifacts={"placement": path}, report=summary, note=note)
 
 

@@ -16,6 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+NODES_THAT_RUN = "nodes that run"
+"""The one node count a human reads: the graph's nodes that do work at inference, constants and shape
+arithmetic folded away (what check places and its coverage counts). The node count of the ONNX file
+(constants included) and the runtime's kernel count after fusion measure other things: their stage
+reports keep them, and their one-line notes do not repeat them, so a build shows one count."""
+
 
 class Tone(Enum):
     """How a word reads: good (green), bad (red and bold: it needs action), or unsure (yellow: nothing

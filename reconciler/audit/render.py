@@ -12,6 +12,7 @@ from typing import Any
 from backends.sdk.vocab import Verdict
 from reconciler.audit.entries import CANCELLED, AuditEntry
 from reconciler.audit.query import Audit
+from reconciler.output import measured_against, shorten
 
 STATE = {
     **{v.word: v.label for v in (Verdict.PASS, Verdict.FAIL, Verdict.UNVERIFIED)},
@@ -26,15 +27,15 @@ def settings_text(settings: dict[str, str]) -> str:
     return "; ".join(parts) or "—"
 
 
-def _number(value: Any) -> str:
-    return "—" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
-
-
 def verdict_cell(v: dict[str, Any], marks: bool = True) -> str:
+    """`❌ 217.3 > 150 ms (measured:device)`: the mark (or the word), the value against its bound."""
     judged = Verdict.of(v.get("verdict"))
     mark = (judged.mark if judged else "") if marks else str(v.get("verdict"))
     evidence = v.get("evidence") or "no measurement"
-    return f"{mark} {_number(v.get('value'))} {v.get('comparison', '')} {_number(v.get('threshold'))} ({evidence})".strip()
+    measured = measured_against(
+        str(v.get("name", "")), v.get("value"), str(v.get("comparison", "<=")), v.get("threshold")
+    )
+    return f"{mark} {measured} ({evidence})".strip()
 
 
 def toolchain_text(entry: AuditEntry) -> str:
@@ -58,7 +59,7 @@ def _streak_lines(audit: Audit) -> list[str]:
             continue
         since = streak.since
         what = "failing" if streak.state == Verdict.FAIL.word else "not passing"
-        subject = f" ({since.subject})" if since.subject else ""
+        subject = f" ({shorten(since.subject)})" if since.subject else ""
         lines.append(
             f"{streak.spec}: {what} since {since.label}{subject}, {_when(since)} ({streak.length} entries)"
         )
@@ -91,7 +92,7 @@ def to_markdown(audit: Audit) -> str:
     ]
     for e in audit.entries:
         slos = "<br>".join(f"{v['name']}: {verdict_cell(v)}" for v in e.verdicts) or (e.attempt or "—")
-        label = f"`{e.label}` {e.subject}".strip() if e.source == "commit" else e.label
+        label = f"`{e.label}` {shorten(e.subject)}".strip() if e.source == "commit" else e.label
         lines.append(
             f"| {_when(e)} | {label.replace('|', '/')} | `{e.spec}` | `{e.target}` | `{e.model}` | "
             f"{STATE.get(e.state, e.state)} | {slos} | {toolchain_text(e)} |"
@@ -136,6 +137,6 @@ def print_text(audit: Audit) -> None:
         slos = "\n".join(f"{v['name']}: {verdict_cell(v, marks=False)}" for v in e.verdicts) or (
             e.attempt or "—"
         )
-        label = f"{e.label} {e.subject}".strip() if e.source == "commit" else e.label
+        label = f"{e.label} {shorten(e.subject)}".strip() if e.source == "commit" else e.label
         history.add_row(_when(e), label, e.spec, e.target, e.model, e.state, slos, toolchain_text(e))
     out.print(history)

@@ -76,6 +76,9 @@ def _honour_watch_cancel() -> None:
 def main() -> None:
     """Console entry point; each command returns its exit code."""
     _honour_watch_cancel()
+    from reconciler.cli._quiet import quiet_third_party
+
+    quiet_third_party()
     try:
         rc = cli.main(standalone_mode=False)
     except click.exceptions.Abort:

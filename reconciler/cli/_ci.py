@@ -24,12 +24,18 @@ def summary_line(results: Sequence[SpecResult], command: str, seconds: float) ->
 
 
 def summary_counts(results: Sequence[SpecResult], command: str) -> str:
-    """The summary line without its time."""
+    """The summary line without its time: specs by state, stages by action (an idle stage as
+    identity), and, when any SLO is set, SLOs by verdict word (`SLOs: 2 pass, 1 unverified`)."""
+    from reconciler.output import action_word
+
     states = Counter(r.status for r in results)
-    actions = Counter(s.action for r in results for s in r.stages)
+    actions = Counter(action_word(s.action, s.identity) for r in results for s in r.stages)
+    verdicts = Counter(v.verdict for r in results for v in r.slo)
     state_text = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
     action_text = ", ".join(f"{n} {action}" for action, n in sorted(actions.items())) or "none"
-    return f"{command}: {len(results)} spec(s) ({state_text}); stages: {action_text}"
+    slo_text = ", ".join(f"{n} {word}" for word, n in sorted(verdicts.items()))
+    line = f"{command}: {len(results)} spec(s) ({state_text}); stages: {action_text}"
+    return line + (f"; SLOs: {slo_text}" if slo_text else "")
 
 
 def github_actions() -> bool:
@@ -107,12 +113,12 @@ def result_annotations(results: Sequence[SpecResult], specs: Sequence[object]) -
             if verdict.passed is True:
                 continue
             file, line, col = where(f"slo.{verdict.name}")
-            value = "no measurement" if verdict.value is None else f"{verdict.value:g}"
-            state = "failed" if verdict.passed is False else "not verified here"
-            message = (
-                f"{verdict.name} [{verdict.variant}] {state}: {value} (SLO {verdict.comparison} {verdict.threshold:g}"
-                f"{', ' + verdict.evidence if verdict.evidence else ''})"
-            )
+            from reconciler.output import measured_against
+
+            measured = measured_against(verdict.name, verdict.value, verdict.comparison, verdict.threshold)
+            state = "failed" if verdict.passed is False else verdict.verdict
+            evidence = f" ({verdict.evidence})" if verdict.evidence else ""
+            message = f"{verdict.name} [{verdict.variant}] {state}: {measured}{evidence}"
             level = "error" if verdict.passed is False else "warning"
             out.append(annotation(level, message, file, line, col, f"npuctl: {result.name}"))
     return out

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from reconciler.engine.workspace import Workspace
+from reconciler.output import number
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec
 from reconciler.state import lockfile
@@ -65,16 +66,16 @@ def render(spec: str, profiles: dict[str, Any], as_json: bool) -> int:
         a, latency = profile.get("attribution") or {}, profile.get("latency_ms") or {}
         console.print(
             f"[bold]{spec}[/bold] \\[{variant}]: {profile.get('runtime')} ({profile.get('evidence')}), "
-            f"{profile.get('runs')} profiled runs; layers sum {a.get('layers_sum_ms')} ms, profiled run "
-            f"{latency.get('profiled_p50')} ms, timed p50 {latency.get('timed_p50')} ms",
+            f"{profile.get('runs')} profiled runs; layers sum {number(a.get('layers_sum_ms'))} ms, profiled run "
+            f"{number(latency.get('profiled_p50'))} ms, timed p50 {number(latency.get('timed_p50'))} ms",
             highlight=False,
         )
         console.print(f"  {profile.get('how')}", highlight=False)
         if a.get("run_fixed_ms") is not None:
             console.print(
                 f"  of the timed p50: layers {_pct(a.get('layers_of_timed'))}, with the run's fixed cost "
-                f"{a.get('run_fixed_ms')} ms and dispatch {a.get('dispatch_ms')} ms "
-                f"{_pct(a.get('accounted_of_timed'))}; unattributed {a.get('unattributed_ms')} ms"
+                f"{number(a.get('run_fixed_ms'))} ms and dispatch {number(a.get('dispatch_ms'))} ms "
+                f"{_pct(a.get('accounted_of_timed'))}; unattributed {number(a.get('unattributed_ms'))} ms"
                 + (
                     " (coarse: layers of ~1 us, shares indicative)"
                     if (a.get("resolution") or {}).get("coarse")
@@ -98,7 +99,7 @@ def render(spec: str, profiles: dict[str, Any], as_json: bool) -> int:
                 str(t.get("op_type")),
                 str(t.get("device")),
                 str(t.get("placement") or "-"),
-                f"{float(t['time_ms']):.4f}",
+                number(float(t["time_ms"])),
                 _pct(t.get("share")),
                 str(t.get("bound")),
                 _pct(t.get("achieved_of_roofline")),
@@ -109,7 +110,7 @@ def render(spec: str, profiles: dict[str, Any], as_json: bool) -> int:
             console.print("  suggestions: none worth 2 % of the profiled time", highlight=False)
         for i, s in enumerate(suggestions, 1):
             console.print(
-                f"  {i}. {s['field']}: ~{float(s['expected_gain_ms']):.4f} ms ({_pct(s.get('share'))}, "
+                f"  {i}. {s['field']}: ~{number(float(s['expected_gain_ms']))} ms ({_pct(s.get('share'))}, "
                 f"estimated) - {s['why']}",
                 highlight=False,
             )

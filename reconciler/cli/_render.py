@@ -10,13 +10,7 @@ from backends.sdk.vocab import Tone, Verdict
 from reconciler.engine import health
 from reconciler.engine.results import SpecResult
 from reconciler.engine.results import Verdict as Judged
-from reconciler.output import to_json
-
-
-def _value(v: float | None) -> str:
-    if v is None:
-        return "—"
-    return f"{v:.4g}"
+from reconciler.output import action_word, measured_against, to_json
 
 
 def verdict_text(v: Judged) -> str:
@@ -25,13 +19,15 @@ def verdict_text(v: Judged) -> str:
     return text + (" (carried over)" if v.carried_over else "")
 
 
+SLO_COLUMNS = ("SLO", "variant", "measured", "verdict", "evidence")
+
+
 def _slo_rows(verdicts: list[Judged]) -> list[tuple[str, ...]]:
     return [
         (
             v.name,
             v.variant,
-            f"{v.comparison} {_value(v.threshold)}",
-            _value(v.value),
+            measured_against(v.name, v.value, v.comparison, v.threshold),
             verdict_text(v),
             v.evidence or "—",
         )
@@ -69,6 +65,13 @@ def headline(r: SpecResult) -> str:
     return ", ".join(parts) + (" (carried over)" if r.carried_over else "")
 
 
+def result_line(results: list[SpecResult], command: str) -> str:
+    """The closing line every format carries: specs by state, stages by action, SLOs by verdict."""
+    from reconciler.cli._ci import summary_counts
+
+    return summary_counts(results, command)
+
+
 def to_markdown(results: list[SpecResult], command: str) -> str:
     lines = [f"### npuctl {command}", ""]
     for r in results:
@@ -80,23 +83,22 @@ def to_markdown(results: list[SpecResult], command: str) -> str:
         if r.stages:
             lines += ["| stage | variant | action | reason |", "|---|---|---|---|"]
             for s in r.stages:
-                lines.append(f"| {s.name} | {s.variant} | {s.action} | {s.reason.replace('|', '/')} |")
+                action = action_word(s.action, s.identity)
+                lines.append(f"| {s.name} | {s.variant} | {action} | {s.reason.replace('|', '/')} |")
             lines.append("")
             notes = [f"- `{s.name}`: {s.note}" for s in r.stages if s.action == "built" and s.note]
             lines += [*notes, ""] if notes else []
         if r.slo:
-            lines += [
-                "| SLO | variant | threshold | value | verdict | evidence |",
-                "|---|---|---|---|---|---|",
-            ]
+            lines += ["| " + " | ".join(SLO_COLUMNS) + " |", "|" + "---|" * len(SLO_COLUMNS)]
             for v, row in zip(r.slo, _slo_rows(r.slo), strict=True):
-                name, variant, threshold, value, verdict, evidence = row
+                name, variant, measured, verdict, evidence = row
                 judged = Verdict.of(v.verdict)
                 shown = f"{judged.mark} {verdict}" if judged else verdict
-                lines.append(f"| {name} | {variant} | {threshold} | {value} | {shown} | {evidence} |")
+                lines.append(f"| {name} | {variant} | {measured} | {shown} | {evidence} |")
             lines.append("")
         fps = throughput_line(r)
         lines += [fps, ""] if fps else []
+    lines.append(f"**Result**: {result_line(results, command)}")
     return "\n".join(lines) + "\n"
 
 
@@ -122,14 +124,12 @@ def text_lines(results: list[SpecResult]) -> list[str]:
             rows: list[tuple[str, ...]] = [("stage", "variant", "action", "reason")]
             for s in r.stages:
                 log = f" (log: {s.log})" if s.log and s.action == "failed" else ""
-                rows.append((s.name, s.variant, s.action, s.reason + log))
+                rows.append((s.name, s.variant, action_word(s.action, s.identity), s.reason + log))
             lines += _columns(rows)
             lines += [f"  {s.name}: {s.note}" for s in r.stages if s.action == "built" and s.note]
         failing = [v for v in r.slo if v.passed is not True or v.predicted]
         if r.slo and (not settled or failing):
-            lines += _columns(
-                [("SLO", "variant", "threshold", "value", "verdict", "evidence"), *_slo_rows(r.slo)]
-            )
+            lines += _columns([SLO_COLUMNS, *_slo_rows(r.slo)])
             fps = throughput_line(r)
             lines += [f"  {fps}"] if fps else []
     return lines

@@ -26,6 +26,11 @@ backends.passes.quant.sensitivity.drop_of). The recorded value stays as computed
 _AT_LEAST = ">="
 
 
+def meets(value: float, comparison: str, threshold: float) -> bool:
+    """Whether `value` meets the bound `comparison threshold` (`<=` or `>=`), within SLACK."""
+    return value <= threshold + SLACK if comparison == _AT_MOST else value >= threshold - SLACK
+
+
 def _pick(measurements: Measurements, *names: str) -> dict[str, Any] | None:
     """The first of `names` with a value; else the first recorded without one (it says why)."""
     for name in names:
@@ -48,7 +53,7 @@ def _verdict(
         evidence = (measured or {}).get("evidence")
         return Judged(name, variant, threshold, comparison, None, None, evidence, word, why)
     value = measured["value"] if value is None else value
-    met = value <= threshold + SLACK if comparison == _AT_MOST else value >= threshold - SLACK
+    met = meets(value, comparison, threshold)
     verdict, detail = _outcome(measured, met)
     evidence = str(measured.get("evidence", ""))
     return Judged(name, variant, threshold, comparison, value, verdict.passed, evidence, verdict.word, detail)

@@ -22,6 +22,7 @@ from reconciler.engine.sources import file_digests, spec_digest
 from reconciler.engine.stages import VERIFY
 from reconciler.engine.workspace import Workspace
 from reconciler.gitops import gitref, layers, slo, specdiff
+from reconciler.gitops.slo import SloCount
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec, SpecErrors, check
 from reconciler.state import lockfile
@@ -48,8 +49,8 @@ class SpecComparison:
     """The work tree's lock file matches the spec and its inputs, so `slo` compares real results."""
     has_lock: bool = False
     slo: list[slo.SloRow] = field(default_factory=list)
-    slo_base: tuple[int, int] = (0, 0)
-    slo_now: tuple[int, int] = (0, 0)
+    slo_base: SloCount = field(default_factory=lambda: SloCount(0, 0))
+    slo_now: SloCount = field(default_factory=lambda: SloCount(0, 0))
     errors: list[str] = field(default_factory=list)
     base_errors: list[str] = field(default_factory=list)
     layers: list[layers.VariantLayers] = field(default_factory=list)
@@ -180,7 +181,7 @@ def _compare_one(
     if base_spec and now_spec:
         out.fields = specdiff.diff(base_spec, now_spec)
     out.files = specdiff.file_changes((base_lock or {}).get("sources", {}).get("files"), files)
-    _compare_results(out, base_lock, lock if out.applied else None, ws)
+    _compare_results(out, base_lock, lock if out.applied else None, ws, result)
     out.change = _change(base, now, out, base_lock != lock)
     return out
 
@@ -208,11 +209,17 @@ def _count_stages(out: SpecComparison, result: SpecResult) -> None:
 
 
 def _compare_results(
-    out: SpecComparison, base_lock: dict[str, Any] | None, applied: dict[str, Any] | None, ws: Workspace
+    out: SpecComparison,
+    base_lock: dict[str, Any] | None,
+    applied: dict[str, Any] | None,
+    ws: Workspace,
+    result: SpecResult | None = None,
 ) -> None:
     """SLO table and per-layer profile diff, base -> now; `applied` is the work tree's lock file only
-    when it holds the results of the spec as it is (else the current side shows none)."""
-    out.slo = slo.table(base_lock, applied)
+    when it holds the results of the spec as it is (else the current side shows none). The plan's
+    verdicts carry the spec's thresholds as it is now."""
+    bounds = {(v.variant, v.name): (v.comparison, v.threshold) for v in (result.slo if result else [])}
+    out.slo = slo.table(base_lock, applied, bounds)
     out.slo_base = slo.summary(base_lock)
     out.slo_now = slo.summary(applied)
     out.layers = layers.compare_locks(

@@ -1,7 +1,9 @@
 """`plan --base REF` three ways: a pull-request comment (Markdown), a terminal section, JSON.
 
-The Markdown keeps the summary table always visible and folds what can be long (field diffs, stage
-lists) into <details> blocks, so a comment on a PR touching many specs stays readable.
+The Markdown keeps the summary table of the changed specs always visible, first, and folds what can
+be long (the unchanged specs, field diffs, stage lists) into <details> blocks, so a comment on a PR
+touching many specs stays readable. A spec whose SLOs are partly unverified (met only on an estimate,
+nothing measured) and none failed reads as unverified, never as a failure: it fails nothing.
 """
 
 from __future__ import annotations
@@ -13,20 +15,17 @@ from backends.sdk.vocab import Verdict
 from reconciler.engine.results import SpecResult
 from reconciler.gitops.compare import Comparison, SpecComparison
 from reconciler.gitops.layers import LayerChange
-from reconciler.gitops.slo import SloRow
+from reconciler.gitops.slo import SloCount, SloRow
+from reconciler.output import number, shorten
 
 FOLD_AFTER = 8
 """Tables with more rows than this are folded into a <details> block."""
 CHANGE = {"added": "🆕 added", "removed": "🗑️ removed", "modified": "✏️ modified", "unchanged": "unchanged"}
 
 
-def number(value: float | None) -> str:
-    return "—" if value is None else f"{value:.4g}"
-
-
 def value_text(value: Any, limit: int = 60) -> str:
     text = "—" if value is None else value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shorten(text, limit)
 
 
 def delta_text(row: SloRow) -> str:
@@ -34,7 +33,7 @@ def delta_text(row: SloRow) -> str:
         return "—"
     if row.delta == 0:
         return "0"
-    text = f"{row.delta:+.4g}"
+    text = ("+" if row.delta > 0 else "") + number(row.delta)
     if row.noise:
         return text + " (within the measured p50..p99 spread: noise)"
     if row.relative is not None:
@@ -62,15 +61,28 @@ def threshold_text(row: SloRow) -> str:
     return text
 
 
+def count_text(count: SloCount) -> str:
+    """`1/3 passed, 2 unverified` with the mark of the worst: ❌ when any failed, ⚪ when the rest are
+    unverified, ✅ when all passed; `—` when none is set."""
+    if not count.total:
+        return "—"
+    if count.failed:
+        mark, rest = Verdict.FAIL.mark, f", {count.failed} failed"
+    elif count.unverified:
+        mark, rest = Verdict.UNVERIFIED.mark, ""
+    else:
+        mark, rest = Verdict.PASS.mark, ""
+    rest += f", {count.unverified} {Verdict.UNVERIFIED.word}" if count.unverified else ""
+    return f"{mark} {count.passed}/{count.total} passed{rest}"
+
+
 def slo_cell(spec: SpecComparison) -> str:
-    (bp, bt), (np_, nt) = spec.slo_base, spec.slo_now
-    base = f"{bp}/{bt}" if bt else "—"
+    base = count_text(spec.slo_base)
     if spec.change == "removed":
         return f"{base} → removed"
     if not spec.applied:
         return f"{base} → ⏳ pending apply"
-    mark = Verdict.PASS.mark if nt and np_ == nt else Verdict.FAIL.mark if nt else ""
-    return f"{base} → {np_}/{nt} {mark}".rstrip()
+    return f"{base} → {count_text(spec.slo_now)}"
 
 
 def _plural(n: int, word: str) -> str:
@@ -138,7 +150,7 @@ def _layer_row(c: LayerChange) -> str:
     changed = "; ".join(f"{k} {a} → {b}" for k, (a, b) in c.changed.items()) or "—"
     return (
         f"| `{_escape(c.key)[:80]}` | {c.op_type or '?'} | {number(c.base_ms)} | {number(c.now_ms)} | "
-        f"{c.delta_ms:+.4f} | {_escape(changed)} |"
+        f"{'+' if c.delta_ms > 0 else ''}{number(c.delta_ms)} | {_escape(changed)} |"
     )
 
 
@@ -176,30 +188,44 @@ def _spec_md(spec: SpecComparison) -> list[str]:
     return lines + _fields_md(spec) + _stages_md(spec) + _slo_md(spec) + _layers_md(spec)
 
 
+def is_changed(spec: SpecComparison) -> bool:
+    """A spec the pull request touches or that has something to say: changed, work pending, errors."""
+    return spec.change != "unchanged" or bool(spec.stages or spec.errors)
+
+
+_SUMMARY_HEAD = [
+    "| spec | target | change | stages to rebuild | SLOs (base → now) |",
+    "|---|---|---|---|---|",
+]
+
+
+def _summary_row(spec: SpecComparison) -> str:
+    rebuild = ", ".join(spec.rebuilds) or ("—" if spec.change == "removed" else "none")
+    target = spec.target or spec.base_target or "?"
+    return f"| `{spec.name}` | `{target}` | {CHANGE.get(spec.change, spec.change)} | {rebuild} | {slo_cell(spec)} |"
+
+
 def to_markdown(comparison: Comparison, exit_code: int) -> str:
+    """The changed specs first (a row each, then their details); the unchanged ones in one folded
+    table; a result line (the plan's outcome and exit code) at the top and at the end."""
     counts: dict[str, int] = {}
     for spec in comparison.specs:
         counts[spec.change] = counts.get(spec.change, 0) + 1
     summary = ", ".join(f"{n} {change}" for change, n in sorted(counts.items()))
     outcome = {0: "nothing to do", 2: "changes pending", 1: "errors"}.get(exit_code, str(exit_code))
-    lines = [
-        f"### npuctl plan against `{comparison.ref}` (`{comparison.commit[:10]}`)",
-        "",
-        f"**{_plural(len(comparison.specs), 'spec')}**: {summary or 'none'} · plan: {outcome} (exit {exit_code})",
-        "",
-        "| spec | target | change | stages to rebuild | SLOs met (base → now) |",
-        "|---|---|---|---|---|",
-    ]
-    for spec in comparison.specs:
-        rebuild = ", ".join(spec.rebuilds) or ("—" if spec.change == "removed" else "none")
-        target = spec.target or spec.base_target or "?"
-        lines.append(
-            f"| `{spec.name}` | `{target}` | {CHANGE.get(spec.change, spec.change)} | {rebuild} | {slo_cell(spec)} |"
-        )
-    lines.append("")
-    for spec in comparison.specs:
-        if spec.change != "unchanged" or spec.stages or spec.errors:
-            lines += _spec_md(spec)
+    result = f"**{_plural(len(comparison.specs), 'spec')}**: {summary or 'none'} · plan: {outcome} (exit {exit_code})"
+    touched = [spec for spec in comparison.specs if is_changed(spec)]
+    rest = [spec for spec in comparison.specs if not is_changed(spec)]
+    lines = [f"### npuctl plan against `{comparison.ref}` (`{comparison.commit[:10]}`)", "", result, ""]
+    if touched:
+        lines += [*_SUMMARY_HEAD, *(_summary_row(spec) for spec in touched), ""]
+    if rest:
+        table = [*_SUMMARY_HEAD, *(_summary_row(spec) for spec in rest)]
+        title = f"{_plural(len(rest), 'unchanged spec')}: nothing to rebuild"
+        lines += ["<details>", f"<summary>{title}</summary>", "", *table, "", "</details>", ""]
+    for spec in touched:
+        lines += _spec_md(spec)
+    lines += [f"**Result**: {result.replace('**', '')}"]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -216,7 +242,7 @@ def print_text(comparison: Comparison) -> None:
 
     out = console()
     out.print(f"[bold]against {comparison.ref}[/bold] ({comparison.commit[:10]})", highlight=False)
-    for spec in comparison.specs:
+    for spec in (s for s in comparison.specs if is_changed(s)):
         target = spec.target or spec.base_target or "?"
         out.print(f"  [bold]{spec.name}[/bold] → {target}: {spec.change}", highlight=False)
         for e in spec.base_errors:
@@ -250,8 +276,13 @@ def print_text(comparison: Comparison) -> None:
             for lc in v.slower[:5] + [x for x in v.changed if x not in v.slower][:5]:
                 changed = "; ".join(f"{k} {a} -> {b}" for k, (a, b) in lc.changed.items())
                 out.print(
-                    f"      {lc.key[:70]}: {number(lc.base_ms)} -> {number(lc.now_ms)} ms ({lc.delta_ms:+.4f})"
+                    f"      {lc.key[:70]}: {number(lc.base_ms)} -> {number(lc.now_ms)} ms "
+                    f"({'+' if lc.delta_ms > 0 else ''}{number(lc.delta_ms)})"
                     + (f" {changed}" if changed else ""),
                     markup=False,
                     highlight=False,
                 )
+    rest = [spec.name for spec in comparison.specs if not is_changed(spec)]
+    if rest:
+        names = shorten(", ".join(rest), 120)
+        out.print(f"  {_plural(len(rest), 'unchanged spec')}: {names}", markup=False, highlight=False)

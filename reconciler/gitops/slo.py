@@ -11,7 +11,7 @@ was 8 ms is the machine, not the change, and is shown as such rather than as "+8
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 
 @dataclass(frozen=True)
@@ -103,20 +103,30 @@ def is_noise(
     return old_spread[0] <= new <= old_spread[1] and new_spread[0] <= old <= new_spread[1]
 
 
-def table(old_lock: dict[str, Any] | None, new_lock: dict[str, Any] | None) -> list[SloRow]:
-    old, new = verdicts(old_lock), verdicts(new_lock)
+def table(
+    old_lock: dict[str, Any] | None,
+    new_lock: dict[str, Any] | None,
+    bounds: dict[tuple[str, str], tuple[str, float]] | None = None,
+) -> list[SloRow]:
+    """The rows, base -> now. `bounds` ((variant, SLO) -> (comparison, threshold)) are the spec's own
+    SLOs as it is now: a row's threshold is the spec's even before the lock is applied (a tightened
+    bound shows as the new one, the base's as "was"), and an SLO the spec adds has its row."""
+    old, new, bounds = verdicts(old_lock), verdicts(new_lock), bounds or {}
     rows = []
-    for variant, name in sorted(set(old) | set(new), key=lambda k: (k[0] != "default", k)):
+    for variant, name in sorted(set(old) | set(new) | set(bounds), key=lambda k: (k[0] != "default", k)):
         before, after = old.get((variant, name)), new.get((variant, name))
         either = after or before or {}
+        comparison, threshold = bounds.get(
+            (variant, name), (str(either.get("comparison", "<=")), _number((after or {}).get("threshold")))
+        )
         old_value, new_value = _number((before or {}).get("value")), _number((after or {}).get("value"))
         spreads = _spread(old_lock, variant), _spread(new_lock, variant)
         rows.append(
             SloRow(
                 name=name,
                 variant=variant,
-                comparison=str(either.get("comparison", "<=")),
-                threshold=_number((after or {}).get("threshold")),
+                comparison=comparison,
+                threshold=threshold,
                 old_threshold=_number((before or {}).get("threshold")),
                 old=_number((before or {}).get("value")),
                 new=_number((after or {}).get("value")),
@@ -129,7 +139,24 @@ def table(old_lock: dict[str, Any] | None, new_lock: dict[str, Any] | None) -> l
     return rows
 
 
-def summary(lock: dict[str, Any] | None) -> tuple[int, int]:
-    """(SLOs passed on a measurement, SLOs set) over every variant of a lock file."""
+class SloCount(NamedTuple):
+    """A lock file's SLOs over every variant: passed on a measurement, failed, and set. The rest
+    (set, neither passed nor failed) are unverified: met or missed only on an estimate, a host CPU or
+    an assumption, or not measured; they fail nothing."""
+
+    passed: int
+    total: int
+    failed: int = 0
+
+    @property
+    def unverified(self) -> int:
+        return self.total - self.passed - self.failed
+
+
+def summary(lock: dict[str, Any] | None) -> SloCount:
     entries = list(verdicts(lock).values())
-    return sum(1 for v in entries if v.get("passed") is True), len(entries)
+    return SloCount(
+        sum(1 for v in entries if v.get("passed") is True),
+        len(entries),
+        sum(1 for v in entries if v.get("passed") is False),
+    )

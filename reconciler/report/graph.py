@@ -1,15 +1,21 @@
-"""The placement graph as inline SVG: readable at any model size.
+"""The placement graph as inline SVG: readable at any model size, fitted to the page and zoomable.
 
 A 440-node detector drawn node by node is a solid bar. What a user needs to see is where the model
 leaves the NPU: so every NPU partition (a connected subgraph the runtime runs as one unit) is drawn as
 one box, CPU fallback nodes are drawn one by one (they are what a rewrite removes), and every edge that
 crosses devices is a boundary transfer, drawn red and counted. Models of at most SMALL nodes are drawn
-node by node. Boxes are layered by longest path (a chain reads left to right, branches stack).
+node by node.
+
+The layout is layered (Sugiyama's scheme): networkx layers the box graph by longest path
+(`topological_generations`), each layer is ordered by the barycentre of its predecessors (fewer
+crossings), and layers run top to bottom, so a long chain grows down the page, never into a strip
+wider than it. The SVG carries a viewBox and no fixed size on the page: it fits its frame, and the
+page's zoom buttons scale it (reconciler/report/templates).
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
@@ -23,7 +29,7 @@ SMALL = 40
 """Up to this many nodes, every node is its own box."""
 CPU_RUN = 8
 """A CPU partition of more nodes than this is collapsed too (a CPU-only target is one box)."""
-BOX_W, BOX_H, GAP_X, GAP_Y = 150, 40, 40, 16
+BOX_W, BOX_H, GAP_X, GAP_Y = 150, 40, 24, 28
 
 
 @dataclass
@@ -78,18 +84,23 @@ def collapse(nodes: list[dict[str, Any]], edges: list[tuple[str, str]]) -> Graph
 
 
 def layout(names: list[str], edges: list[tuple[str, str]]) -> dict[str, tuple[float, float]]:
-    """name -> (x, y): x is the longest-path layer, y the rank within the layer (centred)."""
-    incoming: dict[str, list[str]] = defaultdict(list)
-    for source, dest in edges:
-        incoming[dest].append(source)
-    layer: dict[str, int] = {}
-    for name in names:  # boxes come in graph (topological) order
-        layer[name] = max((layer[s] + 1 for s in incoming[name] if s in layer), default=0)
-    by_layer: dict[int, list[str]] = defaultdict(list)
-    for name in names:
-        by_layer[layer[name]].append(name)
-    out = {}
-    for x, members in by_layer.items():
+    """name -> (layer, rank): the layer is the longest path from a source, the rank the place within
+    the layer (centred on 0), ordered by the mean rank of the box's predecessors. `names` come in graph
+    (topological) order; an edge against it (a cycle made by collapsing partitions) is not laid out."""
+    import networkx as nx
+
+    order = {name: i for i, name in enumerate(names)}
+    dag = nx.DiGraph()
+    dag.add_nodes_from(names)
+    dag.add_edges_from((a, b) for a, b in edges if a in order and b in order and order[a] < order[b])
+    out: dict[str, tuple[float, float]] = {}
+    for x, generation in enumerate(nx.topological_generations(dag)):
+
+        def barycentre(name: str) -> tuple[float, int]:
+            ranks = [out[p][1] for p in dag.predecessors(name)]
+            return (-sum(ranks) / len(ranks) if ranks else 0.0, order[name])
+
+        members = sorted(generation, key=barycentre)
         for i, name in enumerate(members):
             out[name] = (float(x), (len(members) - 1) / 2 - i)
     return out
@@ -102,21 +113,23 @@ def svg(placement: Placement) -> tuple[str, Graph]:
     pos = layout([b.id for b in graph.boxes], [(a, b) for a, b, _ in graph.edges])
     if not pos:
         return "", graph
+    # layers top to bottom, ranks left to right
     top = max(y for _, y in pos.values())
-    xs = {k: x * (BOX_W + GAP_X) + 10 for k, (x, _) in pos.items()}
-    ys = {k: (top - y) * (BOX_H + GAP_Y) + 10 for k, (_, y) in pos.items()}
+    xs = {k: (top - y) * (BOX_W + GAP_X) + 10 for k, (_, y) in pos.items()}
+    ys = {k: x * (BOX_H + GAP_Y) + 10 for k, (x, _) in pos.items()}
     width = max(xs.values()) + BOX_W + 10
     height = max(ys.values()) + BOX_H + 10
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
-        f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="sans-serif" font-size="11">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="placement" width="{width:.0f}" height="{height:.0f}" '
+        f'viewBox="0 0 {width:.0f} {height:.0f}" preserveAspectRatio="xMidYMin meet" '
+        f'font-family="sans-serif" font-size="11">',
         '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" '
         'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#999"/></marker></defs>',
     ]
     for a, b, crossing in graph.edges:
         color, stroke = (TRANSFER, 2) if crossing else ("#b0b0b0", 1)
         parts.append(
-            f'<line x1="{xs[a] + BOX_W:.0f}" y1="{ys[a] + BOX_H / 2:.0f}" x2="{xs[b]:.0f}" y2="{ys[b] + BOX_H / 2:.0f}" '
+            f'<line x1="{xs[a] + BOX_W / 2:.0f}" y1="{ys[a] + BOX_H:.0f}" x2="{xs[b] + BOX_W / 2:.0f}" y2="{ys[b]:.0f}" '
             f'stroke="{color}" stroke-width="{stroke}" marker-end="url(#arrow)">'
             f"<title>{'boundary transfer: ' if crossing else ''}{escape(a)} → {escape(b)}</title></line>"
         )

@@ -9,7 +9,7 @@ import json
 from importlib.resources import files
 from typing import Any
 
-from backends.sdk.vocab import Verdict
+from backends.sdk.vocab import NODES_THAT_RUN, Verdict
 from reconciler.report import charts, graph
 from reconciler.report.data import Placement, ReportData
 
@@ -68,6 +68,12 @@ def html(data: ReportData) -> str:
         autoescape=jinja2.select_autoescape(["html", "j2"]),
         undefined=jinja2.StrictUndefined,
     )
+    from reconciler.output import measured_against, number, shorten
+
+    env.filters["num"] = number
+    env.filters["subject"] = shorten
+    env.globals["measured_against"] = measured_against
+    env.globals["nodes_that_run"] = NODES_THAT_RUN
     configs = chart_configs(data)
     template = env.get_template("report.html.j2")
     return template.render(

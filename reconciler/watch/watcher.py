@@ -303,8 +303,13 @@ class Watcher:
         )
         detail = f"{what}{passed}/{len(verdicts)} SLOs met"
         if failing:
+            from reconciler.output import measured_against
+
             names = ", ".join(
-                f"{v['name']} {v.get('value')} {v.get('comparison')} {v.get('threshold')}"
+                f"{v['name']} "
+                + measured_against(
+                    str(v["name"]), v.get("value"), str(v.get("comparison")), v.get("threshold")
+                )
                 for v in failing[:2]
             )
             return health.DEGRADED, f"{detail}; failed: {names}"

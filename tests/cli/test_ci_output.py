@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+from collections import Counter
 from pathlib import Path
 
 from reconciler.cli._ci import annotation
@@ -29,10 +31,16 @@ def test_a_heartbeat_per_stage_that_did_work_and_a_closing_summary(digits_repo: 
     assert re.match(
         r"npuctl: digits \[default\] compile built in \d+\.\d s \(6/\d+ stages, \d+\.\d s\)$", beats[5]
     ), beats
-    last = first.stdout.strip().splitlines()[-1]
-    assert re.match(r"apply: 1 spec\(s\) \(1 \w+\); stages: 7 built; \d+\.\d s; exit 0$", last), last
-
     again = run_npuctl(digits_repo, "apply", "--json")
+    [spec] = json.loads(again.stdout)["specs"]
+    idle = sum(1 for stage in spec["stages"] if stage.get("identity"))
+    assert 0 < idle < 7, "the digits spec has inactive stages: they pass their input through"
+    verdicts = Counter(v["verdict"] for v in spec["slo"])
+    slos = ", ".join(f"{n} {word}" for word, n in sorted(verdicts.items()))
+    last = first.stdout.strip().splitlines()[-1]
+    expected = f"apply: 1 spec(s) (1 Healthy); stages: {7 - idle} built, {idle} identity; SLOs: {slos}; "
+    assert last.startswith(expected) and re.search(r"; \d+\.\d s; exit 0$", last), last
+
     assert not [line for line in again.stderr.splitlines() if line.startswith("npuctl: digits")], (
         "a no-op is quiet"
     )

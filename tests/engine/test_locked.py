@@ -59,8 +59,12 @@ def test_a_key_change_names_the_first_stage_to_build_and_builds_nothing(clone: P
     assert done.returncode == 2, done.stdout + done.stderr
     [spec] = json.loads(done.stdout)["specs"]
     assert spec["status"] == "OutOfSync" and spec["stages"] == []
-    assert spec["errors"] == [f"{LOCK} would change: default/evaluate would build: spec.evaluate.runs: 5 -> 6"]
-    assert not (clone / ".npuctl" / "store").exists() or not any((clone / ".npuctl" / "store").rglob("*.onnx"))
+    assert spec["errors"] == [
+        f"{LOCK} would change: default/evaluate would build: spec.evaluate.runs: 5 -> 6"
+    ]
+    assert not (clone / ".npuctl" / "store").exists() or not any(
+        (clone / ".npuctl" / "store").rglob("*.onnx")
+    )
 
 
 def test_the_refusal_is_valid_apply_json(clone: Path) -> None:

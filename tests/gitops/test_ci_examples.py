@@ -194,7 +194,9 @@ def test_an_invalid_spec_fails_the_job_and_its_errors_go_into_the_comment(
     assert "#### npuctl validate" in comment_md and "spec.evaluate.runs" in comment_md, comment_md
 
 
-def _comment_job(tmp_path: Path, stored: list[dict[str, object]], page_size: int, slurp: bool) -> tuple[JobRun, Path]:
+def _comment_job(
+    tmp_path: Path, stored: list[dict[str, object]], page_size: int, slurp: bool
+) -> tuple[JobRun, Path]:
     """The comment workflow alone, on an artifact the PR job would have uploaded, against a FakeGitHubAPI
     holding `stored` and serving `page_size` comments a page."""
     runner = _runner(tmp_path, tmp_path)
@@ -242,7 +244,9 @@ def test_a_marker_comment_by_someone_else_is_never_edited(tmp_path: Path) -> Non
     assert not job.failed and "created a comment on #7" in job.steps[-1].stdout
     after = json.loads(api.read_text())
     assert after[0]["body"] == f"{MARKER}\nplanted"
-    assert after[-1]["user"]["login"] == "github-actions[bot]" and after[-1]["body"].endswith("the new plan\n")
+    assert after[-1]["user"]["login"] == "github-actions[bot]" and after[-1]["body"].endswith(
+        "the new plan\n"
+    )
 
 
 def test_a_push_to_main_gates_saves_the_cache_and_pushes_the_remote(origin: Path, tmp_path: Path) -> None:

@@ -98,4 +98,4 @@ def test_slo_table_has_old_new_delta_and_direction() -> None:
     assert rows["accuracy"].better is False and rows["accuracy"].new_verdict == "fail"
     assert rows["dropped"].new is None and rows["dropped"].new_verdict is None
     assert rows["added"].old is None and rows["added"].delta is None
-    assert slo.summary(old) == (3, 3) and slo.summary(new) == (1, 3)
+    assert slo.summary(old) == (3, 3, 0) and slo.summary(new) == (1, 3, 2)

@@ -6,7 +6,7 @@ import re
 from itertools import pairwise
 
 from reconciler.report.data import Placement
-from reconciler.report.graph import COLORS, SMALL, TRANSFER, collapse, layout, svg
+from reconciler.report.graph import BOX_W, COLORS, SMALL, TRANSFER, collapse, layout, svg
 
 NODES = [
     {"name": "conv", "op_type": "Conv", "device": "NPU", "partition": 0},
@@ -19,7 +19,7 @@ EDGES = [("conv", "relu"), ("relu", "topk"), ("relu", "side"), ("topk", "add"), 
 
 
 def test_layout_layers_by_longest_path() -> None:
-    pos = layout([n["name"] for n in NODES], EDGES)
+    pos = layout([str(n["name"]) for n in NODES], EDGES)
     assert [pos[n][0] for n in ("conv", "relu", "topk", "side", "add")] == [0, 1, 2, 2, 3]
     assert pos["topk"][1] != pos["side"][1], "parallel branches stack vertically"
 
@@ -81,3 +81,23 @@ def test_no_edges_still_draws_every_node_and_names_are_escaped() -> None:
     markup, graph = svg(Placement({"nodes": nodes}, [], "rewrite"))
     assert len(graph.boxes) == len(nodes) and graph.edges == []
     assert "</script>" not in markup and "&lt;Op&gt;" in markup
+
+
+def test_a_thirty_partition_chain_grows_down_the_page_and_fits_its_frame() -> None:
+    nodes, edges = _big(npu_runs=15, run=50)  # 15 NPU partitions and 14 fallbacks: 29 boxes in a chain
+    markup, graph = svg(Placement({"nodes": nodes}, edges, "check"))
+    assert len(graph.boxes) == 29
+    svg_tag = re.search(r"<svg [^>]*>", markup).group(0)  # type: ignore[union-attr]
+    width, height = (int(re.search(rf'{a}="(\d+)"', svg_tag).group(1)) for a in ("width", "height"))  # type: ignore[union-attr]
+    assert width < 2 * BOX_W < height, "one box wide, 29 layers tall: never a horizontal strip"
+    assert f'viewBox="0 0 {width} {height}"' in svg_tag and "preserveAspectRatio" in svg_tag
+    assert 'class="placement"' in svg_tag, "the page's fit and zoom controls address it"
+
+
+def test_a_branch_is_ordered_under_its_parent() -> None:
+    # two chains side by side: each layer's boxes keep their parent's order (no crossing edges)
+    names = ["a", "b", "b1", "a1", "b2", "a2"]  # graph order puts b1 first: the barycentre puts a1 under a
+    edges = [("a", "a1"), ("b", "b1"), ("b1", "b2"), ("a1", "a2")]
+    pos = layout(names, edges)
+    for parent, child in edges:
+        assert pos[parent][1] == pos[child][1], (parent, child, pos)

@@ -67,8 +67,11 @@ def test_render_table_has_a_row_per_node(tmp_path: Path) -> None:
 def test_the_stage_note_says_where_things_run_in_words() -> None:
     from backends.catalog import target
     from backends.passes.check import placement_note
+    from backends.sdk.vocab import NODES_THAT_RUN
 
     report = {"target": "cpu", "coverage": {"nodes": {"npu": 0, "total": 10}}, "crossings": []}
-    assert placement_note(report, target("cpu")) == "10 nodes, all on the CPU (the cpu target has no NPU)"
+    expected = f"10 {NODES_THAT_RUN}, all on the CPU (the cpu target has no NPU)"
+    assert placement_note(report, target("cpu")) == expected
     npu = {"target": "rk3588", "coverage": {"nodes": {"npu": 8, "total": 10}}, "crossings": [1, 2]}
-    assert placement_note(npu, target("rk3588")) == "8/10 nodes on the NPU, 2 boundary crossing(s) to the CPU"
+    expected = f"8/10 {NODES_THAT_RUN} on the NPU, 2 boundary crossing(s) to the CPU"
+    assert placement_note(npu, target("rk3588")) == expected

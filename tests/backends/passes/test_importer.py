@@ -201,6 +201,14 @@ def test_stage_writes_deterministic_bytes(tmp_path: Path) -> None:
     assert (tmp_path / "a.log").read_text()
 
 
+def test_the_note_gives_no_node_count_of_its_own(tmp_path: Path) -> None:
+    """A build shows one node count, check's (nodes that run): the file's count, constants included,
+    stays in the report and out of the one-line note."""
+    out = ImportPass().run(_request(tmp_path, CLS, {"x": [1, 3, 48, 192]}))
+    assert out.report["nodes"] > 0 and "nodes" not in (out.note or "")
+    assert out.note == f"opset {out.report['opset']['before']} -> {out.report['opset']['after']}"
+
+
 def test_spec_inputs_must_be_given(tmp_path: Path) -> None:
     with pytest.raises(TerminalError, match=r"spec\.inputs"):
         ImportPass().run(_request(tmp_path, CLS, {}))
