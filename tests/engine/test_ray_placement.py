@@ -47,9 +47,11 @@ spec:
   model: {{path: ../models/digits.onnx, version: v1}}
   target: {target}
   inputs: {{image: [{batch}, 1, 8, 8]}}
-  slo:
+{extra}  slo:
     size_mb: 1
 """
+EXTRA = {"rk3588": "  evaluate: {data: ../data/eval}\n"}
+"""What validate asks of a target beyond the common fields (the RKNN simulator evaluates on samples)."""
 
 
 @pytest.fixture
@@ -88,7 +90,9 @@ def test_specs_run_only_on_nodes_that_declare_their_toolchain(
     (repo / "specs").mkdir()
     copy_digits(repo, eval_samples=4, calib_samples=4)
     for name, target, batch in (("a", "cpu", 1), ("b", "cpu", 2), ("c", "cpu", 1), ("rk", "rk3588", 1)):
-        (repo / "specs" / f"{name}.yaml").write_text(SPEC.format(name=name, target=target, batch=batch))
+        (repo / "specs" / f"{name}.yaml").write_text(
+            SPEC.format(name=name, target=target, batch=batch, extra=EXTRA.get(target, ""))
+        )
 
     done = run_npuctl(
         repo, "apply", "--executor", "ray", "--address", cluster["address"], "-j", "2", "--json", timeout=240
@@ -101,7 +105,7 @@ def test_specs_run_only_on_nodes_that_declare_their_toolchain(
         assert specs[name]["ran_on"] == f"ray node {cluster['declared']}", (name, cluster)
 
     rk = specs["rk"]
-    assert rk["status"] == "Failed" and "ran_on" not in rk
+    assert rk["status"] == "Failed" and "ran_on" not in rk, rk
     assert len(rk["errors"]) == 1 and "\n" not in rk["errors"][0]
     assert "no node of the Ray cluster declares npuctl-backend-rknn" in rk["errors"][0]
     assert not (repo / "specs" / "rk.lock.json").exists()

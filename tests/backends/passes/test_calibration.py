@@ -187,7 +187,7 @@ def test_streamed_minmax_ranges_equal_ort_stock_calibrator(tmp_path: Path, which
 _PEAK = """
 import json, resource, sys
 from pathlib import Path
-from backends.passes import calibration
+from backends.passes.quant import calibration
 model, scratch, files = Path(sys.argv[1]), Path(sys.argv[2]), [Path(p) for p in sys.argv[3:]]
 calibration.data.read_sample(files[0], calibration.data.model_inputs(model))
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
