@@ -128,7 +128,7 @@ class ProgressReporter(Reporter):
         self.progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
-            TextColumn("{task.fields[stage]}"),
+            TextColumn("{task.fields[stage]}", markup=False),  # "[default]" is a variant, not a style
             TimeElapsedColumn(),
             EtaColumn(),
             console=self.console,

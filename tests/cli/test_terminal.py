@@ -47,3 +47,17 @@ def test_piped_tables_end_where_their_text_ends(digits_repo: Path) -> None:
         assert done.returncode == 0, done.stderr
         lines = done.stdout.splitlines()
         assert lines and not [line for line in lines if line != line.rstrip()], command
+
+
+def test_the_progress_line_shows_the_variant_in_brackets() -> None:
+    """rich reads `[default]` as a style tag unless the column is plain text."""
+    from rich.console import Console
+
+    from reconciler.cli._common import ProgressReporter
+
+    reporter = ProgressReporter()
+    reporter.spec_started("digits", 8)
+    reporter.stage_started("digits", "default", "quantize")
+    console = Console(record=True, width=160)
+    console.print(reporter.progress.make_tasks_table(reporter.progress.tasks))
+    assert "quantize [default]" in console.export_text()
