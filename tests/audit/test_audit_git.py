@@ -14,6 +14,8 @@ import pytest
 from tests.conftest import DIGITS_SPEC, copy_digits, git, run_npuctl
 from tests.gitops.conftest import commit_all, edit
 
+pytestmark = pytest.mark.slow  # real builds in every test: minutes of the fast tier
+
 PTQ = """\
   quantization:
     mode: ptq

@@ -13,8 +13,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import git, run_npuctl
 from tests.gitops.conftest import commit_all
+
+pytestmark = pytest.mark.slow  # real builds in every test: minutes of the fast tier
 
 SIGNED = ("record", "value", "evidence", "detail", "runner")
 

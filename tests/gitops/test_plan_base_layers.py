@@ -6,9 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from reconciler.state.store import Store
 from tests.conftest import run_npuctl
 from tests.gitops.conftest import apply_ok, base_spec, commit_all, edit, npuctl_json
+
+pytestmark = pytest.mark.slow  # real builds in every test: minutes of the fast tier
 
 QUANT = """\
   quantization:

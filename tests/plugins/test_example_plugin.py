@@ -15,6 +15,8 @@ import pytest
 from tests import nested_venv
 from tests.conftest import ROOT, copy_digits, git
 
+pytestmark = pytest.mark.slow  # real builds in every test: minutes of the fast tier
+
 EXAMPLE = Path(__file__).parent / "example_npu"
 SPEC = """\
 apiVersion: npuctl/v1

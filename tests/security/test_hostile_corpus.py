@@ -33,6 +33,8 @@ from tests.conftest import DIGITS_SPEC, copy_digits, git
 from tests.security.cases import CASES
 from tests.security.corpus import Case, Ctx
 
+pytestmark = pytest.mark.slow  # real builds in every test: minutes of the fast tier
+
 FORBIDDEN = ("/etc/passwd", "/dev/zero", "/proc/self/environ")
 """Targets of the cases that must never be opened (/dev/urandom is one too, but the runtimes open it)."""
 _CALL = re.compile(r"^(\d+) +(\w+)\((.*)\) += (-?\d+|\?)")
