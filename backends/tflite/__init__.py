@@ -72,9 +72,9 @@ def keep_errors(quantization: dict[str, Any], target: str) -> list[tuple[str, st
 
 
 def fingerprint() -> dict[str, str]:
-    digest = hashlib.sha256(
-        WORKER.read_bytes() + WORKER.with_name("keep_locate.py").read_bytes()
-    ).hexdigest()[:16]
+    parts = ("keep_locate.py", "names.py", "prepare.py")  # what the converted model depends on
+    body = WORKER.read_bytes() + b"".join(WORKER.with_name(n).read_bytes() for n in parts)
+    digest = hashlib.sha256(body).hexdigest()[:16]
     return {**toolchains.fingerprint(toolchains.TFLITE), "tflite_worker": digest}
 
 
