@@ -105,6 +105,7 @@ def summarize(report: Mapping[str, Any]) -> dict[str, Any]:
         "fallback_ops": report["fallback_ops"],
         "unverified_nodes": report["unverified_nodes"],
         "estimate": {k: v for k, v in report["estimate"].items() if k != "partitions"},
+        **{k: report[k] for k in ("op_table_coverage", "disagreements", "tool_layers") if k in report},
     }
 
 
