@@ -131,6 +131,26 @@ def backend_decisions(
     return out
 
 
+def whole_model(decisions: Mapping[int, Decision], facts: Facts, target: Target) -> Mapping[int, Decision]:
+    """On a target whose runtime cannot split a model (catalog `splits_model: false`: the compiler takes
+    the whole graph or refuses it), one node it cannot run keeps all of the model off the NPU, so every
+    node is placed on the CPU with that reason: its coverage is 1 or 0, never a fraction."""
+    if target.extra.get("splits_model", True) or target.npu_cores == 0:
+        return decisions
+    cpu = [i for i in sorted(decisions) if decisions[i].device == CPU]
+    if not cpu:
+        return decisions
+    first = facts.nodes[cpu[0]]
+    reason = (
+        f"{target.id} cannot split a model: {len(cpu)} node(s) cannot run on its NPU "
+        f"({first.op_type} {facts.names[cpu[0]]} first), so none of the model does"
+    )
+    return {
+        i: d if d.device == CPU else Decision(CPU, d.support, d.source, [reason], d.not_evaluated, reason)
+        for i, d in decisions.items()
+    }
+
+
 # ---------------------------------------------------------------- the report
 
 
@@ -142,6 +162,7 @@ def build_report(
     source: str,
 ) -> dict[str, Any]:
     """placement.json: per-node list, partitions, crossings, coverage and the estimate."""
+    decisions = whole_model(decisions, facts, target)
     devices = {i: d.device for i, d in decisions.items()}
     part = partitions(facts, devices)
     cost = {i: E.node_cost(facts.nodes[i], facts) for i in devices}
