@@ -192,7 +192,7 @@ class CoreMlCompile:
             "check": {"against": "ONNX Runtime CPU, one seeded random input", "torch_vs_onnx": checks},
             "files": sorted(members),
             "not_run": "Core ML prediction exists only on macOS/iOS",
-            "inputs": load["inputs"],
+            "artifact_inputs": load["inputs"],
             "program_ops": result.get("program_ops") or {},
             "measurements": {"npu_coverage": program_coverage(result.get("program_ops") or {})},
         }

@@ -110,7 +110,7 @@ def feature(description: Any) -> dict[str, Any]:
     from coremltools.proto import FeatureTypes_pb2 as ft
 
     kind = description.type.WhichOneof("Type")
-    out: dict[str, Any] = {"name": description.name, "kind": kind}
+    out: dict[str, Any] = {"name": description.name, "kind": kind, "dtype": None, "shape": None}
     if kind == "multiArrayType":
         array = description.type.multiArrayType
         out["dtype"] = ft.ArrayFeatureType.ArrayDataType.Name(array.dataType)

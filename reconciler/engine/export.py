@@ -47,6 +47,8 @@ class Variant:
     artifacts: tuple[Artifact, ...]
     entry: str | None = None
     """The artifact an app opens, as the compile stage's registration names it (None: not named)."""
+    artifact_inputs: tuple[dict[str, Any], ...] = ()
+    """The inputs the artifact itself declares, as the lock records them (empty: the model's)."""
 
     @property
     def folder(self) -> str:
@@ -76,7 +78,8 @@ def deployables(lock: dict[str, Any], store: Store) -> list[Variant]:
             for art_name, meta in sorted(compiled.items())
         )
         inputs = {k: list(v) for k, v in (variant.get("inputs") or {}).items()}
-        out.append(Variant(name, inputs, arts, _entry(lock, variant["stages"]["compile"])))
+        declared = tuple(variant.get("artifact_inputs") or ())
+        out.append(Variant(name, inputs, arts, _entry(lock, variant["stages"]["compile"]), declared))
     if not out:
         raise ExportError("the lock file records no variant: run `npuctl apply`")
     return out
@@ -160,8 +163,11 @@ def export(found: Sequence[Variant], dest: Path, model: str, target: str) -> lis
                 return f"{folder}/{a.file}" if folder else a.file
 
             files = [{"file": placed(a), "sha256": a.digest, "size": a.size} for a in variant.artifacts]
+            extra: dict[str, Any] = {"files": files}
+            if variant.artifact_inputs:
+                extra["artifact_inputs"] = [dict(i) for i in variant.artifact_inputs]
             results.append(
-                variants.VariantResult(variant.inputs, placed(main), main.digest, main.size, {"files": files})
+                variants.VariantResult(variant.inputs, placed(main), main.digest, main.size, extra)
             )
         manifest = variants.build_manifest(model, target, results)
         variants.write_manifest(staging / "manifest.json", manifest)

@@ -50,7 +50,8 @@ def _programs(packages: list[Path]) -> list[list[Any]]:
 
 
 Built = tuple[Path, dict[str, Any]]
-NAMES = ("digits", "det")
+NAMES = ("digits", "det", "digits-pre")
+PRE = "  preprocess: {input: image, layout: nhwc, dtype: uint8, mean: [0.0], std: [16.0]}\n"
 
 
 def _build(repo: Path) -> dict[str, Any]:
@@ -62,6 +63,8 @@ def _build(repo: Path) -> dict[str, Any]:
     compile_ = "  compile: {options: {compute_units: CPU_AND_NE}}\n"
     text = DIGITS_SPEC.format(name="digits").replace("target: cpu", "target: apple-ane")
     (repo / "specs" / "digits.yaml").write_text(text.replace("  evaluate:", quant + compile_ + "  evaluate:"))
+    pre = DIGITS_SPEC.format(name="digits-pre").replace("target: cpu", "target: apple-ane")
+    (repo / "specs" / "digits-pre.yaml").write_text(pre.replace("  evaluate:", PRE + quant + "  evaluate:"))
     write_det_repo(repo, "apple-ane", data="det-data")
     result = run_npuctl(repo, "apply", "--json")
     assert result.returncode == 3, result.stdout[-3000:] + result.stderr[-3000:]
@@ -110,6 +113,27 @@ def test_the_record_is_the_packages_own_program_and_input(built: Built, name: st
     assert "batch_norm" not in work  # folded into the convolutions: never counted
     shipped = json.loads(bundles.read(tar, "coreml.json"))["inputs"]
     assert [(i["name"], i["dtype"], i["shape"]) for i in shipped] == [tuple(a) for a in arrays]
+    assert [(i["name"], i["dtype"], i["shape"]) for i in variant["artifact_inputs"]] == [
+        tuple(a) for a in arrays
+    ]
+
+
+def test_folded_preprocessing_records_the_input_the_package_takes(built: Built, tmp_path: Path) -> None:
+    """With the raw frame folded in, the package takes an NHWC frame, not the model's NCHW float input:
+    the lock and the export manifest say what the package declares."""
+    repo, record = built
+    (name, dtype, shape) = record["programs"]["digits-pre"][3][0]
+    assert name == "image" and shape == [1, 8, 8, 1]
+    lock = json.loads((repo / "specs" / "digits-pre.lock.json").read_text())["variants"]["default"]
+    assert lock["inputs"] == {"image": [1, 1, 8, 8]}, "the shape variant stays the model's"
+    assert (
+        lock["artifact_inputs"][0]["shape"] == [1, 8, 8, 1] and lock["artifact_inputs"][0]["dtype"] == dtype
+    )
+    exported = run_npuctl(repo, "export", "specs/digits-pre.yaml", str(tmp_path / "out"))
+    assert exported.returncode == 0, exported.stderr
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    (variant,) = manifest["variants"]
+    assert variant["extra"]["artifact_inputs"] == lock["artifact_inputs"]
 
 
 def test_after_a_complete_apply_the_specs_are_synced(built: Built) -> None:
