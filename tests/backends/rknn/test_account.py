@@ -20,7 +20,7 @@ from backends.passes.check import CheckPass
 from backends.rknn.stages import RknnCompile
 from backends.sdk.base import StageRequest
 
-pytestmark = [needs_rknn]
+pytestmark = [pytest.mark.slow, needs_rknn]
 
 ROW = re.compile(r"\]\s+\d+\s+(\S+)\s+\S+\s+(CPU|NPU)\s+\S+\s+\S+\s+\d+/\d+/(\d+)\s+\S+\s+(\S+)\s*$")
 
