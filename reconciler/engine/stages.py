@@ -125,6 +125,11 @@ VERIFY = "verify"
 """The last step: judges SLOs on recorded measurements; never builds, never measures, has no key."""
 
 
+def used_by(name: str) -> list[str]:
+    """The stages that take `name`'s output as an input."""
+    return [stage.name for stage in STAGES if any(source == name for source, _ in stage.uses.values())]
+
+
 def readers(field_path: str, spec: Mapping[str, Any] | None = None) -> list[str]:
     """Stages whose key covers a spec field (itself, a parent or a child of it). Given the spec's JSON
     (`spec:` section), a conditional read counts only where its predicate holds for that spec."""
