@@ -37,7 +37,16 @@ The model with these figures (t0 = 3.9 s, t_spec = 7.0 s, e = 0.45 as measured u
 here) adds to t0. The model ignores shared upstream stages (early cutoff), the remote's bandwidth and
 the slowest single chain; this machine cannot check it beyond W = 2.
 
+Ray against the local pool at equal CPUs (`--ray-rounds N`, alternated, medians, each run from an
+empty `.npuctl/` in its own repository): local -j2; Ray on an existing single-node cluster of 2 CPUs
+(started by the bench, so the cluster's start is not in the run, as with a team's standing cluster);
+Ray on the private cluster `--executor ray` starts itself (its start is in the run); then Ray on a
+two-node cluster (two raylets of 1 CPU each on 127.0.0.1) against local -j2 again. Printed as ratios
+to local -j2 (1.00: as fast; the aim is <= 1.10 at equal CPUs). The two nodes share this machine's
+two cores, so that result shows what spreading over nodes costs, not what a second machine adds.
+
 Run: python bench/scale.py [--specs 2] [--targets cpu,intel-npu,qualcomm-htp-v73] [--skip-ray]
+     python bench/scale.py --ray-rounds 3 --specs 4 --targets cpu,intel-npu   (the Ray comparison only)
 """
 
 from __future__ import annotations
@@ -45,8 +54,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,6 +68,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.conftest import copy_digits, git  # noqa: E402
+from tests.engine.ray_fixtures import ray_cluster  # noqa: E402
 
 SPEC = """\
 apiVersion: npuctl/v1
@@ -82,7 +94,9 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def npuctl(cwd: Path, *args: str) -> tuple[float, subprocess.CompletedProcess[str]]:
+def npuctl(
+    cwd: Path, *args: str, env: dict[str, str] | None = None
+) -> tuple[float, subprocess.CompletedProcess[str]]:
     started = time.perf_counter()
     cpu = _children_cpu()
     done = subprocess.run(
@@ -90,7 +104,7 @@ def npuctl(cwd: Path, *args: str) -> tuple[float, subprocess.CompletedProcess[st
         cwd=cwd,
         capture_output=True,
         text=True,
-        env={**os.environ, "CI": "1"},
+        env={**os.environ, "CI": "1", **(env or {})},
         check=False,
     )
     CPU[str(cwd)] = _children_cpu() - cpu  # Ray's own daemons are reaped by their raylet: not counted
@@ -142,9 +156,78 @@ def built(done: subprocess.CompletedProcess[str]) -> int:
     )
 
 
+def failure(done: subprocess.CompletedProcess[str]) -> str:
+    """The first error or failed stage's message of a run, else its last line on stderr."""
+    try:
+        specs = json.loads(done.stdout)["specs"]
+    except ValueError:
+        specs = []
+    for spec in specs:
+        failed = [f"{st['name']}: {st['reason']}" for st in spec["stages"] if st["action"] == "failed"]
+        if spec.get("errors") or failed:
+            return f"{spec['name']}: {(spec.get('errors') or failed)[0][:300]}"
+    return " ".join(done.stderr.strip().splitlines()[-1:])
+
+
 def store_bytes(path: Path) -> int:
     store = path / ".npuctl" / "store"
     return sum(p.stat().st_size for p in store.glob("*/*") if p.is_file())
+
+
+def _alternated(
+    work: Path, rounds: int, specs: int, targets: list[str], runs: dict[str, tuple[list[str], dict[str, str]]]
+) -> dict[str, float]:
+    """Median wall time of each configuration, run in turn `rounds` times, each from an empty state."""
+    walls: dict[str, list[float]] = {name: [] for name in runs}
+    for n in range(rounds):
+        for name, (extra, env) in runs.items():
+            path = repo(work / f"{re.sub(r'[^a-z0-9]+', '-', name)}{n}", specs, targets)
+            started = time.time_ns()
+            seconds, done = npuctl(path, "apply", "--json", "--remote", "none", *extra, env=env)
+            if done.returncode != 0 or built(done) <= 0:
+                print(f"  round {n + 1}: {name:>22}: not counted, exit {done.returncode}: {failure(done)}")
+            else:
+                walls[name].append(seconds)
+                before, span, after = phases(path, started, time.time_ns())
+                print(
+                    f"  round {n + 1}: {name:>22}: {seconds:6.1f} s = {before:5.1f} s to the first stage "
+                    f"+ {span:5.1f} s of stages + {after:4.1f} s after the last",
+                    flush=True,
+                )
+            shutil.rmtree(path, ignore_errors=True)
+    return {name: statistics.median(w) if w else float("nan") for name, w in walls.items()}
+
+
+def phases(path: Path, started_ns: int, ended_ns: int) -> tuple[float, float, float]:
+    """Where a run's wall time went, from its ledger: before the first stage started (interpreter,
+    planning, workers, Ray's start), the stages, and after the last stage ended (shutdown)."""
+    import sqlite3
+
+    with sqlite3.connect(path / ".npuctl" / "state.db") as db:
+        first, last = db.execute(
+            "SELECT MIN(time_ns - duration_ms * 1e6), MAX(time_ns) FROM ledger WHERE action = 'built'"
+        ).fetchone()
+    return (first - started_ns) / 1e9, (last - first) / 1e9, (ended_ns - last) / 1e9
+
+
+def ray_against_local(work: Path, rounds: int, specs: int, targets: list[str]) -> None:
+    local = (["-j", "2"], {})
+    print(f"Ray against local -j2 at 2 CPUs ({specs * len(targets)} spec x target chains, {rounds} rounds):")
+    with ray_cluster(work, [{"num_cpus": 2}]) as one:
+        ray = ["--executor", "ray", "-j", "2"]
+        runs = {"local -j2": local, "ray, 1 node x 2 CPUs": ([*ray, "--address", one.address], one.env)}
+        runs["ray, private cluster"] = (ray, {})
+        first = _alternated(work, rounds, specs, targets, runs)
+    with ray_cluster(work, [{"num_cpus": 1}, {"num_cpus": 1}]) as two:
+        runs = {"local -j2": local, "ray, 2 nodes x 1 CPU": ([*ray, "--address", two.address], two.env)}
+        second = _alternated(work, rounds, specs, targets, runs)
+    for name, median in first.items():
+        print(f"  {name:>22}: median {median:6.1f} s  {median / first['local -j2']:.2f}x local -j2")
+    print(f"  {'local -j2':>22}: median {second['local -j2']:6.1f} s  (again, beside the two nodes)")
+    two_nodes = second["ray, 2 nodes x 1 CPU"]
+    print(
+        f"  {'ray, 2 nodes x 1 CPU':>22}: median {two_nodes:6.1f} s  {two_nodes / second['local -j2']:.2f}x local -j2"
+    )
 
 
 def main() -> None:
@@ -152,6 +235,9 @@ def main() -> None:
     parser.add_argument("--specs", type=int, default=2, help="specs per target (each its own batch size)")
     parser.add_argument("--targets", default="cpu,intel-npu,qualcomm-htp-v73")
     parser.add_argument("--skip-ray", action="store_true")
+    parser.add_argument(
+        "--ray-rounds", type=int, default=0, help="only Ray against local, alternated N times"
+    )
     args = parser.parse_args()
     print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     capacity = parallel_capacity()
@@ -159,6 +245,13 @@ def main() -> None:
     targets = args.targets.split(",")
     chains = args.specs * len(targets)
     work = Path(tempfile.mkdtemp(prefix="npuctl-scale-"))
+    if args.ray_rounds:
+        try:
+            ray_against_local(work, args.ray_rounds, args.specs, targets)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        return
     rows: dict[str, tuple[float, int]] = {}
     try:
         runs = [("local -j1", ["-j", "1"]), ("local -j2", ["-j", "2"])]

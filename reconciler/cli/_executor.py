@@ -27,7 +27,7 @@ def options(func: F) -> F:
         "executor_name",
         type=click.Choice(["local", "ray"]),
         default="local",
-        help="Where specs build: worker processes here (default) or Ray tasks.",
+        help="Where specs build: worker processes here (default) or long-lived Ray actors, one spec at a time each.",
     )(func)
     func = click.option(
         "-j",
@@ -44,11 +44,14 @@ def make(name: str, jobs: int | None, address: str | None, state_dir: Path) -> E
     if name == "ray":
         from reconciler.cli._remote import warn
         from reconciler.engine.ray_executor import RayExecutor
+        from reconciler.engine.ray_session import Unreachable
 
         try:
             return RayExecutor(address or "local", jobs or os.cpu_count() or 1, state_dir, warn)
         except ImportError:
             raise click.ClickException("--executor ray needs Ray: pip install 'npuctl[ray]'") from None
+        except Unreachable as exc:
+            raise click.ClickException(str(exc)) from None
     if address is not None:
         raise click.UsageError("--address is only for --executor ray")
     if jobs is None or jobs == 1:
