@@ -63,6 +63,7 @@ class LocalPool:
         self._idle: queue.Queue[WorkerProcess] = queue.Queue()
         self._workers = [WorkerProcess(python_argv(), NEUTRAL_CWD) for _ in range(self.jobs)]
         for worker in self._workers:
+            worker.start()  # warm while the run plans
             self._idle.put(worker)
 
     def _one(self, job: Job) -> Outcome:

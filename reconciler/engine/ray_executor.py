@@ -48,6 +48,7 @@ class _Worker:
         from reconciler.engine.worker_process import WorkerProcess  # shipped by value
 
         self.process = WorkerProcess(python, cwd)
+        self.process.start()  # warm before the first spec arrives
 
     def run(self, job_json: str) -> tuple[str, bytes | None, str]:
         """(node id, the pickled outcome or None, why the spec worker died)."""
@@ -102,6 +103,8 @@ class RayExecutor:
         self._nodes = sum(1 for node in nodes if node["Alive"])
         self._free: dict[str | None, list[Any]] = {}
         self._actors: list[Any] = []
+        if not self._declared:  # every spec may go anywhere: the actors start while the run plans
+            self._free[None] = [self._take(None) for _ in range(self.slots)]
 
     def resource_for(self, place: Placement) -> str | None:
         """The custom resource a spec needs: `npuctl-backend-<name>` when the cluster declares it for
