@@ -224,7 +224,8 @@ class RayExecutor:
         yield from in_order(dispatch(jobs, places, self.slots, submit, wait), len(jobs))
 
     def close(self) -> None:
-        for actor in self._actors:
+        try:
             with contextlib.suppress(Exception):  # shutting down anyway
-                self.ray.get(actor.close.remote(), timeout=30)
-        self.session.close()
+                self.ray.get([actor.close.remote() for actor in self._actors], timeout=30)  # all at once
+        finally:
+            self.session.close()
