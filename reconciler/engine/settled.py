@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.engine import world
-from reconciler.engine.results import SpecResult, StageResult, Verdict
+from reconciler.engine.results import SpecResult, StageResult
 from reconciler.engine.workspace import Workspace
 from reconciler.engine.world import impl_table, impls_hold
+from reconciler.records.judged import Judged
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec
 from reconciler.state import statcache
@@ -44,7 +45,7 @@ def from_json(data: dict[str, Any]) -> SpecResult:
     fields = {k: v for k, v in data.items() if k not in ("stages", "slo")}
     result = SpecResult(**fields)
     result.stages = [StageResult(**{"key": None, **s}) for s in data["stages"]]
-    result.slo = [Verdict(**v) for v in data["slo"]]
+    result.slo = [Judged(**v) for v in data["slo"]]
     return result
 
 

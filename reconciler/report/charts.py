@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.audit.entries import AuditEntry
+from reconciler.records.judged import Judged
 
 PASS, FAIL, OTHER, BLUE = "#2ca02c", "#d62728", "#7f7f7f", "#1f77b4"
 PALETTE = (BLUE, "#ff7f0e", "#9467bd", "#8c564b", "#17becf")
@@ -20,7 +21,7 @@ def _title(text: str) -> dict[str, Any]:
     return {"display": True, "text": text}
 
 
-def latency(per_variant: dict[str, dict[str, Any]], verdicts: list[dict[str, Any]]) -> dict[str, Any]:
+def latency(per_variant: dict[str, dict[str, Any]], verdicts: list[Judged]) -> dict[str, Any]:
     """Histogram of evaluate's raw timed runs per variant (shared bins), latency SLO bounds as lines."""
     import numpy as np
 
@@ -46,14 +47,14 @@ def latency(per_variant: dict[str, dict[str, Any]], verdicts: list[dict[str, Any
     largest = max(everything, default=0.0)
     off_scale = []
     for v in verdicts:
-        if not str(v.get("name", "")).startswith("latency_ms.") or v.get("threshold") is None:
+        if not v.name.startswith("latency_ms."):
             continue
-        bound = float(v["threshold"])
+        bound = float(v.threshold)
         if bound <= 3 * largest:  # a bound far right of every sample would crush the histogram
             datasets.append(
                 {
                     "type": "line",
-                    "label": f"{v['name']} SLO ≤ {bound:g} ms",
+                    "label": f"{v.name} SLO ≤ {bound:g} ms",
                     "data": [{"x": bound, "y": 0}, {"x": bound, "y": tallest}],
                     "borderColor": FAIL,
                     "borderDash": [6, 4],
@@ -61,7 +62,7 @@ def latency(per_variant: dict[str, dict[str, Any]], verdicts: list[dict[str, Any
                 }
             )
         else:
-            off_scale.append(f"{v['name']} ≤ {bound:g} ms")
+            off_scale.append(f"{v.name} ≤ {bound:g} ms")
     title = "latency distribution" + (f" (SLO bounds off scale: {', '.join(off_scale)})" if off_scale else "")
     return {
         "type": "bar",

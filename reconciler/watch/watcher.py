@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.engine import health
+from reconciler.records import judged
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec, SpecReport, check
 from reconciler.spec._discover import discover_with_errors
-from reconciler.state import lockfile
+from reconciler.state import lockread
 from reconciler.state.hashcache import FileHasher
 from reconciler.watch.debounce import Batch, Debouncer
 from reconciler.watch.inputs import InputIndex, Inputs, spec_inputs
@@ -292,12 +293,12 @@ class Watcher:
         """The health word of every other command (Healthy / Degraded / Unknown), with the SLO count,
         from apply's output or the lock file."""
         if entry is not None:
-            verdicts = list(entry.get("slo") or [])
+            verdicts = judged.verdicts(entry.get("slo"))
         else:
-            lock = lockfile.read(Layout.lock_file(state.file)) or {}
-            verdicts = [v for var in (lock.get("variants") or {}).values() for v in var.get("verdicts") or []]
-        passed = sum(1 for v in verdicts if v.get("passed") is True)
-        failing = [v for v in verdicts if v.get("passed") is False]
+            lock = lockread.read(Layout.lock_file(state.file))
+            verdicts = lock.verdicts if lock is not None else []
+        passed = sum(1 for v in verdicts if v.passed is True)
+        failing = [v for v in verdicts if v.passed is False]
         what = (
             f"built {built} stages, " if built else ("up to date, " if entry is None else "nothing rebuilt, ")
         )
@@ -306,10 +307,7 @@ class Watcher:
             from reconciler.output import measured_against
 
             names = ", ".join(
-                f"{v['name']} "
-                + measured_against(
-                    str(v["name"]), v.get("value"), str(v.get("comparison")), v.get("threshold")
-                )
+                f"{v.name} " + measured_against(v.name, v.value, v.comparison, v.threshold)
                 for v in failing[:2]
             )
             return health.DEGRADED, f"{detail}; failed: {names}"
