@@ -135,7 +135,7 @@ def _compare(root: Path, spec: str, refs: list[str], as_json: bool) -> int:
         found = _common.spec_lock(spec, "report")
         if found is None:
             return 1
-        sides.append(Side("working tree", LockView.from_json(found[1])))
+        sides.append(Side("working tree", found[1]))
     name = sides[-1].lock.spec or spec
     compared = diff(name, sides[0], sides[1], Store(Layout(root).store))
     if as_json:

@@ -16,9 +16,9 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from backends.passes import variants
+from reconciler.state.lockread import LockView
 from reconciler.state.store import Store
 
 CHUNK = 1 << 20
@@ -53,27 +53,26 @@ class Variant:
         return variants.shape_key(self.inputs).replace("=", "-").replace(";", "_")
 
 
-def deployables(lock: dict[str, Any], store: Store) -> list[Variant]:
+def deployables(lock: LockView, store: Store) -> list[Variant]:
     """Every variant's compile output; ExportError when a variant has none recorded."""
     out = []
-    for name, variant in sorted(
-        (lock.get("variants") or {}).items(), key=lambda kv: (kv[0] != "default", kv[0])
-    ):
-        compiled = ((variant.get("stages") or {}).get("compile") or {}).get("artifacts") or {}
+    for name, variant in sorted(lock.variants.items(), key=lambda kv: (kv[0] != "default", kv[0])):
+        compile_stage = variant.stages.get("compile")
+        compiled = compile_stage.artifacts if compile_stage is not None else {}
         if not compiled:
             raise ExportError(f"variant {name!r} has no compiled artifact recorded: run `npuctl apply`")
         arts = tuple(
             Artifact(
                 name,
                 art_name,
-                str(meta["file"]),
-                str(meta["digest"]),
-                int(meta.get("size", 0)),
-                store.path(meta["digest"]) if store.has(meta["digest"]) else None,
+                meta.file,
+                meta.digest,
+                meta.size,
+                store.path(meta.digest) if store.has(meta.digest) else None,
             )
             for art_name, meta in sorted(compiled.items())
         )
-        out.append(Variant(name, {k: list(v) for k, v in (variant.get("inputs") or {}).items()}, arts))
+        out.append(Variant(name, {k: list(v) for k, v in variant.inputs.items()}, arts))
     if not out:
         raise ExportError("the lock file records no variant: run `npuctl apply`")
     return out

@@ -125,18 +125,15 @@ def history(entries: list[AuditEntry]) -> list[dict[str, Any]]:
     """One line chart per SLO: its value over the lock file's history (oldest first), threshold dashed
     and stepped, each point coloured by its verdict."""
     labels = [f"{e.label} {e.time.strftime('%m-%d %H:%M')}" for e in entries]
-    names = sorted(
-        {str(v["name"]) for e in entries for v in e.verdicts if v.get("variant") in (None, "default")}
-    )
+    names = sorted({v.name for e in entries for v in e.verdicts if v.variant in ("", "default")})
     charts = []
     for name in names:
         points = [_point(e, name) for e in entries]
         colors = [
-            PASS if p and p.get("passed") is True else FAIL if p and p.get("passed") is False else OTHER
-            for p in points
+            PASS if p and p.passed is True else FAIL if p and p.passed is False else OTHER for p in points
         ]
-        values = [p.get("value") if p else None for p in points]
-        thresholds = [p.get("threshold") if p else None for p in points]
+        values = [p.value if p else None for p in points]
+        thresholds = [p.threshold if p else None for p in points]
         log = _wide_positive([*values, *thresholds])
         charts.append(
             {
@@ -178,10 +175,8 @@ def _wide_positive(values: list[Any]) -> bool:
     return bool(numbers) and min(numbers) > 0 and max(numbers) / min(numbers) > 20
 
 
-def _point(entry: AuditEntry, name: str) -> dict[str, Any] | None:
-    return next(
-        (v for v in entry.verdicts if v["name"] == name and v.get("variant") in (None, "default")), None
-    )
+def _point(entry: AuditEntry, name: str) -> Judged | None:
+    return next((v for v in entry.verdicts if v.name == name and v.variant in ("", "default")), None)
 
 
 DEVICE_COLORS = {"NPU": BLUE, "CPU": FAIL}

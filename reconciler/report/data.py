@@ -68,8 +68,12 @@ class ReportData:
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """`report --json`: every field, the verdicts as the lock records them."""
-        return {**asdict(self), "verdicts": [v.lock_json() for v in self.verdicts]}
+        """`report --json`: every field, each verdict as the lock (or the ledger) records it."""
+        out = asdict(self)
+        out["verdicts"] = [v.lock_json() for v in self.verdicts]
+        for entry, dumped in zip(self.history, out["history"], strict=True):
+            dumped["verdicts"] = [v.to_json() for v in entry.verdicts]
+        return out
 
 
 def _health(lock: LockView, spec: LoadedSpec, notes: list[str]) -> str:

@@ -168,7 +168,7 @@ class LockedSources:
     """Digest of the merged spec section and of each input file the lock was built from."""
 
     spec_digest: str | None
-    files: dict[str, str | None]
+    files: dict[str, str | None] | None
 
 
 @dataclass(frozen=True)
@@ -215,23 +215,15 @@ class LockView:
         """Every variant's recorded verdicts, in the lock's order."""
         return [v for variant in self.variants.values() for v in variant.verdicts]
 
-    def digests(self) -> set[str]:
-        """Every store object the lock refers to."""
-        return {
-            a.digest
-            for variant in self.variants.values()
-            for stage in variant.stages.values()
-            for a in stage.artifacts.values()
-        }
-
 
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _sources(data: JSONObject) -> LockedSources:
-    files = _object(data.get("files"))
-    return LockedSources(text(data.get("spec_digest")), {str(k): text(v) for k, v in files.items()})
+    files = data.get("files")
+    read = {str(k): text(v) for k, v in files.items()} if isinstance(files, dict) else None
+    return LockedSources(text(data.get("spec_digest")), read)
 
 
 def view(data: JSONObject | None) -> LockView | None:
