@@ -67,6 +67,16 @@ class SpecResult:
         if fps is not None:
             self.throughput_fps[variant] = fps
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SpecResult:
+        """The inverse of to_json (which leaves out a stage's None fields): a spec's entry of plan or
+        apply `--json`, as the settled cache and watch read it back."""
+        fields = {k: v for k, v in data.items() if k not in ("stages", "slo")}
+        result = cls(**fields)
+        result.stages = [StageResult(**{"key": None, **s}) for s in data["stages"]]
+        result.slo = [Judged(**v) for v in data["slo"]]
+        return result
+
     @property
     def failed(self) -> bool:
         return bool(self.errors) or any(s.action == "failed" for s in self.stages)

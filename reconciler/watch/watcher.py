@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.engine import health
-from reconciler.records import judged
+from reconciler.engine.results import SpecResult
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec, SpecReport, check
 from reconciler.spec._discover import discover_with_errors
@@ -259,25 +259,23 @@ class Watcher:
 
     def _finished(self, state: SpecState, result: JobResult) -> None:
         entry = result.spec(state.file)
-        status = entry.get("status") if entry else None
+        status = entry.status if entry else None
         self._emit("finished", spec=state.name, returncode=result.returncode, status=status)
         if entry is None:
             self._transient(state, f"apply exited {result.returncode}: {result.last_error_line()}")
             return
-        failed = [s for s in entry.get("stages", []) if s.get("action") in ("failed", "skipped")]
-        reasons = [
-            f"{s['name']} [{s['variant']}]: {s['reason']}" for s in failed if s.get("action") == "failed"
-        ]
-        if entry.get("errors"):
-            self._terminal(state, "invalid", list(entry["errors"]))
+        failed = [s for s in entry.stages if s.action in ("failed", "skipped")]
+        reasons = [f"{s.name} [{s.variant}]: {s.reason}" for s in failed if s.action == "failed"]
+        if entry.errors:
+            self._terminal(state, "invalid", list(entry.errors))
         elif status == health.STALLED:
-            skipped = [f"{s['name']} [{s['variant']}]: {s['reason']}" for s in failed]
+            skipped = [f"{s.name} [{s.variant}]: {s.reason}" for s in failed]
             self._terminal(state, "stalled", reasons or skipped or ["stalled"])
         elif status == health.FAILED:
             self._transient(state, reasons[0] if reasons else "a stage failed")
         else:
             state.attempts = 0
-            built = sum(1 for s in entry.get("stages", []) if s.get("action") == "built")
+            built = sum(1 for s in entry.stages if s.action == "built")
             self.board.update(state.name, *self._verdict_line(state, entry, built))
 
     def _transient(self, state: SpecState, reason: str) -> None:
@@ -287,13 +285,11 @@ class Watcher:
         self.board.update(state.name, "failed", f"{reason}; retry {state.attempts} in {delay:.0f}s")
         self._emit("retry", spec=state.name, attempts=state.attempts, delay=delay, reason=reason)
 
-    def _verdict_line(
-        self, state: SpecState, entry: dict[str, Any] | None, built: int = 0
-    ) -> tuple[str, str]:
+    def _verdict_line(self, state: SpecState, entry: SpecResult | None, built: int = 0) -> tuple[str, str]:
         """The health word of every other command (Healthy / Degraded / Unknown), with the SLO count,
         from apply's output or the lock file."""
         if entry is not None:
-            verdicts = judged.verdicts(entry.get("slo"))
+            verdicts = entry.slo
         else:
             lock = lockread.read(Layout.lock_file(state.file))
             verdicts = lock.verdicts if lock is not None else []
