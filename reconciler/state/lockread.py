@@ -106,12 +106,38 @@ class OtherRunner:
         return None if runner is None else cls(runner, measurements(entry.get("measurements")), entry)
 
 
+@dataclass(frozen=True, slots=True)
+class LockedInput:
+    """One input as the deployed artifact declares it (reconciler.records.lock.ArtifactInput)."""
+
+    name: str
+    dtype: str | None
+    shape: list[int] | None
+    raw: JSONObject
+    """As committed (an open record: a backend may add keys), for the export manifest."""
+
+    @classmethod
+    def from_json(cls, data: object) -> LockedInput | None:
+        entry = _object(data)
+        name, shape = text(entry.get("name")), entry.get("shape")
+        if name is None:
+            return None
+        dims = (
+            [int(d) for d in shape]
+            if isinstance(shape, list) and all(_int(d) is not None for d in shape)
+            else None
+        )
+        return cls(name, text(entry.get("dtype")), dims, entry)
+
+
 @dataclass
 class LockedVariant:
     """One shape variant's build as the lock records it (reconciler.records.lock.LockVariant)."""
 
     name: str
     inputs: dict[str, list[int]] = field(default_factory=dict)
+    artifact_inputs: list[LockedInput] = field(default_factory=list)
+    """The inputs the deployed artifact itself declares, where its compile stage read them back."""
     stages: dict[str, LockedStage] = field(default_factory=dict)
     measurements: dict[str, Measured] = field(default_factory=dict)
     verdicts: list[Judged] = field(default_factory=list)
@@ -123,10 +149,11 @@ class LockedVariant:
     @classmethod
     def from_json(cls, name: str, entry: JSONObject) -> LockedVariant:
         stages = (LockedStage.from_json(str(n), s) for n, s in _object(entry.get("stages")).items())
-        others = entry.get("other_measurements")
+        others, declared = entry.get("other_measurements"), entry.get("artifact_inputs")
         return cls(
             name,
             _object(entry.get("inputs")),
+            [i for i in map(LockedInput.from_json, declared if isinstance(declared, list) else []) if i],
             {s.name: s for s in stages if s is not None},
             measurements(entry.get("measurements")),
             verdicts(entry.get("verdicts")),

@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from reconciler.records.judged import Judged
-from reconciler.records.lock import LockFile, LockVariant, ModelRef, OtherRunner, Sources
+from reconciler.records.lock import ArtifactInput, LockFile, LockVariant, ModelRef, OtherRunner, Sources
 from reconciler.records.measured import Measured
 from reconciler.records.measurement import Measurement
 from reconciler.records.stage import Artifact, StageRecord
@@ -29,6 +29,7 @@ PAIRS: list[tuple[type[Any], type[BaseModel], set[str]]] = [
     (lockread.LockedArtifact, Artifact, set()),
     (lockread.LockedStage, StageRecord, {"name"}),
     (lockread.OtherRunner, OtherRunner, {"raw"}),
+    (lockread.LockedInput, ArtifactInput, {"raw"}),
     (lockread.LockedVariant, LockVariant, {"name", "raw"}),
     (lockread.LockedModel, ModelRef, set()),
     (lockread.LockedSources, Sources, set()),
