@@ -23,6 +23,7 @@ import click
 from reconciler.cli import _common
 from reconciler.engine import health
 from reconciler.engine.results import SpecResult
+from reconciler.state.lockread import LockView
 
 
 def exit_code(rows: list[dict[str, Any]]) -> int:
@@ -33,9 +34,7 @@ def exit_code(rows: list[dict[str, Any]]) -> int:
     return 0 if all(r["status"] == health.HEALTHY for r in rows) else 3
 
 
-def _row(
-    result: SpecResult, lock: dict[str, Any] | None, holder: str | None, built: bool = True
-) -> dict[str, Any]:
+def _row(result: SpecResult, lock: LockView | None, holder: str | None, built: bool = True) -> dict[str, Any]:
     sync, state, status = result.sync, result.health, result.status
     pending = [s for s in result.stages if s.action != "cached"]
     problems = result.errors or result.lock_problems
@@ -47,8 +46,7 @@ def _row(
         why = f"apply in progress ({holder})"
     verdicts = [v.to_json() for v in result.slo]
     if not verdicts and lock is not None and not result.lock_problems:
-        for variant in (lock.get("variants") or {}).values():
-            verdicts += [{**v, "stale": True} for v in variant.get("verdicts", [])]
+        verdicts += [{**v.to_json(), "stale": True} for v in lock.verdicts]
     if not why:
         why = "; ".join(f"{v['name']}: {v['verdict']}" for v in verdicts if v.get("passed") is not True)
     if result.carried_over and not problems:
@@ -84,7 +82,7 @@ def command(paths: tuple[Path, ...], gate: bool, fmt: str, as_json: bool) -> int
     from reconciler.engine.plan import plan_all
     from reconciler.engine.workspace import Workspace
     from reconciler.repo import Layout
-    from reconciler.state import lockfile, locks
+    from reconciler.state import locks
 
     loaded = _common.load(paths)
     ws = Workspace.open(loaded.root)
@@ -94,7 +92,8 @@ def command(paths: tuple[Path, ...], gate: bool, fmt: str, as_json: bool) -> int
         for spec, result in zip(loaded.specs, results, strict=True):
             lock_file = Layout.lock_file(spec.path)
             holder = locks.holder_if_held(ws.layout.locks, f"spec-{spec.name}")
-            rows.append(_row(result, lockfile.read(lock_file), holder, built=lock_file.exists()))
+            lock = ws.committed_lock(lock_file)[0]  # as the plan read it: parsed once
+            rows.append(_row(result, lock, holder, built=lock_file.exists()))
     finally:
         ws.close()
     code = exit_code(rows) if gate else 0

@@ -147,7 +147,9 @@ def resolve(
         return Resolved(setup, key, record or lock_record, Source.IDENTITY, key_inputs)
     moves = machine_moves(in_lock.inputs, key_inputs) if lock_record is None and in_lock else []
     if in_lock is not None and moves and setup.error is None:  # a missing toolchain: carried below
-        outputs[name] = in_lock.artifacts  # before this machine's own build: the lock stays as committed
+        outputs[name] = (
+            in_lock.artifacts_json()
+        )  # before this machine's own build: the lock stays as committed
         return Resolved(setup, key, locked.record(name), Source.CARRIED, key_inputs, machine_reason(moves))
     if ws.usable(record):
         outputs[name] = record.artifacts if record else None
@@ -169,7 +171,7 @@ def resolve(
         and spec_side_matches(in_lock.inputs, key_inputs)
     ):
         carried = locked.record(name)
-        outputs[name] = in_lock.artifacts
+        outputs[name] = in_lock.artifacts_json()
         return Resolved(setup, key, carried, Source.CARRIED, key_inputs, carried_reason(setup))
     outputs[name] = None
     return Resolved(setup, key, None, Source.MISSING, key_inputs)

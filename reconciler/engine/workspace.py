@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 from backends.sdk import pathpolicy
 from backends.sdk.child_call import Child
 from reconciler.repo import Layout
-from reconciler.state import scratch, statcache
+from reconciler.state import lockread, scratch, statcache
 from reconciler.state.db import Database, Record
 from reconciler.state.hashcache import FileHasher
-from reconciler.state.lockread import LockIndex
+from reconciler.state.lockread import LockIndex, LockView
 from reconciler.state.store import Store
 
 if TYPE_CHECKING:
@@ -74,11 +74,9 @@ class Workspace:
         finally:
             self._undo_tmp()
 
-    _committed: dict[Path, tuple[Any, dict[str, Any] | None, list[str]]] = field(
-        default_factory=dict, repr=False
-    )
+    _committed: dict[Path, tuple[Any, LockView | None, list[str]]] = field(default_factory=dict, repr=False)
 
-    def committed_lock(self, path: Path, fresh: bool = False) -> tuple[dict[str, Any] | None, list[str]]:
+    def committed_lock(self, path: Path, fresh: bool = False) -> tuple[LockView | None, list[str]]:
         """The lock file at `path` and its integrity problems, parsed again only when its stat key
         changed (a rewrite renames a new file into place), when `fresh` (apply, under the spec's lock)
         or when the stat caches are off."""
@@ -92,7 +90,7 @@ class Workspace:
             from reconciler.state import lockfile
 
             data = lockfile.read(path)
-            known = (stamp, data, integrity.problems(data, path))
+            known = (stamp, lockread.view(data), integrity.problems(data, path))
             self._committed[path] = known
         return known[1], known[2]
 

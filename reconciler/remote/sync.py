@@ -14,7 +14,7 @@ from reconciler.engine.workspace import Workspace
 from reconciler.remote import layer
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec
-from reconciler.state import lockfile, lockread
+from reconciler.state import lockread
 from reconciler.state.db import Record
 
 
@@ -34,7 +34,8 @@ def recorded(specs: list[LoadedSpec]) -> dict[str, Record]:
     """key -> the lock's record of it, over every variant of every spec (identity stages left out)."""
     out: dict[str, Record] = {}
     for spec in specs:
-        for variant in lockread.variants(lockfile.read(Layout.lock_file(spec.path))).values():
+        lock = lockread.read(Layout.lock_file(spec.path))
+        for variant in (lock.variants if lock is not None else {}).values():
             for name, stage in variant.stages.items():
                 record = variant.record(name)
                 if record is not None and not stage.identity:

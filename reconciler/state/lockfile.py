@@ -89,7 +89,9 @@ def _remove_leftovers(path: Path) -> None:
 
 
 def digests(data: dict[str, Any]) -> set[str]:
-    """Every store object a lock file refers to."""
+    """Every store object a lock file refers to, read from the file as parsed rather than through the
+    typed view (reconciler.state.lockread), which drops a stage it cannot use: gc keeps, and fsck
+    checks, every object a committed file names, even in a lock that fails its checks."""
     out: set[str] = set()
     for variant in (data.get("variants") or {}).values():
         for stage in (variant.get("stages") or {}).values():
