@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "artifacts": "List a spec's deployable files: names, sizes, digests, where they are.",
     "push": "Push every stage the lock files record to the remote cache.",
     "pull": "Pull every stage the lock files record from the remote cache (verified).",
+    "lock": "Lock files under git: `lock install-merge-driver` makes git merge them record by record.",
     "export": "Copy a spec's deployable files (verified) into a folder, with a manifest and SHA256SUMS.",
 }
 """Subcommand name -> one-line help; the implementation is `reconciler.cli.<name>:command`."""
@@ -95,7 +96,11 @@ def main() -> None:
             traceback.print_exc()
         from backends.sdk.pathpolicy import PathRefused
         from reconciler.engine import faults
+        from reconciler.state.lockfile import LockUnreadable
 
+        if isinstance(exc, LockUnreadable):
+            click.echo(f"npuctl: {exc}", err=True)
+            sys.exit(1)
         if isinstance(exc, PathRefused) or faults.is_infrastructure(exc):
             said = exc if isinstance(exc, PathRefused) else faults.describe(exc, _database())
             click.echo(f"npuctl: {said}", err=True)

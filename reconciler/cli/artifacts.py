@@ -66,10 +66,10 @@ def where_lines(root: Path, results: list[object]) -> list[str]:
     lines = []
     for result in results:
         spec_file = root / str(getattr(result, "file", ""))
-        lock = lockfile.read(Layout.lock_file(spec_file)) if spec_file.is_file() else None
         try:
+            lock = lockfile.read(Layout.lock_file(spec_file)) if spec_file.is_file() else None
             found = deployables(lock, store) if lock is not None else []
-        except ExportError:
+        except (ExportError, lockfile.LockUnreadable):  # apply named an unreadable lock already
             continue
         entries = [primary(v) for v in found if all(a.stored is not None for a in v.artifacts)]
         if entries:

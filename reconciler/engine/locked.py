@@ -50,8 +50,11 @@ def stale_locks(ws: Workspace, specs: list[LoadedSpec]) -> list[StaleLock]:
 
 def _reasons(ws: Workspace, spec: LoadedSpec) -> list[str]:
     """Why the spec's lock would change; [] when apply would leave it byte-identical."""
-    if lockfile.read(Layout.lock_file(spec.path)) is None:
-        return ["no lock file is committed for this spec"]
+    try:
+        if lockfile.read(Layout.lock_file(spec.path)) is None:
+            return ["no lock file is committed for this spec"]
+    except lockfile.LockUnreadable as exc:
+        return [str(exc)]
     planned = plan_spec(ws, spec)
     reasons = [*planned.lock_problems, *planned.errors]
     shown: set[str] = set()

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from reconciler.engine import throughput
-from reconciler.engine.health import UNKNOWN
+from reconciler.engine.health import STALLED, UNKNOWN
 
 
 @dataclass
@@ -99,6 +99,13 @@ class SpecResult:
         fps = throughput.variant_fps(measurements, inputs, compile_batch)
         if fps is not None:
             self.throughput_fps[variant] = fps
+
+    def stall(self, error: str) -> SpecResult:
+        """Stopped before any stage on `error` (a spec or lock file that cannot be read): Stalled,
+        nothing known of its sync or health."""
+        self.errors.append(error)
+        self.status, self.sync, self.health = STALLED, UNKNOWN, UNKNOWN
+        return self
 
     @property
     def failed(self) -> bool:

@@ -159,6 +159,15 @@ def _relative(path: Path, root: Path) -> str:
         return str(path)
 
 
+def _readable(path: Path) -> dict[str, Any] | None:
+    """The lock file at `path`, or None when there is none or it cannot be read: the spec's plan
+    result then carries the error (Stalled), and the comparison shows no recorded verdicts."""
+    try:
+        return lockfile.read(path)
+    except lockfile.LockUnreadable:
+        return None
+
+
 def _compare_one(
     name: str,
     base: _Side | None,
@@ -168,8 +177,8 @@ def _compare_one(
     snap: gitref.Snapshot,
 ) -> SpecComparison:
     out = _named(name, base, now, ws.layout.root, snap)
-    base_lock = lockfile.read(Layout.lock_file(base.file)) if base else None
-    lock = lockfile.read(Layout.lock_file(now.file)) if now else None
+    base_lock = _readable(Layout.lock_file(base.file)) if base else None
+    lock = _readable(Layout.lock_file(now.file)) if now else None
     out.has_lock = lock is not None
     base_spec = base.spec if base else None
     now_spec = now.spec if now else None

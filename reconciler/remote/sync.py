@@ -25,16 +25,25 @@ class SyncResult:
     """Already where they had to go."""
     absent: list[str] = field(default_factory=list)
     """Not at the source (push: not built here; pull: not on the remote)."""
+    unreadable: list[str] = field(default_factory=list)
+    """Lock files that could not be read (`FILE:LINE:COL: why`): their specs were skipped."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"done": self.done, "present": self.present, "absent": self.absent}
+        unreadable = {"unreadable": self.unreadable} if self.unreadable else {}
+        return {"done": self.done, "present": self.present, "absent": self.absent, **unreadable}
 
 
-def recorded(specs: list[LoadedSpec]) -> dict[str, Record]:
-    """key -> the lock's record of it, over every variant of every spec (identity stages left out)."""
+def recorded(specs: list[LoadedSpec], unreadable: list[str]) -> dict[str, Record]:
+    """key -> the lock's record of it, over every variant of every spec (identity stages left out); a
+    lock file that cannot be read is named in `unreadable` and its spec skipped."""
     out: dict[str, Record] = {}
     for spec in specs:
-        for variant in lockread.variants(lockfile.read(Layout.lock_file(spec.path))).values():
+        try:
+            lock = lockfile.read(Layout.lock_file(spec.path))
+        except lockfile.LockUnreadable as exc:
+            unreadable.append(str(exc))
+            continue
+        for variant in lockread.variants(lock).values():
             for name, stage in variant.stages.items():
                 record = variant.record(name)
                 if record is not None and not stage.identity:
@@ -45,7 +54,7 @@ def recorded(specs: list[LoadedSpec]) -> dict[str, Record]:
 def push(ws: Workspace, specs: list[LoadedSpec]) -> SyncResult:
     assert ws.remote is not None
     result = SyncResult()
-    for key in recorded(specs):
+    for key in recorded(specs, result.unreadable):
         local = ws.db.record(key)
         if not ws.usable(local):
             result.absent.append(key)
@@ -63,7 +72,7 @@ def push(ws: Workspace, specs: list[LoadedSpec]) -> SyncResult:
 def pull(ws: Workspace, specs: list[LoadedSpec]) -> SyncResult:
     assert ws.remote is not None
     result = SyncResult()
-    for key, lock_record in recorded(specs).items():
+    for key, lock_record in recorded(specs, result.unreadable).items():
         if ws.usable(ws.db.record(key)):
             result.present.append(key)
             continue
