@@ -7,6 +7,7 @@ and a pull-request diff shows exactly what changed.
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import json
 import os
@@ -50,8 +51,13 @@ def read(path: Path) -> dict[str, Any] | None:
 
     A symlink is never followed (a committed `x.lock.json -> /etc/...` reads nothing outside; apply
     replaces the link itself), and only a regular file is read (backends.sdk.pathpolicy)."""
-    if path.is_symlink() or not path.exists():
-        return None
+    try:
+        if path.is_symlink() or not path.exists():
+            return None
+    except OSError as exc:
+        if exc.errno in (errno.ENAMETOOLONG, errno.ENOTDIR):
+            return None  # no such file can exist (the spec's own name is the error)
+        raise LockUnreadable(path, 1, 1, f"cannot read the lock file: {exc.strerror or exc}") from None
     try:
         with pathpolicy.open_regular(path) as fh:
             raw = fh.read(MAX_BYTES + 1)
