@@ -85,6 +85,8 @@ def sync_command(verb: str, paths: tuple[Path, ...], remote_url: str | None, as_
         )
     for line in result.unreadable:
         click.echo(f"npuctl {verb}: {line}", err=True)
+    if remote.down is not None:
+        click.echo(f"npuctl {verb}: {remote.url} failed: {remote.down}", err=True)
     return 1 if remote.down is not None or result.unreadable else 0
 
 

@@ -77,7 +77,7 @@ def pull(ws: Workspace, specs: list[LoadedSpec]) -> SyncResult:
             result.present.append(key)
             continue
         hit = layer.lookup(ws, key, lock_record.key_inputs, lock_record)
-        (result.done if hit is not None else result.absent).append(key)
         if ws.remote.down is not None:
-            break
+            break  # not known to be absent: the remote failed (the command says how)
+        (result.done if hit is not None else result.absent).append(key)
     return result
