@@ -88,7 +88,7 @@ def command(paths: tuple[Path, ...], gate: bool, fmt: str, as_json: bool) -> int
     from reconciler.state import lockfile, locks
 
     loaded = _common.load(paths)
-    ws = Workspace.open(loaded.root)
+    ws = Workspace.open(loaded.root, reading=True)
     try:
         results = plan_all(ws, loaded.specs)
         rows = [_row(r, None, None) for r in loaded.invalid]
