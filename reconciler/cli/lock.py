@@ -18,7 +18,11 @@ def install_merge_driver() -> int:
     from reconciler.gitops.mergedriver import install
     from reconciler.repo import find_root
 
-    for line in install(find_root(Path.cwd())):
+    try:
+        done = install(find_root(Path.cwd()))
+    except OSError as exc:
+        raise click.ClickException(f"cannot install the merge driver: {exc}") from None
+    for line in done:
         click.echo(f"npuctl lock: {line}")
     return 0
 

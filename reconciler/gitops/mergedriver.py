@@ -23,15 +23,18 @@ def driver_command() -> str:
 
 
 def install(root: Path) -> list[str]:
-    """Adds the attribute to `root/.gitattributes` (once) and the driver to the repository's git config;
-    one line per change made."""
-    done = []
-    attributes = root / ".gitattributes"
+    """Adds the driver to the repository's git config, then the attribute to `root/.gitattributes`
+    (once); one line per change made. OSError, with git's word, outside a git checkout."""
+    for key, value in (("name", "npuctl lock file merge"), ("driver", driver_command())):
+        done = subprocess.run(
+            ["git", "config", f"merge.{DRIVER}.{key}", value], cwd=root, capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            raise OSError(f"git config in {root}: {done.stderr.strip() or done.returncode}")
+    changes = [f"git config merge.{DRIVER}.driver {driver_command()!r}"]
+    attributes = root / ".gitattributes"  # written only once git took the driver: `root` is a checkout
     lines = attributes.read_text().splitlines() if attributes.exists() else []
     if ATTRIBUTE not in (line.strip() for line in lines):
         attributes.write_text("".join(f"{line}\n" for line in [*lines, ATTRIBUTE]))
-        done.append(f"{attributes.name}: {ATTRIBUTE} (commit it)")
-    for key, value in (("name", "npuctl lock file merge"), ("driver", driver_command())):
-        subprocess.run(["git", "config", f"merge.{DRIVER}.{key}", value], cwd=root, check=True)
-    done.append(f"git config merge.{DRIVER}.driver {driver_command()!r}")
-    return done
+        changes.insert(0, f"{attributes.name}: {ATTRIBUTE} (commit it)")
+    return changes
