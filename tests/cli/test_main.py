@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.repo import Layout
-from tests.conftest import run_npuctl
+from tests.conftest import DIGITS_SPEC, copy_digits, git, run_npuctl
 
 SLOW_APPLY = Path(__file__).resolve().parents[1] / "watch" / "slow_apply.py"
 
@@ -44,17 +44,35 @@ def _ran(marker: Path) -> bool:
     return any(json.loads(line)["phase"] == "ran" for line in lines if line.strip())
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.fixture(scope="module")
+def applied(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One real repository applied once; each test then changes evaluate's run count, so the held
+    apply rebuilds that stage alone."""
+    repo = tmp_path_factory.mktemp("signals") / "repo"
+    (repo / "specs").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    copy_digits(repo)
+    (repo / "specs" / "digits.yaml").write_text(DIGITS_SPEC.format(name="digits"))
+    done = run_npuctl(repo, "apply")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return repo
+
+
+@pytest.mark.parametrize(("sig", "runs"), [(signal.SIGTERM, 3), (signal.SIGINT, 4)])
 def test_a_signal_during_apply_prints_one_line_and_leaves_no_work_folder(
-    digits_repo: Path, tmp_path: Path, sig: signal.Signals
+    applied: Path, tmp_path: Path, sig: signal.Signals, runs: int
 ) -> None:
+    spec = applied / "specs" / "digits.yaml"
+    spec.write_text(spec.read_text().replace("runs: 5", f"runs: {runs}"))
+    lock = applied / "specs" / "digits.lock.json"
+    committed = lock.read_bytes()
     marker = tmp_path / "marks.jsonl"
-    proc = _held_apply(digits_repo, marker)
+    proc = _held_apply(applied, marker)
     deadline = time.monotonic() + 300
     while not _ran(marker):
         assert proc.poll() is None and time.monotonic() < deadline, "the held evaluate never ran"
         time.sleep(0.05)
-    tmp = Layout(digits_repo).tmp
+    tmp = Layout(applied).tmp
     assert list(tmp.glob(f"{proc.pid}-*")), "the apply had work folders while it ran"
     proc.send_signal(sig)
     try:
@@ -68,5 +86,6 @@ def test_a_signal_during_apply_prints_one_line_and_leaves_no_work_folder(
         f"npuctl: stopped by {sig.name}: the work in progress was discarded and its work folders removed"
     ], err
     assert list(tmp.iterdir()) == []
-    assert not (digits_repo / "specs" / "digits.lock.json").exists()  # nothing recorded as built
-    assert run_npuctl(digits_repo, "plan").returncode == 2
+    assert lock.read_bytes() == committed  # nothing recorded as built
+    assert run_npuctl(applied, "plan").returncode == 2
+    spec.write_text(spec.read_text().replace(f"runs: {runs}", "runs: 5"))
