@@ -84,7 +84,8 @@ def parse(path: Path, raw: bytes) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        why = "truncated JSON" if exc.pos >= len(text.rstrip()) else f"invalid JSON ({exc.msg})"
+        cut = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")  # ran into EOF
+        why = "truncated JSON" if cut else f"invalid JSON ({exc.msg})"
         raise LockUnreadable(path, exc.lineno, exc.colno, f"{why}: {_FIX}") from None
     if not isinstance(data, dict):
         raise LockUnreadable(path, 1, 1, f"a lock file holds a JSON object, not {type(data).__name__}")

@@ -28,6 +28,7 @@ CONFLICTED = (
     [
         (CONFLICTED, ":3:1:", "merge-conflict marker <<<<<<<"),
         ('{\n  "spec": "a",\n  "variants": {\n', ":4:1:", "truncated JSON"),
+        ('{\n  "spec": "a",\n  "target": "cp', ":3:13:", "truncated JSON"),
         ('{\n  "format_version": 99,\n  "spec": "a"\n}\n', ":2:3:", "format_version: 99"),
         ("[1, 2]\n", ":1:1:", "not list"),
     ],
