@@ -83,7 +83,11 @@ def sync_command(verb: str, paths: tuple[Path, ...], remote_url: str | None, as_
             f"{verb} {remote.url}: {len(result.done)} {verb}ed, "
             f"{len(result.present)} already there, {len(result.absent)} {absent}"
         )
-    return 1 if remote.down is not None else 0
+    for line in result.unreadable:
+        click.echo(f"npuctl {verb}: {line}", err=True)
+    if remote.down is not None:
+        click.echo(f"npuctl {verb}: {remote.url} failed: {remote.down}", err=True)
+    return 1 if remote.down is not None or result.unreadable else 0
 
 
 def attach_for_base(ws: Workspace, url: str | None, ref: str) -> None:

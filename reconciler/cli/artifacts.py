@@ -59,17 +59,17 @@ def where_lines(root: Path, results: list[object]) -> list[str]:
     """For apply's text output: one line per spec whose compiled files are in the local store."""
     from reconciler.engine.export import ExportError, deployables, primary
     from reconciler.repo import Layout
-    from reconciler.state import lockread
+    from reconciler.state import lockfile, lockread
     from reconciler.state.store import Store
 
     store = Store(Layout(root).store)
     lines = []
     for result in results:
         spec_file = root / str(getattr(result, "file", ""))
-        lock = lockread.read(Layout.lock_file(spec_file)) if spec_file.is_file() else None
         try:
+            lock = lockread.read(Layout.lock_file(spec_file)) if spec_file.is_file() else None
             found = deployables(lock, store) if lock is not None else []
-        except ExportError:
+        except (ExportError, lockfile.LockUnreadable):  # apply named an unreadable lock already
             continue
         entries = [primary(v) for v in found if all(a.stored is not None for a in v.artifacts)]
         if entries:

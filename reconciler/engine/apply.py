@@ -39,6 +39,7 @@ from reconciler.records import measured
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec, SpecErrors
 from reconciler.state import lockfile, locks
+from reconciler.state.lockfile import LockUnreadable
 from reconciler.state.lockread import LockedVariant, LockView
 
 
@@ -121,7 +122,11 @@ def _reconcile(
     result = SpecResult(spec.name, str(spec.path), spec.target)
     reporter.spec_started(spec.name, 8 * len(variants(spec)))
     lock_path = Layout.lock_file(spec.path)
-    previous, problems = ws.committed_lock(lock_path, fresh=not dry)
+    try:
+        previous, problems = ws.committed_lock(lock_path, fresh=not dry)
+    except LockUnreadable as exc:  # never rebuilt over: the committed evidence stays for its owner
+        reporter.spec_finished(result.stall(str(exc)))
+        return result
     result.lock_problems = list(problems)
     if result.lock_problems:
         previous = None  # never carried over nor trusted: rebuilt and rewritten from real records

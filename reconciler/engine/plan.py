@@ -29,6 +29,7 @@ from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec, SpecErrors
 from reconciler.state import lockread
 from reconciler.state.db import Record
+from reconciler.state.lockfile import LockUnreadable
 from reconciler.state.lockread import LockedVariant, LockView
 
 if TYPE_CHECKING:
@@ -130,7 +131,10 @@ def _plan_verify(
 def plan_spec(ws: Workspace, spec: LoadedSpec) -> SpecResult:
     result = SpecResult(spec.name, str(spec.path), spec.target)
     lock_path = Layout.lock_file(spec.path)
-    lock, problems = ws.committed_lock(lock_path)
+    try:
+        lock, problems = ws.committed_lock(lock_path)
+    except LockUnreadable as exc:
+        return result.stall(str(exc))
     result.lock_problems = list(problems)
     if result.lock_problems:
         lock = None  # never read as passed: the plan proceeds as if nothing were committed

@@ -33,6 +33,7 @@ from reconciler.remote import layer
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec
 from reconciler.state.db import Record
+from reconciler.state.lockfile import LockUnreadable
 from reconciler.state.lockread import LockedVariant
 
 SPEC_SIDE = ("stage", "fields", "files", "upstream", "target")
@@ -210,6 +211,9 @@ def first_to_build(
 def index_locks(ws: Workspace, specs: list[LoadedSpec]) -> None:
     """Adds every spec's committed lock file to `ws.locks`, skipping any that fails its integrity checks."""
     for spec in specs:
-        lock, problems = ws.committed_lock(Layout.lock_file(spec.path))
+        try:
+            lock, problems = ws.committed_lock(Layout.lock_file(spec.path))
+        except LockUnreadable:
+            continue  # that spec stalls on it (plan_spec, apply); the others go on
         if lock is not None and not problems:
             ws.locks.add(lock)

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from reconciler.engine import throughput
-from reconciler.engine.health import UNKNOWN
+from reconciler.engine.health import STALLED, UNKNOWN
 from reconciler.records import measured as measured_view
 from reconciler.records.judged import Judged
 
@@ -76,6 +76,13 @@ class SpecResult:
         result.stages = [StageResult(**{"key": None, **s}) for s in data["stages"]]
         result.slo = [Judged(**v) for v in data["slo"]]
         return result
+
+    def stall(self, error: str) -> SpecResult:
+        """Stopped before any stage on `error` (a spec or lock file that cannot be read): Stalled,
+        nothing known of its sync or health."""
+        self.errors.append(error)
+        self.status, self.sync, self.health = STALLED, UNKNOWN, UNKNOWN
+        return self
 
     @property
     def failed(self) -> bool:

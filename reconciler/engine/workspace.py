@@ -28,6 +28,16 @@ if TYPE_CHECKING:
     from reconciler.remote import Remote
 
 
+def _writable(state_dir: Path) -> bool:
+    """Whether the state folder exists, or can be made, and can be written (os.access says EROFS for
+    a read-only mount even to root)."""
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(state_dir, os.W_OK)
+
+
 @dataclass
 class Workspace:
     layout: Layout
@@ -44,9 +54,14 @@ class Workspace:
     """Whether a remote hit downloads its artifacts (apply) or only reads the record (plan)."""
 
     @classmethod
-    def open(cls, root: Path) -> Workspace:
+    def open(cls, root: Path, reading: bool = False) -> Workspace:
+        """The repository's state. `reading` (plan, status): when the state folder cannot be written (a
+        read-only checkout), a private in-memory copy of its database stands in, and nothing is written."""
         layout = Layout(root)
         pathpolicy.check_state_dir(layout.state_dir)
+        if reading and not _writable(layout.state_dir):
+            db = Database.copy_of(layout.database)
+            return cls(layout, db, Store(layout.store), FileHasher(db, layout.root), read_only=True)
         layout.state_dir.mkdir(parents=True, exist_ok=True)
         gitignore = layout.state_dir / ".gitignore"
         if not gitignore.exists():
@@ -94,6 +109,8 @@ class Workspace:
             self._committed[path] = known
         return known[1], known[2]
 
+    read_only: bool = False
+    """The state folder cannot be written: the database is an in-memory copy (Database.copy_of)."""
     close_warning: str | None = None
     """Set by close() when the file-hash cache could not be saved (the run's results stand)."""
     quarantined: list[str] = field(default_factory=list)

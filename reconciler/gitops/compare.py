@@ -25,7 +25,7 @@ from reconciler.gitops import gitref, layers, slo, specdiff
 from reconciler.gitops.slo import SloCount
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec, SpecErrors, check
-from reconciler.state import lockread
+from reconciler.state import lockfile, lockread
 from reconciler.state.lockread import LockView
 
 PENDING = ("build", "rejudge", "stalled")
@@ -160,6 +160,15 @@ def _relative(path: Path, root: Path) -> str:
         return str(path)
 
 
+def _readable(path: Path) -> LockView | None:
+    """The lock file at `path`, or None when there is none or it cannot be read: the spec's plan
+    result then carries the error (Stalled), and the comparison shows no recorded verdicts."""
+    try:
+        return lockread.read(path)
+    except lockfile.LockUnreadable:
+        return None
+
+
 def _compare_one(
     name: str,
     base: _Side | None,
@@ -169,8 +178,8 @@ def _compare_one(
     snap: gitref.Snapshot,
 ) -> SpecComparison:
     out = _named(name, base, now, ws.layout.root, snap)
-    base_lock = lockread.read(Layout.lock_file(base.file)) if base else None
-    lock = lockread.read(Layout.lock_file(now.file)) if now else None
+    base_lock = _readable(Layout.lock_file(base.file)) if base else None
+    lock = _readable(Layout.lock_file(now.file)) if now else None
     out.has_lock = lock is not None
     base_spec = base.spec if base else None
     now_spec = now.spec if now else None

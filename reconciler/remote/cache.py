@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.engine import keys
-from reconciler.remote.config import RemoteConfig
+from reconciler.remote.config import READ_ONLY, RemoteConfig
 from reconciler.state.db import Record
 from reconciler.state.store import Store, sha256_file
 
@@ -45,6 +45,26 @@ _OBJECT_STORES = ("s3", "s3a", "gs", "gcs")
 
 class Corrupt(ValueError):
     """What the remote holds does not verify; the message says what differs."""
+
+
+class RemoteAnswered(OSError):
+    """The remote's server answered with an error status: a failure of the remote, not a miss."""
+
+
+ABSENT_STATUSES = (404, 410)
+"""HTTP statuses that say a path is not there; any other error status is the server failing."""
+
+
+def hidden_failure(exc: FileNotFoundError) -> RemoteAnswered | None:
+    """The server failure behind a FileNotFoundError, or None when the path is really absent. fsspec's
+    HTTP file system raises FileNotFoundError for every failed request (a 500 as well as a 404), with
+    the response error as its cause."""
+    cause = exc.__cause__
+    status = getattr(cause, "status", None)
+    if not isinstance(status, int) or status in ABSENT_STATUSES:
+        return None
+    reason = getattr(cause, "message", "") or ""
+    return RemoteAnswered(f"HTTP {status} {reason}".strip())
 
 
 @dataclass
@@ -237,7 +257,11 @@ class Remote:
             path = self.record_path(key)
             size = fs.info(path).get("size") or 0
             raw = b"" if size > MAX_RECORD_BYTES else fs.cat_file(path)
-        except FileNotFoundError:
+        except FileNotFoundError as exc:
+            failure = hidden_failure(exc)
+            if failure is not None:
+                self._fail(f"reading record {key[:12]}", failure)
+                return None
             self._missing.add(key)
             return None
         except Exception as exc:  # noqa: BLE001 - any failure of a remote file system is a warning
@@ -268,8 +292,12 @@ class Remote:
             remote_size = fs.info(path).get("size")
             if remote_size is None or remote_size == size:  # a truncated copy is not even fetched
                 fs.get_file(path, str(local))
-        except FileNotFoundError:
+        except FileNotFoundError as exc:
             local.unlink(missing_ok=True)
+            failure = hidden_failure(exc)
+            if failure is not None:
+                self._fail(f"downloading object {digest[:12]}", failure)
+                return False
             self.warn(f"remote {self.url}: object {digest[:12]} is missing (its record is there): built here")
             return False
         except Exception as exc:  # noqa: BLE001 - any failure of a remote file system is a warning
@@ -333,7 +361,15 @@ class Remote:
             return False
         try:
             fs, _ = self._open()
+            if self.config.scheme in READ_ONLY:  # its `exists` is False on any failure: ask `info`
+                fs.info(self.record_path(key))
+                return True
             return bool(fs.exists(self.record_path(key)))
+        except FileNotFoundError as exc:
+            failure = hidden_failure(exc)
+            if failure is not None:
+                self._fail(f"looking up record {key[:12]}", failure)
+            return False
         except Exception as exc:  # noqa: BLE001 - any failure of a remote file system is a warning
             self._fail(f"looking up record {key[:12]}", exc)
             return False

@@ -258,7 +258,8 @@ def view(data: JSONObject | None) -> LockView | None:
 
 
 def read(path: Path) -> LockView | None:
-    """The lock file at `path`, read; None when absent or unreadable (reconciler.state.lockfile.read)."""
+    """The lock file at `path`, read; None when absent. An unreadable one raises LockUnreadable
+    (reconciler.state.lockfile.read): it is never taken for an absent one."""
     return view(lockfile.read(path))
 
 
