@@ -53,7 +53,7 @@ def push(ws: Workspace, spec_files: Sequence[Path]) -> SyncResult:
     assert ws.remote is not None
     result = SyncResult()
     wanted = recorded(spec_files)
-    there = ws.remote.record_keys() if wanted else set()
+    there = ws.remote.record_keys() if wanted and ws.remote.config.writable else set()
     if ws.remote.down is not None:
         return result
     for key in wanted:
