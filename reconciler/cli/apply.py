@@ -112,7 +112,7 @@ def command(
         _remote.attach(ws, remote_url)
         if saved is not None and plan_file is not None and not _still_current(ws, plan_file, loaded):
             return 1
-        executor = _executor.make(executor_name, jobs, address, ws.layout.state_dir)
+        executor = _executor.make(executor_name, jobs, address, ws.layout.state_dir, len(loaded.specs))
         try:
             with _common.reporter(_estimator(ws, loaded)) as reporter:
                 results = loaded.invalid + apply_all(
