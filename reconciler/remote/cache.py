@@ -75,6 +75,9 @@ class Stats:
     records_pushed: int = 0
     objects_pushed: int = 0
     bytes_pushed: int = 0
+    remote_calls: int = 0
+    """File system operations sent to the remote (each listing, lookup, transfer): what a run cost
+    the remote, whatever its latency."""
 
     def to_json(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -157,14 +160,19 @@ def _deadline(seconds: float, fn: Callable[..., Any], *args: Any, **kwargs: Any)
 
 
 class _Timed:
-    """A file system whose every method call has a deadline."""
+    """A file system whose every method call has a deadline, counted in `stats.remote_calls`."""
 
-    def __init__(self, fs: Any, seconds: float) -> None:
-        self._fs, self._seconds = fs, seconds
+    def __init__(self, fs: Any, seconds: float, stats: Stats) -> None:
+        self._fs, self._seconds, self._stats = fs, seconds, stats
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._fs, name)
-        return lambda *args, **kwargs: _deadline(self._seconds, method, *args, **kwargs)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self._stats.remote_calls += 1
+            return _deadline(self._seconds, method, *args, **kwargs)
+
+        return call
 
 
 @dataclass
@@ -206,7 +214,7 @@ class Remote:
                 # not apply to an ssh:// URL: one scheme, one configuration key
                 url = "sftp" + url[len("ssh") :]
             fs, root = _deadline(self.timeout_s, url_to_fs, url, **options)
-            self._fs = _Timed(fs, self.timeout_s)
+            self._fs = _Timed(fs, self.timeout_s, self.stats)
             self._root = str(root).rstrip("/")
         return self._fs, self._root
 
@@ -355,6 +363,27 @@ class Remote:
         self._missing.add(key)
         if broken:
             self.broken.add(key)
+
+    def record_keys(self) -> set[str]:
+        """The keys of every record the remote holds, in one listing (empty when the remote is down
+        or holds none yet); a record found corrupt in this run is left out, so a push replaces it."""
+        if self.down is not None:
+            return set()
+        try:
+            fs, _ = self._open()
+            names = fs.ls(self._path("records"), detail=False)
+        except FileNotFoundError:
+            return set()
+        except Exception as exc:  # noqa: BLE001 - any failure of a remote file system is a warning
+            self._fail("listing records", exc)
+            return set()
+        keys = set()
+        for name in names:
+            base = str(name).rstrip("/").rsplit("/", 1)[-1]
+            key = base[: -len(".json")] if base.endswith(".json") else ""
+            if _HEX64.match(key) and self.record_path(key) not in self._bad:
+                keys.add(key)
+        return keys
 
     def has_record(self, key: str) -> bool:
         if self.down is not None:

@@ -3,17 +3,23 @@
 The lock files are the list: what a clone needs is exactly what its locks name. Push sends each
 recorded stage this machine holds (verified) that the remote lacks; pull fetches each one the local
 store lacks (verified). Identity stages are not moved: any machine re-derives them.
+
+Moving bytes needs no spec to be valid: the lock file beside each spec file names what to move, so
+neither validates a spec nor reads a model (a fresh clone would otherwise summarise every model
+before its first byte moved). Push asks the remote which records it holds in one listing, so a
+push with nothing new costs one remote call whatever the number of stages.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from reconciler.engine.workspace import Workspace
 from reconciler.remote import layer
 from reconciler.repo import Layout
-from reconciler.spec import LoadedSpec
 from reconciler.state import lockfile, lockread
 from reconciler.state.db import Record
 
@@ -33,13 +39,14 @@ class SyncResult:
         return {"done": self.done, "present": self.present, "absent": self.absent, **unreadable}
 
 
-def recorded(specs: list[LoadedSpec], unreadable: list[str]) -> dict[str, Record]:
-    """key -> the lock's record of it, over every variant of every spec (identity stages left out); a
-    lock file that cannot be read is named in `unreadable` and its spec skipped."""
+def recorded(spec_files: Sequence[Path], unreadable: list[str]) -> dict[str, Record]:
+    """key -> the lock's record of it, over every variant of the lock file beside each spec file
+    (identity stages left out; a spec without a lock file records nothing); a lock file that cannot be
+    read is named in `unreadable` and its spec skipped."""
     out: dict[str, Record] = {}
-    for spec in specs:
+    for spec_file in spec_files:
         try:
-            lock = lockread.read(Layout.lock_file(spec.path))
+            lock = lockread.read(Layout.lock_file(spec_file))
         except lockfile.LockUnreadable as exc:
             unreadable.append(str(exc))
             continue
@@ -51,28 +58,33 @@ def recorded(specs: list[LoadedSpec], unreadable: list[str]) -> dict[str, Record
     return dict(sorted(out.items()))
 
 
-def push(ws: Workspace, specs: list[LoadedSpec]) -> SyncResult:
+def push(ws: Workspace, spec_files: Sequence[Path]) -> SyncResult:
     assert ws.remote is not None
     result = SyncResult()
-    for key in recorded(specs, result.unreadable):
+    wanted = recorded(spec_files, result.unreadable)
+    there = ws.remote.record_keys() if wanted and ws.remote.config.writable else set()
+    if ws.remote.down is not None:
+        return result
+    for key in wanted:
+        if key in there:
+            result.present.append(key)
+            continue
         local = ws.db.record(key)
         if not ws.usable(local):
             result.absent.append(key)
             continue
         assert local is not None
-        if ws.remote.has_record(key):
-            result.present.append(key)
-        elif layer.publish(ws, local):
+        if layer.publish(ws, local):
             result.done.append(key)
         if ws.remote.down is not None:
             break
     return result
 
 
-def pull(ws: Workspace, specs: list[LoadedSpec]) -> SyncResult:
+def pull(ws: Workspace, spec_files: Sequence[Path]) -> SyncResult:
     assert ws.remote is not None
     result = SyncResult()
-    for key, lock_record in recorded(specs, result.unreadable).items():
+    for key, lock_record in recorded(spec_files, result.unreadable).items():
         if ws.usable(ws.db.record(key)):
             result.present.append(key)
             continue
