@@ -158,7 +158,7 @@ FLOAT_MEAN = "latency_ms.float_mean"
 after an int8 build's own runs on the host: the comparison an int8 build is made for."""
 
 
-def slower_than_float(measurements: Mapping[str, Mapping[str, Any]]) -> str | None:
+def slower_than_float(measurements: Mapping[str, Any]) -> str | None:
     """The sentence saying an int8 build's measured mean latency is above its float model's, or None when
     it is not (or no float timing was recorded): quantizing is meant to make a model faster, and a build
     that is slower says so wherever its latency is shown."""
