@@ -19,7 +19,7 @@ from backends.passes.check import CheckPass
 from backends.passes.quant.policy import Policy
 from backends.passes.quant.stage import QuantizePass
 from backends.qnn import STAGES, adapter, driver, fingerprint
-from backends.qnn.validation import device_map, parse
+from backends.qnn.validation import device_map, parse, rejected
 from backends.sdk.base import StageOutput, StageRequest
 from backends.sdk.errors import TerminalError
 from backends.sdk.vocab import NODES_THAT_RUN
@@ -245,6 +245,20 @@ def context_files(ctx_model: Path) -> list[str]:
     return out
 
 
+def partitions(ctx_model: Path) -> int:
+    """The graphs QNN compiled: one EPContext node each."""
+    import onnx
+
+    model = onnx.load(str(ctx_model), load_external_data=False)
+    return sum(n.op_type == "EPContext" for n in model.graph.node)
+
+
+def stopped_at(native: Path) -> str:
+    """The clause naming the nodes QNN refused, from the compile's own log; "" when it names none."""
+    named = rejected(native.read_text(errors="replace")) if native.is_file() else ""
+    return f"; QNN refused {named}" if named else ""
+
+
 class QnnCompile(adapter.QnnCompile):
     """An EPContext model + context binary for the target's htp_arch/soc_model, prepared by QNN's HTP
     backend here; the SDK bundle (qnn-onnx-converter / DLC users) stays as an extra artifact."""
@@ -264,13 +278,23 @@ class QnnCompile(adapter.QnnCompile):
             job = Path(tmp)
             shutil.copyfile(source, job / "model.onnx")
             request_ = {"mode": "compile", "model": "model.onnx", "context_model": "model_ctx.onnx", **chip}
-            answer = driver.call(request_, job, job / "native.log")
+            native = job / "native.log"
+            try:
+                answer = driver.call(request_, job, native)
+            except TerminalError as exc:
+                raise TerminalError(f"{exc}{stopped_at(native)}") from exc
             ctx = job / "model_ctx.onnx"
             binaries = context_files(ctx) if ctx.is_file() else []
             if not binaries or not all((job / b).is_file() for b in binaries):
-                raise TerminalError("qnn compile: onnxruntime-qnn wrote no EPContext model with its binary")
-            if len(binaries) != 1:
-                raise TerminalError(f"qnn compile: {len(binaries)} context binaries; one partition expected")
+                raise TerminalError(
+                    f"qnn compile: onnxruntime-qnn wrote no EPContext model with its binary{stopped_at(native)}"
+                )
+            graphs = partitions(ctx)
+            if len(binaries) != 1 or graphs != 1:
+                raise TerminalError(
+                    f"qnn compile: {graphs} partitions in {len(binaries)} context binaries; one partition "
+                    f"expected{stopped_at(native)}"
+                )
             model = onnx.load(str(ctx), load_external_data=False)
             ops = sorted({n.op_type for n in model.graph.node})
             agreed = check_context(job, source, chip, request)
