@@ -174,7 +174,7 @@ def record(
     data = {
         "key": key,
         "database": str(ws.layout.database),
-        "identity": ws.db.identity(),
+        "identity": settled.world[1],  # read before the run read any record
         "paths": stats,
         "world": world.engine_code(VERSION),
         "impls": world.impl_table(),

@@ -91,7 +91,7 @@ def command(
         replayed = _replay.replay("apply", paths, chosen, started, "strict" if strict else "")
         if replayed is not None:
             return replayed
-    from reconciler.engine.apply import apply_all, settle
+    from reconciler.engine.apply import apply_all, lock_stats, settle
     from reconciler.engine.workspace import Workspace
 
     loaded = _common.load(paths)
@@ -107,6 +107,7 @@ def command(
         if saved is not None and plan_file is not None and not _still_current(ws, plan_file, loaded):
             return 1
         executor = _executor.make(executor_name, jobs, address, ws.layout.state_dir)
+        locks_before = lock_stats(loaded.specs)
         try:
             with _common.reporter(_estimator(ws, loaded)) as reporter:
                 results = loaded.invalid + apply_all(
@@ -115,7 +116,7 @@ def command(
         finally:
             if executor is not None:
                 executor.close()
-        after = settle(ws, loaded.specs)
+        after = settle(ws, loaded.specs, results[len(loaded.invalid) :], locks_before)
         if after is not None and after[1].added and replayable and not loaded.invalid:
             from reconciler.cli.plan import keep
 

@@ -258,15 +258,28 @@ def _failed(ws: Workspace, spec: LoadedSpec, exc: Exception) -> SpecResult:
     return failed
 
 
-def settle(ws: Workspace, specs: list[LoadedSpec]) -> tuple[list[SpecResult], Settled] | None:
-    """After an apply: plans the specs as plan would (reconciler.engine.plan), from a fresh lock index
-    (lock files were rewritten), so each one this apply built or changed is remembered settled and the
-    next plan does not plan it again: the cost of planning what this apply changed, paid here (a spec
-    found settled costs a lookup). The plan results and the run's settled cache, or None when nothing
-    can be remembered (a remote cache, fsck's repair, the stat caches off)."""
+def lock_stats(specs: list[LoadedSpec]) -> list[statcache.Recorded | None]:
+    """The stat of every spec's lock file: taken before an apply, for `settle`."""
+    return [statcache.stat_of(Layout.lock_file(s.path)) for s in specs]
+
+
+def settle(
+    ws: Workspace,
+    specs: list[LoadedSpec],
+    results: list[SpecResult],
+    locks_before: list[statcache.Recorded | None],
+) -> tuple[list[SpecResult], Settled] | None:
+    """After an apply that built or wrote something (a result not settled, a lock file rewritten since
+    `locks_before`): plans the specs as plan would (reconciler.engine.plan), from a fresh lock index,
+    so each one it changed is remembered settled and the next plan does not plan it again: the cost of
+    planning what this apply changed, paid here (a spec found settled costs a lookup). A no-op apply
+    writes nothing. The plan results and the run's settled cache, or None when nothing was planned."""
     from reconciler.engine.plan import plan_settled
+    from reconciler.engine.settled import is_settled
 
     if ws.remote is not None or ws.repair or not statcache.enabled():
+        return None
+    if all(is_settled(r) for r in results) and lock_stats(specs) == locks_before:
         return None
     ws.locks = LockIndex()
     return plan_settled(ws, specs)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import os
 import re
 import sqlite3
 import time
@@ -117,10 +118,17 @@ def _identity(rows: dict[str, str]) -> str | None:
 
 
 def stored_identity(path: Path) -> str | None:
-    """`Database.identity` of the database at `path`, read without opening it for writing (the no-op
-    replay checks it before anything else is loaded); None when it has none or cannot be read."""
+    """`Database.identity` of the database at `path`, read as an immutable file: no lock, no shared
+    memory file, nothing written (the no-op replay checks it before anything else is loaded). Only
+    while the write-ahead log holds no frames does the file alone say what the database holds; None
+    otherwise, or when it has no identity or cannot be read."""
     try:
-        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+        if os.stat(f"{path}-wal").st_size:
+            return None
+    except OSError:
+        pass  # no log: every committed transaction is in the file
+    try:
+        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro&immutable=1", uri=True)
         try:
             return _identity(dict(conn.execute(_IDENTITY)))
         finally:

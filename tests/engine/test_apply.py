@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from reconciler.engine import plan as plan_mod
-from reconciler.engine.apply import apply_all, settle
+from reconciler.engine.apply import apply_all, lock_stats, settle
 from reconciler.engine.reporter import Reporter
 from reconciler.engine.results import SpecResult
 from reconciler.engine.workspace import Workspace
@@ -95,8 +95,9 @@ def _apply(repo: Path) -> list[SpecResult]:
     ws = Workspace.open(repo)
     try:
         specs = _specs(repo)
+        before = lock_stats(specs)
         results = apply_all(ws, specs, Reporter())
-        settle(ws, specs)
+        settle(ws, specs, results, before)
     finally:
         ws.close()
     assert all(not r.errors for r in results), [r.errors for r in results]
