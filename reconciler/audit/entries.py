@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from backends.sdk.vocab import Verdict
 from reconciler.engine import health
+from reconciler.records.judged import Judged
+from reconciler.state.lockread import LockedStage, LockView
 
 CANCELLED = "cancelled"
 """The state of an attempt stopped before it judged anything; the other states are verdict words."""
@@ -37,8 +40,9 @@ class AuditEntry:
     model_file_digest: str | None
     """sha256 of the ONNX file itself, when the lock records it (`sources.files.model`)."""
     import_key: str | None
-    verdicts: list[dict[str, Any]] = field(default_factory=list)
+    verdicts: list[Judged] = field(default_factory=list)
     measurements: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """variant -> the measurements exactly as the lock records them."""
     toolchains: dict[str, dict[str, Any]] = field(default_factory=dict)
     """stage -> {"name", "version", "fingerprint"} of the implementation that built it."""
     commit: str | None = None
@@ -57,9 +61,9 @@ class AuditEntry:
         if self.status == CANCELLED_STATUS:
             return CANCELLED
         failed = self.status in (health.FAILED, health.STALLED, health.DEGRADED)
-        if failed or any(v.get("passed") is False for v in self.verdicts):
+        if failed or any(v.passed is False for v in self.verdicts):
             return Verdict.FAIL.word
-        if self.verdicts and all(v.get("passed") is True for v in self.verdicts):
+        if self.verdicts and all(v.passed is True for v in self.verdicts):
             return Verdict.PASS.word
         settled = self.status in (READY, health.HEALTHY)
         return Verdict.PASS.word if settled and not self.verdicts else Verdict.UNVERIFIED.word
@@ -75,11 +79,7 @@ class AuditEntry:
         return (
             self.spec,
             self.import_key,
-            tuple(
-                sorted(
-                    (v.get("variant"), v.get("name"), v.get("value"), v.get("verdict")) for v in self.verdicts
-                )
-            ),
+            tuple(sorted((v.variant, v.name, v.value, v.verdict) for v in self.verdicts)),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -101,7 +101,7 @@ class AuditEntry:
                 "file_digest": self.model_file_digest,
                 "import_key": self.import_key,
             },
-            "verdicts": self.verdicts,
+            "verdicts": [v.to_json() for v in self.verdicts],
             "measurements": self.measurements,
             "toolchains": self.toolchains,
             "applied_at": self.applied_at,
@@ -110,12 +110,12 @@ class AuditEntry:
         }
 
 
-def toolchains(stages: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def toolchains(stages: Mapping[str, LockedStage]) -> dict[str, dict[str, Any]]:
     """Implementation identity per non-identity stage of a lock variant (or of records)."""
     out: dict[str, dict[str, Any]] = {}
     for name, stage in stages.items():
-        impl = stage.get("impl") or {}
-        if stage.get("identity") or impl.get("name") == "identity":
+        impl = stage.impl
+        if stage.identity or impl.get("name") == "identity":
             continue
         out[name] = {
             "name": impl.get("name"),
@@ -125,20 +125,20 @@ def toolchains(stages: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def settings(stages: dict[str, Any], toolchain: dict[str, dict[str, Any]]) -> dict[str, str]:
+def settings(stages: Mapping[str, LockedStage], toolchain: dict[str, dict[str, Any]]) -> dict[str, str]:
     """`quantization`: mode, types and a short digest of every quantization field the lock recorded
     (lock format 2; "none" for an idle stage; "?" when unrecorded); `toolchain`: the tool versions."""
     from reconciler.engine import keys
 
-    quantize = stages.get("quantize") or {}
-    fields = ((quantize.get("inputs") or {}).get("fields") or {}).get("quantization")
+    quantize = stages.get("quantize")
+    fields = ((quantize.inputs if quantize else {}).get("fields") or {}).get("quantization")
     if isinstance(fields, dict) and fields.get("mode", "none") != "none":
         types = "/".join(str(fields.get(k)) for k in ("weights", "activations") if fields.get(k))
         quantization = f"{fields['mode']}{' ' + types if types else ''} #{keys.digest(fields)[:6]}"
-    elif quantize.get("identity") or isinstance(fields, dict):
+    elif (quantize is not None and quantize.identity) or isinstance(fields, dict):
         quantization = "none"
     else:
-        quantization = "?" if not quantize else "set (not recorded)"
+        quantization = "?" if quantize is None else "set (not recorded)"
     versions: dict[str, str] = {}
     for stage in toolchain.values():
         for tool, version in sorted((stage.get("fingerprint") or {}).items()):
@@ -152,27 +152,29 @@ def settings(stages: dict[str, Any], toolchain: dict[str, dict[str, Any]]) -> di
 def from_lock(
     lock: dict[str, Any], source: str, label: str, time: datetime, lock_file: str, commit: str | None = None
 ) -> AuditEntry:
-    """An entry from a lock file's content."""
-    variants = lock.get("variants") or {}
-    default: dict[str, Any] = variants.get("default") or next(iter(variants.values()), {})
-    stages = default.get("stages") or {}
-    model_artifact = ((stages.get("import") or {}).get("artifacts") or {}).get("model") or {}
-    verdicts = [v for name in sorted(variants) for v in (variants[name].get("verdicts") or [])]
-    model = lock.get("model") or {}
+    """An entry from a lock file's content (format 1 or 2)."""
+    read = LockView.from_json(lock)
+    variants = read.variants
+    default = variants.get("default") or next(iter(variants.values()), None)
+    stages = default.stages if default is not None else {}
+    imported = stages.get("import")
+    model_artifact = imported.artifacts.get("model") if imported is not None else None
+    verdicts = [v for name in sorted(variants) for v in variants[name].verdicts]
+    files = read.sources.files if read.sources is not None else None
     return AuditEntry(
         source=source,
         label=label,
         time=time,
-        spec=str(lock.get("spec", "?")),
-        target=str(lock.get("target", "?")),
+        spec=read.spec or "?",
+        target=read.target or "?",
         lock_file=lock_file,
-        status=str(lock.get("health") or lock.get("status", "?")),  # health: lock format 2
-        model_version=model.get("version"),
-        model_digest=model_artifact.get("digest"),
-        model_file_digest=((lock.get("sources") or {}).get("files") or {}).get("model"),
-        import_key=model.get("import_key"),
+        status=read.health or str(lock.get("status", "?")),  # status: lock format 1
+        model_version=read.model.version,
+        model_digest=model_artifact.digest if model_artifact is not None else None,
+        model_file_digest=(files or {}).get("model"),
+        import_key=read.model.import_key,
         verdicts=verdicts,
-        measurements={name: v.get("measurements") or {} for name, v in sorted(variants.items())},
+        measurements={name: v.raw_measurements for name, v in sorted(variants.items())},
         toolchains=toolchains(stages),
         commit=commit,
         settings=settings(stages, toolchains(stages)),

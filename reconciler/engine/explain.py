@@ -6,14 +6,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backends.catalog import targets
-from reconciler.engine import integrity
 from reconciler.engine.chain import build_chain, variants
 from reconciler.engine.resolve import Source, index_locks, resolve
 from reconciler.engine.walk import Artifacts, previous
 from reconciler.engine.workspace import Workspace
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec
-from reconciler.state import lockfile, lockread
+from reconciler.state import lockread
 
 
 @dataclass
@@ -27,6 +26,9 @@ class StageExplanation:
     rows: list[tuple[str, Any, Any]] = field(default_factory=list)
     """(key input path, value now, value at the last build); unchanged rows included."""
     note: str = ""
+    disagreements: list[dict[str, str]] = field(default_factory=list)
+    """Nodes where the op table and the vendor tool the stage ran place differently (both devices and
+    the winner), from the stage's own report of the build."""
 
 
 def _leaves(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -43,8 +45,8 @@ def explain(ws: Workspace, spec: LoadedSpec, stage: str | None = None) -> list[S
     answer), else this machine's last build; up to date exactly when plan says cached."""
     target = targets()[spec.target]
     index_locks(ws, [spec])
-    lock = lockfile.read(Layout.lock_file(spec.path))
-    if integrity.problems(lock, Layout.lock_file(spec.path)):
+    lock, problems = ws.committed_lock(Layout.lock_file(spec.path))
+    if problems:
         lock = None
     out = []
     for variant in variants(spec):
@@ -76,9 +78,20 @@ def explain(ws: Workspace, spec: LoadedSpec, stage: str | None = None) -> list[S
                         not setup.active,
                         rows,
                         note or (setup.stage.idle_reason if not setup.active else ""),
+                        _disagreements(ws, resolved.key, last),
                     )
                 )
     return out
+
+
+def _disagreements(ws: Workspace, key: str | None, last: Any) -> list[dict[str, str]]:
+    """The stage report's per-node disagreements between the op table and the vendor tool (this key's
+    record when built here, else the last build's)."""
+    record = (ws.db.record(key) if key else None) or last
+    report = getattr(record, "report", None) or {}
+    placement = report.get("placement") if isinstance(report, dict) else None
+    found = placement.get("disagreements") if isinstance(placement, dict) else None
+    return [dict(d) for d in found or [] if isinstance(d, dict)]
 
 
 _NOTES = {

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.passes import variants
+from reconciler.state.lockread import LockedStage, LockView
 from reconciler.state.store import Store
 
 CHUNK = 1 << 20
@@ -45,6 +46,10 @@ class Variant:
     name: str
     inputs: dict[str, list[int]]
     artifacts: tuple[Artifact, ...]
+    entry: str | None = None
+    """The artifact an app opens, as the compile stage's registration names it (None: not named)."""
+    artifact_inputs: tuple[dict[str, Any], ...] = ()
+    """The inputs the artifact itself declares, as the lock records them (empty: the model's)."""
 
     @property
     def folder(self) -> str:
@@ -53,30 +58,49 @@ class Variant:
         return variants.shape_key(self.inputs).replace("=", "-").replace(";", "_")
 
 
-def deployables(lock: dict[str, Any], store: Store) -> list[Variant]:
+def deployables(lock: LockView, store: Store) -> list[Variant]:
     """Every variant's compile output; ExportError when a variant has none recorded."""
     out = []
-    for name, variant in sorted(
-        (lock.get("variants") or {}).items(), key=lambda kv: (kv[0] != "default", kv[0])
-    ):
-        compiled = ((variant.get("stages") or {}).get("compile") or {}).get("artifacts") or {}
-        if not compiled:
+    for name, variant in sorted(lock.variants.items(), key=lambda kv: (kv[0] != "default", kv[0])):
+        compile_stage = variant.stages.get("compile")
+        if compile_stage is None or not compile_stage.artifacts:
             raise ExportError(f"variant {name!r} has no compiled artifact recorded: run `npuctl apply`")
         arts = tuple(
             Artifact(
                 name,
                 art_name,
-                str(meta["file"]),
-                str(meta["digest"]),
-                int(meta.get("size", 0)),
-                store.path(meta["digest"]) if store.has(meta["digest"]) else None,
+                meta.file,
+                meta.digest,
+                meta.size,
+                store.path(meta.digest) if store.has(meta.digest) else None,
             )
-            for art_name, meta in sorted(compiled.items())
+            for art_name, meta in sorted(compile_stage.artifacts.items())
         )
-        out.append(Variant(name, {k: list(v) for k, v in (variant.get("inputs") or {}).items()}, arts))
+        inputs = {k: list(v) for k, v in variant.inputs.items()}
+        declared = tuple(i.raw for i in variant.artifact_inputs)
+        out.append(Variant(name, inputs, arts, _entry(lock, compile_stage), declared))
     if not out:
         raise ExportError("the lock file records no variant: run `npuctl apply`")
     return out
+
+
+def _entry(lock: LockView, compiled: LockedStage) -> str | None:
+    """The entry artifact the registration of the implementation that built the compile stage names
+    (read from the backend's stage table: no toolchain needed); None when that is not known here."""
+    from backends import registry
+    from backends.catalog import targets
+
+    target = targets().get(lock.target)
+    if target is None:
+        return None
+    fields = compiled.inputs.get("fields") or {}
+    override = (fields.get("compile") or {}).get("backend")
+    try:
+        found = registry.backend_for(target, override).stages.get("compile")
+    except Exception:  # a backend not installed here: fall back to the file types
+        return None
+    built_by = compiled.impl.get("name")
+    return found.entry if found is not None and found.name == built_by else None
 
 
 def fetched(found: Sequence[Variant], store: Store, fetch: Callable[[str, int], bool]) -> list[Variant]:
@@ -101,8 +125,9 @@ def fetched(found: Sequence[Variant], store: Store, fetch: Callable[[str, int], 
 
 
 def primary(variant: Variant) -> Artifact:
-    """The file an app loads first: the artifact the stage named `model`, else by file type."""
-    named = [a for a in variant.artifacts if a.name == "model"]
+    """The file an app loads first: the artifact the compile stage's registration names, else the one
+    it named `model`, else by file type."""
+    named = [a for a in variant.artifacts if a.name == (variant.entry or "model")]
     if named:
         return named[0]
     entry = variants.entry_file([a.file for a in variant.artifacts])
@@ -137,8 +162,11 @@ def export(found: Sequence[Variant], dest: Path, model: str, target: str) -> lis
                 return f"{folder}/{a.file}" if folder else a.file
 
             files = [{"file": placed(a), "sha256": a.digest, "size": a.size} for a in variant.artifacts]
+            extra: dict[str, Any] = {"files": files}
+            if variant.artifact_inputs:
+                extra["artifact_inputs"] = [dict(i) for i in variant.artifact_inputs]
             results.append(
-                variants.VariantResult(variant.inputs, placed(main), main.digest, main.size, {"files": files})
+                variants.VariantResult(variant.inputs, placed(main), main.digest, main.size, extra)
             )
         manifest = variants.build_manifest(model, target, results)
         variants.write_manifest(staging / "manifest.json", manifest)

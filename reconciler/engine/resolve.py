@@ -33,7 +33,8 @@ from reconciler.remote import layer
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec
 from reconciler.state.db import Record
-from reconciler.state.lockread import LockedVariant
+from reconciler.state.lockfile import LockUnreadable
+from reconciler.state.lockread import LockedVariant, LockView
 
 SPEC_SIDE = ("stage", "fields", "files", "upstream", "target")
 """The key inputs a machine without the stage's toolchain still knows (everything but `impl`)."""
@@ -145,7 +146,9 @@ def resolve(
         return Resolved(setup, key, record or from_locks(), Source.IDENTITY, key_inputs)
     moves = machine_moves(in_lock.inputs, key_inputs) if own is None and in_lock else []
     if in_lock is not None and moves and setup.error is None and from_locks() is None:
-        outputs[name] = in_lock.artifacts  # before this machine's own build: the lock stays as committed
+        outputs[name] = (
+            in_lock.artifacts_json()
+        )  # before this machine's own build: the lock stays as committed
         return Resolved(setup, key, locked.record(name), Source.CARRIED, key_inputs, machine_reason(moves))
     if ws.usable(record):
         outputs[name] = record.artifacts if record else None
@@ -168,7 +171,7 @@ def resolve(
         and spec_side_matches(in_lock.inputs, key_inputs)
     ):
         carried = locked.record(name)
-        outputs[name] = in_lock.artifacts
+        outputs[name] = in_lock.artifacts_json()
         return Resolved(setup, key, carried, Source.CARRIED, key_inputs, carried_reason(setup))
     outputs[name] = None
     return Resolved(setup, key, None, Source.MISSING, key_inputs)
@@ -223,11 +226,14 @@ def first_to_build(
 
 def index_locks(ws: Workspace, specs: list[LoadedSpec]) -> None:
     """Adds every spec's committed lock file to `ws.locks` on its first lookup, skipping any that fails
-    its integrity checks."""
+    its integrity checks or cannot be read (that spec stalls on it; the others go on)."""
 
-    def locks() -> Iterator[dict[str, Any] | None]:
+    def locks() -> Iterator[LockView | None]:
         for spec in specs:
-            lock, problems = ws.committed_lock(Layout.lock_file(spec.path))
+            try:
+                lock, problems = ws.committed_lock(Layout.lock_file(spec.path))
+            except LockUnreadable:
+                continue
             if lock is not None and not problems:
                 yield lock
 

@@ -8,7 +8,7 @@ in the page saying why, never an exception.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -17,10 +17,12 @@ from reconciler.audit import Filters, run
 from reconciler.audit.entries import AuditEntry
 from reconciler.engine import health, throughput
 from reconciler.engine.sources import spec_digest
+from reconciler.records.judged import Judged
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec
-from reconciler.state import lockfile, lockread
+from reconciler.state import lockread
 from reconciler.state.db import Database, Record
+from reconciler.state.lockread import LockView
 from reconciler.state.store import Store, sha256_file
 
 
@@ -30,7 +32,8 @@ class Placement:
     edges: list[tuple[str, str]]
     """(producer node, consumer node) between placed nodes; empty when the model could not be read."""
     source: str
-    """The stage whose placement this is (rewrite: after replacing unsupported ops; else check)."""
+    """The stage whose placement this is (compile: the vendor compiler's own report of its build; rewrite:
+    the op table after replacing unsupported ops; else check, the op table on the imported model)."""
 
 
 @dataclass
@@ -45,8 +48,9 @@ class ReportData:
     model_digest: str | None
     generated: str
     revision: str | None
-    verdicts: list[dict[str, Any]] = field(default_factory=list)
+    verdicts: list[Judged] = field(default_factory=list)
     measurements: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """variant -> the measurements exactly as the lock records them."""
     placement: Placement | None = None
     """The placement of the model the compiler receives (after the rewrite stage when it ran)."""
     placement_before: Placement | None = None
@@ -64,21 +68,24 @@ class ReportData:
     """Oldest first."""
     notes: list[str] = field(default_factory=list)
 
+    def to_json(self) -> dict[str, Any]:
+        """`report --json`: every field, each verdict as the lock (or the ledger) records it."""
+        out = asdict(self)
+        out["verdicts"] = [v.lock_json() for v in self.verdicts]
+        for entry, dumped in zip(self.history, out["history"], strict=True):
+            dumped["verdicts"] = [v.to_json() for v in entry.verdicts]
+        return out
 
-def _health(lock: dict[str, Any], spec: LoadedSpec, notes: list[str]) -> str:
+
+def _health(lock: LockView, spec: LoadedSpec, notes: list[str]) -> str:
     from reconciler.engine import integrity
     from reconciler.repo import Layout
 
-    problems = integrity.problems(lock, Layout.lock_file(spec.path))
+    problems = integrity.problems(lock.raw, Layout.lock_file(spec.path))
     if problems:
         notes.append(f"the lock file fails its integrity checks, its verdicts are not trusted: {problems[0]}")
         return health.UNKNOWN
-    return str(
-        lock.get("health")
-        or health.of_verdicts(
-            v for variant in (lock.get("variants") or {}).values() for v in variant.get("verdicts") or []
-        )
-    )
+    return lock.health or health.of_verdicts(lock.verdicts)
 
 
 def _revision(root: Path) -> str | None:
@@ -94,7 +101,7 @@ def _revision(root: Path) -> str | None:
     return done.stdout.strip() or None
 
 
-def _records(db: Database | None, lock: dict[str, Any], variant: str) -> dict[str, Record]:
+def _records(db: Database | None, lock: LockView, variant: str) -> dict[str, Record]:
     """stage -> the record of the key the lock holds: this machine's (built or pulled here, with its
     full report), else the lock's own (artifacts by digest, found when the store holds their bytes)."""
     locked = lockread.variant(lock, variant)
@@ -138,10 +145,17 @@ def model_edges(model_path: Path, placed: set[str]) -> list[tuple[str, str]]:
     return sorted(edges)
 
 
-def _placement(store: Store, records: dict[str, Record], stage: str, notes: list[str]) -> Placement | None:
-    """The placement `stage` (check: the imported model; rewrite: after replacing unsupported ops)
-    recorded, with the edges of the model it placed; None (and a note) when it is unreadable."""
-    path = _artifact(store, records.get(stage), "placement")
+TOOL_PLACEMENT = "tool_placement"
+"""The compile stage's artifact holding the vendor compiler's own placement, when its backend reads one."""
+
+
+def _placement(
+    store: Store, records: dict[str, Record], stage: str, notes: list[str], artifact: str = "placement"
+) -> Placement | None:
+    """The placement `stage` (check: the imported model; rewrite: after replacing unsupported ops;
+    compile: the vendor compiler's) recorded, with the edges of the model it placed; None (and a note)
+    when it is unreadable."""
+    path = _artifact(store, records.get(stage), artifact)
     if path is None:
         return None
     try:
@@ -152,7 +166,7 @@ def _placement(store: Store, records: dict[str, Record], stage: str, notes: list
     if not isinstance(report, dict) or not isinstance(report.get("nodes"), list):
         notes.append(f"placement: the {stage} stage's placement.json has no node list")
         return None
-    model_stage = "rewrite" if stage == "rewrite" else "import"
+    model_stage = "import" if stage == "check" else "rewrite"
     model = _artifact(store, records.get(model_stage), "model")
     placed = {str(n.get("name")) for n in report["nodes"]}
     edges: list[tuple[str, str]] = []
@@ -170,9 +184,14 @@ def _placements(
     store: Store, records: dict[str, Record], notes: list[str]
 ) -> tuple[Placement | None, Placement | None]:
     """(what the compiler receives: after rewrite when it ran, else check; before the rewrite, when the
-    rewrite changed the placement)."""
+    rewrite changed the placement). Where the vendor compiler reported its own placement, that one is
+    shown first and the op table's beside it when the two differ: the compiler's wins."""
     after = _placement(store, records, "rewrite", notes)
     before = _placement(store, records, "check", notes)
+    tool = _placement(store, records, "compile", notes, TOOL_PLACEMENT)
+    if tool is not None:
+        table = after or before
+        return tool, table if table is not None and _devices(table) != _devices(tool) else None
     if after is None and before is None:
         notes.append("placement: no placement.json recorded (the check stage has not run here)")
         return None, None
@@ -207,8 +226,8 @@ def _profile(store: Store, record: Record | None, notes: list[str]) -> dict[str,
     return data if isinstance(data, dict) else None
 
 
-def _lock(spec: LoadedSpec) -> dict[str, Any]:
-    lock = lockfile.read(Layout.lock_file(spec.path))
+def _lock(spec: LoadedSpec) -> LockView:
+    lock = lockread.read(Layout.lock_file(spec.path))
     if lock is None:
         raise LookupError(
             f"{spec.name}: no lock file ({Layout.lock_file(spec.path).name}): run `npuctl apply` first"
@@ -216,9 +235,7 @@ def _lock(spec: LoadedSpec) -> dict[str, Any]:
     return lock
 
 
-def _variant_records(
-    layout: Layout, lock: dict[str, Any], variants: list[str]
-) -> dict[str, dict[str, Record]]:
+def _variant_records(layout: Layout, lock: LockView, variants: list[str]) -> dict[str, dict[str, Record]]:
     """variant -> stage -> the record of the key the lock holds (`_records`)."""
     db = Database(layout.database) if layout.database.exists() else None
     try:
@@ -229,23 +246,23 @@ def _variant_records(
 
 
 def _summary(
-    root: Path, spec: LoadedSpec, lock: dict[str, Any], variants: list[str], notes: list[str]
+    root: Path, spec: LoadedSpec, lock: LockView, variants: list[str], notes: list[str]
 ) -> ReportData:
     """The page's head, verdicts and measurements: what the lock file alone says."""
-    entries = lock.get("variants") or {}
-    model = (entries.get("default") or {}).get("stages", {}).get("import", {})
+    imported = lock.variant("default").stages.get("import")
+    model = imported.artifacts.get("model") if imported is not None else None
     return ReportData(
         spec=spec.name,
         target=spec.target,
         file=str(spec.path.relative_to(root)) if spec.path.is_relative_to(root) else str(spec.path),
         status=_health(lock, spec, notes),
-        sync=str(lock.get("sync", health.UNKNOWN)),
-        model_version=(lock.get("model") or {}).get("version"),
-        model_digest=((model.get("artifacts") or {}).get("model") or {}).get("digest"),
+        sync=lock.sync or health.UNKNOWN,
+        model_version=lock.model.version,
+        model_digest=model.digest if model is not None else None,
         generated=datetime.now(timezone.utc).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z"),
         revision=_revision(root),
-        verdicts=[v for name in variants for v in (entries[name].get("verdicts") or [])],
-        measurements={name: entries[name].get("measurements") or {} for name in variants},
+        verdicts=[v for name in variants for v in lock.variants[name].verdicts],
+        measurements={name: lock.variants[name].raw_measurements for name in variants},
         throughput_fps=throughput.from_lock(lock),
         quantization_mode=str((spec.field("quantization") or {}).get("mode", "none")),
         notes=notes,
@@ -292,8 +309,8 @@ def _range_notes(placement: dict[str, Any]) -> list[str]:
     return notes
 
 
-def _spec_changed(lock: dict[str, Any], spec: LoadedSpec) -> bool:
-    recorded = (lock.get("sources") or {}).get("spec_digest")
+def _spec_changed(lock: LockView, spec: LoadedSpec) -> bool:
+    recorded = lock.sources.spec_digest if lock.sources is not None else None
     return bool(recorded) and recorded != spec_digest(spec)
 
 
@@ -302,7 +319,7 @@ def gather(root: Path, spec: LoadedSpec) -> ReportData:
     layout = Layout(root)
     lock = _lock(spec)
     notes: list[str] = []
-    variants = sorted(lock.get("variants") or {}, key=lambda v: (v != "default", v))
+    variants = sorted(lock.variants, key=lambda v: (v != "default", v))
     records = _variant_records(layout, lock, variants)
     default = records.get("default") or {}
     store = Store(layout.store)
