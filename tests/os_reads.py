@@ -54,3 +54,31 @@ def large_model(path: Path, megabytes: int) -> int:
     past = time.time_ns() - 10**10
     os.utime(path, ns=(past, past))
     return path.stat().st_size
+
+
+CHECK_CALLS = "stat,statx,newfstatat,lstat,openat"
+"""The calls a tool checks or opens a file with (`file_checks`)."""
+_CHECK = re.compile(r'^\d+\s+(\w+)\((?:AT_FDCWD|\d+(?:<[^>]*>)?),?\s*"([^"]*)"')
+
+
+def checks_prefix(log: Path) -> tuple[str, ...]:
+    """argv prefix that runs a command under strace, logging every stat- and open-family call to `log`."""
+    return ("strace", "-f", "-qq", "-o", str(log), "-e", f"trace={CHECK_CALLS}")
+
+
+def file_checks(log: Path, folder: Path) -> tuple[int, int]:
+    """(every stat/open call in `log`, those naming a path inside `folder`, the command's working
+    folder: relative paths count as inside)."""
+    real = str(folder.resolve())
+    total = inside = 0
+    with log.open() as fh:
+        for line in fh:
+            found = _CHECK.match(line)
+            if found is None:
+                continue
+            path = found[2]
+            if not path:  # an fstat of an open descriptor (AT_EMPTY_PATH): no file looked up
+                continue
+            total += 1
+            inside += not path.startswith("/") or path == real or path.startswith(real + "/")
+    return total, inside

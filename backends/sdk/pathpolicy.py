@@ -18,7 +18,8 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -41,8 +42,35 @@ def inside(path: Path, root: Path) -> bool:
     return path == root or path.is_relative_to(root)
 
 
+_RESOLVED: dict[Path, Path] | None = None
+"""While `remembered` is active: each path resolved so far (an unresolvable one is not kept)."""
+
+
+@contextmanager
+def remembered() -> Iterator[None]:
+    """Within the block, `resolve` follows the symlinks of a path once: a pass over a thousand specs
+    that name one data folder walks its path once, not a thousand times. A pass is one moment: a
+    link retargeted during it may be seen either way, as it could be without the memo."""
+    global _RESOLVED
+    outer, _RESOLVED = _RESOLVED, {} if _RESOLVED is None else _RESOLVED
+    try:
+        yield
+    finally:
+        _RESOLVED = outer
+
+
 def resolve(path: Path) -> Path:
     """`path` with every symlink followed; a loop or an unreadable link is refused."""
+    memo = _RESOLVED
+    if memo is not None:
+        known = memo.get(path)
+        if known is None:
+            known = memo[path] = _resolve(path)
+        return known
+    return _resolve(path)
+
+
+def _resolve(path: Path) -> Path:
     try:
         resolved = path.resolve()
         os.lstat(resolved)

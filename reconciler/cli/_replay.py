@@ -2,15 +2,15 @@
 
 Per spec, a settled run still costs loading, validating and looking up every spec; at 1000 specs that
 is most of a no-op. When every spec of a plan is settled (reconciler.engine.settled), the plan also
-writes what it and the apply of the same invocation print, with the stat of every file the output
-stands on: each spec's settled inputs (spec, bases, lock, model, data, store objects), the state
-database, the scanned spec folders and every YAML file in them (an added or re-kinded spec), the
-remote's config file, and the engine's code, interpreter and toolchain identities (as the settled
-cache checks them). The next plan or apply of the same invocation (the same paths, format, working
+writes what it and the apply of the same invocation print, with a witness (reconciler.state.statcache)
+of every file the output stands on: each spec's settled inputs (spec, bases, lock, model, data, store
+objects), the scanned spec folders and every YAML file in them (an added or re-kinded spec), the
+remote's config file; and the state database's identity and the engine's code, interpreter and
+toolchain identities (as the settled cache checks them). The next plan or apply of the same invocation (the same paths, format, working
 directory and the environment variables npuctl reads) stats those files and, when none changed,
 prints the stored output: what a stat-based build tool's no-op costs (one stat per input), and the
 same bytes the full path prints (a test holds them equal). Anything changed, changed within the
-racy window of the run that recorded it (reconciler.state.statcache), or not settled -> the full
+racy window of the run that recorded it without a digest of its content, or not settled -> the full
 path. Plan writes the file; a no-op apply only reads it.
 """
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from reconciler.engine.settled import Settled
     from reconciler.engine.workspace import Workspace
 
-VERSION = 2
+VERSION = 3
 KEPT_ENV = ("CI", "GITHUB_ACTIONS", "HOME", "XDG_CACHE_HOME", "PATH", "PYTHONPATH")
 """Besides every NPUCTL_* variable: what the commands read (remote, toolchains, annotations)."""
 
@@ -111,11 +111,12 @@ def replay(command: str, paths: tuple[Path, ...], fmt: str, started: float, mode
 
 def _holds(raw: dict[str, Any]) -> bool:
     from reconciler.engine import world
-    from reconciler.state.statcache import stat_of
+    from reconciler.state.db import stored_identity
+    from reconciler.state.statcache import holds, stat_of
 
-    if not world.wal_empty(raw["database"]):
-        return False  # frames not yet in state.db: its stat does not say what it holds
-    if any(stat_of(path) != recorded for path, recorded in raw["paths"]):
+    if stored_identity(Path(raw["database"])) != raw["identity"]:
+        return False
+    if not all(holds(seen, stat_of(seen[0])) for seen in raw["paths"]):
         return False
     return bool(raw["world"] == world.engine_code(VERSION) and world.impls_hold(raw["impls"]))
 
@@ -129,6 +130,15 @@ def _scanned(targets: list[str]) -> list[str]:
             with os.scandir(target) as entries:
                 out += sorted(e.path for e in entries if e.name.endswith((".yaml", ".yml")))
     return out
+
+
+def _listing(path: str) -> str | None:
+    """A scanned spec folder changed during the run (apply renames lock files into it) is witnessed by
+    its listing: which YAML files it holds is what the output stands on, and each of them has its own
+    witness. A racy YAML file is not vouched for."""
+    from reconciler.state import statcache
+
+    return statcache.content_digest(path) if os.path.isdir(path) else None
 
 
 def record(
@@ -151,18 +161,20 @@ def record(
     file = _file(root, key)
     if file is None:
         return False
-    inputs: list[str] = [str(ws.layout.database), str(root / CONFIG_FILE), *_scanned(_targets(root, paths))]
+    outside = [str(root / CONFIG_FILE), *_scanned(_targets(root, paths))]
+    seen = [statcache.witness(p, statcache.stat_of(p), settled.started, _listing) for p in outside]
     for spec in specs:
         held = settled.inputs_of(spec)
         if held is None:
             return False
-        inputs += held
-    stats = [(p, statcache.stat_of(p)) for p in dict.fromkeys(inputs)]
-    if any(st is not None and not statcache.trusted(st, settled.started) for _, st in stats):
+        seen += held
+    if any(w is None for w in seen):
         return False  # changed during (or just before) this run: a same-tick rewrite keeps its stat
+    stats = list({w[0]: w for w in seen if w is not None}.values())
     data = {
         "key": key,
         "database": str(ws.layout.database),
+        "identity": settled.world[1],  # read before the run read any record
         "paths": stats,
         "world": world.engine_code(VERSION),
         "impls": world.impl_table(),

@@ -86,18 +86,12 @@ def command(
     saved = _saved_plan(paths)
     if saved is not None:
         paths = saved
-    if (
-        saved is None
-        and not remeasure
-        and remote_url is None
-        and executor_name == "local"
-        and jobs in (None, 1)
-        and address is None
-    ):
+    replayable = saved is None and remote_url is None
+    if replayable and not remeasure and executor_name == "local" and jobs in (None, 1) and address is None:
         replayed = _replay.replay("apply", paths, chosen, started, "strict" if strict else "")
         if replayed is not None:
             return replayed
-    from reconciler.engine.apply import apply_all
+    from reconciler.engine.apply import apply_all, lock_stats, settle
     from reconciler.engine.workspace import Workspace
 
     loaded = _common.load(paths)
@@ -113,6 +107,7 @@ def command(
         if saved is not None and plan_file is not None and not _still_current(ws, plan_file, loaded):
             return 1
         executor = _executor.make(executor_name, jobs, address, ws.layout.state_dir, len(loaded.specs))
+        locks_before = lock_stats(loaded.specs)
         try:
             with _common.reporter(_estimator(ws, loaded)) as reporter:
                 results = loaded.invalid + apply_all(
@@ -121,6 +116,11 @@ def command(
         finally:
             if executor is not None:
                 executor.close()
+        after = settle(ws, loaded.specs, results[len(loaded.invalid) :], locks_before)
+        if after is not None and after[1].added and replayable and not loaded.invalid:
+            from reconciler.cli.plan import keep
+
+            keep(ws, after[1], loaded, paths, chosen, after[0])
     finally:
         ws.close()
     if ws.close_warning:

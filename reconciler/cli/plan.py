@@ -100,7 +100,7 @@ def command(
         if base_ref is None:
             code = _replay.show(printed(results, chosen, fail_on_regression), time.monotonic() - started)
             if replayable and not loaded.invalid:
-                _keep(ws, settled, loaded, paths, chosen, results)
+                keep(ws, settled, loaded, paths, chosen, results)
             return code
         code = _with_base(ws, paths, base_ref, loaded, results, chosen, fail_on_regression)
     finally:
@@ -138,7 +138,7 @@ def printed(results: list[SpecResult], fmt: str, fail_on_regression: bool = Fals
     )
 
 
-def _keep(
+def keep(
     ws: Workspace,
     settled: Settled,
     loaded: _common.Loaded,
@@ -150,9 +150,11 @@ def _keep(
     from reconciler.cli import apply as apply_command
     from reconciler.engine.settled import is_settled
 
+    if not all(is_settled(r) for r in results):
+        return
     applied = [settled.get(spec, "apply") for spec in loaded.specs]
     done = [r for r in applied if r is not None]
-    if len(done) != len(applied) or not all(is_settled(r) for r in results):
+    if len(done) != len(applied):
         return
     kept = {
         "plan": printed(results, fmt),

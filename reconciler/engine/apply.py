@@ -38,9 +38,9 @@ from reconciler.engine.workspace import Workspace
 from reconciler.records import measured
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec, SpecErrors
-from reconciler.state import lockfile, locks
+from reconciler.state import lockfile, locks, statcache
 from reconciler.state.lockfile import LockUnreadable
-from reconciler.state.lockread import LockedVariant, LockView
+from reconciler.state.lockread import LockedVariant, LockIndex, LockView
 
 
 def _judged(spec: LoadedSpec, run: ChainRun, result: SpecResult) -> tuple[dict[str, Any], bool]:
@@ -225,11 +225,12 @@ def apply_all(
     executor: Executor | None = None,
 ) -> list[SpecResult]:
     """Every spec; an internal error in one is that spec's error and writes nothing to its lock.
-    With an executor, the specs run there (reconciler.engine.executors), else one after another here."""
+    With an executor, the specs run there (reconciler.engine.executors), else one after another here.
+    `settle` then leaves the state settled for the next plan."""
     if executor is not None and specs and (executor.name != "local" or len(specs) > 1):
         return _through(ws, specs, reporter, remeasure, executor)  # one spec gains nothing from a pool
     policy = policy or RetryPolicy.from_env()
-    settled = None if remeasure else Settled(ws, specs)  # read only: a no-op apply writes nothing
+    settled = None if remeasure else Settled(ws, specs)
     indexed = False
     results = []
     for spec in specs:
@@ -244,15 +245,46 @@ def apply_all(
         try:
             results.append(apply_spec(ws, spec, reporter, policy, remeasure))
         except Exception as exc:
-            if os.environ.get("NPUCTL_DEBUG"):
-                traceback.print_exc()
-            failed = SpecResult(spec.name, str(spec.path), spec.target, status=health.FAILED)
-            if isinstance(exc, locks.LockTimeout):
-                failed.errors.append(f"{spec.path}: {exc}")
-            elif faults.is_infrastructure(exc):
-                near = (ws.layout.tmp, ws.layout.store, ws.layout.state_dir, spec.path)
-                failed.errors.append(f"{spec.path}: {faults.describe(exc, ws.layout.database, near)}")
-            else:
-                failed.errors.append(f"{spec.path}: internal error: {type(exc).__name__}: {exc}")
-            results.append(failed)
+            results.append(_failed(ws, spec, exc))
     return results
+
+
+def _failed(ws: Workspace, spec: LoadedSpec, exc: Exception) -> SpecResult:
+    if os.environ.get("NPUCTL_DEBUG"):
+        traceback.print_exc()
+    failed = SpecResult(spec.name, str(spec.path), spec.target, status=health.FAILED)
+    if isinstance(exc, locks.LockTimeout):
+        failed.errors.append(f"{spec.path}: {exc}")
+    elif faults.is_infrastructure(exc):
+        near = (ws.layout.tmp, ws.layout.store, ws.layout.state_dir, spec.path)
+        failed.errors.append(f"{spec.path}: {faults.describe(exc, ws.layout.database, near)}")
+    else:
+        failed.errors.append(f"{spec.path}: internal error: {type(exc).__name__}: {exc}")
+    return failed
+
+
+def lock_stats(specs: list[LoadedSpec]) -> list[statcache.Recorded | None]:
+    """The stat of every spec's lock file: taken before an apply, for `settle`."""
+    return [statcache.stat_of(Layout.lock_file(s.path)) for s in specs]
+
+
+def settle(
+    ws: Workspace,
+    specs: list[LoadedSpec],
+    results: list[SpecResult],
+    locks_before: list[statcache.Recorded | None],
+) -> tuple[list[SpecResult], Settled] | None:
+    """After an apply that built or wrote something (a result not settled, a lock file rewritten since
+    `locks_before`): plans the specs as plan would (reconciler.engine.plan), from a fresh lock index,
+    so each one it changed is remembered settled and the next plan does not plan it again: the cost of
+    planning what this apply changed, paid here (a spec found settled costs a lookup). A no-op apply
+    writes nothing. The plan results and the run's settled cache, or None when nothing was planned."""
+    from reconciler.engine.plan import plan_settled
+    from reconciler.engine.settled import is_settled
+
+    if ws.remote is not None or ws.repair or not statcache.enabled():
+        return None
+    if all(is_settled(r) for r in results) and lock_stats(specs) == locks_before:
+        return None
+    ws.locks = LockIndex()
+    return plan_settled(ws, specs)

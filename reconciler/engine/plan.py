@@ -174,7 +174,6 @@ def plan_all(ws: Workspace, specs: list[LoadedSpec]) -> list[SpecResult]:
 
 def plan_settled(ws: Workspace, specs: list[LoadedSpec]) -> tuple[list[SpecResult], Settled]:
     """plan_all, with the run's settled-spec cache (which holds each settled spec's apply result)."""
-    from reconciler.engine.apply import dry_apply
     from reconciler.engine.settled import Settled, is_settled
 
     settled = Settled(ws, specs)
@@ -186,7 +185,11 @@ def plan_settled(ws: Workspace, specs: list[LoadedSpec]) -> tuple[list[SpecResul
             continue
         with settled.tracking(ws):
             result = plan_spec(ws, spec)
-            again = dry_apply(ws, spec) if settled.usable and is_settled(result) else None
+            again = None
+            if settled.usable and is_settled(result):
+                from reconciler.engine.apply import dry_apply  # a plan of changed specs needs no apply
+
+                again = dry_apply(ws, spec)
         settled.remember(spec, result, again)
         results[index] = result
     ws.hasher.flush()

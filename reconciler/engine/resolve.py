@@ -34,7 +34,7 @@ from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec
 from reconciler.state.db import Record
 from reconciler.state.lockfile import LockUnreadable
-from reconciler.state.lockread import LockedVariant
+from reconciler.state.lockread import LockedVariant, LockView
 
 SPEC_SIDE = ("stage", "fields", "files", "upstream", "target")
 """The key inputs a machine without the stage's toolchain still knows (everything but `impl`)."""
@@ -139,15 +139,13 @@ def resolve(
     key = keys.digest(key_inputs)
     record = ws.db.record(key)
     in_lock = locked.stages.get(name)
-    lock_record = locked.record(name) if in_lock is not None and in_lock.key == key else None
-    lock_record = lock_record or ws.locks.record(key)
-    if lock_record is not None:
-        lock_record = replace(lock_record, key_inputs=key_inputs)  # the key is their digest
+    own = locked.record(name) if in_lock is not None and in_lock.key == key else None
+    from_locks = _LockLookup(ws, key, key_inputs, own)
     if not setup.active:
         outputs[name] = identity_outputs(setup, linked)
-        return Resolved(setup, key, record or lock_record, Source.IDENTITY, key_inputs)
-    moves = machine_moves(in_lock.inputs, key_inputs) if lock_record is None and in_lock else []
-    if in_lock is not None and moves and setup.error is None:  # a missing toolchain: carried below
+        return Resolved(setup, key, record or from_locks(), Source.IDENTITY, key_inputs)
+    moves = machine_moves(in_lock.inputs, key_inputs) if own is None and in_lock else []
+    if in_lock is not None and moves and setup.error is None and from_locks() is None:
         outputs[name] = (
             in_lock.artifacts_json()
         )  # before this machine's own build: the lock stays as committed
@@ -155,6 +153,7 @@ def resolve(
     if ws.usable(record):
         outputs[name] = record.artifacts if record else None
         return Resolved(setup, key, record, Source.STORE, key_inputs)
+    lock_record = from_locks()
     if record is None and lock_record is not None and ws.usable(lock_record):
         ws.db.put_record(lock_record)  # a lost state.db reseeded from the lock file and the store
         outputs[name] = lock_record.artifacts
@@ -176,6 +175,23 @@ def resolve(
         return Resolved(setup, key, carried, Source.CARRIED, key_inputs, carried_reason(setup))
     outputs[name] = None
     return Resolved(setup, key, None, Source.MISSING, key_inputs)
+
+
+class _LockLookup:
+    """The record a lock file keeps for `key` (the spec's own lock first, then every other one), looked
+    up once and only when asked: a stage found in the local store reads no other lock file."""
+
+    def __init__(self, ws: Workspace, key: str, key_inputs: dict[str, Any], own: Record | None) -> None:
+        self._ws, self._key, self._inputs, self._own = ws, key, key_inputs, own
+        self._done = False
+        self._found: Record | None = None
+
+    def __call__(self) -> Record | None:
+        if not self._done:
+            found = self._own or self._ws.locks.record(self._key)
+            self._found = None if found is None else replace(found, key_inputs=self._inputs)  # their digest
+            self._done = True
+        return self._found
 
 
 def walk(
@@ -209,11 +225,16 @@ def first_to_build(
 
 
 def index_locks(ws: Workspace, specs: list[LoadedSpec]) -> None:
-    """Adds every spec's committed lock file to `ws.locks`, skipping any that fails its integrity checks."""
-    for spec in specs:
-        try:
-            lock, problems = ws.committed_lock(Layout.lock_file(spec.path))
-        except LockUnreadable:
-            continue  # that spec stalls on it (plan_spec, apply); the others go on
-        if lock is not None and not problems:
-            ws.locks.add(lock)
+    """Adds every spec's committed lock file to `ws.locks` on its first lookup, skipping any that fails
+    its integrity checks or cannot be read (that spec stalls on it; the others go on)."""
+
+    def locks() -> Iterator[LockView | None]:
+        for spec in specs:
+            try:
+                lock, problems = ws.committed_lock(Layout.lock_file(spec.path))
+            except LockUnreadable:
+                continue
+            if lock is not None and not problems:
+                yield lock
+
+    ws.locks.defer(locks)

@@ -2,17 +2,22 @@
 
 A spec is settled when every stage is cached and its verdicts are recorded, with no error, no lock
 problem and nothing carried over. Its plan and apply results are kept in `.npuctl/cache/settled.json`
-with the stat key (reconciler.state.statcache) of everything they were derived from: the spec file
-and its bases, its lock file, every file, folder (each sub-folder and file in it) and store object
-its keys and records read. The whole file holds only while the world it was written in is the same:
-the code (the reconciler and backends packages and plug-ins, by their stats), the interpreter, the
-state database (its file; a WAL holding frames -> not used), every lock file of the run (any spec's
-lock may hold another's keys), and the implementation identity of every stage used (toolchain
-versions). Anything changed, or changed within the racy window of the run's start (statcache's
-racy rule) -> the full path, which re-derives every key and re-runs the lock's integrity checks.
-Plan (and status) write it, only when an entry was added; apply only reads it, so a no-op
-apply writes nothing (an apply that built changed the database, which voids every entry anyway). A
-remote cache, a remote runner, fsck's repair or `--remeasure` never use it.
+with a witness (reconciler.state.statcache) of everything they were derived from: the spec file and
+its bases, its lock file, every file, folder (each sub-folder and file in it) and store object its
+keys and records read, and every lock file of the run when a stage was looked up in another spec's
+lock. The whole file holds only while the world it was written in is the same: the code (the
+reconciler and backends packages and plug-ins, by their stats), the interpreter, the state database's
+identity (a record replaced or removed moves it; a record added does not: it changes no answer drawn
+from the others), and the implementation identity of every stage used (toolchain versions). Anything
+changed -> that spec's full path, which re-derives its keys and re-runs its lock's integrity checks;
+the other specs keep their entries.
+
+Plan (and status) write it, only when an entry was added, and so does apply after it built or
+rewrote a lock file: it plans the specs it changed, so the next plan finds them settled. A file
+written during the run that remembers it (the lock file apply has just written, the objects it
+stored) is racy: its witness carries the digest of the content the entry was derived from, and the
+next run reads that file again instead of planning the spec. A remote cache, a remote runner, fsck's
+repair or `--remeasure` never use it.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from reconciler.spec import LoadedSpec
 from reconciler.state import statcache
 from reconciler.state.statcache import stat_of
 
-VERSION = 1
+VERSION = 2
 Stat = statcache.Recorded | None
 """None: the path could not be stat'd."""
 
@@ -79,41 +84,41 @@ class Settled:
         self.started = min([time.time_ns(), *(s.read_ns for s in specs if s.read_ns is not None)])
         """The racy rule's moment: before the specs were read, so a spec edited after it was read (its
         result computed from the old text) is never recorded under its new stat."""
+        self._ws = ws
         self._stats: dict[str, Stat] = {}
         self.entries: dict[str, Any] = {}
         self.changed = False
+        self.added = 0
+        """Entries this run remembered."""
         self._touched: set[str] = set()
-        self._paths: list[tuple[str, Stat]] = []
+        self._shared = False
+        self._paths: list[statcache.Witness] = []
         self._values: list[Any] = []
         self._ok: dict[int, bool] = {}
         self.file: Path | None = None
+        self._locks = [str(Layout.lock_file(s.path)) for s in specs]
         self.usable = ws.remote is None and not ws.repair  # fsck rebuilds what a plan would not
         folder = statcache.folder(ws.layout.state_dir) if self.usable else None
         if folder is None:
             self.usable = False
             return
         self.file = folder / "settled.json"
-        db = str(ws.layout.database)
-        locks = [str(Layout.lock_file(s.path)) for s in specs]
-        watched = [db, *locks]
-        self.world = [engine_code(), [[p, self._stat(p)] for p in watched]]
-        if not world.wal_empty(db) or any(self._racy(self._stat(p)) for p in watched):
-            self.usable = False  # written just now: a same-tick rewrite would keep its stat
-            return
+        self.world = [engine_code(), ws.db.identity()]
         raw = statcache.read_json(self.file)
         if isinstance(raw, dict) and raw.get("world") == self.world and impls_hold(raw.get("impls")):
             try:
-                self._paths = [(str(p), st) for p, st in raw["paths"]]
+                self._paths = [[str(w[0]), *w[1:]] for w in raw["paths"]]
                 self._values = list(raw["values"])
                 self.entries = dict(raw["entries"])
-            except (KeyError, TypeError, ValueError):
+            except (KeyError, TypeError, ValueError, IndexError):
                 self._paths, self._values, self.entries = [], [], {}
 
     def _holds(self, index: int) -> bool:
-        """Whether the loaded path at `index` still has its recorded stat (stat'd once a run)."""
+        """Whether the loaded path at `index` still has its recorded stat (stat'd once a run) and, for
+        a racy one, its recorded content."""
         if index not in self._ok:
-            path, recorded = self._paths[index]
-            self._ok[index] = self._stat(path) == recorded
+            seen = self._paths[index]
+            self._ok[index] = statcache.holds(seen, self._stat(seen[0]))
         return self._ok[index]
 
     def _loaded(self, entry: Any) -> dict[str, Any] | None:
@@ -127,18 +132,18 @@ class Settled:
             return None
         return {"inputs": inputs, **kinds, "new": True}
 
-    def inputs_of(self, spec: LoadedSpec) -> list[str] | None:
-        """The paths the spec's entry holds on (None without an entry): what a replay of the whole
+    def inputs_of(self, spec: LoadedSpec) -> list[statcache.Witness] | None:
+        """The witnesses the spec's entry holds on (None without an entry): what a replay of the whole
         run must find unchanged (reconciler.cli._replay)."""
         entry = self.entries.get(str(spec.path)) if self.usable else None
         if not isinstance(entry, dict):
             return None
         try:
             if entry.get("new"):
-                return [str(p) for p, _ in entry["inputs"]]
+                return [list(w) for w in entry["inputs"]]
             if not all(self._holds(i) for i in entry["inputs"]):
                 return None  # a stale entry this run planned in full and did not replace
-            return [self._paths[i][0] for i in entry["inputs"]]
+            return [list(self._paths[i]) for i in entry["inputs"]]
         except (KeyError, TypeError, IndexError, ValueError):
             return None
 
@@ -147,14 +152,13 @@ class Settled:
             self._stats[path] = stat_of(path)
         return self._stats[path]
 
-    def _racy(self, st: Stat) -> bool:
-        return st is not None and not statcache.trusted(st, self.started)
-
     def get(self, spec: LoadedSpec, kind: str) -> SpecResult | None:
         """The `kind` ("plan" or "apply") result recorded for the spec, while nothing it read changed."""
         entry = self.entries.get(str(spec.path)) if self.usable else None
         if isinstance(entry, dict) and not entry.get("new"):
             entry = self._loaded(entry)
+            if entry is not None:
+                self.entries[str(spec.path)] = entry  # restored once: plan and apply both ask
         if entry is None:
             return None
         try:
@@ -166,15 +170,18 @@ class Settled:
     def tracking(self, ws: Workspace) -> Iterator[None]:
         """Records what the hasher is asked for inside the block, for the next `remember`."""
         ws.hasher.touched = set()
+        lookups = ws.locks.lookups
         try:
             yield
         finally:
             self._touched |= ws.hasher.touched or set()
+            self._shared |= ws.locks.lookups != lookups
             ws.hasher.touched = None
 
     def remember(self, spec: LoadedSpec, plan: SpecResult, apply: SpecResult | None) -> None:
         """Keeps both results of a settled spec, with the stats of what `tracking` saw read."""
         touched, self._touched = self._touched, set()
+        shared, self._shared = self._shared, False
         if not self.usable or apply is None or not (is_settled(plan) and is_settled(apply)):
             return
         if (spec.field("evaluate") or {}).get("runner", "local") != "local":
@@ -182,14 +189,23 @@ class Settled:
         paths = [str(spec.path), *map(str, spec.sources), str(Layout.lock_file(spec.path))]
         for path in sorted(touched):
             paths += _expand(path)
-        inputs: list[tuple[str, Stat]] = [(p, self._stat(p)) for p in dict.fromkeys(paths)]
-        if not all(statcache.trusted(st, self.started) for _, st in inputs):
+        if shared:  # a stage found in another spec's lock: which lock answers depends on them all
+            paths += self._locks
+        texts = {str(spec.path), *map(str, spec.sources)}  # read before their stat: never vouched for
+        known = lambda path: None if path in texts else self._known(path)  # noqa: E731
+        inputs = [statcache.witness(p, self._stat(p), self.started, known) for p in dict.fromkeys(paths)]
+        if any(w is None or (w[1] is None and w[0] in texts) for w in inputs):
             return
         kinds = {"plan": plan.to_json(), "apply": apply.to_json()}
         if any(SpecResult.from_json(data).to_json() != data for data in kinds.values()):
             return  # a field the cache would not restore exactly: never reused
         self.entries[str(spec.path)] = {"inputs": inputs, **kinds, "new": True}
         self.changed = True
+        self.added += 1
+
+    def _known(self, path: str) -> str | None:
+        """The digest of the content this run read from `path`, when it hashed or parsed it."""
+        return self._ws.hasher.known(path) or self._ws.lock_digest(path)
 
     def save(self) -> None:
         """Best effort, into an existing `.npuctl` only: a failed write costs the next run the full path.
@@ -197,6 +213,7 @@ class Settled:
         if not self.changed or self.file is None or not self.file.parent.parent.is_dir():
             return
         paths: dict[str, int] = {}
+        seen: dict[str, statcache.Witness] = {}
         values: list[Any] = []
         index: dict[str, int] = {}
         entries: dict[str, Any] = {}
@@ -205,12 +222,12 @@ class Settled:
             if full is None:
                 continue
             inputs = []
-            for path, st in full["inputs"]:
-                inputs.append(paths.setdefault(path, len(paths)))
-                self._stats.setdefault(path, st)
+            for witness in full["inputs"]:
+                inputs.append(paths.setdefault(witness[0], len(paths)))
+                seen.setdefault(witness[0], witness)
             kinds = {k: _pack(full[k], values, index) for k in ("plan", "apply")}
             entries[name] = {"inputs": inputs, **kinds}
-        table = [[p, self._stats[p]] for p in paths]
+        table = [seen[p] for p in paths]
         data = {"world": self.world, "impls": impl_table(), "paths": table, "values": values}
         text = json.dumps({**data, "entries": entries}, separators=(",", ":"))
         statcache.write(self.file, text, ".settled-")

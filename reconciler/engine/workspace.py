@@ -9,6 +9,7 @@ it is rebuilt and nothing is ever built from it: a flipped byte never spreads.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -108,6 +109,16 @@ class Workspace:
             known = (stamp, lockread.view(data), integrity.problems(data, path))
             self._committed[path] = known
         return known[1], known[2]
+
+    def lock_digest(self, path: str) -> str | None:
+        """The sha256 of the lock file at `path` as this run parsed it, when its bytes are what npuctl
+        writes for that content (lockfile.dumps); None when this run did not parse it."""
+        known = self._committed.get(Path(path))
+        if known is None or known[1] is None:
+            return None
+        from reconciler.state import lockfile
+
+        return hashlib.sha256(lockfile.dumps(known[1].raw).encode()).hexdigest()
 
     read_only: bool = False
     """The state folder cannot be written: the database is an in-memory copy (Database.copy_of)."""

@@ -53,15 +53,6 @@ def engine_code(version: int) -> list[Any]:
     return parts
 
 
-def wal_empty(database: str) -> bool:
-    """Whether the state database's write-ahead log holds no frames: only then does the database
-    file's stat say what it holds (opening the database creates the log empty)."""
-    try:
-        return os.stat(database + "-wal").st_size == 0
-    except OSError:
-        return True
-
-
 def impl_table() -> dict[str, Any]:
     """Every stage implementation identity this run computed (backends' versions and fingerprints)."""
     return {

@@ -37,6 +37,7 @@ class SpecCache:
         self.started = time.time_ns()
         """Before any spec of this run was read: the moment the racy rule measures from."""
         self.entries: dict[str, dict[str, Any]] = {}
+        self._held: dict[Path, dict[str, Any] | None] = {}
         self.changed = False
         folder = statcache.folder(root / ".npuctl")
         self.file = None if folder is None else folder / "specs.json"
@@ -48,7 +49,13 @@ class SpecCache:
             self.entries = entries if isinstance(entries, dict) else {}
 
     def get(self, path: Path) -> dict[str, Any] | None:
-        """The entry of the spec file at `path` while every file it was read from is unchanged."""
+        """The entry of the spec file at `path` while every file it was read from is unchanged (looked
+        at once a run: discovery and loading both ask)."""
+        if path not in self._held:
+            self._held[path] = self._get(path)
+        return self._held[path]
+
+    def _get(self, path: Path) -> dict[str, Any] | None:
         entry = self.entries.get(str(path))
         if not isinstance(entry, dict):
             return None
@@ -67,9 +74,11 @@ class SpecCache:
             self.forget(path)
             return
         self.entries[str(path)] = {**data, "stats": [list(pair) for pair in stats]}
+        self._held.pop(path, None)
         self.changed = True
 
     def forget(self, path: Path) -> None:
+        self._held.pop(path, None)
         if self.entries.pop(str(path), None) is not None:
             self.changed = True
 

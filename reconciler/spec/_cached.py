@@ -20,7 +20,8 @@ from reconciler.state.statcache import stat_of, trusted
 
 
 def from_cache(cache: SpecCache, file: Path, root: Path) -> tuple[LoadedSpec, tuple[Path, int, int]] | None:
-    path = file.resolve()
+    """The cached spec of `file`, a path as discovery returns it (resolved)."""
+    path = file
     entry = cache.get(path)
     if entry is None:
         return None

@@ -7,12 +7,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from backends.sdk import pathpolicy
 from reconciler.spec._cache import SpecCache
 from reconciler.spec._cached import from_cache, mark_model_checked, model_checked, remember
 from reconciler.spec._discover import discover_with_errors
 from reconciler.spec._errors import SpecError, display_path
 from reconciler.spec._load import LoadedSpec, attempt
-from reconciler.spec._semantic import data_errors, model_errors, ordered
+from reconciler.spec._semantic import Passed, data_errors, model_errors, ordered
 
 
 @dataclass(frozen=True)
@@ -39,12 +40,18 @@ def check(paths: Sequence[Path], root: Path, semantic: bool = True) -> list[Spec
     an explicitly named file count too (watch applies one file at a time). Specs unchanged since they
     last validated come from the cache (reconciler.spec._cache), their data folders checked again.
     """
+    with pathpolicy.remembered():
+        return _check(paths, root, semantic)
+
+
+def _check(paths: Sequence[Path], root: Path, semantic: bool) -> list[SpecReport]:
     read_ns = time.time_ns()
-    files, missing = discover_with_errors(paths, root)
-    reports = [SpecReport(error.file, None, None, (error,)) for error in missing]
     cache = SpecCache(root)
+    files, missing = discover_with_errors(paths, root, lambda path: cache.get(path) is not None)
+    reports = [SpecReport(error.file, None, None, (error,)) for error in missing]
     attempts = {file: _attempt(file, root, cache) for file in files}
     claims = _claims(attempts.values())
+    passed: Passed = set()
     for file in _siblings(paths, files, root):
         for claimed, where in _claims([_attempt(file, root, cache)]).items():
             claims.setdefault(claimed, []).extend(where)
@@ -53,7 +60,7 @@ def check(paths: Sequence[Path], root: Path, semantic: bool = True) -> list[Spec
         if spec is not None:
             spec.read_ns = read_ns
             if semantic:
-                errors = _semantic(spec, root, cache)
+                errors = _semantic(spec, root, cache, passed)
             others = [w for w in claims.get(spec.name, []) if w.file != file]
             if others:
                 listed = ", ".join(f"{display_path(w.file)}:{w.line}" for w in others)
@@ -95,9 +102,9 @@ def _attempt(file: Path, root: Path, cache: SpecCache) -> _Attempt:
     return _Attempt(spec, name, name_at, errors)
 
 
-def _semantic(spec: LoadedSpec, root: Path, cache: SpecCache) -> list[SpecError]:
+def _semantic(spec: LoadedSpec, root: Path, cache: SpecCache, passed: Passed) -> list[SpecError]:
     try:
-        errors = data_errors(spec, root)
+        errors = data_errors(spec, root, passed)
         if not model_checked(cache, spec):
             found = model_errors(spec, root)
             if not found:

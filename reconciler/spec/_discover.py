@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from backends.sdk import pathpolicy
@@ -35,19 +35,18 @@ def discover(paths: Sequence[Path], root: Path) -> list[Path]:
 
 
 def discover_with_errors(
-    paths: Sequence[Path], root: Path | None = None
+    paths: Sequence[Path], root: Path | None = None, known: Callable[[Path], bool] | None = None
 ) -> tuple[list[Path], list[SpecError]]:
     """Like `discover`, errors returned. With `root`, a spec file inside it whose symlink leads outside,
-    or that is not a regular file (a FIFO, a device), is an error (backends.sdk.pathpolicy), never read."""
+    or that is not a regular file (a FIFO, a device), is an error (backends.sdk.pathpolicy), never read.
+    `known(path)`: whether a scanned file is a spec already known unchanged (the validated-spec cache),
+    so it is not opened to read its kind."""
     found: set[Path] = set()
     errors: list[SpecError] = []
     for given in paths:
         path = Path(given).absolute()
         if path.is_dir():
-            for child in sorted(path.iterdir()):
-                visible = child.suffix in _SUFFIXES and not child.name.startswith(".")
-                if visible and not child.is_dir():
-                    _add(child, root, found, errors, explicit=False)
+            _scan(path, root, found, errors, known)
         elif path.exists() or path.is_symlink():
             _add(path, root, found, errors, explicit=True)
         else:
@@ -98,6 +97,34 @@ def _name_errors(path: Path) -> list[SpecError]:
     return []
 
 
+def _scan(
+    folder: Path,
+    root: Path | None,
+    found: set[Path],
+    errors: list[SpecError],
+    known: Callable[[Path], bool] | None,
+) -> None:
+    """The YAML files directly in `folder`. A regular file that is no symlink lies where the folder
+    resolves to, so only the folder is resolved and confined, not each file (the kernel's d_type
+    says which entries are plain files: no stat)."""
+    with os.scandir(folder) as listing:
+        entries = sorted(listing, key=lambda e: e.name)
+    real = pathpolicy.resolve(folder)
+    confined = root is not None and pathpolicy.inside(real, pathpolicy.resolve(root))
+    for entry in entries:
+        name = entry.name
+        if not name.endswith(_SUFFIXES) or name.startswith("."):
+            continue
+        if entry.is_file(follow_symlinks=False) and (confined or root is None):
+            path = real / name
+            if known is not None and known(path):
+                found.add(path)
+            elif _is_spec(path, explicit=False):
+                _take(Path(entry.path), path, found, errors)
+        elif not entry.is_dir():
+            _add(Path(entry.path), root, found, errors, explicit=False)
+
+
 def _add(path: Path, root: Path | None, found: set[Path], errors: list[SpecError], explicit: bool) -> None:
     try:
         if root is not None and pathpolicy.inside(path, root.resolve()):
@@ -108,8 +135,12 @@ def _add(path: Path, root: Path | None, found: set[Path], errors: list[SpecError
     except pathpolicy.PathRefused as exc:
         errors.append(SpecError(path, 0, 0, "", str(exc)))
         return
-    if not _is_spec(resolved, explicit=explicit):
-        return
+    if _is_spec(resolved, explicit=explicit):
+        _take(path, resolved, found, errors)
+
+
+def _take(path: Path, resolved: Path, found: set[Path], errors: list[SpecError]) -> None:
+    """A spec file, unless its name is an error (`_name_errors`)."""
     named = _name_errors(path)
     if named:
         errors.extend(named)

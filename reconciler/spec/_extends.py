@@ -42,7 +42,7 @@ def resolve(path: Path, tree: Node, root: Path) -> tuple[Node, tuple[Path, ...]]
     """The tree of `path` merged over its chain of bases, and every file involved (child first)."""
     chain = [path]
     trees = [tree]
-    real_root = root.resolve()
+    real_root = pathpolicy.resolve(root)
     while (ref := entry(trees[-1], "extends")) is not None:
         if isinstance(ref, Scalar) and ref.value is None:
             break

@@ -59,7 +59,12 @@ def model_errors(spec: LoadedSpec, root: Path) -> list[SpecError]:
     return errors
 
 
-def data_errors(spec: LoadedSpec, root: Path) -> list[SpecError]:
+Passed = set[tuple[Path, str, str]]
+"""(the spec's folder, the relative path, its kind) found in order: a pass over many specs that name
+one data folder checks it once (the caller keeps the set for one pass only)."""
+
+
+def data_errors(spec: LoadedSpec, root: Path, passed: Passed | None = None) -> list[SpecError]:
     """Every path field the spec sets must name a file or folder (its declared kind) inside the
     repository; a path that may be package-relative (the model) is checked with the model."""
     errors: list[SpecError] = []
@@ -67,6 +72,10 @@ def data_errors(spec: LoadedSpec, root: Path) -> list[SpecError]:
         if field.package is not None:
             continue
         dotted, kind = field.dotted, field.kind
+        seen = (spec.path.parent, str(relative), kind)
+        if passed is not None and seen in passed:
+            continue
+        before = len(errors)
         try:
             path = resolve_path(spec, relative, root, dotted)
         except SpecErrors as exc:
@@ -85,6 +94,8 @@ def data_errors(spec: LoadedSpec, root: Path) -> list[SpecError]:
             errors += exc.errors
         except pathpolicy.PathRefused as exc:
             errors.append(spec.error(dotted, str(exc)))
+        if passed is not None and len(errors) == before:
+            passed.add(seen)
     return errors
 
 

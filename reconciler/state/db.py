@@ -9,9 +9,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import os
 import re
 import sqlite3
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -106,6 +108,33 @@ def _digest_row(row: Any) -> tuple[Stat, str]:
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+_IDENTITY = "SELECT key, value FROM meta WHERE key IN ('id', 'generation')"
+
+
+def _identity(rows: dict[str, str]) -> str | None:
+    return f"{rows['id']}:{rows.get('generation', '0')}" if "id" in rows else None
+
+
+def stored_identity(path: Path) -> str | None:
+    """`Database.identity` of the database at `path`, read as an immutable file: no lock, no shared
+    memory file, nothing written (the no-op replay checks it before anything else is loaded). Only
+    while the write-ahead log holds no frames does the file alone say what the database holds; None
+    otherwise, or when it has no identity or cannot be read."""
+    try:
+        if os.stat(f"{path}-wal").st_size:
+            return None
+    except OSError:
+        pass  # no log: every committed transaction is in the file
+    try:
+        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro&immutable=1", uri=True)
+        try:
+            return _identity(dict(conn.execute(_IDENTITY)))
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
 
 
 class Database:
@@ -217,8 +246,31 @@ class Database:
         self._parsed[key] = (tuple(row), record)
         return record
 
+    def identity(self) -> str:
+        """This database's id and how many times a record in it was replaced or removed: what a
+        cached answer drawn from its records stands on (reconciler.engine.settled). A record only
+        added changes no answer drawn from the others, so it leaves the identity as it was; a new
+        database (a deleted state.db made again) gets a new id."""
+        found = _identity(dict(self.conn.execute(_IDENTITY)))
+        if found is None:
+            with self.transaction() as conn:
+                conn.execute("INSERT OR IGNORE INTO meta VALUES ('id', ?)", (uuid.uuid4().hex,))
+            found = _identity(dict(self.conn.execute(_IDENTITY)))
+        assert found is not None
+        return found
+
+    @staticmethod
+    def _moved(conn: sqlite3.Connection) -> None:
+        """A record was replaced or removed: answers drawn from the records may differ (`identity`)."""
+        conn.execute(
+            "INSERT INTO meta VALUES ('generation', '1') "
+            "ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
+
     def put_record(self, record: Record) -> None:
         with self.transaction() as conn:
+            if conn.execute("SELECT 1 FROM records WHERE key = ?", (record.key,)).fetchone():
+                self._moved(conn)
             conn.execute(
                 "INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
@@ -237,6 +289,7 @@ class Database:
     def delete_records(self, keys: list[str]) -> None:
         with self.transaction() as conn:
             conn.executemany("DELETE FROM records WHERE key = ?", [(k,) for k in keys])
+            self._moved(conn)
 
     def all_records(self) -> Iterator[Record]:
         for row in self.conn.execute(

@@ -99,6 +99,10 @@ class FileHasher:
         self._memo[base + os.sep] = listing.hexdigest()
         return self._memo[base + os.sep]
 
+    def known(self, path: str) -> str | None:
+        """The digest this run computed or looked up for the file at `path` (links followed), if any."""
+        return self._memo.get(os.path.realpath(path))
+
     def forget(self, path: Path) -> None:
         """Drops what this run and the cache know of `path` (its content is known to have changed)."""
         key = str(path.resolve())

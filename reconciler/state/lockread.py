@@ -14,6 +14,7 @@ absent (lock integrity reports it); `raw` keeps what was committed for the write
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -279,10 +280,20 @@ def is_lock_record(record: Record | None) -> bool:
 
 class LockIndex:
     """Every stage key the repository's committed lock files record, across specs: specs that share a
-    model share keys, so a spec added in a pull request finds its stages on any clone alike."""
+    model share keys, so a spec added in a pull request finds its stages on any clone alike.
+
+    Filled on the first lookup (`defer`): a stage found in the local store or in its own spec's lock
+    never needs the others, so a plan of one changed spec reads no other lock file."""
 
     def __init__(self) -> None:
         self._by_key: dict[str, tuple[LockedVariant, str]] = {}
+        self._pending: Callable[[], Iterable[LockView | None]] | None = None
+        self.lookups = 0
+        """How many lookups were made: an answer that made one depends on every lock file."""
+
+    def defer(self, locks: Callable[[], Iterable[LockView | None]]) -> None:
+        """The lock files to index, read when the first lookup needs them."""
+        self._pending = locks
 
     def add(self, lock: LockView | None) -> None:
         for locked in (lock.variants if lock is not None else {}).values():
@@ -290,5 +301,9 @@ class LockIndex:
                 self._by_key.setdefault(stage.key, (locked, stage.name))
 
     def record(self, key: str) -> Record | None:
+        self.lookups += 1
+        pending, self._pending = self._pending, None
+        for lock in pending() if pending is not None else ():
+            self.add(lock)
         hit = self._by_key.get(key)
         return hit[0].record(hit[1]) if hit else None

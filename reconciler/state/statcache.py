@@ -15,6 +15,11 @@ Three rules make that sound, and they are defined here only:
   File systems stamp times from a clock that advances in ticks, so a second write within the tick of
   the first keeps every field of the stat (git's "racy clean" problem); a file that changed that
   recently is used but not remembered, and the next run looks at it again.
+- The witness (`witness`, `holds`): what a cache entry keeps of one file, its stat, and, when the stat
+  is racy, the sha256 of the content the entry was derived from. The next run trusts the stat of a
+  witness without a digest; one with a digest it trusts only after hashing the file again (git's
+  "racily clean" entries). So a file written just before the entry (the lock file an apply has just
+  written, the objects it stored) costs the next run one read of that file, not the whole cache.
 - The file (`read_json`, `write`): a cache file is written whole or not at all (a temp file renamed
   into place), best effort (a read-only or full repository goes without the cache), and read back only
   when it is a regular file of bounded size (`.npuctl` sits in a checkout nothing vouches for).
@@ -27,10 +32,11 @@ stat cache and stays on: answers are the same, only slower.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -99,6 +105,50 @@ def trusted(stat: Sequence[int] | None, at_ns: int) -> bool:
     changed = max(stat[_MTIME], stat[_CTIME])
     window = RACY_NS if changed % _SECOND_NS else WHOLE_SECOND_RACY_NS
     return changed < at_ns - window
+
+
+Witness = list[Any]
+"""[path, stat_of(path)], or [path, stat_of(path), sha256 of its content] when the stat is racy."""
+
+WITNESS_MAX_BYTES = 64 << 20
+"""A racy file larger than this is not hashed again to vouch for its content: its entry is not kept."""
+
+
+def content_digest(path: str) -> str | None:
+    """The sha256 of the regular file at `path`, or of the sorted names in the folder at `path` (what
+    a folder holds is its listing); None when it cannot be read or the file is too large."""
+    try:
+        if os.path.isdir(path):
+            return hashlib.sha256("\0".join(sorted(os.listdir(path))).encode()).hexdigest()
+        with pathpolicy.open_regular(path) as fh:
+            if os.fstat(fh.fileno()).st_size > WITNESS_MAX_BYTES:
+                return None
+            digest = hashlib.sha256()
+            while chunk := fh.read(1 << 20):
+                digest.update(chunk)
+            return digest.hexdigest()
+    except (OSError, ValueError, pathpolicy.PathRefused):
+        return None
+
+
+def witness(
+    path: str, stat: Recorded | None, at_ns: int, known: Callable[[str], str | None]
+) -> Witness | None:
+    """What an entry derived from the file at `path` after `at_ns` keeps of it: its stat when trusted;
+    else its stat and `known(path)`, the digest of the content the entry was derived from (None: not
+    known, so the entry is not kept). A missing file (stat None) is a witness of its absence."""
+    if stat is None or trusted(stat, at_ns):
+        return [path, stat]
+    digest = known(path) if enabled() else None
+    return None if digest is None else [path, stat, digest]
+
+
+def holds(seen: Sequence[Any], stat: Recorded | None) -> bool:
+    """Whether the file of a witness, whose stat is now `stat`, is unchanged: the same stat, and for a
+    racy one the same content."""
+    if stat != seen[1]:
+        return False
+    return len(seen) < 3 or content_digest(seen[0]) == seen[2]
 
 
 def folder(state_dir: Path) -> Path | None:

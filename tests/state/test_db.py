@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reconciler.state.db import Database, Failure, Record
+from reconciler.state.db import Database, Failure, Record, stored_identity
 
 
 def _record(key: str) -> Record:
@@ -53,3 +53,27 @@ def test_heads(tmp_path: Path) -> None:
     db.set_head("s", "default", "import", "k2")
     assert db.head("s", "default", "import") == "k2"
     assert db.head_keys() == {"k2"}
+
+
+def test_the_identity_moves_when_a_record_is_replaced_or_removed_not_when_one_is_added(
+    tmp_path: Path,
+) -> None:
+    db = Database(tmp_path / "state.db")
+    first = db.identity()
+    db.put_record(_record("k1"))
+    db.put_record(_record("k2"))
+    assert db.identity() == first  # answers drawn from other records stand
+    db.put_record(_record("k1"))
+    replaced = db.identity()
+    assert replaced != first
+    db.delete_records(["k2"])
+    moved = db.identity()
+    assert moved not in (first, replaced)
+    db.close()
+    assert stored_identity(tmp_path / "state.db") == moved  # read as a file, nothing written
+    (tmp_path / "state.db").unlink()
+    for extra in ("-wal", "-shm"):
+        (tmp_path / f"state.db{extra}").unlink(missing_ok=True)
+    again = Database(tmp_path / "state.db")
+    assert again.identity().split(":")[0] != first.split(":")[0]  # a new database, a new id
+    again.close()

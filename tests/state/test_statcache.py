@@ -3,6 +3,7 @@ every cache off without changing an answer."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -241,3 +242,25 @@ def test_off_the_file_hash_cache_reads_every_file_and_keeps_nothing(
         assert off.bytes_read == 4096 and not off.pending  # the kept row is not used, nothing new kept
     again = FileHasher(db)
     assert again.file(model) == expected and again.bytes_read == 0
+
+
+def test_a_racy_witness_carries_the_content_digest_and_is_checked_by_it(tmp_path: Path) -> None:
+    path = tmp_path / "lock.json"
+    path.write_text('{"threshold": 8}\n')
+    now = statcache.stat_of(path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    racy = statcache.witness(str(path), now, time.time_ns() - 10**9, lambda p: digest)
+    assert racy == [str(path), now, digest]
+    assert statcache.witness(str(path), now, time.time_ns() - 10**9, lambda p: None) is None
+    assert statcache.holds(racy, now)
+    path.write_text('{"threshold": 9}\n')  # a rewrite within the tick: the same stat, say
+    assert not statcache.holds(racy, now)
+    _past_the_window()
+    settled = statcache.stat_of(path)
+    assert statcache.witness(str(path), settled, time.time_ns(), lambda p: pytest.fail("hashed")) == [
+        str(path),
+        settled,
+    ]
+    folder_digest = statcache.content_digest(str(tmp_path))
+    (tmp_path / "new.yaml").write_text("")
+    assert statcache.content_digest(str(tmp_path)) != folder_digest  # a folder's content: its names
