@@ -8,6 +8,7 @@ from typing import Any
 
 from backends.sdk.vocab import Verdict
 from reconciler.engine import health
+from reconciler.trust.signing import Trust
 
 CANCELLED = "cancelled"
 """The state of an attempt stopped before it judged anything; the other states are verdict words."""
@@ -150,14 +151,32 @@ def settings(stages: dict[str, Any], toolchain: dict[str, dict[str, Any]]) -> di
 
 
 def from_lock(
-    lock: dict[str, Any], source: str, label: str, time: datetime, lock_file: str, commit: str | None = None
+    lock: dict[str, Any],
+    source: str,
+    label: str,
+    time: datetime,
+    lock_file: str,
+    trust: Trust,
+    commit: str | None = None,
 ) -> AuditEntry:
-    """An entry from a lock file's content."""
+    """An entry from a lock file's content, judged by `trust`: each verdict names who signed the
+    records it rests on (`signed_by`), and one resting on records not from a trusted builder reads
+    unknown (reconciler.trust)."""
+    signers = {
+        name: ", ".join(trust.signers(v))
+        for name, v in (lock.get("variants") or {}).items()
+        if isinstance(v, dict)
+    }
+    lock = trust.vetted(lock) or lock
     variants = lock.get("variants") or {}
     default: dict[str, Any] = variants.get("default") or next(iter(variants.values()), {})
     stages = default.get("stages") or {}
     model_artifact = ((stages.get("import") or {}).get("artifacts") or {}).get("model") or {}
-    verdicts = [v for name in sorted(variants) for v in (variants[name].get("verdicts") or [])]
+    verdicts = [
+        {**v, "signed_by": signers.get(name) or "unsigned"}
+        for name in sorted(variants)
+        for v in (variants[name].get("verdicts") or [])
+    ]
     model = lock.get("model") or {}
     return AuditEntry(
         source=source,

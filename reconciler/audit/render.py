@@ -32,6 +32,8 @@ def verdict_cell(v: dict[str, Any], marks: bool = True) -> str:
     judged = Verdict.of(v.get("verdict"))
     mark = (judged.mark if judged else "") if marks else str(v.get("verdict"))
     evidence = v.get("evidence") or "no measurement"
+    if v.get("signed_by"):
+        evidence += f"; signed by {v['signed_by']}"
     measured = measured_against(
         str(v.get("name", "")), v.get("value"), str(v.get("comparison", "<=")), v.get("threshold")
     )

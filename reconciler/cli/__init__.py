@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "push": "Push every stage the lock files record to the remote cache.",
     "pull": "Pull every stage the lock files record from the remote cache (verified).",
     "export": "Copy a spec's deployable files (verified) into a folder, with a manifest and SHA256SUMS.",
+    "key": "This machine's signing key (generate, show, path) and signing committed lock files with it.",
 }
 """Subcommand name -> one-line help; the implementation is `reconciler.cli.<name>:command`."""
 
@@ -95,7 +96,12 @@ def main() -> None:
             traceback.print_exc()
         from backends.sdk.pathpolicy import PathRefused
         from reconciler.engine import faults
+        from reconciler.trust.keys import KeyProblem
+        from reconciler.trust.policy import PolicyError
 
+        if isinstance(exc, (PolicyError, KeyProblem)):
+            click.echo(f"npuctl: {exc}", err=True)
+            sys.exit(1)
         if isinstance(exc, PathRefused) or faults.is_infrastructure(exc):
             said = exc if isinstance(exc, PathRefused) else faults.describe(exc, _database())
             click.echo(f"npuctl: {said}", err=True)

@@ -5,7 +5,7 @@ is most of a no-op. When every spec of a plan is settled (reconciler.engine.sett
 writes what it and the apply of the same invocation print, with the stat of every file the output
 stands on: each spec's settled inputs (spec, bases, lock, model, data, store objects), the state
 database, the scanned spec folders and every YAML file in them (an added or re-kinded spec), the
-remote's config file, and the engine's code, interpreter and toolchain identities (as the settled
+remote's config file, the trust policy and this machine's key file, and the engine's code, interpreter and toolchain identities (as the settled
 cache checks them). The next plan or apply of the same invocation (the same paths, format, working
 directory and the environment variables npuctl reads) stats those files and, when none changed,
 prints the stored output: what a stat-based build tool's no-op costs (one stat per input), and the
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from reconciler.engine.workspace import Workspace
 
 VERSION = 2
-KEPT_ENV = ("CI", "GITHUB_ACTIONS", "HOME", "XDG_CACHE_HOME", "PATH", "PYTHONPATH")
+KEPT_ENV = ("CI", "GITHUB_ACTIONS", "HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "PATH", "PYTHONPATH")
 """Besides every NPUCTL_* variable: what the commands read (remote, toolchains, annotations)."""
 
 
@@ -151,7 +151,11 @@ def record(
     file = _file(root, key)
     if file is None:
         return False
-    inputs: list[str] = [str(ws.layout.database), str(root / CONFIG_FILE), *_scanned(_targets(root, paths))]
+    from reconciler.trust import keys, policy
+
+    trust_files = [str(root / policy.FILE), str(keys.key_path())]  # whose records count
+    inputs: list[str] = [str(ws.layout.database), str(root / CONFIG_FILE), *trust_files]
+    inputs += _scanned(_targets(root, paths))
     for spec in specs:
         held = settled.inputs_of(spec)
         if held is None:

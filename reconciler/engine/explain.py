@@ -48,7 +48,7 @@ def explain(ws: Workspace, spec: LoadedSpec, stage: str | None = None) -> list[S
         lock = None
     out = []
     for variant in variants(spec):
-        locked = lockread.variant(lock, variant.name)
+        locked = lockread.variant(lock, variant.name, ws.trust.distrusted)
         outputs: dict[str, Artifacts | None] = {}
         for setup in build_chain(spec, variant, ws.layout.root, ws.hasher):
             name = setup.stage.name

@@ -53,12 +53,22 @@ class Variant:
         return variants.shape_key(self.inputs).replace("=", "-").replace(";", "_")
 
 
-def deployables(lock: dict[str, Any], store: Store) -> list[Variant]:
-    """Every variant's compile output; ExportError when a variant has none recorded."""
+def deployables(lock: dict[str, Any], store: Store, root: Path) -> list[Variant]:
+    """Every variant's compile output; ExportError when a variant has none recorded, or when its
+    compile record is not from a trusted builder (reconciler.trust: it may name any object)."""
+    from reconciler.trust import policy
+    from reconciler.trust.signing import Trust
+
+    trust = Trust.here(policy.read(root))
     out = []
     for name, variant in sorted(
         (lock.get("variants") or {}).items(), key=lambda kv: (kv[0] != "default", kv[0])
     ):
+        why = trust.distrusted(variant).get("compile") if isinstance(variant, dict) else None
+        if why is not None:
+            raise ExportError(
+                f"variant {name!r}: the compile record is {why}: run `npuctl apply` to build it here"
+            )
         compiled = ((variant.get("stages") or {}).get("compile") or {}).get("artifacts") or {}
         if not compiled:
             raise ExportError(f"variant {name!r} has no compiled artifact recorded: run `npuctl apply`")

@@ -17,6 +17,7 @@ from reconciler.engine.resolve import SPEC_SIDE
 from reconciler.state import lockfile
 from reconciler.state.db import Record
 from reconciler.state.lockread import LockedVariant
+from reconciler.trust.signing import Trust, mapping
 
 MAX_OTHER_RUNNERS = 4
 """How many other runners' measurements a variant keeps after explicit re-measuring."""
@@ -52,10 +53,17 @@ def variant_entry(
     records: dict[str, Record],
     verdicts: list[dict[str, Any]],
     measurements: dict[str, Any],
+    trust: Trust,
+    previous: LockedVariant,
+    dry: bool = False,
 ) -> dict[str, Any]:
+    """The variant as the lock records it, each stage signed (reconciler.trust.signing): a signature
+    the committed entry holds over the same content is kept; a dry walk signs nothing new."""
+    stages = {name: stage_entry(record) for name, record in sorted(records.items())}
+    before = mapping(previous.raw.get("stages"))
     return {
         "inputs": inputs,
-        "stages": {name: stage_entry(record) for name, record in sorted(records.items())},
+        "stages": trust.signed_stages(stages, measurements, before, fresh=not dry),
         "measurements": measurements,
         "verdicts": verdicts,
     }

@@ -20,7 +20,7 @@ from reconciler.engine.predict import predict
 from reconciler.engine.resolve import Resolved, Source, index_locks, walk
 from reconciler.engine.results import SpecResult, StageResult, Verdict
 from reconciler.engine.stages import VERIFY
-from reconciler.engine.verify import judge
+from reconciler.engine.verify import judge, not_trusted
 from reconciler.engine.walk import changes, previous, reason
 from reconciler.engine.workspace import Workspace
 from reconciler.repo import Layout
@@ -70,6 +70,8 @@ def _stage_result(
         why = f"stalled: {failure.message} (not retried until its inputs change)"
         return StageResult(name, variant, "stalled", key, why, log=failure.log or None)
     why = reason(previous(ws.db, spec.name, variant, name, locked.record(name)), resolved.key_inputs)
+    if name in locked.distrusted:
+        why = f"recorded in the lock, but {locked.distrusted[name]}; {why}"
     if isinstance(setup.error, ToolchainMissing):
         why += f" (will not be built here: toolchain not installed: {setup.error})"
     elif setup.error is not None:
@@ -108,11 +110,14 @@ def _plan_verify(
     records: dict[str, Record],
     measured: dict[str, dict[str, Any]],
     lock: dict[str, Any] | None,
+    locked: LockedVariant,
 ) -> tuple[StageResult, list[Verdict]]:
     if "evaluate" not in records:
-        return StageResult(VERIFY, variant.name, "build", None, "after evaluate"), []
+        after = StageResult(VERIFY, variant.name, "build", None, "after evaluate")
+        return after, (
+            not_trusted(spec.field("slo"), variant.name, locked.untrusted) if locked.untrusted else []
+        )
     verdicts = judge(spec.field("slo"), measured, variant.name)
-    locked = lockread.variant(lock, variant.name)
     predict(verdicts, locked.verdicts)
     locked_keys = {n: s.key for n, s in locked.stages.items()}
     current_keys = {n: r.key for n, r in records.items()}
@@ -140,9 +145,10 @@ def plan_spec(ws: Workspace, spec: LoadedSpec) -> SpecResult:
             result.errors.extend(str(e) for e in exc.errors)
             result.status, result.sync, result.health = health.STALLED, health.UNKNOWN, health.UNKNOWN
             return result
-        records, carried = _plan_variant(ws, spec, chain, lockread.variant(lock, variant.name), result)
+        locked = lockread.variant(lock, variant.name, ws.trust.distrusted)
+        records, carried = _plan_variant(ws, spec, chain, locked, result)
         measured = collect(records)  # signed once: each measurement's digest is a JSON encoding
-        verify, verdicts = _plan_verify(spec, variant, records, measured, lock)
+        verify, verdicts = _plan_verify(spec, variant, records, measured, lock, locked)
         for verdict in verdicts:
             verdict.carried_over = carried
         result.stages.append(verify)

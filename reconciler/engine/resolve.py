@@ -210,4 +210,4 @@ def index_locks(ws: Workspace, specs: list[LoadedSpec]) -> None:
     for spec in specs:
         lock, problems = ws.committed_lock(Layout.lock_file(spec.path))
         if lock is not None and not problems:
-            ws.locks.add(lock)
+            ws.locks.add(lock, ws.trust.distrusted)

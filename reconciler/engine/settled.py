@@ -7,7 +7,7 @@ and its bases, its lock file, every file, folder (each sub-folder and file in it
 its keys and records read. The whole file holds only while the world it was written in is the same:
 the code (the reconciler and backends packages and plug-ins, by their stats), the interpreter, the
 state database (its file; a WAL holding frames -> not used), every lock file of the run (any spec's
-lock may hold another's keys), and the implementation identity of every stage used (toolchain
+lock may hold another's keys), the trust policy and this machine's key (reconciler.trust), and the implementation identity of every stage used (toolchain
 versions). Anything changed, or changed within the racy window of the run's start (statcache's
 racy rule) -> the full path, which re-derives every key and re-runs the lock's integrity checks.
 Plan (and status) write it, only when an entry was added; apply only reads it, so a no-op
@@ -105,7 +105,7 @@ class Settled:
         db = str(ws.layout.database)
         locks = [str(Layout.lock_file(s.path)) for s in specs]
         watched = [db, *locks]
-        self.world = [engine_code(), [[p, self._stat(p)] for p in watched]]
+        self.world = [engine_code(), [[p, self._stat(p)] for p in watched], ws.trust.fingerprint()]
         if not world.wal_empty(db) or any(self._racy(self._stat(p)) for p in watched):
             self.usable = False  # written just now: a same-tick rewrite would keep its stat
             return

@@ -23,6 +23,8 @@ from reconciler.state.db import Database, Record
 from reconciler.state.hashcache import FileHasher
 from reconciler.state.lockread import LockIndex
 from reconciler.state.store import Store
+from reconciler.trust import policy
+from reconciler.trust.signing import Trust
 
 if TYPE_CHECKING:
     from reconciler.remote import Remote
@@ -40,6 +42,8 @@ class Workspace:
     """The stage keys every committed lock file of this run's specs records (see engine.resolve)."""
     remote: Remote | None = None
     """The shared remote cache, looked up after the local store (reconciler.remote); None: none."""
+    trust: Trust = field(default_factory=lambda: Trust(policy.Policy()))
+    """Whose records count (the repository's trust policy and this machine's key; reconciler.trust)."""
     remote_fetch: bool = True
     """Whether a remote hit downloads its artifacts (apply) or only reads the record (plan)."""
 
@@ -53,6 +57,7 @@ class Workspace:
             gitignore.write_text("*\n")
         db = Database(layout.database)
         ws = cls(layout, db, Store(layout.store), FileHasher(db, layout.root))
+        ws.trust = Trust.here(policy.read(layout.root))
         ws._undo_tmp = scratch.redirect(layout.tmp)
         return ws
 

@@ -30,11 +30,17 @@ class SyncResult:
         return {"done": self.done, "present": self.present, "absent": self.absent}
 
 
+def _every_stage(entry: dict[str, Any]) -> dict[str, str]:
+    """Which keys to move names every recorded stage: the remote layer vets each record it reads."""
+    return {}
+
+
 def recorded(specs: list[LoadedSpec]) -> dict[str, Record]:
     """key -> the lock's record of it, over every variant of every spec (identity stages left out)."""
     out: dict[str, Record] = {}
     for spec in specs:
-        for variant in lockread.variants(lockfile.read(Layout.lock_file(spec.path))).values():
+        lock = lockfile.read(Layout.lock_file(spec.path))
+        for variant in lockread.variants(lock, _every_stage).values():
             for name, stage in variant.stages.items():
                 record = variant.record(name)
                 if record is not None and not stage.identity:

@@ -94,10 +94,10 @@ def _revision(root: Path) -> str | None:
     return done.stdout.strip() or None
 
 
-def _records(db: Database | None, lock: dict[str, Any], variant: str) -> dict[str, Record]:
+def _records(db: Database | None, lock: dict[str, Any], variant: str, vet: lockread.Vet) -> dict[str, Record]:
     """stage -> the record of the key the lock holds: this machine's (built or pulled here, with its
     full report), else the lock's own (artifacts by digest, found when the store holds their bytes)."""
-    locked = lockread.variant(lock, variant)
+    locked = lockread.variant(lock, variant, vet)
     out: dict[str, Record] = {}
     for name, stage in locked.stages.items():
         record = db.record(stage.key) if db is not None else None
@@ -220,9 +220,13 @@ def _variant_records(
     layout: Layout, lock: dict[str, Any], variants: list[str]
 ) -> dict[str, dict[str, Record]]:
     """variant -> stage -> the record of the key the lock holds (`_records`)."""
+    from reconciler.trust import policy
+    from reconciler.trust.signing import Trust
+
+    vet = Trust.here(policy.read(layout.root)).distrusted
     db = Database(layout.database) if layout.database.exists() else None
     try:
-        return {v: _records(db, lock, v) for v in variants}
+        return {v: _records(db, lock, v, vet) for v in variants}
     finally:
         if db is not None:
             db.close()

@@ -8,10 +8,15 @@ reseeded from the same records. A record read from a lock names its artifacts by
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.state.db import Record
+
+Vet = Callable[[dict[str, Any]], dict[str, str]]
+"""Given a variant's entry, the stages whose records do not count here and why
+(reconciler.trust.signing.Trust.distrusted): they are read as not recorded."""
 
 LOCK_NOTE = "recorded in the lock"
 """The note of a record read from a lock file (never stored in state.db as built here)."""
@@ -35,6 +40,13 @@ class LockedVariant:
     verdicts: list[dict[str, Any]] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict)
     """The variant's entry exactly as committed (carried over whole when a build cannot finish)."""
+    distrusted: dict[str, str] = field(default_factory=dict)
+    """Stage -> why its record does not count (not from a trusted builder): left out of `stages`."""
+
+    @property
+    def untrusted(self) -> str | None:
+        """Why the variant's verdicts count for nothing (the first stage not trusted), or None."""
+        return next(iter(self.distrusted.values()), None)
 
     def record(self, stage: str) -> Record | None:
         """The stage as a record; evaluate carries the variant's recorded measurements."""
@@ -62,8 +74,9 @@ def _stage(name: str, entry: Any) -> LockedStage | None:
     return LockedStage(name, entry["key"], artifacts, inputs, bool(entry.get("identity")))
 
 
-def variants(lock: dict[str, Any] | None) -> dict[str, LockedVariant]:
-    """Variant name -> what the lock records for it; {} for no lock or a malformed one."""
+def variants(lock: dict[str, Any] | None, vet: Vet) -> dict[str, LockedVariant]:
+    """Variant name -> what the lock records for it, without the stages `vet` distrusts; {} for no
+    lock or a malformed one."""
     out: dict[str, LockedVariant] = {}
     raw_variants = (lock or {}).get("variants")
     if not isinstance(raw_variants, dict):
@@ -71,10 +84,10 @@ def variants(lock: dict[str, Any] | None) -> dict[str, LockedVariant]:
     for name, entry in raw_variants.items():
         if not isinstance(entry, dict):
             continue
-        variant = LockedVariant(str(name), raw=entry)
+        variant = LockedVariant(str(name), raw=entry, distrusted=vet(entry))
         for stage_name, stage_entry in (entry.get("stages") or {}).items():
             stage = _stage(str(stage_name), stage_entry)
-            if stage is not None:
+            if stage is not None and stage.name not in variant.distrusted:
                 variant.stages[stage.name] = stage
         measurements = entry.get("measurements")
         variant.measurements = measurements if isinstance(measurements, dict) else {}
@@ -84,8 +97,8 @@ def variants(lock: dict[str, Any] | None) -> dict[str, LockedVariant]:
     return out
 
 
-def variant(lock: dict[str, Any] | None, name: str) -> LockedVariant:
-    return variants(lock).get(name) or LockedVariant(name)
+def variant(lock: dict[str, Any] | None, name: str, vet: Vet) -> LockedVariant:
+    return variants(lock, vet).get(name) or LockedVariant(name)
 
 
 def is_lock_record(record: Record | None) -> bool:
@@ -99,8 +112,8 @@ class LockIndex:
     def __init__(self) -> None:
         self._by_key: dict[str, tuple[LockedVariant, str]] = {}
 
-    def add(self, lock: dict[str, Any] | None) -> None:
-        for locked in variants(lock).values():
+    def add(self, lock: dict[str, Any] | None, vet: Vet) -> None:
+        for locked in variants(lock, vet).values():
             for stage in locked.stages.values():
                 self._by_key.setdefault(stage.key, (locked, stage.name))
 
