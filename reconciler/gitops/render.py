@@ -261,11 +261,17 @@ def print_text(comparison: Comparison) -> None:
 
     out = console()
     out.print(f"[bold]against {comparison.ref}[/bold] ({comparison.commit[:10]})", highlight=False)
+    for line in _policy_md(comparison)[:1]:
+        out.print(line.replace("**", ""), markup=False, highlight=False)
     for spec in (s for s in comparison.specs if is_changed(s)):
         target = spec.target or spec.base_target or "?"
         out.print(f"  [bold]{spec.name}[/bold] → {target}: {spec.change}", highlight=False)
         for e in spec.base_errors:
             out.print(f"    at base: {e}", markup=False, highlight=False)
+        for why in spec.untrusted:
+            out.print(
+                f"    {why}: its verdicts count as {Verdict.UNKNOWN.word}", markup=False, highlight=False
+            )
         for c in [*spec.fields, *spec.files]:
             stages = ", ".join(c.stages) or "no stage"
             line = f"    {c.path}: {value_text(c.old)} -> {value_text(c.new)}  ({stages})"

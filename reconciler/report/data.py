@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from backends.sdk.vocab import UNTRUSTED
 from reconciler.audit import Filters, run
 from reconciler.audit.entries import AuditEntry
 from reconciler.engine import health, throughput
@@ -22,6 +23,8 @@ from reconciler.spec import LoadedSpec
 from reconciler.state import lockfile, lockread
 from reconciler.state.db import Database, Record
 from reconciler.state.store import Store, sha256_file
+from reconciler.trust import policy
+from reconciler.trust.signing import Trust
 
 
 @dataclass
@@ -217,13 +220,10 @@ def _lock(spec: LoadedSpec) -> dict[str, Any]:
 
 
 def _variant_records(
-    layout: Layout, lock: dict[str, Any], variants: list[str]
+    layout: Layout, lock: dict[str, Any], variants: list[str], vet: lockread.Vet
 ) -> dict[str, dict[str, Record]]:
-    """variant -> stage -> the record of the key the lock holds (`_records`)."""
-    from reconciler.trust import policy
-    from reconciler.trust.signing import Trust
-
-    vet = Trust.here(policy.read(layout.root)).distrusted
+    """variant -> stage -> the record of the key the lock holds (`_records`), those `vet` does not
+    trust left out."""
     db = Database(layout.database) if layout.database.exists() else None
     try:
         return {v: _records(db, lock, v, vet) for v in variants}
@@ -254,6 +254,18 @@ def _summary(
         quantization_mode=str((spec.field("quantization") or {}).get("mode", "none")),
         notes=notes,
     )
+
+
+def _untrusted(
+    data: ReportData, vetted: dict[str, Any], lock: dict[str, Any], variants: list[str], notes: list[str]
+) -> None:
+    """Verdicts on records not from a trusted builder read unknown (reconciler.trust), and say why."""
+    if vetted == lock:
+        return
+    entries = vetted.get("variants") or {}
+    data.verdicts = [v for name in variants for v in (entries[name].get("verdicts") or [])]
+    data.status = health.UNKNOWN
+    notes.append(f"some records are {UNTRUSTED}: their verdicts read unknown (docs/trust.md)")
 
 
 def _latencies(records: dict[str, dict[str, Record]]) -> dict[str, dict[str, Any]]:
@@ -307,7 +319,8 @@ def gather(root: Path, spec: LoadedSpec) -> ReportData:
     lock = _lock(spec)
     notes: list[str] = []
     variants = sorted(lock.get("variants") or {}, key=lambda v: (v != "default", v))
-    records = _variant_records(layout, lock, variants)
+    trust = Trust.here(policy.read(root))
+    records = _variant_records(layout, lock, variants, trust.distrusted)
     default = records.get("default") or {}
     store = Store(layout.store)
     if not any(store.has(a["digest"]) for r in default.values() for a in r.artifacts.values()):
@@ -316,6 +329,7 @@ def gather(root: Path, spec: LoadedSpec) -> ReportData:
             "remote cache, or `npuctl apply` here, for the placement, latency and profile"
         )
     data = _summary(root, spec, lock, variants, notes)
+    _untrusted(data, trust.vetted(lock) or lock, lock, variants, notes)
     if any(store.has((r.artifacts.get("placement") or {}).get("digest", "")) for r in default.values()):
         data.placement, data.placement_before = _placements(store, default, notes)
     data.latency = _latencies(records)
