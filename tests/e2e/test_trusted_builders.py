@@ -25,6 +25,8 @@ import pytest
 from tests.conftest import DIGITS_SPEC, copy_digits, git, run_npuctl
 from tests.gitops.conftest import commit_all
 
+pytestmark = pytest.mark.slow  # real builds in four clones, some twenty npuctl runs
+
 UNTRUSTED = "not from a trusted builder"
 RAISED = 0.995
 
