@@ -109,5 +109,20 @@ class CannBackend:
     def options_schema(self) -> dict[str, Any]:
         return OPTIONS_SCHEMA
 
+    def spec_errors(self, spec: dict[str, Any], target: Any) -> list[tuple[str, str]]:
+        """(field, message) for settings this toolchain cannot build, reported by `validate`: ATC does
+        not calibrate and rejects a QDQ ONNX (an int8 .om needs AMCT's own conversion first, which this
+        bundle does not run), so a ptq spec would end in an artifact ATC refuses."""
+        if (spec.get("quantization") or {}).get("mode") != "ptq":
+            return []
+        return [
+            (
+                "quantization.mode",
+                f"ptq cannot be built for {target.id}: ATC rejects a QDQ model (int8 needs Huawei's AMCT "
+                "before ATC, which npuctl does not run); use mode: fp16 (ATC --precision_mode force_fp16), "
+                "or quantize with AMCT yourself and point model.path at its output",
+            )
+        ]
+
     def missing_toolchain(self) -> str | None:
         return None  # the bundle is written without ATC; evaluate reports ATC as missing

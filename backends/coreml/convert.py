@@ -14,6 +14,7 @@ from typing import Any
 from backends.sdk import bundles, toolchains
 from backends.sdk.base import StageOutput, StageRequest
 from backends.sdk.errors import TerminalError, ToolchainMissing
+from backends.sdk.vocab import EvidenceKind
 from backends.sdk.worker import base_env, run_worker
 
 WORKER = Path(__file__).with_name("worker.py")
@@ -173,7 +174,10 @@ class CoreMlCompile:
             }
             # compute units are chosen when the app loads the model (MLModel(compute_units=...)), not
             # stored in the package: the sidecar says which ones the spec asked for
-            load = {k: req[k] for k in ("compute_units", "compute_precision", "deployment_target")}
+            load: dict[str, Any] = {
+                k: req[k] for k in ("compute_units", "compute_precision", "deployment_target")
+            }
+            load["inputs"] = result.get("package_inputs") or []
             members["coreml.json"] = (json.dumps(load, indent=1, sort_keys=True) + "\n").encode()
             bundle = bundles.write(request.workdir / "model.mlpackage.tar", members)
         report = {
@@ -188,12 +192,31 @@ class CoreMlCompile:
             "check": {"against": "ONNX Runtime CPU, one seeded random input", "torch_vs_onnx": checks},
             "files": sorted(members),
             "not_run": "Core ML prediction exists only on macOS/iOS",
+            "artifact_inputs": load["inputs"],
+            "program_ops": result.get("program_ops") or {},
+            "measurements": {"npu_coverage": program_coverage(result.get("program_ops") or {})},
         }
         note = (
-            f".mlpackage ({chosen['weights']} weights, {precision}, {req['compute_units']}); "
-            "not run here (Core ML is macOS-only)"
+            f".mlpackage ({chosen['weights']} weights, {precision}, {req['compute_units']}); input "
+            + ", ".join(f"{i['name']} {i.get('dtype')} {i.get('shape')}" for i in load["inputs"])
+            + "; not run here (Core ML is macOS-only)"
         )
         return StageOutput(artifacts={"mlpackage": bundle}, report=report, note=note)
+
+
+def program_coverage(ops: Mapping[str, int]) -> dict[str, Any]:
+    """npu_coverage after compile: the package's own program is what runs, and Core ML decides which of
+    its operations the Neural Engine takes when the app loads it (its compute plan exists only on
+    macOS). So the op table's count over the ONNX graph, which held nodes the converter folded away, is
+    replaced by no figure, with the program's operations named."""
+    listed = ", ".join(f"{op} x{n}" for op, n in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0])))
+    return {
+        "value": None,
+        "evidence": EvidenceKind.NOT_MEASURED.value,
+        "detail": f"the .mlpackage's ML Program holds {sum(ops.values())} operations ({listed}); Core ML "
+        "places them on the Neural Engine or the CPU when the app loads the model, which only macOS/iOS "
+        "can say (MLComputePlan), so no coverage is recorded here",
+    }
 
 
 class CoreMlEvaluate:

@@ -88,7 +88,38 @@ def convert(request: dict[str, Any]) -> dict[str, Any]:
         "spec_version": int(spec.specificationVersion),
         "inputs": [i.name for i in spec.description.input],
         "outputs": [o.name for o in spec.description.output],
+        "program_ops": program_ops(spec),
+        "package_inputs": [feature(i) for i in spec.description.input],
     }
+
+
+def program_ops(spec: Any) -> dict[str, int]:
+    """The ML Program's operations by type, as the package holds them (constants left out)."""
+    counts: dict[str, int] = {}
+    for function in spec.mlProgram.functions.values():
+        for block in function.block_specializations.values():
+            for op in block.operations:
+                if op.type == "const" or op.type.startswith("constexpr_"):
+                    continue
+                counts[op.type] = counts.get(op.type, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def feature(description: Any) -> dict[str, Any]:
+    """An input as the package declares it: name, kind, element type and shape."""
+    from coremltools.proto import FeatureTypes_pb2 as ft
+
+    kind = description.type.WhichOneof("Type")
+    out: dict[str, Any] = {"name": description.name, "kind": kind, "dtype": None, "shape": None}
+    if kind == "multiArrayType":
+        array = description.type.multiArrayType
+        out["dtype"] = ft.ArrayFeatureType.ArrayDataType.Name(array.dataType)
+        out["shape"] = [int(d) for d in array.shape]
+    elif kind == "imageType":
+        image = description.type.imageType
+        out["dtype"] = ft.ImageFeatureType.ColorSpace.Name(image.colorSpace)
+        out["shape"] = [int(image.height), int(image.width)]
+    return out
 
 
 def main(argv: list[str]) -> int:

@@ -91,6 +91,7 @@ STAGES: dict[str, Registration] = by_stage(
         name="backends.ethosu.vela.VelaCompile",
         version="2-vela",
         ref="backends.ethosu.vela:VelaCompile",
+        entry="vela_model",  # the device runs vela's optimised file, not the int8 TFLite it read
     ),
     Registration(
         "evaluate",

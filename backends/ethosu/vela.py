@@ -22,10 +22,12 @@ from backends.ethosu import ALLOWED, fingerprint
 from backends.sdk import process
 from backends.sdk.base import StageOutput, StageRequest
 from backends.sdk.errors import TerminalError
+from backends.sdk.vocab import estimated_by
 from backends.tflite import fingerprint as tflite_fingerprint
 from backends.tflite.stages import TfliteEvaluate, tflite_of
 
 TIMEOUT_S = 1800.0
+VELA_ESTIMATE = estimated_by("vela")
 _OPS = re.compile(r"^(CPU|NPU) operators = (\d+)")
 _CPU_OP = re.compile(r"^\s+CPU: (\S+) = (.*)$")
 
@@ -185,6 +187,7 @@ class VelaCompile:
             f"{int(summary['cycles_total'])} cycles, {summary['inference_time'] * 1000:.3f} ms estimated, "
             f"SRAM {summary['sram_memory_used']:.1f} KiB"
         )
+        report["measurements"] = vela_measurements(record, vela_model.stat().st_size)
         return StageOutput(
             artifacts={
                 "vela_model": vela_model,
@@ -208,28 +211,29 @@ def vela_measurements(record: Mapping[str, Any], size_bytes: int) -> dict[str, d
     out: dict[str, dict[str, Any]] = {
         f"latency_ms.{p}": {
             "value": round(ms, 6),
-            "evidence": "estimated: vela",
+            "evidence": VELA_ESTIMATE,
             "detail": f"{where}: {int(summary['cycles_total'])} cycles at {summary['core_clock'] / 1e6:g} MHz "
             f"(vela's performance model; the same for every percentile){_cpu_note(placement)}",
         }
-        for p in ("p50", "p90", "p95", "p99")
+        for p in ("estimate", "p50", "p90", "p95", "p99")
     }
+    out["fallback_partitions"] = _fallback_partitions(record)
     out["npu_cycles"] = {
         "value": int(summary["cycles_total"]),
-        "evidence": "estimated: vela",
+        "evidence": VELA_ESTIMATE,
         "detail": f"{where}: total cycles per inference (NPU {int(summary['cycles_npu'])})",
     }
     kib = 1024 / 1e6
     out["peak_memory_mb"] = {
         "value": round(summary["sram_memory_used"] * kib, 6),
-        "evidence": "estimated: vela",
+        "evidence": VELA_ESTIMATE,
         "detail": f"{where}: SRAM used {summary['sram_memory_used']:g} KiB (feature maps and cached weights); "
         f"off-chip flash {summary['off_chip_flash_memory_used']:g} KiB, DRAM {summary['dram_memory_used']:g} KiB",
     }
     total = placement["npu_operators"] + placement["cpu_operators"]
     out["npu_coverage"] = {
         "value": round(placement["npu_operators"] / total, 6) if total else 0.0,
-        "evidence": "measured:host",
+        "evidence": VELA_ESTIMATE,
         "detail": f"{where}: {placement['npu_operators']}/{total} TFLite operators placed on the NPU by the compiler "
         f"({placement['cpu_operators']} left to the CPU){_kept_note(placement)}",
     }
@@ -239,6 +243,31 @@ def vela_measurements(record: Mapping[str, Any], size_bytes: int) -> dict[str, d
         "detail": "vela-optimised .tflite bytes (what is flashed)",
     }
     return out
+
+
+def _fallback_partitions(record: Mapping[str, Any]) -> dict[str, Any]:
+    """Runs of consecutive CPU operators in vela's per-layer table (its execution order)."""
+    placement, rows = record["placement"], record.get("per_layer") or []
+    runs, previous = 0, "NPU"
+    for row in rows:
+        target = "CPU" if str(row.get("target", "")).upper().startswith("CPU") else "NPU"
+        runs += target == "CPU" and previous != "CPU"
+        previous = target
+    if not placement["cpu_operators"]:
+        runs = 0
+    elif not runs:
+        return {
+            "value": None,
+            "evidence": VELA_ESTIMATE,
+            "detail": f"vela left {placement['cpu_operators']} operator(s) to the CPU; its per-layer table "
+            "does not say in which order, so the partitions are not counted",
+        }
+    return {
+        "value": runs,
+        "evidence": VELA_ESTIMATE,
+        "detail": f"runs of operators vela leaves to the CPU, in its per-layer order "
+        f"({placement['cpu_operators']} CPU operator(s))",
+    }
 
 
 def _kept_note(placement: Mapping[str, Any]) -> str:
@@ -303,7 +332,7 @@ def vela_profile(record: Mapping[str, Any], request: StageRequest) -> dict[str, 
     layers = layers_from_cycles(rows, float(summary["core_clock"]), deployed)
     return profiles.build(
         runtime=source,
-        evidence="estimated: vela",
+        evidence=VELA_ESTIMATE,
         how=f"{source}'s performance model, per operator (nothing ran): cycles at "
         f"{float(summary['core_clock']) / 1e6:g} MHz",
         layers=layers,

@@ -89,7 +89,7 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "check",
         name="backends.openvino.check.OpenVinoCheck",
-        version="2-openvino",
+        version="3-openvino",
         ref="backends.openvino.check:OpenVinoCheck",
         fingerprint=(Dist("onnx"), Dist("numpy"), _FINGERPRINT),
     ),

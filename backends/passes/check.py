@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from backends.sdk.base import StageOutput, StageRequest
 from backends.sdk.errors import TerminalError
-from backends.sdk.vocab import NODES_THAT_RUN
+from backends.sdk.vocab import NODES_THAT_RUN, OP_TABLE
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -73,12 +73,14 @@ class CheckPass:
 
 def placement_note(report: Mapping[str, Any], target: Any) -> str:
     """One line: how much runs on the NPU and how often the model crosses to the CPU; for a target with
-    no NPU (the host CPU), just where everything runs."""
+    no NPU (the host CPU), just where everything runs. A placement from the op table says so: it serves
+    until a compiler reports its own."""
     cov = report["coverage"]["nodes"]
     if not getattr(target, "npu_cores", 1):
         return f"{cov['total']} {NODES_THAT_RUN}, all on the CPU (the {report['target']} target has no NPU)"
     crossings = len(report.get("crossings") or [])
-    return f"{cov['npu']}/{cov['total']} {NODES_THAT_RUN} on the NPU, {crossings} boundary crossing(s) to the CPU"
+    by = f" ({OP_TABLE}, before compile)" if str(report.get("source", "")).startswith("op-table") else ""
+    return f"{cov['npu']}/{cov['total']} {NODES_THAT_RUN} on the NPU, {crossings} boundary crossing(s) to the CPU{by}"
 
 
 def dump_json(data: Any) -> str:
@@ -105,6 +107,7 @@ def summarize(report: Mapping[str, Any]) -> dict[str, Any]:
         "fallback_ops": report["fallback_ops"],
         "unverified_nodes": report["unverified_nodes"],
         "estimate": {k: v for k, v in report["estimate"].items() if k != "partitions"},
+        **{k: report[k] for k in ("op_table_coverage", "disagreements", "tool_layers") if k in report},
     }
 
 

@@ -70,15 +70,25 @@ class Sqnr:
 
 @dataclass
 class MapIou:
-    """IoU of single-channel dense maps ([1, 1, H, W], H and W > 1) binarized, summed over samples at
-    both MAP_THRESHOLDS; which one applies is known only once every reference value has been seen."""
+    """IoU of single-channel dense maps ([1, 1, H, W], H and W > 1) binarized, summed over samples (the
+    pooled IoU) and per sample, at both MAP_THRESHOLDS and at a declared `extra` threshold; which of
+    the two defaults applies is known only once every reference value has been seen."""
 
-    inter: list[int] = field(default_factory=lambda: [0] * len(MAP_THRESHOLDS))
-    union: list[int] = field(default_factory=lambda: [0] * len(MAP_THRESHOLDS))
+    extra: float | None = None
+    inter: dict[float, int] = field(default_factory=dict)
+    union: dict[float, int] = field(default_factory=dict)
+    per_image: dict[float, list[float]] = field(default_factory=dict)
     is_map: bool = True
     low: float = math.inf
     high: float = -math.inf
     samples: int = 0
+
+    def thresholds(self) -> tuple[float, ...]:
+        return (
+            MAP_THRESHOLDS
+            if self.extra is None or self.extra in MAP_THRESHOLDS
+            else (*MAP_THRESHOLDS, self.extra)
+        )
 
     def add(self, reference: Any, output: Any) -> None:
         import numpy as np
@@ -91,16 +101,25 @@ class MapIou:
         self.samples += 1
         if r.size:
             self.low, self.high = min(self.low, float(r.min())), max(self.high, float(r.max()))
-        for i, threshold in enumerate(MAP_THRESHOLDS):
+        for threshold in self.thresholds():
             rb, ob = r > threshold, o > threshold
-            self.inter[i] += int((rb & ob).sum())
-            self.union[i] += int((rb | ob).sum())
+            inter, union = int((rb & ob).sum()), int((rb | ob).sum())
+            self.inter[threshold] = self.inter.get(threshold, 0) + inter
+            self.union[threshold] = self.union.get(threshold, 0) + union
+            self.per_image.setdefault(threshold, []).append(inter / union if union else 1.0)
 
     def threshold(self) -> float:
         return MAP_THRESHOLDS[0] if self.low >= 0.0 and self.high <= 1.0 else MAP_THRESHOLDS[1]
 
     def value(self, threshold: float | None = None) -> float | None:
+        """The pooled IoU: intersections over unions summed over every sample."""
         if not self.is_map or not self.samples:
             return None
-        i = MAP_THRESHOLDS.index(self.threshold() if threshold is None else threshold)
-        return self.inter[i] / self.union[i] if self.union[i] else 1.0
+        t = self.threshold() if threshold is None else threshold
+        return self.inter[t] / self.union[t] if self.union[t] else 1.0
+
+    def image_values(self, threshold: float | None = None) -> list[float]:
+        """Each sample's own IoU (a sample where both maps are empty scores 1)."""
+        if not self.is_map or not self.samples:
+            return []
+        return list(self.per_image[self.threshold() if threshold is None else threshold])

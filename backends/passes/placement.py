@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from backends.passes import constraints as C
 from backends.passes import estimate as E
 from backends.passes.partitions import crossings, partitions
-from backends.sdk.vocab import Verdict
+from backends.sdk.vocab import OP_TABLE, EvidenceKind, Verdict
 
 if TYPE_CHECKING:
     import onnx
@@ -131,6 +131,26 @@ def backend_decisions(
     return out
 
 
+def whole_model(decisions: Mapping[int, Decision], facts: Facts, target: Target) -> Mapping[int, Decision]:
+    """On a target whose runtime cannot split a model (catalog `splits_model: false`: the compiler takes
+    the whole graph or refuses it), one node it cannot run keeps all of the model off the NPU, so every
+    node is placed on the CPU with that reason: its coverage is 1 or 0, never a fraction."""
+    if target.extra.get("splits_model", True) or target.npu_cores == 0:
+        return decisions
+    cpu = [i for i in sorted(decisions) if decisions[i].device == CPU]
+    if not cpu:
+        return decisions
+    first = facts.nodes[cpu[0]]
+    reason = (
+        f"{target.id} cannot split a model: {len(cpu)} node(s) cannot run on its NPU "
+        f"({first.op_type} {facts.names[cpu[0]]} first), so none of the model does"
+    )
+    return {
+        i: d if d.device == CPU else Decision(CPU, d.support, d.source, [reason], d.not_evaluated, reason)
+        for i, d in decisions.items()
+    }
+
+
 # ---------------------------------------------------------------- the report
 
 
@@ -142,6 +162,7 @@ def build_report(
     source: str,
 ) -> dict[str, Any]:
     """placement.json: per-node list, partitions, crossings, coverage and the estimate."""
+    decisions = whole_model(decisions, facts, target)
     devices = {i: d.device for i, d in decisions.items()}
     part = partitions(facts, devices)
     cost = {i: E.node_cost(facts.nodes[i], facts) for i in devices}
@@ -328,8 +349,9 @@ def compute(
     return build_report(facts, target, precision, decisions, source)
 
 
-def measurements(report: Mapping[str, Any]) -> dict[str, Any]:
-    """The engine's measurement records derived from a placement report (evidence: estimated)."""
+def measurements(report: Mapping[str, Any], evidence: str = EvidenceKind.ESTIMATED.value) -> dict[str, Any]:
+    """The engine's measurement records derived from a placement report (evidence: estimated, or the
+    vendor tool's `estimated: <tool>` when the placement is its own)."""
     cov = report["coverage"]
     nodes, macs = cov["nodes"], cov["macs"]
     cpu_parts = [p for p in report["partitions"] if p["device"] == CPU]
@@ -339,15 +361,71 @@ def measurements(report: Mapping[str, Any]) -> dict[str, Any]:
     if unverified:
         detail += f"; {unverified} NPU nodes have constraints that were not evaluated"
     return {
-        "npu_coverage": {"value": nodes["fraction"] or 0.0, "evidence": "estimated", "detail": detail},
+        "npu_coverage": {"value": nodes["fraction"] or 0.0, "evidence": evidence, "detail": detail},
         "fallback_partitions": {
             "value": len(cpu_parts),
-            "evidence": "estimated",
+            "evidence": evidence,
             "detail": f"{len(report['crossings'])} boundary crossings, "
             f"{sum(c['bytes'] for c in report['crossings'])} bytes per inference",
         },
         "latency_ms.estimate": _estimate(report["estimate"]),
     }
+
+
+def with_tool(
+    model: onnx.ModelProto,
+    target: Target,
+    quantization: Mapping[str, Any],
+    device_map: Mapping[str, str],
+    tool: str,
+    source: str,
+) -> dict[str, Any]:
+    """The placement report of a vendor tool's own placement (`device_map`, node name -> NPU/CPU), with
+    the op table's placement of the same model beside it: `op_table_coverage` and, per node where they
+    differ, a `disagreements` entry naming both devices and the tool as the winner."""
+    from backends.passes.facts import analyse
+
+    facts = analyse(model)
+    table = compute(model, target, quantization, facts=facts)
+    report = compute(
+        model, target, quantization, device_map=device_map, device_map_source=source, facts=facts
+    )
+    report["op_table_coverage"] = table["coverage"]
+    report["disagreements"] = disagreements(table, report, tool)
+    return report
+
+
+def disagreements(table: Mapping[str, Any], tool: Mapping[str, Any], tool_name: str) -> list[dict[str, str]]:
+    """Nodes the op table and the vendor tool place on different devices: both devices, and which won."""
+    placed = {n["name"]: n["device"] for n in table["nodes"]}
+    return [
+        {
+            "node": n["name"],
+            "op_type": n["op_type"],
+            "op_table": placed[n["name"]],
+            "tool": n["device"],
+            "tool_name": tool_name,
+            "won": tool_name,
+        }
+        for n in tool["nodes"]
+        if n["name"] in placed and placed[n["name"]] != n["device"]
+    ]
+
+
+def disagreement_note(report: Mapping[str, Any]) -> str:
+    """One clause for a stage note: how many nodes the op table placed differently, and who won."""
+    found = report.get("disagreements") or []
+    if not found:
+        return ""
+    by_op: dict[str, int] = {}
+    for d in found:
+        by_op[d["op_type"]] = by_op.get(d["op_type"], 0) + 1
+    ops = ", ".join(f"{op} x{n}" for op, n in sorted(by_op.items()))
+    before = report.get("op_table_coverage", {}).get("nodes", {})
+    return (
+        f"{OP_TABLE} placed {len(found)} node(s) elsewhere ({ops}; it said {before.get('npu')}/"
+        f"{before.get('total')} on the NPU); {found[0]['won']} wins"
+    )
 
 
 def _estimate(est: Mapping[str, Any]) -> dict[str, Any]:

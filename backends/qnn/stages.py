@@ -290,7 +290,44 @@ class QnnCompile(adapter.QnnCompile):
             f"EPContext model + {bin_path.stat().st_size} byte context binary for v{chip['htp_arch']} "
             f"(soc_model {chip['soc_model']}); SDK bundle beside it"
         )
+        partitioned = partition_account(source, model, request, str(answer.get("onnxruntime_qnn")))
+        output.report["placement"] = partitioned["summary"]
+        output.report["measurements"] = partitioned["measurements"]
+        output.note += f"; {partitioned['note']}"
         return output
+
+
+QNN_TOOL = "onnxruntime-qnn"
+
+
+def partition_account(source: Path, ctx: Any, request: StageRequest, version: str) -> dict[str, Any]:
+    """Placement from QNN's own partitioning of the compiled model: the nodes the EPContext model keeps
+    outside its context run on the CPU, every other node is inside the HTP context. It wins over the
+    op table and over check's per-node validation (which saw the model before rewrite and quantize);
+    the op table's placement and the nodes where it disagrees are kept beside it."""
+    import onnx
+
+    from backends.passes import placement as P
+    from backends.passes.check import quantization_config, summarize
+    from backends.sdk.vocab import estimated_by
+
+    model = onnx.load(str(source), load_external_data=False)
+    outside = {n.name for n in ctx.graph.node if n.op_type != "EPContext"}
+    devices = {n.name: ("CPU" if n.name in outside else "NPU") for n in model.graph.node}
+    where = f"{QNN_TOOL} {version} EPContext partitioning"
+    report = P.with_tool(model, request.target, quantization_config(request.config), devices, QNN_TOOL, where)
+    cov = report["coverage"]["nodes"]
+    note = f"{QNN_TOOL}: {cov['npu']}/{cov['total']} nodes inside the HTP context"
+    disagree = P.disagreement_note(report)
+    return {
+        "summary": summarize(report),
+        "measurements": {
+            k: v
+            for k, v in P.measurements(report, estimated_by(QNN_TOOL)).items()
+            if k != "latency_ms.estimate"  # the roofline stays check's: the partitioning times nothing
+        },
+        "note": f"{note}; {disagree}" if disagree else note,
+    }
 
 
 def check_context(job: Path, source: Path, chip: Mapping[str, str], request: StageRequest) -> dict[str, Any]:

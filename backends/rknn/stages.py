@@ -13,13 +13,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from backends.passes.check import dump_json, quantization_config, summarize
+from backends.rknn import account, driver, simulate
 from backends.rknn import build as B
-from backends.rknn import driver, simulate
 from backends.rknn.quant_plan import calibration_files, quant_plan
 from backends.sdk import bundles, toolchains
 from backends.sdk.base import StageOutput, StageRequest
 from backends.sdk.errors import TerminalError
 from backends.sdk.host import host_isa, memory_layout
+from backends.sdk.vocab import OP_TABLE
 
 
 def _fingerprint() -> dict[str, str]:
@@ -156,6 +158,9 @@ class RknnCompile:
             checked = plan.check(request, prep) if plan else None  # the int8 build against its source
             rknn_path = request.workdir / "model.rknn"
             shutil.copyfile(prep.folder / req["output"], rknn_path)
+            told = account.read(
+                request.log, prep.onnx, request.target, quantization_config(request.config), result.get("sdk")
+            )
         meta = sidecar(prep, request.target, compile_cfg, req, result)
         meta_path = request.workdir / "model.rknn.json"
         meta_path.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
@@ -171,7 +176,16 @@ class RknnCompile:
         if checked is not None:
             report["check"] = checked
         note = f"{req['config']['target_platform']} .rknn ({meta['quantized_dtype'] or 'float16'}), {result['rknn']['size']} bytes"
-        return StageOutput(artifacts={"rknn": rknn_path, "rknn_meta": meta_path}, report=report, note=note)
+        artifacts = {"rknn": rknn_path, "rknn_meta": meta_path}
+        if told is None:
+            report["placement"] = {"source": f"{OP_TABLE}: the build log holds no layer table"}
+        else:
+            artifacts["tool_placement"] = request.workdir / "placement.json"
+            artifacts["tool_placement"].write_text(dump_json(told.placement))
+            report["placement"] = summarize(told.placement)
+            report["measurements"] = told.measurements
+            note += f"; {told.note}"
+        return StageOutput(artifacts=artifacts, report=report, note=note)
 
 
 # ---------------------------------------------------------------- evaluate

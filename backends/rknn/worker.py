@@ -130,7 +130,7 @@ def _build(rknn: Any, req: dict[str, Any], base: Path, result: dict[str, Any]) -
 def _new_rknn() -> Any:
     from rknn.api import RKNN
 
-    return RKNN(verbose=False)
+    return RKNN(verbose=True)  # the build's layer table (target, cycles per layer) is verbose output
 
 
 def _simulate(rknn: Any, spec: dict[str, Any], base: Path) -> dict[str, Any]:

@@ -78,6 +78,10 @@ class Registration:
     imported only when the stage runs (or its fingerprint has no recipe)."""
     fingerprint: tuple[Part, ...] | None = None
     """The toolchain versions read without importing the implementation; None: its `fingerprint()`."""
+    entry: str | None = None
+    """For a compile stage: the name of the artifact an app opens, when the stage writes several files
+    of one type (vela's optimised `.tflite` beside the plain int8 one it was compiled from); None: the
+    artifact named `model`, else the preferred file type (backends.passes.variants.entry_file)."""
 
     def load(self) -> StageImpl:
         """A fresh implementation object (importing its module)."""

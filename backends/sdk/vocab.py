@@ -143,3 +143,14 @@ class Evidence:
 
     def __str__(self) -> str:
         return self.text
+
+
+def estimated_by(tool: str) -> str:
+    """The evidence text of a figure from a vendor tool's own account of a build ("estimated: vela",
+    "estimated: rknn-toolkit2"): its compiler's placement, cycle model or memory plan, not a measurement."""
+    return f"{EvidenceKind.ESTIMATED.value}: {tool}"
+
+
+OP_TABLE = "npuctl's op table"
+"""Who placed a node when no vendor tool did: the catalog's op table with its constraint clauses. It serves
+before a compile, or where no vendor tool ran; where a tool reported its own placement, the tool wins."""

@@ -20,7 +20,7 @@ from backends.sdk.errors import TerminalError
 if TYPE_CHECKING:
     import onnx
 
-Head = Literal["auto", "yolov8", "yolox", "ssd", "gfl"]
+Head = Literal["auto", "yolov8", "yolox", "ssd", "gfl", "centernet", "grid"]
 BoxFormat = Literal["auto", "cxcywh", "xyxy"]
 ClassificationMetric = Literal["top1", "top5"]
 DetectionMetric = Literal["f1", "map"]
@@ -67,6 +67,10 @@ class Detection:
     metric: DetectionMetric = "f1"
     score_outputs: frozenset[str] = frozenset()
     """Outputs a Sigmoid or Softmax ends in (`resolve`): which output of a gfl level holds the scores."""
+    stride: int | None = None
+    """A grid head's step between cells in input pixels; None: input size / map size."""
+    cell: int | None = None
+    """A grid head's window size in input pixels; None: the stride."""
     type: str = "detection"
 
 
@@ -105,6 +109,10 @@ TaskConfig = Classification | Detection | Ctc | Dense | Tensor
 TASK_TYPES = ("classification", "detection", "ctc", "dense", "regression")
 
 
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
 def _outputs(raw: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(str(o) for o in (raw.get("outputs") or ()))
 
@@ -138,6 +146,8 @@ def from_evaluate(evaluate: Mapping[str, Any] | None, charset: Path | None = Non
             class_agnostic_nms=bool(raw.get("class_agnostic_nms", Detection.class_agnostic_nms)),
             max_detections=int(raw.get("max_detections", Detection.max_detections)),
             metric=raw.get("metric") or Detection.metric,
+            stride=_optional_int(raw.get("stride")),
+            cell=_optional_int(raw.get("cell")),
         )
     if kind == "ctc":
         chars = read_charset(charset) if charset is not None else None
@@ -196,13 +206,20 @@ def graph_facts(model: Path | onnx.ModelProto) -> Graph:
     for value in proto.graph.input:
         if value.name in inits:
             continue
-        dims = [d.dim_value for d in value.type.tensor_type.shape.dim]
-        if len(dims) == 4 and dims[2] > 0 and dims[3] > 0:
-            hw = (dims[2], dims[3])
+        hw = image_hw([d.dim_value for d in value.type.tensor_type.shape.dim])
         break
     heads = {out.name: tail_ops(proto.graph, out.name) for out in proto.graph.output}
     shapes = {o.name: tuple(d.dim_value for d in o.type.tensor_type.shape.dim) for o in proto.graph.output}
     return Graph(hw, shapes, heads)
+
+
+def image_hw(dims: list[int]) -> tuple[int, int] | None:
+    """Height and width of an image input [N, C, H, W], or [N, H, W, C] when its last axis holds the
+    few channels (1, 3 or 4) and its second does not; None when either is unknown (0)."""
+    if len(dims) != 4:
+        return None
+    h, w = (dims[1], dims[2]) if dims[3] in (1, 3, 4) and dims[1] not in (1, 3, 4) else (dims[2], dims[3])
+    return (h, w) if h > 0 and w > 0 else None
 
 
 def tail_ops(graph: Any, output: str, depth: int = 0) -> frozenset[str]:
@@ -251,7 +268,7 @@ def resolve(task: TaskConfig | None, model: Path | onnx.ModelProto | None) -> Ta
         logits=task.logits or not (ops & SQUASHING),
         score_outputs=frozenset(name for name, tail in facts.head_ops.items() if tail & SQUASHING),
     )
-    if task.grid_strides is not None or task.head in ("yolov8", "ssd", "gfl"):
+    if task.grid_strides is not None or task.head in ("yolov8", "ssd", "gfl", "centernet", "grid"):
         return task
     if "Exp" in ops or task.input_hw is None:
         return task

@@ -1,6 +1,8 @@
-"""Dense maps (segmentation, text maps, [N, 1, H, W]): IoU of the maps binarized at a threshold (0.5 for
-probabilities in [0, 1], else 0), summed over samples, against the float model's maps. Without a declared
-task it is the generic measure for a single-channel map, named as such.
+"""Dense maps (segmentation, text maps, [N, 1, H, W]): IoU of the maps binarized at a threshold (the
+declared one; else 0.5 for probabilities in [0, 1], 0 for logits), summed over samples (the pooled IoU,
+the verdict's figure), against the float model's maps; the mean and the lowest per-image IoU beside it
+(a pooled IoU hides an image whose small map was lost). Without a declared task it is the generic
+measure for a single-channel map, named as such.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ class DenseMetric(TaskMetric):
         super().__init__(names, labelled)
         self.config = config
         self.index = output_index(names, config.output, self.task)
-        self.map = MapIou()
+        self.map = MapIou(config.threshold)
 
     def _add(self, reference: Sequence[Any], outputs: Sequence[Any], label: Any) -> None:
         self.map.add(reference[self.index], outputs[self.index])
@@ -40,8 +42,6 @@ class DenseMetric(TaskMetric):
 
     def result(self) -> TaskScore:
         threshold = self.config.threshold
-        if threshold is not None and threshold not in (0.5, 0.0):
-            raise TerminalError("evaluate.task.threshold of a dense task must be 0.5 or 0")
         value = self.map.value(threshold)
         if value is None:
             raise TerminalError("dense needs at least one sample")
@@ -50,4 +50,6 @@ class DenseMetric(TaskMetric):
             GENERIC if self.config.generic else ""
         )
         task = "generic" if self.config.generic else self.task
-        return TaskScore(task, f"map_iou@{used:g}", text, self.against, value, 1.0)
+        images = self.map.image_values(threshold)
+        extra = {"per_image_iou_mean": sum(images) / len(images), "per_image_iou_min": min(images)}
+        return TaskScore(task, f"map_iou@{used:g}", text, self.against, value, 1.0, extra)

@@ -11,6 +11,9 @@ Heads, decided from the output shapes (and `evaluate.task.head` when given):
   background column is skipped).
 - GFL-style (PicoDet, NanoDet), a scores [1, N, C] and a box-distribution [1, N, 4 * (R + 1)] output per
   feature level (backends.tasks.gfl).
+- Map heads, outputs that are feature maps of one grid (backends.tasks.maps): CenterNet-style (a
+  heatmap, a size map and an offset map) and per-cell grid heads (MTCNN's proposal net: a score map
+  and a 4-channel box map, with the spec's `stride` and `cell`).
 Scores are probabilities, or logits when no Sigmoid/Softmax follows the head's last convolution
 (`config.resolve`), which get a sigmoid first. Then a score threshold and greedy NMS per class (or
 class-agnostic). Against ground-truth boxes when
@@ -24,7 +27,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from backends.sdk.errors import TerminalError
-from backends.tasks import gfl
+from backends.tasks import gfl, maps
 from backends.tasks.base import TaskMetric, TaskScore
 from backends.tasks.boxes import BoxTally, Detections, nms
 from backends.tasks.config import Detection, grid_cells
@@ -34,9 +37,12 @@ if TYPE_CHECKING:
 
 
 def head_of(config: Detection, shapes: Sequence[tuple[int, ...]]) -> str:
-    """yolov8 | yolox | ssd | gfl, from the config or the output shapes."""
+    """yolov8 | yolox | ssd | gfl | centernet | grid, from the config or the output shapes."""
     if config.head != "auto":
         return config.head
+    on_maps = maps.head_of(shapes)
+    if on_maps is not None:
+        return on_maps
     if len(shapes) >= 2 and _ssd_pair(shapes) is not None:
         return "ssd"
     if len(shapes) >= 4 and gfl.looks_like_gfl(shapes, config.input_hw):
@@ -44,15 +50,16 @@ def head_of(config: Detection, shapes: Sequence[tuple[int, ...]]) -> str:
     if len(shapes) > 1 and all(len(s) == 3 for s in shapes):
         raise TerminalError(
             f"evaluate.task: {len(shapes)} outputs of shapes {[list(s) for s in shapes]} match no head "
-            "(yolov8, yolox, ssd, gfl): name the one output a yolov8/yolox head reads in evaluate.task.outputs"
+            "(yolov8, yolox, ssd, gfl, centernet, grid): name the one output a yolov8/yolox head reads in evaluate.task.outputs"
         )
     rows, cols = _matrix_shape(shapes[0])
     return "yolov8" if rows < cols else "yolox"
 
 
 def _ssd_pair(shapes: Sequence[tuple[int, ...]]) -> tuple[int, int] | None:
+    """Boxes [1, N, 4] and scores [1, N, C] (or [N, 4] and [N, C]): rank 2 or 3, one row per anchor."""
     for i, box in enumerate(shapes):
-        if len(box) >= 2 and box[-1] == 4:
+        if len(box) in (2, 3) and box[-1] == 4 and box[-2] > 1:
             for j, score in enumerate(shapes):
                 if j != i and len(score) == len(box) and score[-2] == box[-2]:
                     return i, j
@@ -97,6 +104,9 @@ def decode(config: Detection, names: Sequence[str], outputs: Sequence[Any]) -> D
         chosen_names = list(config.outputs) if config.outputs else list(names)
         boxes, scores = gfl.decode(chosen, chosen_names, config.input_hw, config.score_outputs)
         fmt = "xyxy"
+    elif head in ("centernet", "grid"):
+        boxes, scores = _on_maps(config, head, chosen)
+        return _threshold_nms(config, boxes, scores)
     else:
         rows, cols = _matrix_shape(chosen[0].shape)
         table = chosen[0].reshape(rows, cols)
@@ -115,6 +125,19 @@ def decode(config: Detection, names: Sequence[str], outputs: Sequence[Any]) -> D
     if objectness is not None:
         scores = scores * objectness
     return _threshold_nms(config, _xyxy(boxes, fmt), scores)
+
+
+def _on_maps(config: Detection, head: str, chosen: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Boxes and scores of a map head; its scores are probabilities (a heatmap's Sigmoid, a Softmax)."""
+    if head == "centernet":
+        heat = _sigmoid(chosen[0]) if config.logits else chosen[0]
+        return maps.centernet([heat, *chosen[1:]], config.input_hw, config.score_threshold)
+    axis = maps.channel_axis([a.shape for a in chosen])
+    if axis is None:
+        raise TerminalError("a grid head needs a score map and a 4-channel box map of one grid")
+    map_h = chosen[0].shape[2 if axis == 1 else 1]
+    stride = config.stride or (round(config.input_hw[0] / map_h) if config.input_hw else 1)
+    return maps.grid(chosen, stride, config.cell or stride)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,36 +33,61 @@ def _text(dims: Dims) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
 
 
-def guess(model: Path) -> Guess:
+def guess(model: Path, inputs: Mapping[str, Sequence[int | None]] | None = None) -> Guess:
+    """The likely task of `model` at the input shapes the user gave (`inputs`: name -> dims, None for
+    a dim still open) or, without them, the model's declared ones. Outputs whose declared shape is not
+    fully known are measured with one run at those shapes: a head's layout depends on its size (a
+    YOLOv8 head at 64x64 has fewer anchors than attributes)."""
     import onnx
 
     proto = onnx.load(str(model), load_external_data=False)
     outputs = [(o.name, _dims(o)) for o in proto.graph.output]
-    producer = {out: n.op_type for n in proto.graph.node for out in n.output}
-    found = _binary(outputs, proto) or _gfl(outputs, proto) or _from_shapes(outputs, producer)
-    if found.task["type"] == "regression" and any(d is None for _, dims in outputs for d in dims[1:]):
-        ran = _run_once(model)  # declared shapes are incomplete: the real ones decide
-        if ran is not None:
-            found = _from_shapes(ran, producer)
-            found = Guess(
-                found.task, f"{found.why} (shape from one run on zeros; the model declares another)"
-            )
-    return found
+    note = ""
+    if inputs or any(not dims or None in dims[1:] for _, dims in outputs):
+        ran = _run_once(model, dict(inputs or {}))
+        if ran is not None and ran != outputs:
+            at = "the spec's" if inputs else "the declared"
+            outputs, note = ran, f" (shapes from one run on zeros at {at} input shapes)"
+    found = (
+        _binary(outputs, proto)
+        or _gfl(outputs, proto)
+        or _maps(outputs, proto, _input_hw(proto, inputs))
+        or _from_shapes(outputs, proto)
+    )
+    return Guess(found.task, found.why + note)
 
 
-def _run_once(model: Path) -> list[tuple[str, Dims]] | None:
-    """Output shapes of one run on zeros, in a child process (a model that crashes ONNX Runtime must not
-    take `npuctl init` down): None when it cannot run."""
+def _input_hw(proto: Any, inputs: Mapping[str, Sequence[int | None]] | None) -> tuple[int, int] | None:
+    """The first image input's height and width at the shapes the guess ran at."""
+    from backends.tasks.config import image_hw
+
+    inits = {t.name for t in proto.graph.initializer}
+    for value in proto.graph.input:
+        if value.name in inits:
+            continue
+        given = (inputs or {}).get(value.name)
+        dims = list(given) if given else [d or 0 for d in _dims(value)]
+        return image_hw([int(d or 0) for d in dims])
+    return None
+
+
+def _run_once(model: Path, inputs: dict[str, Sequence[int | None]]) -> list[tuple[str, Dims]] | None:
+    """Output shapes of one run on zeros at `inputs`, in a child process (a model that crashes ONNX
+    Runtime must not take `npuctl init` down): None when it cannot run."""
     import tempfile
 
     from backends.sdk.child_call import Child, Unloadable
     from backends.sdk.errors import BackendError
 
     child = Child()
+    shapes = {name: [d if d else 0 for d in dims] for name, dims in inputs.items()}
     try:
         with tempfile.TemporaryDirectory(prefix="npuctl-guess-") as tmp:
             found = child.call(
-                "backends.tasks.guess:output_shapes", str(model), Path(tmp) / "run.log", "onnxruntime"
+                "backends.tasks.guess:output_shapes",
+                {"model": str(model), "shapes": shapes},
+                Path(tmp) / "run.log",
+                "onnxruntime",
             )
     except (BackendError, Unloadable):
         return None
@@ -72,8 +98,10 @@ def _run_once(model: Path) -> list[tuple[str, Dims]] | None:
     return [(str(name), tuple(dims)) for name, dims in found]
 
 
-def output_shapes(model: str) -> list[tuple[str, Dims]] | None:
-    """(the child's side) output shapes of one run on zeros, dynamic dims at 1 (first) or 64."""
+def output_shapes(request: dict[str, Any]) -> list[tuple[str, Dims]] | None:
+    """(the child's side) output shapes of one run on zeros of `request["model"]` at
+    `request["shapes"]` (name -> dims, 0: an open dim), open dims at 1 (the batch, first) or 64."""
+    model, shapes = str(request["model"]), dict(request.get("shapes") or {})
     try:
         import numpy as np
         import onnxruntime as ort
@@ -83,9 +111,10 @@ def output_shapes(model: str) -> list[tuple[str, Dims]] | None:
         session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
         feed = {}
         for value in session.get_inputs():
+            given = shapes.get(value.name) or [0] * len(value.shape)
             shape = [
-                d if isinstance(d, int) and d > 0 else (1 if k == 0 else 64)
-                for k, d in enumerate(value.shape)
+                g if g > 0 else d if isinstance(d, int) and d > 0 else (1 if k == 0 else 64)
+                for k, (d, g) in enumerate(zip(value.shape, given, strict=False))
             ]
             dtype = np.float32 if "float" in value.type else np.int64
             feed[value.name] = np.zeros(shape, dtype)
@@ -98,24 +127,53 @@ def output_shapes(model: str) -> list[tuple[str, Dims]] | None:
         return None
 
 
-def _from_shapes(outputs: list[tuple[str, Dims]], producer: dict[str, str]) -> Guess:
+def _from_shapes(outputs: list[tuple[str, Dims]], proto: Any) -> Guess:
     ssd = _ssd(outputs)
     if ssd is not None:
         return ssd
+    from backends.tasks.config import SQUASHING, tail_ops
+
     name, dims = outputs[0]
     shown = f"output {name} {_text(dims)}"
+    producer = {out: n.op_type for n in proto.graph.node for out in n.output}
     op = producer.get(name, "")
     rank = len(dims)
+    tokens = _token_inputs(proto)
     if rank == 4 and dims[1] == 1:
         return Guess({"type": "dense"}, f"{shown} is a single-channel map")
     if rank == 3:
-        found = _three(dims, shown, op)
+        found = _three(dims, shown, op, tokens)
         if found is not None:
             return found
+        if tokens:
+            why = (
+                f"{shown} holds per-token scores of a model reading integer token ids: no task measures them"
+            )
+            return Guess({"type": "regression"}, f"{why}; the generic measure compares them as numbers")
     rest = [d for d in dims[1:] if d != 1]  # the first axis is the batch, fixed or not
     if rank >= 2 and len(rest) == 1 and rest[0] is not None and rest[0] > 1:
+        squashed = [o for o, _ in outputs if tail_ops(proto.graph, o) & SQUASHING]
+        if len(outputs) > 1 and squashed and name not in squashed:
+            why = (
+                f"{len(outputs)} outputs: {shown} ends in no Softmax/Sigmoid while {squashed[0]} does; "
+                "a set of per-sample results (boxes, points, scores) no single task covers"
+            )
+            return Guess({"type": "regression"}, f"{why}; the generic measure compares each output")
         return Guess({"type": "classification"}, f"{shown} is one score vector per sample")
     return Guess({"type": "regression"}, f"{shown} has no class, box, sequence or map layout")
+
+
+def _token_inputs(proto: Any) -> bool:
+    """True when the model reads integer ids ([N, T] int32/int64 inputs): text, not an image or sound."""
+    import onnx
+
+    inits = {t.name for t in proto.graph.initializer}
+    ints = {onnx.TensorProto.INT32, onnx.TensorProto.INT64}
+    for value in proto.graph.input:
+        tensor = value.type.tensor_type
+        if value.name not in inits and tensor.elem_type in ints and len(tensor.shape.dim) == 2:
+            return True
+    return False
 
 
 def _binary(outputs: list[tuple[str, Dims]], proto: Any) -> Guess | None:
@@ -127,6 +185,34 @@ def _binary(outputs: list[tuple[str, Dims]], proto: Any) -> Guess | None:
         return None
     why = f"output {name} {_text(dims)} is one probability per sample: a yes/no decision at 0.5"
     return Guess({"type": "classification"}, why)
+
+
+def _maps(outputs: list[tuple[str, Dims]], proto: Any, input_hw: tuple[int, int] | None) -> Guess | None:
+    """Outputs that are maps of one grid: a CenterNet-style head (a probability heatmap, then size and
+    offset maps) or a per-cell grid head (a score map beside a 4-channel box map, whose stride and
+    window size follow from the input and map sizes: map = (input - cell) / stride + 1)."""
+    from backends.tasks import maps
+    from backends.tasks.config import SQUASHING, tail_ops
+
+    if any(d is None for _, dims in outputs for d in dims):
+        return None
+    shapes = [tuple(int(d or 0) for d in dims) for _, dims in outputs]
+    head = maps.head_of(shapes)
+    shown = ", ".join(f"{name} {_text(dims)}" for name, dims in outputs)
+    if head == "centernet" and tail_ops(proto.graph, outputs[0][0]) & SQUASHING:
+        why = f"outputs {shown} read as a heatmap, a size map and an offset map (CenterNet-style)"
+        return Guess({"type": "detection", "head": "centernet"}, why)
+    if head != "grid" or input_hw is None:
+        return None
+    axis = maps.channel_axis(shapes)
+    map_h = shapes[0][2 if axis == 1 else 1]
+    stride = max(1, round(input_hw[0] / map_h))
+    cell = max(stride, input_hw[0] - (map_h - 1) * stride)
+    why = (
+        f"outputs {shown} read as a score map and a box map per cell (a grid head): {map_h} rows for "
+        f"{input_hw[0]} input rows give stride {stride}, window {cell}"
+    )
+    return Guess({"type": "detection", "head": "grid", "stride": stride, "cell": cell}, why)
 
 
 def _gfl(outputs: list[tuple[str, Dims]], proto: Any) -> Guess | None:
@@ -143,8 +229,9 @@ def _gfl(outputs: list[tuple[str, Dims]], proto: Any) -> Guess | None:
 
 
 def _ssd(outputs: list[tuple[str, Dims]]) -> Guess | None:
+    """Boxes [1, N, 4] beside scores [1, N, C]: rank 2 or 3, N > 1 rows of one anchor each."""
     for name, box in outputs:
-        if len(box) >= 2 and box[-1] == 4:
+        if len(box) in (2, 3) and box[-1] == 4 and (box[-2] or 0) > 1:
             for other, score in outputs:
                 if other != name and len(score) == len(box) and score[-2] == box[-2]:
                     why = f"outputs {name} {_text(box)} (boxes) and {other} {_text(score)} (scores)"
@@ -152,13 +239,15 @@ def _ssd(outputs: list[tuple[str, Dims]]) -> Guess | None:
     return None
 
 
-def _three(dims: Dims, shown: str, op: str) -> Guess | None:
+def _three(dims: Dims, shown: str, op: str, tokens: bool) -> Guess | None:
     a, b, c = dims
     if a == 1 and b is not None and c is not None:
-        if c >= _MIN_ANCHORS and b <= _MAX_ATTRIBUTES and b > 4:
+        if c >= _MIN_ANCHORS and b <= _MAX_ATTRIBUTES and b > 4 and op != "Softmax":
             return Guess({"type": "detection"}, f"{shown} is a YOLOv8-style head [1, 4+C, N]")
         if b >= _MIN_ANCHORS and c <= _MAX_ATTRIBUTES and c > 5 and op != "Softmax":
             return Guess({"type": "detection"}, f"{shown} is a YOLOX/YOLOv5-style head [1, N, 5+C]")
+    if tokens:
+        return None  # per-token scores of a text model: CTC reads images or sound
     if c is not None and c > 2 and (b == 1 or a == 1 or a is None or b is None):
         layout = "[T, 1, C]" if b == 1 else "[1, T, C]"
         return Guess({"type": "ctc", "blank": 0}, f"{shown} reads as per-step class scores {layout}")

@@ -69,6 +69,7 @@ def command(spec: str, stage: str | None, show_all: bool, profile: bool, fmt: st
                     "up_to_date": e.up_to_date,
                     "identity": e.identity,
                     "note": e.note,
+                    "disagreements": e.disagreements,
                     "inputs": [{"path": p, "now": now, "last": last} for p, now, last in e.rows],
                 }
                 for e in explanations
@@ -102,4 +103,20 @@ def command(spec: str, stage: str | None, show_all: bool, profile: bool, fmt: st
             console.print(
                 "  no input changed since the last build (--all lists every input)", highlight=False
             )
+        if e.disagreements:
+            console.print(_disagreement_table(e.disagreements))
     return 0
+
+
+def _disagreement_table(found: list[dict[str, str]]) -> Any:
+    """Per node: where the op table placed it, where the vendor tool did, and which won."""
+    from rich.table import Table
+
+    from backends.sdk.vocab import OP_TABLE
+
+    table = Table(title=f"{OP_TABLE} and the vendor tool disagree on {len(found)} node(s)", box=None)
+    for column in ("node", "op", OP_TABLE, "vendor tool", "won"):
+        table.add_column(column, overflow="fold")
+    for d in found:
+        table.add_row(d["node"], d["op_type"], d["op_table"], f"{d['tool']} ({d['tool_name']})", d["won"])
+    return table

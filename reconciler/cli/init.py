@@ -84,7 +84,7 @@ def command(model: Path, target: str, name: str | None, output: Path | None, giv
         return 1
     schema = _schema_ref(output.parent, root)
     digest = sha256_file(model.resolve())
-    written = (summary, reference, name, target, schema, model.name, _task(model), fixed, digest)
+    written = (summary, reference, name, target, schema, model.name, _task(model, fixed), fixed, digest)
     text = render(*written)
     needs = _needs(target, text)
     if needs:
@@ -254,12 +254,13 @@ def _input_lines(name: str, dims: tuple[int | str | None, ...], fixed: list[int 
     return lines
 
 
-def _task(model: Path) -> list[str]:
-    """The most likely `evaluate.task`, commented out: a guess from the output shapes to confirm."""
+def _task(model: Path, fixed: dict[str, list[int | None]]) -> list[str]:
+    """The most likely `evaluate.task`, commented out: a guess from the output shapes at the spec's
+    input shapes (`fixed`), to confirm."""
     from backends.tasks.guess import guess, yaml_line
 
     try:
-        found = guess(model)
+        found = guess(model, fixed)
     except Exception as exc:  # onnx raises its own types; init still writes the spec
         return [f"    # task: ...  # could not read the outputs to guess the task ({type(exc).__name__})"]
     return [

@@ -22,6 +22,7 @@ from reconciler.engine.execute import InputsChanged, RetryPolicy, append_log, ru
 from reconciler.engine.reporter import Reporter
 from reconciler.engine.resolve import Resolved, Source, first_to_build, resolve
 from reconciler.engine.results import StageResult
+from reconciler.engine.stages import used_by
 from reconciler.engine.walk import Artifacts, link_upstream, previous, reason
 from reconciler.engine.workspace import Workspace
 from reconciler.remote import layer
@@ -266,7 +267,9 @@ class ChainRun:
                     self.ws, setup, self.target, linked, key, key_inputs, log, self.policy
                 )
             except ToolchainMissing as exc:
-                return self._not_run(setup, key, f"not built: toolchain not installed: {exc}")
+                if used_by(name):
+                    return self._not_run(setup, key, f"not built: toolchain not installed: {exc}")
+                return self._cannot_run_here(setup, key, key_inputs, str(exc))
             except TerminalError as exc:
                 return self._failed(setup, key, str(exc), terminal=True, log=log)
             except (BackendError, InputsChanged) as exc:
@@ -282,6 +285,21 @@ class ChainRun:
     def _log(self, stage: str, key: str, action: str, message: str) -> None:
         self._writing()
         self.ws.db.log_attempt(self.spec.name, self.variant.name, stage, key, action, message)
+
+    def _cannot_run_here(
+        self, setup: StageSetup, key: str, key_inputs: dict[str, Any], message: str
+    ) -> StageResult:
+        """A last stage whose backend reports its toolchain present but which cannot run on this machine
+        (Core ML prediction outside macOS, a bundle whose vendor SDK is absent) is recorded under its key
+        as run with nothing measured, so the spec settles (Synced, its SLOs unverified) instead of
+        planning the same build forever. Its key holds the toolchain's fingerprint: installing the tool
+        builds it again."""
+        why = f"not built: toolchain not installed: {message}"
+        report = {"not_run": message}
+        record = Record(key, setup.stage.name, key_inputs, {}, report, keys.output_digest({}, report), why)
+        self.ws.db.put_record(record)
+        self.ws.db.log_attempt(self.spec.name, self.variant.name, setup.stage.name, key, "skipped", why)
+        return self._done(setup, record, "skipped", why)
 
     def _not_run(self, setup: StageSetup, key: str, why: str) -> StageResult:
         self._writing()

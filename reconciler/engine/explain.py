@@ -27,6 +27,9 @@ class StageExplanation:
     rows: list[tuple[str, Any, Any]] = field(default_factory=list)
     """(key input path, value now, value at the last build); unchanged rows included."""
     note: str = ""
+    disagreements: list[dict[str, str]] = field(default_factory=list)
+    """Nodes where the op table and the vendor tool the stage ran place differently (both devices and
+    the winner), from the stage's own report of the build."""
 
 
 def _leaves(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -76,9 +79,20 @@ def explain(ws: Workspace, spec: LoadedSpec, stage: str | None = None) -> list[S
                         not setup.active,
                         rows,
                         note or (setup.stage.idle_reason if not setup.active else ""),
+                        _disagreements(ws, resolved.key, last),
                     )
                 )
     return out
+
+
+def _disagreements(ws: Workspace, key: str | None, last: Any) -> list[dict[str, str]]:
+    """The stage report's per-node disagreements between the op table and the vendor tool (this key's
+    record when built here, else the last build's)."""
+    record = (ws.db.record(key) if key else None) or last
+    report = getattr(record, "report", None) or {}
+    placement = report.get("placement") if isinstance(report, dict) else None
+    found = placement.get("disagreements") if isinstance(placement, dict) else None
+    return [dict(d) for d in found or [] if isinstance(d, dict)]
 
 
 _NOTES = {

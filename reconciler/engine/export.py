@@ -45,6 +45,10 @@ class Variant:
     name: str
     inputs: dict[str, list[int]]
     artifacts: tuple[Artifact, ...]
+    entry: str | None = None
+    """The artifact an app opens, as the compile stage's registration names it (None: not named)."""
+    artifact_inputs: tuple[dict[str, Any], ...] = ()
+    """The inputs the artifact itself declares, as the lock records them (empty: the model's)."""
 
     @property
     def folder(self) -> str:
@@ -83,10 +87,31 @@ def deployables(lock: dict[str, Any], store: Store, root: Path) -> list[Variant]
             )
             for art_name, meta in sorted(compiled.items())
         )
-        out.append(Variant(name, {k: list(v) for k, v in (variant.get("inputs") or {}).items()}, arts))
+        inputs = {k: list(v) for k, v in (variant.get("inputs") or {}).items()}
+        declared = tuple(variant.get("artifact_inputs") or ())
+        out.append(Variant(name, inputs, arts, _entry(lock, variant["stages"]["compile"]), declared))
     if not out:
         raise ExportError("the lock file records no variant: run `npuctl apply`")
     return out
+
+
+def _entry(lock: dict[str, Any], compiled: dict[str, Any]) -> str | None:
+    """The entry artifact the registration of the implementation that built the compile stage names
+    (read from the backend's stage table: no toolchain needed); None when that is not known here."""
+    from backends import registry
+    from backends.catalog import targets
+
+    target = targets().get(str(lock.get("target")))
+    if target is None:
+        return None
+    fields = (compiled.get("inputs") or {}).get("fields") or {}
+    override = (fields.get("compile") or {}).get("backend")
+    try:
+        found = registry.backend_for(target, override).stages.get("compile")
+    except Exception:  # a backend not installed here: fall back to the file types
+        return None
+    built_by = (compiled.get("impl") or {}).get("name")
+    return found.entry if found is not None and found.name == built_by else None
 
 
 def fetched(found: Sequence[Variant], store: Store, fetch: Callable[[str, int], bool]) -> list[Variant]:
@@ -111,8 +136,9 @@ def fetched(found: Sequence[Variant], store: Store, fetch: Callable[[str, int], 
 
 
 def primary(variant: Variant) -> Artifact:
-    """The file an app loads first: the artifact the stage named `model`, else by file type."""
-    named = [a for a in variant.artifacts if a.name == "model"]
+    """The file an app loads first: the artifact the compile stage's registration names, else the one
+    it named `model`, else by file type."""
+    named = [a for a in variant.artifacts if a.name == (variant.entry or "model")]
     if named:
         return named[0]
     entry = variants.entry_file([a.file for a in variant.artifacts])
@@ -147,8 +173,11 @@ def export(found: Sequence[Variant], dest: Path, model: str, target: str) -> lis
                 return f"{folder}/{a.file}" if folder else a.file
 
             files = [{"file": placed(a), "sha256": a.digest, "size": a.size} for a in variant.artifacts]
+            extra: dict[str, Any] = {"files": files}
+            if variant.artifact_inputs:
+                extra["artifact_inputs"] = [dict(i) for i in variant.artifact_inputs]
             results.append(
-                variants.VariantResult(variant.inputs, placed(main), main.digest, main.size, {"files": files})
+                variants.VariantResult(variant.inputs, placed(main), main.digest, main.size, extra)
             )
         manifest = variants.build_manifest(model, target, results)
         variants.write_manifest(staging / "manifest.json", manifest)

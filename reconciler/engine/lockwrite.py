@@ -48,6 +48,10 @@ def checked(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+ARTIFACT_INPUTS = "artifact_inputs"
+"""The compile report's key, and the lock variant's, for the inputs the artifact itself declares."""
+
+
 def variant_entry(
     inputs: dict[str, list[int]],
     records: dict[str, Record],
@@ -61,12 +65,17 @@ def variant_entry(
     the committed entry holds over the same content is kept; a dry walk signs nothing new."""
     stages = {name: stage_entry(record) for name, record in sorted(records.items())}
     before = mapping(previous.raw.get("stages"))
-    return {
+    entry: dict[str, Any] = {
         "inputs": inputs,
         "stages": trust.signed_stages(stages, measurements, before, fresh=not dry),
         "measurements": measurements,
         "verdicts": verdicts,
     }
+    compiled = records.get("compile")
+    declared = compiled.report.get(ARTIFACT_INPUTS) if compiled is not None else None
+    if isinstance(declared, list) and declared:
+        entry[ARTIFACT_INPUTS] = declared
+    return entry
 
 
 def measured_on(measurements: dict[str, Any]) -> str | None:

@@ -1,6 +1,8 @@
-"""Gathering the measurements verify judges: the placement estimate, then evaluate's measurements.
+"""Gathering the measurements verify judges: the placement estimate, then what the compiler reported of
+its own build (a vendor tool's placement, cycles and memory plan), then evaluate's measurements.
 
-Later stages win, so a measured latency replaces the roofline estimate; the artifact size is read off
+Later stages win, so the compiler's account replaces the op table's, and a measured latency replaces
+any estimate; the artifact size is read off
 the store when no runner reported it, since it is exact wherever it is read.
 
 Every measurement names the record it came from (`record`: that stage's key) and carries a `digest`
@@ -17,7 +19,7 @@ from backends.sdk.vocab import Evidence, EvidenceKind, Verdict
 from reconciler.engine import keys
 from reconciler.state.db import Record
 
-SOURCES = ("check", "rewrite", "evaluate")
+SOURCES = ("check", "rewrite", "compile", "evaluate")
 _SIGNED = ("record", "value", "evidence", "detail", "runner")
 
 

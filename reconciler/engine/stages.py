@@ -58,7 +58,8 @@ def _get(config: Config, path: str) -> Any:
 
 def _auto_search(config: Config) -> bool:
     """The quantize stage's auto sensitive-layer search measures on the evaluation set (one data set
-    for one number), so that set enters quantize's key only when the search runs."""
+    for one number), so that set enters quantize's key only when the search runs. The declared task
+    always does: the stage's own check of its artifact reads the outputs the way the task says."""
     quantization = _get(config, "quantization") or {}
     sensitive = quantization.get("sensitive_layers") or {}
     return quantization.get("mode") == "ptq" and sensitive.get("auto") is not None
@@ -97,7 +98,8 @@ STAGES: tuple[Stage, ...] = (
         uses={"model": ("preprocess", "model"), "float_model": ("preprocess", "model")},
         active=lambda c: (_get(c, "quantization") or {}).get("mode", "none") != "none",
         idle_reason="identity: quantization.mode is none",
-        when={name: _auto_search for name in _EVAL_SET},
+        # the task is how its own check reads the outputs; the data only when the auto search measures
+        when={name: _auto_search for name in _EVAL_SET if name != "evaluate.task"},
     ),
     Stage(
         "compile",
@@ -121,6 +123,11 @@ BY_NAME: dict[str, Stage] = {stage.name: stage for stage in STAGES}
 ORDER: tuple[str, ...] = tuple(stage.name for stage in STAGES)
 VERIFY = "verify"
 """The last step: judges SLOs on recorded measurements; never builds, never measures, has no key."""
+
+
+def used_by(name: str) -> list[str]:
+    """The stages that take `name`'s output as an input."""
+    return [stage.name for stage in STAGES if any(source == name for source, _ in stage.uses.values())]
 
 
 def readers(field_path: str, spec: Mapping[str, Any] | None = None) -> list[str]:

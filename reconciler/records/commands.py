@@ -75,6 +75,15 @@ class BackendsOutput(Record):
     catalog_plugins: list[str]
 
 
+class Disagreement(OpenRecord):
+    node: str
+    op_type: str
+    op_table: str = described("where npuctl's op table placed the node (NPU or CPU)")
+    tool: str = described("where the vendor tool placed it, from its own report of the build")
+    tool_name: str
+    won: str = described("whose placement the record holds: the vendor tool's")
+
+
 class ExplainedStage(OpenRecord):
     stage: str
     variant: str
@@ -83,6 +92,9 @@ class ExplainedStage(OpenRecord):
     up_to_date: bool
     identity: Omittable[bool] = optional()
     inputs: list[dict[str, Any]]
+    disagreements: Omittable[list[Disagreement]] = optional(
+        "nodes where the op table and the vendor tool the stage ran place differently"
+    )
 
 
 class ExplainOutput(Record):

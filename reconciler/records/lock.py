@@ -27,10 +27,22 @@ class OtherRunner(OpenRecord):
     measurements: Measurements
 
 
+class ArtifactInput(OpenRecord):
+    """One input as the deployed artifact declares it (its compile stage read it back from the artifact)."""
+
+    name: str
+    dtype: str | None = described("the element type the artifact takes, in its toolchain's words")
+    shape: list[int] | None = described("the shape the artifact takes")
+
+
 class LockVariant(Record):
     """One shape variant's build: its stages, measurements and verdicts."""
 
     inputs: dict[str, list[int]] = described("input name -> the shape this variant was built for")
+    artifact_inputs: Omittable[list[ArtifactInput]] = optional(
+        "the inputs the deployed artifact itself declares, where its compile stage read them back "
+        "(folded preprocessing changes them from the model's): what an app feeds"
+    )
     stages: dict[str, StageRecord]
     measurements: Measurements
     verdicts: list[VerdictRecord]

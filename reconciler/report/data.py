@@ -33,7 +33,8 @@ class Placement:
     edges: list[tuple[str, str]]
     """(producer node, consumer node) between placed nodes; empty when the model could not be read."""
     source: str
-    """The stage whose placement this is (rewrite: after replacing unsupported ops; else check)."""
+    """The stage whose placement this is (compile: the vendor compiler's own report of its build; rewrite:
+    the op table after replacing unsupported ops; else check, the op table on the imported model)."""
 
 
 @dataclass
@@ -141,10 +142,17 @@ def model_edges(model_path: Path, placed: set[str]) -> list[tuple[str, str]]:
     return sorted(edges)
 
 
-def _placement(store: Store, records: dict[str, Record], stage: str, notes: list[str]) -> Placement | None:
-    """The placement `stage` (check: the imported model; rewrite: after replacing unsupported ops)
-    recorded, with the edges of the model it placed; None (and a note) when it is unreadable."""
-    path = _artifact(store, records.get(stage), "placement")
+TOOL_PLACEMENT = "tool_placement"
+"""The compile stage's artifact holding the vendor compiler's own placement, when its backend reads one."""
+
+
+def _placement(
+    store: Store, records: dict[str, Record], stage: str, notes: list[str], artifact: str = "placement"
+) -> Placement | None:
+    """The placement `stage` (check: the imported model; rewrite: after replacing unsupported ops;
+    compile: the vendor compiler's) recorded, with the edges of the model it placed; None (and a note)
+    when it is unreadable."""
+    path = _artifact(store, records.get(stage), artifact)
     if path is None:
         return None
     try:
@@ -155,7 +163,7 @@ def _placement(store: Store, records: dict[str, Record], stage: str, notes: list
     if not isinstance(report, dict) or not isinstance(report.get("nodes"), list):
         notes.append(f"placement: the {stage} stage's placement.json has no node list")
         return None
-    model_stage = "rewrite" if stage == "rewrite" else "import"
+    model_stage = "import" if stage == "check" else "rewrite"
     model = _artifact(store, records.get(model_stage), "model")
     placed = {str(n.get("name")) for n in report["nodes"]}
     edges: list[tuple[str, str]] = []
@@ -173,9 +181,14 @@ def _placements(
     store: Store, records: dict[str, Record], notes: list[str]
 ) -> tuple[Placement | None, Placement | None]:
     """(what the compiler receives: after rewrite when it ran, else check; before the rewrite, when the
-    rewrite changed the placement)."""
+    rewrite changed the placement). Where the vendor compiler reported its own placement, that one is
+    shown first and the op table's beside it when the two differ: the compiler's wins."""
     after = _placement(store, records, "rewrite", notes)
     before = _placement(store, records, "check", notes)
+    tool = _placement(store, records, "compile", notes, TOOL_PLACEMENT)
+    if tool is not None:
+        table = after or before
+        return tool, table if table is not None and _devices(table) != _devices(tool) else None
     if after is None and before is None:
         notes.append("placement: no placement.json recorded (the check stage has not run here)")
         return None, None

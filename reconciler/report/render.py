@@ -9,7 +9,7 @@ import json
 from importlib.resources import files
 from typing import Any
 
-from backends.sdk.vocab import NODES_THAT_RUN, Verdict
+from backends.sdk.vocab import NODES_THAT_RUN, OP_TABLE, Verdict
 from reconciler.report import charts, graph
 from reconciler.report.data import Placement, ReportData
 
@@ -74,6 +74,7 @@ def html(data: ReportData) -> str:
     env.filters["subject"] = shorten
     env.globals["measured_against"] = measured_against
     env.globals["nodes_that_run"] = NODES_THAT_RUN
+    env.globals["op_table"] = OP_TABLE
     configs = chart_configs(data)
     template = env.get_template("report.html.j2")
     return template.render(

@@ -14,7 +14,6 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
-    field_validator,
     model_serializer,
 )
 
@@ -73,7 +72,9 @@ class DetectionTask(_Strict):
         "(no objectness), one [1, N, 5+C] output is YOLOX/YOLOv5-style (objectness x class score), a boxes "
         "[1, N, 4] and a scores [1, N, C] output are SSD-style; per feature level a scores [1, N, C] and a box-distribution "
         "[1, N, 4*(R+1)] output are GFL-style (PicoDet, NanoDet). A YOLOX head without the grid decode in its "
-        "graph (no Exp after its last convolution) is decoded with strides 8, 16, 32.",
+        "graph (no Exp after its last convolution) is decoded with strides 8, 16, 32. Outputs that are maps "
+        "of one grid: a heatmap, a size map and an offset map are CenterNet-style (centernet); a score map "
+        "beside a 4-channel box map is a per-cell grid head (grid, with stride and cell).",
     )
     outputs: list[OutputName] = Field(
         default_factory=list, max_length=4, description="Outputs the head reads; default: all of them."
@@ -110,6 +111,24 @@ class DetectionTask(_Strict):
         description="f1: box F1 at match_iou; map: mean average precision at match_iou. Against the boxes of "
         "evaluate.labels (JSON: file name -> [[x1, y1, x2, y2, class], ...]) or the float model's boxes.",
     )
+    stride: Annotated[int, Field(gt=0, le=1024)] | None = Field(
+        default=Detection.stride,
+        description="A grid head's step between cells, in input pixels; default: input size / map size.",
+    )
+    cell: Annotated[int, Field(gt=0, le=4096)] | None = Field(
+        default=Detection.cell,
+        description="A grid head's window size, in input pixels (MTCNN's proposal net: 12); default: the stride.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _unset_grid_left_out(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        """Fields of the grid head, left out while unset, so the stage keys of every existing
+        detection spec (and their committed lock files) stay what they were."""
+        data: dict[str, object] = handler(self)
+        for name in ("stride", "cell"):
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
 
 
 class CtcTask(_Strict):
@@ -139,17 +158,12 @@ class CtcTask(_Strict):
 class DenseTask(_Strict):
     type: Literal["dense"] = Field(..., description="Single-channel dense map [N, 1, H, W] (text, mask).")
     output: OutputName | None = Field(default=None, description="Output holding the map; default: the first.")
-    threshold: float | None = Field(
+    threshold: Annotated[float, Field(allow_inf_nan=False)] | None = Field(
         default=None,
-        description="Binarization threshold, 0.5 or 0; default 0.5 for probabilities, 0 for logits.",
+        description="Binarization threshold: a map value above it is foreground; default 0.5 for "
+        "probabilities, 0 for logits. The verdict is the pooled IoU; the mean and lowest per-image IoU "
+        "are reported beside it.",
     )
-
-    @field_validator("threshold")
-    @classmethod
-    def _known_threshold(cls, v: float | None) -> float | None:
-        if v is not None and v not in (0.0, 0.5):
-            raise ValueError("threshold must be 0.5 (probabilities) or 0 (logits)")
-        return v
 
 
 class RegressionTask(_Strict):

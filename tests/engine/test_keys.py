@@ -37,11 +37,15 @@ def test_chain_order_and_uses_point_backwards() -> None:
 
 def test_quantize_reads_the_evaluation_set_only_for_the_auto_search() -> None:
     """One data set for one number: the auto search measures on evaluate.data with evaluate.task, so
-    they enter quantize's key, but only when the search runs (no needless rebuilds otherwise)."""
+    the data enters quantize's key only when the search runs (no needless rebuilds otherwise). The task
+    always does: the stage's own check reads the quantized model's outputs the way the task says."""
     plain = {"quantization": {"mode": "ptq", "sensitive_layers": {"op_types": ["Gemm"]}}}
     auto = {"quantization": {"mode": "ptq", "sensitive_layers": {"auto": {"max_accuracy_drop": 0.01}}}}
-    for field in ("evaluate.data", "evaluate.labels", "evaluate.task", "evaluate.task.charset"):
+    for field in ("evaluate.data", "evaluate.labels", "evaluate.metric"):
         assert "quantize" not in readers(field, plain), field
+        assert {"quantize", "evaluate"} <= set(readers(field, auto)), field
+    for field in ("evaluate.task", "evaluate.task.charset"):
+        assert {"quantize", "evaluate"} <= set(readers(field, plain)), field
         assert {"quantize", "evaluate"} <= set(readers(field, auto)), field
     assert "quantize" not in readers("evaluate.runs", auto)
     # compile checks its artifact against its source on the first evaluation samples

@@ -54,6 +54,7 @@ PTQ = "    mode: ptq\n    calibration: {data: ../data/calib, samples: 8}\n"
             "spec.quantization.calibration.method",
             "no entropy range estimator",
         ),
+        ("ascend-310p", PTQ, "spec.quantization.mode", "use mode: fp16"),  # ATC rejects a QDQ model
     ],
 )  # fmt: skip
 def test_an_unsupported_request_is_a_validate_error_at_its_field(
@@ -77,6 +78,7 @@ def test_an_unsupported_request_is_a_validate_error_at_its_field(
             "intel-npu",
             "    mode: ptq\n    calibration: {data: ../data/calib, samples: 8, method: percentile}\n",
         ),
+        ("ascend-310p", "    mode: fp16\n"),
     ],
 )
 def test_what_the_toolchain_can_do_passes(repo: Repo, target: str, lines: str) -> None:

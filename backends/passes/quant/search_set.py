@@ -54,7 +54,8 @@ class SearchSet:
 
 
 def evaluate_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The `evaluate` section as the quantize stage reads it (flat field paths, present only for auto)."""
+    """The `evaluate` section as the quantize stage reads it (flat field paths: the task always, the
+    metric only for the auto search)."""
     return {
         "task": config.get("evaluate.task"),
         "metric": config.get("evaluate.metric") or "top1",

@@ -28,6 +28,12 @@ def test_bundle_is_recorded_and_slos_stay_unverified(digits_repo: Path, target: 
     assert stages["compile"]["action"] == "built"
     assert stages["evaluate"]["action"] == "skipped"
     assert "toolchain not installed" in stages["evaluate"]["reason"] and tool in stages["evaluate"]["reason"]
+    # after a complete apply nothing is left to do: the stage that cannot run here is settled, not
+    # planned again and again (installing the tool changes its key, and it runs then)
+    planned = run_npuctl(digits_repo, "plan", "--json", env=env)
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    again = json.loads(planned.stdout)["specs"][0]
+    assert again["sync"] == "Synced" and all(s["action"] == "cached" for s in again["stages"]), again
     assert not any(v["passed"] is True and v["evidence"].startswith("measured") for v in out["slo"])
     lock = json.loads((digits_repo / "specs" / "digits.lock.json").read_text())
     bundle = lock["variants"]["default"]["stages"]["compile"]["artifacts"]["bundle"]

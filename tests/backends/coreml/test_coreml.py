@@ -28,11 +28,14 @@ pytestmark = [
 ]
 
 PROGRAM_OPS = """\
-import json, sys, coremltools as ct
+import collections, json, sys, coremltools as ct
+from coremltools.proto import FeatureTypes_pb2 as ft
 for path in sys.argv[1:]:
     spec = ct.models.MLModel(path, skip_model_load=True).get_spec()
-    ops = {op.type for f in spec.mlProgram.functions.values() for b in f.block_specializations.values() for op in b.operations}
-    print(json.dumps([spec.WhichOneof("Type"), sorted(ops)]))
+    listed = [op.type for f in spec.mlProgram.functions.values() for b in f.block_specializations.values() for op in b.operations]
+    work = collections.Counter(t for t in listed if t != "const" and not t.startswith("constexpr_"))
+    arrays = [(i.name, ft.ArrayFeatureType.ArrayDataType.Name(i.type.multiArrayType.dataType), list(i.type.multiArrayType.shape)) for i in spec.description.input]
+    print(json.dumps([spec.WhichOneof("Type"), sorted(set(listed)), dict(work), arrays]))
 """
 
 
@@ -43,11 +46,12 @@ def _programs(packages: list[Path]) -> list[list[Any]]:
     out = subprocess.run(
         [str(py), "-I", "-c", PROGRAM_OPS, *map(str, packages)], capture_output=True, text=True, check=True
     ).stdout.splitlines()
-    return [json.loads(line) for line in out]  # [model type, [op types]] per package
+    return [json.loads(line) for line in out]  # [model type, op types, work ops by type, inputs] per package
 
 
 Built = tuple[Path, dict[str, Any]]
-NAMES = ("digits", "det")
+NAMES = ("digits", "det", "digits-pre")
+PRE = "  preprocess: {input: image, layout: nhwc, dtype: uint8, mean: [0.0], std: [16.0]}\n"
 
 
 def _build(repo: Path) -> dict[str, Any]:
@@ -59,6 +63,8 @@ def _build(repo: Path) -> dict[str, Any]:
     compile_ = "  compile: {options: {compute_units: CPU_AND_NE}}\n"
     text = DIGITS_SPEC.format(name="digits").replace("target: cpu", "target: apple-ane")
     (repo / "specs" / "digits.yaml").write_text(text.replace("  evaluate:", quant + compile_ + "  evaluate:"))
+    pre = DIGITS_SPEC.format(name="digits-pre").replace("target: cpu", "target: apple-ane")
+    (repo / "specs" / "digits-pre.yaml").write_text(pre.replace("  evaluate:", PRE + quant + "  evaluate:"))
     write_det_repo(repo, "apple-ane", data="det-data")
     result = run_npuctl(repo, "apply", "--json")
     assert result.returncode == 3, result.stdout[-3000:] + result.stderr[-3000:]
@@ -93,16 +99,61 @@ def test_apply_builds_an_mlpackage_and_says_it_was_not_run(built: Built, name: s
     assert all(v["passed"] is not True for v in verdicts.values()), "nothing passes on a model never run"
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_the_record_is_the_packages_own_program_and_input(built: Built, name: str) -> None:
+    """Coverage names only the operations the package's ML Program holds (read back here with
+    coremltools) and claims no figure Core ML alone could give; the recorded input is the package's."""
+    repo, record = built
+    tar, _, variant = _package(repo, name, repo / "read-back-2" / name)
+    _, _, work, arrays = record["programs"][name]
+    coverage = variant["measurements"]["npu_coverage"]
+    assert coverage["value"] is None and coverage["evidence"] == "not measured"
+    assert f"holds {sum(work.values())} operations" in coverage["detail"]
+    assert all(f"{op} x{n}" in coverage["detail"] for op, n in work.items())
+    assert "batch_norm" not in work  # folded into the convolutions: never counted
+    shipped = json.loads(bundles.read(tar, "coreml.json"))["inputs"]
+    assert [(i["name"], i["dtype"], i["shape"]) for i in shipped] == [tuple(a) for a in arrays]
+    assert [(i["name"], i["dtype"], i["shape"]) for i in variant["artifact_inputs"]] == [
+        tuple(a) for a in arrays
+    ]
+
+
+def test_folded_preprocessing_records_the_input_the_package_takes(built: Built, tmp_path: Path) -> None:
+    """With the raw frame folded in, the package takes an NHWC frame, not the model's NCHW float input:
+    the lock and the export manifest say what the package declares."""
+    repo, record = built
+    (name, dtype, shape) = record["programs"]["digits-pre"][3][0]
+    assert name == "image" and shape == [1, 8, 8, 1]
+    lock = json.loads((repo / "specs" / "digits-pre.lock.json").read_text())["variants"]["default"]
+    assert lock["inputs"] == {"image": [1, 1, 8, 8]}, "the shape variant stays the model's"
+    assert (
+        lock["artifact_inputs"][0]["shape"] == [1, 8, 8, 1] and lock["artifact_inputs"][0]["dtype"] == dtype
+    )
+    exported = run_npuctl(repo, "export", "specs/digits-pre.yaml", str(tmp_path / "out"))
+    assert exported.returncode == 0, exported.stderr
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    (variant,) = manifest["variants"]
+    assert variant["extra"]["artifact_inputs"] == lock["artifact_inputs"]
+
+
+def test_after_a_complete_apply_the_specs_are_synced(built: Built) -> None:
+    """Core ML's evaluate cannot run on this machine; it is settled, not planned forever."""
+    planned = run_npuctl(built[0], "plan", "--json")
+    assert planned.returncode == 0, planned.stdout[-2000:] + planned.stderr[-2000:]
+    for spec in json.loads(planned.stdout)["specs"]:
+        assert spec["sync"] == "Synced", spec
+
+
 def test_digits_at_fp16_is_an_ml_program_with_float_weights(built: Built, tmp_path: Path) -> None:
     repo, record = built
     tar, _, variant = _package(repo, "digits", tmp_path / "x")
     names = bundles.names(tar)
     assert "model.mlpackage/Manifest.json" in names
     assert any(n.endswith("model.mlmodel") for n in names) and any(n.endswith("weight.bin") for n in names)
-    kind, ops = record["programs"]["digits"]
+    kind, ops = record["programs"]["digits"][:2]
     assert kind == "mlProgram"
     load = json.loads(bundles.read(tar, "coreml.json"))
-    assert load == {
+    assert {k: v for k, v in load.items() if k != "inputs"} == {
         "compute_units": "CPU_AND_NE",
         "compute_precision": "FLOAT16",
         "deployment_target": "iOS17",
@@ -116,7 +167,7 @@ def test_a_real_detector_converts_to_an_mlpackage_with_int8_weights(built: Built
     repo, record = built
     _, package, variant = _package(repo, "det", tmp_path / "x")
     assert (package / "Manifest.json").is_file()
-    kind, ops = record["programs"]["det"]
+    kind, ops = record["programs"]["det"][:2]
     assert kind == "mlProgram" and {"conv", "sigmoid"} <= set(ops)
     assert any(op.startswith("constexpr_") for op in ops), (
         ops

@@ -75,3 +75,5 @@ def test_the_stage_note_says_where_things_run_in_words() -> None:
     npu = {"target": "rk3588", "coverage": {"nodes": {"npu": 8, "total": 10}}, "crossings": [1, 2]}
     expected = f"8/10 {NODES_THAT_RUN} on the NPU, 2 boundary crossing(s) to the CPU"
     assert placement_note(npu, target("rk3588")) == expected
+    tabled = {**npu, "source": "op-table rockchip-rknpu2@2.3.2"}
+    assert placement_note(tabled, target("rk3588")) == expected + " (npuctl's op table, before compile)"

@@ -108,3 +108,27 @@ def test_unknown_support_is_not_guessed() -> None:
     lrn = [n for n in report["nodes"] if n["op_type"] == "LRN"]
     assert lrn and all(n["support"] == "unknown" and n["device"] == "CPU" for n in lrn)
     assert all("not guessed" in n["reason"] for n in lrn)
+
+
+def test_a_target_that_cannot_split_a_model_has_coverage_one_or_zero() -> None:
+    """From the catalog fact, not the target's name: the same target with `splits_model` removed gives
+    the table's fraction; with it, one node the NPU cannot run keeps the whole model on the CPU."""
+    from dataclasses import replace
+
+    model = imported("cls")
+    facts = analyse(model)
+    npu = target("intel-npu")
+    assert npu.extra["splits_model"] is False
+    splitting = replace(npu, extra={k: v for k, v in npu.extra.items() if k != "splits_model"})
+    split = P.compute(model, splitting, {"mode": "ptq"}, facts=facts)
+    fraction = split["coverage"]["nodes"]
+    assert 0 < fraction["npu"] < fraction["total"], "the op table leaves some nodes of this model off the NPU"
+    report = P.compute(model, npu, {"mode": "ptq"}, facts=facts)
+    assert report["coverage"]["nodes"]["fraction"] == 0.0
+    assert report["crossings"] == [] and {p["device"] for p in report["partitions"]} == {"CPU"}
+    was_on_npu = {n["name"] for n in split["nodes"] if n["device"] == "NPU"}
+    assert all("cannot split a model" in n["reason"] for n in report["nodes"] if n["name"] in was_on_npu)
+    for tid, tgt in sorted(targets().items()):
+        if tgt.extra.get("splits_model") is False:
+            cov = P.compute(model, tgt, {"mode": "ptq"}, facts=facts)["coverage"]["nodes"]["fraction"]
+            assert cov in (0.0, 1.0), tid

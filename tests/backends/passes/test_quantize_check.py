@@ -126,3 +126,16 @@ def test_an_auto_budget_the_search_cannot_meet_fails_the_quantize_stage(tmp_path
     assert expected > 0 and float(found[1]) == pytest.approx(expected, rel=0.1, abs=1e-6), message
     assert "the search kept 1 of at most 1: raise quantization.sensitive_layers.auto.max_layers" in message
     assert "or max_accuracy_drop" in message and message.endswith(str(tmp_path / "w" / "quantize.log"))
+
+
+def test_the_check_reads_the_outputs_the_way_the_declared_task_does(tmp_path: Path) -> None:
+    """A declared task is how the stage's own check scores (top-1 agreement for a classifier), with no
+    auto search: a model whose logits keep their cosine but change their class must not pass on it."""
+    model, calib = digits_model(tmp_path / "m"), _calib(tmp_path)
+    task = {"evaluate.task": {"type": "classification", "metric": "top1"}}
+    out = run_quantize(ptq_config(samples=SAMPLES), model, tmp_path / "w", calib=calib, evaluate=task)
+    check = out.report["check"]
+    ref, got = _outputs(model, calib), _outputs(tmp_path / "w" / "model.onnx", calib)
+    agreement = sum(int(np.argmax(a) == np.argmax(b)) for a, b in zip(ref, got, strict=True)) / len(ref)
+    assert check["metric"].startswith("classification top1"), check
+    assert check["quantized"] == pytest.approx(agreement, abs=1e-6) and check["float"] == 1.0

@@ -72,3 +72,53 @@ def _the_profile_is_the_cost_models_and_says_so(digits_repo: Path) -> None:
     page = digits_repo / "report.html"
     assert run_npuctl(digits_repo, "report", "digits", "-o", str(page)).returncode == 0
     assert "Nothing ran for this profile: every figure in it is an estimate" in page.read_text()
+
+
+CLS_SPEC = """\
+apiVersion: npuctl/v1
+kind: Deployment
+metadata:
+  name: cls
+spec:
+  model:
+    package: rapidocr_onnxruntime
+    path: models/ch_ppocr_mobile_v2.0_cls_infer.onnx
+  target: rk3588
+  inputs:
+    x: [1, 3, 48, 192]
+  quantization:
+    mode: fp16
+  evaluate:
+    data: ../data/eval
+    task: {type: classification}
+  slo:
+    npu_coverage: 0.99
+"""
+
+
+def test_the_toolkits_placement_wins_and_explain_and_report_show_where_the_op_table_disagreed(
+    git_repo: Path,
+) -> None:
+    """The PP-OCR classifier, whose large GlobalAveragePools npuctl's op table leaves to the CPU and
+    rknn-toolkit2 compiles into strided convolutions on the NPU: the lock's coverage is the toolkit's."""
+    import numpy as np
+
+    (git_repo / "specs" / "cls.yaml").write_text(CLS_SPEC)
+    data = git_repo / "data" / "eval"
+    data.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for i in range(2):
+        np.save(data / f"{i}.npy", rng.standard_normal((1, 3, 48, 192)).astype(np.float32))
+    result = run_npuctl(git_repo, "apply", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    lock = json.loads((git_repo / "specs" / "cls.lock.json").read_text())
+    coverage = lock["variants"]["default"]["measurements"]["npu_coverage"]
+    assert coverage["evidence"] == "estimated: rknn-toolkit2" and coverage["value"] == 1.0
+    shown = json.loads(run_npuctl(git_repo, "explain", "specs/cls.yaml", "compile", "--json").stdout)
+    found = shown["stages"][0]["disagreements"]
+    assert "GlobalAveragePool" in {d["op_type"] for d in found}
+    assert all(d["won"] == "rknn-toolkit2" and d["op_table"] != d["tool"] for d in found)
+    page = json.loads(run_npuctl(git_repo, "report", "specs/cls.yaml", "--json").stdout)
+    assert page["placement"]["source"] == "compile"
+    assert page["placement"]["report"]["disagreements"] == found
+    assert page["placement_before"]["report"]["coverage"]["nodes"]["fraction"] < 1.0

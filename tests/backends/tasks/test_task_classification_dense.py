@@ -60,6 +60,18 @@ def test_text_map_iou_and_regression_measures(tmp_path: Path) -> None:
     print(inter, union, got.accuracy)
     assert 0.0 < inter / union < 1.0
     assert got.metric == "map_iou@0.5" and got.accuracy == pytest.approx(inter / union, abs=0.01)
+    per_image = []
+    for r, o in zip(ref, out, strict=True):
+        rb, ob = r[0] > 0.5, o[0] > 0.5
+        per_image.append(int((rb & ob).sum()) / int((rb | ob).sum()))
+    assert got.extra["per_image_iou_mean"] == pytest.approx(sum(per_image) / len(per_image), abs=1e-9)
+    assert got.extra["per_image_iou_min"] == pytest.approx(min(per_image), abs=1e-9)
+    # any threshold: the binarization the application uses (PP-OCR's DB post-process binarizes at 0.3)
+    at = 0.3
+    inter3 = sum(int(((r[0] > at) & (o[0] > at)).sum()) for r, o in zip(ref, out, strict=True))
+    union3 = sum(int(((r[0] > at) | (o[0] > at)).sum()) for r, o in zip(ref, out, strict=True))
+    low = score(ModelOutputs(names, out), ModelOutputs(names, ref), None, Dense(threshold=at))
+    assert low.metric == "map_iou@0.3" and low.accuracy == pytest.approx(inter3 / union3, abs=1e-9)
     generic = score(ModelOutputs(names, out), ModelOutputs(names, ref))
     assert (
         generic.task == "generic" and generic.accuracy == got.accuracy and "generic measure" in generic.text

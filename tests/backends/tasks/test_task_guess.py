@@ -33,3 +33,27 @@ def test_guesses_a_yolov8_head(tmp_path) -> None:  # type: ignore[no-untyped-def
     onnx.save(proto, str(path))
     found = guess(path)
     assert found.task == {"type": "detection"} and "YOLOv8-style head [1, 4+C, N]" in found.why
+
+
+def test_init_at_the_users_shape_guesses_a_yolov8_export(git_repo, npuctl) -> None:  # type: ignore[no-untyped-def]
+    """NudeNet's detector (a real YOLOv8 export, every input dim dynamic): at 64x64 its head [1, 22, 84]
+    looks like 84 steps of 22 classes; at the user's 320x320 it is [1, 22, 2100], 2100 anchors."""
+    from task_models import NUDENET, wheel_file
+
+    model = git_repo / "models" / "320n.onnx"
+    model.parent.mkdir()
+    model.write_bytes(wheel_file(NUDENET, "nudenet", "320n.onnx", ("320n.onnx",)).read_bytes())
+    done = npuctl(git_repo, "init", "models/320n.onnx", "--target", "cpu", "--input", "images=1,3,320,320")
+    assert done.returncode == 0, done.stderr
+    spec = (git_repo / "specs" / "320n-cpu.yaml").read_text()
+    line = next(x for x in spec.splitlines() if "task:" in x)
+    assert "task: {type: detection}" in line and "[1, 22, 2100]" in line, line
+
+
+def test_a_text_model_s_per_token_output_is_not_read_as_ctc() -> None:
+    """g2p-id's BERT (int64 token ids [N, 32] -> per-token scores [N, 32, 32]): not a CTC line reader."""
+    from task_models import G2P_ID, wheel_file
+
+    bert = wheel_file(G2P_ID, "g2p_id", "models/bert/bert_mlm.onnx", ("models/bert/bert_mlm.onnx",))
+    found = guess(bert, {"input_1": [1, 32]})
+    assert found.task == {"type": "regression"} and "integer token ids" in found.why, found.why

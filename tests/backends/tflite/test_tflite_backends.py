@@ -399,3 +399,67 @@ def test_sixteen_bit_activations_are_a_16x8_tflite_that_litert_runs(built: Built
     assert {t["dtype"] for t in io["io"]["inputs"] + io["io"]["outputs"]} == {"int16"}
     measured = variant["measurements"]["accuracy"]
     assert measured["evidence"] == "measured:host" and abs(measured["value"] - float_top1(repo)) <= 0.05
+
+
+def _vela_here(tflite: Path, out: Path) -> tuple[dict[str, int], dict[str, str]]:
+    """vela run here on the compile stage's int8 TFLite with the catalog's settings for ethos-u55:
+    its operator counts (stdout) and its summary CSV row."""
+    import re
+    import sys
+
+    import ethosu
+
+    from backends.catalog import targets
+
+    extra = targets()["ethos-u55"].extra
+    ini = Path(ethosu.__path__[0]) / "config_files" / "Arm" / "vela.ini"
+    args = [sys.executable, "-m", "ethosu.vela", str(tflite), "--output-dir", str(out), "--config", str(ini)]
+    args += [
+        "--accelerator-config",
+        extra["vela_accelerator"],
+        "--system-config",
+        extra["vela_system_config"],
+    ]
+    args += ["--memory-mode", extra["vela_memory_mode"], "--optimise", "Performance", "--show-cpu-operations"]
+    done = subprocess.run(args, capture_output=True, text=True, check=True)
+    counts = {k: int(n) for k, n in re.findall(r"^(CPU|NPU) operators = (\d+)", done.stdout, re.M)}
+    (summary,) = out.glob("*_summary_*.csv")
+    with summary.open(newline="") as fh:
+        return counts, next(csv.DictReader(fh))
+
+
+def test_ethos_u_coverage_latency_and_memory_equal_velas_own_summary(built: Built, tmp_path: Path) -> None:
+    """Every figure after compile is vela's, operator counts included: the compile stage records them
+    (so they stand before evaluate), and the lock's equal what vela prints when run here."""
+    repo, _ = built
+    variant = _lock(repo, "digits-u55")
+    store = Store(repo / ".npuctl" / "store")
+    tflite = store.path(variant["stages"]["compile"]["artifacts"]["tflite"]["digest"])
+    counts, summary = _vela_here(tflite, tmp_path)
+    measured = variant["measurements"]
+    total = counts["NPU"] + counts["CPU"]
+    assert measured["npu_coverage"]["value"] == round(counts["NPU"] / total, 6)
+    assert f"{counts['NPU']}/{total} TFLite operators" in measured["npu_coverage"]["detail"]
+    assert measured["npu_coverage"]["evidence"] == "estimated: vela"
+    ms = float(summary["inference_time"]) * 1000
+    for name in ("latency_ms.estimate", "latency_ms.p90"):
+        assert (
+            measured[name]["value"] == pytest.approx(ms, rel=1e-6)
+            and measured[name]["evidence"] == "estimated: vela"
+        )
+    kb = float(summary["sram_memory_used"])
+    assert measured["peak_memory_mb"]["value"] == pytest.approx(kb * 1024 / 1e6, rel=1e-6)
+    if counts["CPU"] == 0:
+        assert measured["fallback_partitions"]["value"] == 0
+    assert measured["fallback_partitions"]["evidence"] == "estimated: vela"
+
+
+def test_artifacts_and_export_name_velas_file_as_the_one_an_app_opens(built: Built, tmp_path: Path) -> None:
+    repo, _ = built
+    shown = run_npuctl(repo, "artifacts", "specs/digits-u55.yaml", "--json")
+    rows = json.loads(shown.stdout)["artifacts"]
+    assert [r["file"] for r in rows if r["entry"]] == ["model_vela.tflite"]
+    exported = run_npuctl(repo, "export", "specs/digits-u55.yaml", str(tmp_path / "out"))
+    assert exported.returncode == 0, exported.stderr
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert [v["artifact"]["file"] for v in manifest["variants"]] == ["model_vela.tflite"]
