@@ -15,7 +15,7 @@ from typing import Any
 
 from reconciler.engine import integrity
 from reconciler.state import lockfile
-from reconciler.trust.signing import Trust, mapping, stage_payload
+from reconciler.trust.signing import ARTIFACT_INPUTS, Trust, mapping, stage_payload
 
 
 def _resign_variant(trust: Trust, entry: dict[str, Any], adopt_unsigned: bool) -> tuple[int, list[str]]:
@@ -24,7 +24,7 @@ def _resign_variant(trust: Trust, entry: dict[str, Any], adopt_unsigned: bool) -
     stages = mapping(entry.get("stages"))
     signed, skipped = 0, []
     for name, stage in sorted(stages.items()):
-        payload = stage_payload(name, stages, measured)
+        payload = stage_payload(name, stages, measured, entry.get(ARTIFACT_INPUTS))
         problem = trust.problem(stage.get("signed"), payload)
         if problem is not None and not (adopt_unsigned and not stage.get("signed")):
             skipped.append(f"{name}: {problem}")

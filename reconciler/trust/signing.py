@@ -32,14 +32,22 @@ def mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def stage_payload(stage: str, stages: dict[str, Any], measurements: dict[str, Any]) -> bytes:
-    """What the signature of `stages[stage]` covers: the entry without `signed`, and the measurements
-    it vouches for (`owned`)."""
+ARTIFACT_INPUTS = "artifact_inputs"
+"""The variant's record of the inputs its compiled artifact declares (from compile's report): compile's
+signature covers it."""
+
+
+def stage_payload(
+    stage: str, stages: dict[str, Any], measurements: dict[str, Any], declared: Any = None
+) -> bytes:
+    """What the signature of `stages[stage]` covers: the entry without `signed`, the measurements it
+    vouches for (`owned`), and for compile the variant's `artifact_inputs` when it has them."""
     entry = mapping(stages.get(stage))
     record = {k: v for k, v in entry.items() if k != "signed"}
-    return canonical(
-        {"stage": stage, "record": record, "measurements": owned(stage, stages, measurements)}
-    ).encode()
+    payload = {"stage": stage, "record": record, "measurements": owned(stage, stages, measurements)}
+    if stage == "compile" and declared is not None:
+        payload[ARTIFACT_INPUTS] = declared
+    return canonical(payload).encode()
 
 
 def owned(stage: str, stages: dict[str, Any], measurements: dict[str, Any]) -> dict[str, Any]:
@@ -127,7 +135,8 @@ class Trust:
         measured = mapping(variant.get("measurements"))
         out: dict[str, str] = {}
         for name, entry in sorted(stages.items()):
-            why = self.problem(mapping(entry).get("signed"), stage_payload(str(name), stages, measured))
+            payload = stage_payload(str(name), stages, measured, variant.get(ARTIFACT_INPUTS))
+            why = self.problem(mapping(entry).get("signed"), payload)
             if why is not None:
                 out[str(name)] = why
         if "evaluate" not in stages and owned("evaluate", stages, measured):
@@ -140,6 +149,7 @@ class Trust:
         measurements: dict[str, Any],
         before: dict[str, Any],
         fresh: bool = True,
+        declared: Any = None,
     ) -> dict[str, dict[str, Any]]:
         """The stage entries of a variant about to be written, each signed: a signature the committed
         entry (`before`: its stages) already holds over the same content is kept, so a machine that
@@ -149,7 +159,7 @@ class Trust:
         committed one, which is all the walk needs to know."""
         out = {}
         for name, entry in stages.items():
-            payload = stage_payload(name, stages, measurements)
+            payload = stage_payload(name, stages, measurements, declared)
             old = mapping(before.get(name))
             kept = old.get("signed")
             if kept and self.problem(kept, payload) is None:

@@ -10,7 +10,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from reconciler.trust import policy
 from reconciler.trust.keys import SigningKey
 
-KEY = SigningKey(Ed25519PrivateKey.generate(), "test").public.text
+KEY = SigningKey(Ed25519PrivateKey.from_private_bytes(bytes(range(32))), "test").public.text
+"""A fixed key: test ids name it, and every xdist worker must collect the same ids."""
 
 
 def test_names_each_key() -> None:

@@ -91,3 +91,15 @@ def test_rewriting_a_variant_keeps_the_signatures_over_unchanged_content() -> No
     assert ci.own is not None
     assert resigned["evaluate"]["signed"]["key"] == ci.own.public.text
     assert resigned["check"]["signed"] == variant["stages"]["check"]["signed"]
+
+
+def test_the_inputs_a_compiled_artifact_declares_are_covered_by_compile_s_signature() -> None:
+    trust = Trust(Policy(), _key())
+    inputs = {"stage": "compile"}
+    compile_ = {"key": keys.digest(inputs), "artifacts": {}, "identity": False, "impl": {}, "inputs": inputs}
+    declared = [{"name": "image", "shape": [1, 3, 224, 224]}]
+    stages = trust.signed_stages({"compile": compile_}, {}, {}, declared=declared)
+    variant = {"stages": stages, "measurements": {}, "artifact_inputs": declared}
+    assert trust.distrusted(variant) == {}
+    variant["artifact_inputs"] = [{"name": "image", "shape": [1, 3, 640, 640]}]
+    assert set(trust.distrusted(variant)) == {"compile"}
