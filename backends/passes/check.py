@@ -112,14 +112,46 @@ def summarize(report: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def write_log(path: Path, report: Mapping[str, Any]) -> None:
-    from rich.console import Console
-
+    """The placement table and summary as plain aligned text: the stage log is read in an editor, and a
+    rich table of a few hundred nodes took longer to lay out than the whole check."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as fh:
-        console = Console(file=fh, width=160, color_system=None)
-        console.print(render_table(report))
-        for line in summary_lines(report):
-            console.print(line)
+    rows = [COLUMNS, *_rows(report)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
+    lines = [_title(report)]
+    for row in rows:
+        cells = [
+            cell.rjust(width) if column in _RIGHT else cell.ljust(width)
+            for column, cell, width in zip(COLUMNS, row, widths, strict=False)
+        ]
+        lines.append("  ".join([*cells, row[-1]]).rstrip())
+    lines.append(f"source: {report['source']}")
+    lines.extend(summary_lines(report))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+COLUMNS = ("node", "op", "device", "part", "MACs", "why")
+_RIGHT = ("part", "MACs")
+
+
+def _title(report: Mapping[str, Any]) -> str:
+    cov = report["coverage"]["nodes"]
+    return f"placement on {report['target']}: {cov['npu']}/{cov['total']} nodes on the NPU"
+
+
+def _rows(
+    report: Mapping[str, Any], only_fallback: bool = False, limit: int | None = None
+) -> list[tuple[str, ...]]:
+    """One row of COLUMNS per node (or per fallback node), with the reason."""
+    rows = [n for n in report["nodes"] if not only_fallback or n["device"] != "NPU"]
+    out: list[tuple[str, ...]] = []
+    for n in rows[:limit] if limit is not None else rows:
+        why = "; ".join(n["failed"]) if n["device"] != "NPU" else ""
+        if not why and n["not_evaluated"]:
+            why = "not evaluated: " + "; ".join(n["not_evaluated"])
+        if not why and n.get("reason"):
+            why = n["reason"]
+        out.append((n["name"], n["op_type"], n["device"], str(n["partition"]), f"{n['macs']:,}", why))
+    return out
 
 
 def summary_lines(report: Mapping[str, Any]) -> list[str]:
@@ -144,27 +176,10 @@ def render_table(
     """The placement report as a rich Table: one row per node (or per fallback node), with the reason."""
     from rich.table import Table
 
-    cov = report["coverage"]["nodes"]
-    title = f"placement on {report['target']}: {cov['npu']}/{cov['total']} nodes on the NPU"
-    table = Table(title=title, caption=f"source: {report['source']}", show_lines=False)
-    for column, justify in (
-        ("node", "left"),
-        ("op", "left"),
-        ("device", "left"),
-        ("part", "right"),
-        ("MACs", "right"),
-        ("why", "left"),
-    ):
+    table = Table(title=_title(report), caption=f"source: {report['source']}", show_lines=False)
+    for column in COLUMNS:
+        justify = "right" if column in _RIGHT else "left"
         table.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
-    rows = [n for n in report["nodes"] if not only_fallback or n["device"] != "NPU"]
-    for n in rows[:limit] if limit is not None else rows:
-        why = "; ".join(n["failed"]) if n["device"] != "NPU" else ""
-        if not why and n["not_evaluated"]:
-            why = "not evaluated: " + "; ".join(n["not_evaluated"])
-        if not why and n.get("reason"):
-            why = n["reason"]
-        style = "red" if n["device"] != "NPU" else None
-        table.add_row(
-            n["name"], n["op_type"], n["device"], str(n["partition"]), f"{n['macs']:,}", why, style=style
-        )
+    for row in _rows(report, only_fallback, limit):
+        table.add_row(*row, style="red" if row[2] != "NPU" else None)
     return table

@@ -81,8 +81,12 @@ def import_model(
     """The imported model and its report (`as_bytes`: its deterministic serialization, as pieces to
     write in order, instead of the proto). Every failure is a TerminalError with one line."""
     from backends.passes.facts import name_nodes
+    from backends.passes.graph_rules import graph_problems
 
     model = load_model(path)
+    problems = graph_problems(model)
+    if problems:
+        raise TerminalError(f"{path.name}: {problems[0]}")
     opset_before, ir_before = default_opset(model), model.ir_version
     weights = detach_weights(model)  # the passes below copy the model: without its weights, cheaply
     if weights:  # a parsed proto keeps the whole file's buffer alive: keep only the light model

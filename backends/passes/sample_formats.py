@@ -138,7 +138,24 @@ def coerce(array: Any, spec: InputSpec, source: str) -> np.ndarray:
                 f"{source}: {arr.dtype} data cannot feed input {spec.name} ({target}) without loss"
             )
         arr = arr.astype(target)
+    if np.issubdtype(arr.dtype, np.inexact):
+        _require_finite(arr, spec, source)
     return np.require(arr, requirements="C")  # ascontiguousarray would make a scalar [1]
+
+
+def _require_finite(arr: np.ndarray, spec: InputSpec, source: str) -> None:
+    """A NaN or an infinity in a sample is the data's fault, named here: fed on, it would surface as a
+    compiler or accuracy failure that names neither the file nor the value."""
+    import numpy as np
+
+    bad = ~np.isfinite(arr)
+    if not bad.any():
+        return
+    first = tuple(int(i) for i in np.argwhere(bad)[0])
+    raise TerminalError(
+        f"{source}: array for input {spec.name} holds {int(bad.sum())} non-finite value(s) "
+        f"(first {arr[first]} at index {list(first)}): samples must be finite numbers"
+    )
 
 
 def _castable(arr: np.ndarray, target: np.dtype[Any]) -> bool:
@@ -196,6 +213,24 @@ def read_image(path: Path, inputs: Sequence[InputSpec], color: Color | None) -> 
     return {spec.name: np.ascontiguousarray(pixels[np.newaxis])}
 
 
+SIXTEEN_BIT_MODES = ("I;16", "I;16B", "I;16L", "I;16N")
+"""Pillow's modes of 16-bit grayscale pixels (a 16-bit PNG)."""
+
+
+def _eight_bit(image: Any, channels: int) -> np.ndarray:
+    """The image's pixels at 8 bits, `channels` of them: 16-bit grayscale scaled (v * 255 / 65535,
+    rounded: never clipped to 0/255; a 16-bit PNG, which older Pillow opens as mode I), palette, CMYK
+    and the other colour modes converted to RGB or L the way Pillow defines (alpha dropped; 16-bit
+    colour PNGs Pillow itself reads at 8 bits)."""
+    import numpy as np
+
+    if image.mode in SIXTEEN_BIT_MODES or (image.mode == "I" and image.format == "PNG"):
+        wide = np.asarray(image, dtype=np.uint32)
+        gray = ((wide * 255 + 32767) // 65535).astype(np.uint8)
+        return np.repeat(gray[..., np.newaxis], channels, axis=2)
+    return np.asarray(image.convert("RGB" if channels == 3 else "L"), dtype=np.uint8)
+
+
 def _decode(path: Path, channels: int, size: tuple[int, int], name: str) -> np.ndarray:
     """HxWxC uint8 pixels (RGB for 3 channels) of a WxH image. The size is checked from the header,
     before any pixel is decoded: a decompression bomb is refused without being inflated."""
@@ -210,8 +245,7 @@ def _decode(path: Path, channels: int, size: tuple[int, int], name: str) -> np.n
                     f"{size[0]}x{size[1]} frames (the folded preprocessing resizes only from the size it "
                     "was built for)"
                 )
-            converted = image.convert("RGB" if channels == 3 else "L")
-            pixels = np.asarray(converted, dtype=np.uint8)
+            pixels = _eight_bit(image, channels)
     except (OSError, UnidentifiedImageError, ValueError, Image.DecompressionBombError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise TerminalError(f"{path.name}: cannot decode image ({reason})") from exc

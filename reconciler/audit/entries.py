@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from backends.sdk.vocab import Verdict
 from reconciler.engine import health
-from reconciler.trust.signing import Trust
+from reconciler.records.judged import Judged
+from reconciler.state.lockread import LockedStage, LockView
+from reconciler.trust.signing import Trust, mapping
 
 CANCELLED = "cancelled"
 """The state of an attempt stopped before it judged anything; the other states are verdict words."""
@@ -38,13 +41,16 @@ class AuditEntry:
     model_file_digest: str | None
     """sha256 of the ONNX file itself, when the lock records it (`sources.files.model`)."""
     import_key: str | None
-    verdicts: list[dict[str, Any]] = field(default_factory=list)
+    verdicts: list[Judged] = field(default_factory=list)
     measurements: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """variant -> the measurements exactly as the lock records them."""
     toolchains: dict[str, dict[str, Any]] = field(default_factory=dict)
     """stage -> {"name", "version", "fingerprint"} of the implementation that built it."""
     commit: str | None = None
     author: str = ""
     subject: str = ""
+    signed_by: dict[str, str] = field(default_factory=dict)
+    """Variant -> the names of the keys that signed the records its verdicts rest on (reconciler.trust)."""
     applied_at: list[str] = field(default_factory=list)
     """Times of local applies (ledger) that produced exactly these results."""
     attempt: str | None = None
@@ -58,9 +64,9 @@ class AuditEntry:
         if self.status == CANCELLED_STATUS:
             return CANCELLED
         failed = self.status in (health.FAILED, health.STALLED, health.DEGRADED)
-        if failed or any(v.get("passed") is False for v in self.verdicts):
+        if failed or any(v.passed is False for v in self.verdicts):
             return Verdict.FAIL.word
-        if self.verdicts and all(v.get("passed") is True for v in self.verdicts):
+        if self.verdicts and all(v.passed is True for v in self.verdicts):
             return Verdict.PASS.word
         settled = self.status in (READY, health.HEALTHY)
         return Verdict.PASS.word if settled and not self.verdicts else Verdict.UNVERIFIED.word
@@ -76,11 +82,7 @@ class AuditEntry:
         return (
             self.spec,
             self.import_key,
-            tuple(
-                sorted(
-                    (v.get("variant"), v.get("name"), v.get("value"), v.get("verdict")) for v in self.verdicts
-                )
-            ),
+            tuple(sorted((v.variant, v.name, v.value, v.verdict) for v in self.verdicts)),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -102,21 +104,22 @@ class AuditEntry:
                 "file_digest": self.model_file_digest,
                 "import_key": self.import_key,
             },
-            "verdicts": self.verdicts,
+            "verdicts": [v.to_json() for v in self.verdicts],
             "measurements": self.measurements,
             "toolchains": self.toolchains,
             "applied_at": self.applied_at,
             "settings": self.settings,
+            "signed_by": self.signed_by,
             "attempt": self.attempt,
         }
 
 
-def toolchains(stages: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def toolchains(stages: Mapping[str, LockedStage]) -> dict[str, dict[str, Any]]:
     """Implementation identity per non-identity stage of a lock variant (or of records)."""
     out: dict[str, dict[str, Any]] = {}
     for name, stage in stages.items():
-        impl = stage.get("impl") or {}
-        if stage.get("identity") or impl.get("name") == "identity":
+        impl = stage.impl
+        if stage.identity or impl.get("name") == "identity":
             continue
         out[name] = {
             "name": impl.get("name"),
@@ -126,20 +129,20 @@ def toolchains(stages: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def settings(stages: dict[str, Any], toolchain: dict[str, dict[str, Any]]) -> dict[str, str]:
+def settings(stages: Mapping[str, LockedStage], toolchain: dict[str, dict[str, Any]]) -> dict[str, str]:
     """`quantization`: mode, types and a short digest of every quantization field the lock recorded
     (lock format 2; "none" for an idle stage; "?" when unrecorded); `toolchain`: the tool versions."""
     from reconciler.engine import keys
 
-    quantize = stages.get("quantize") or {}
-    fields = ((quantize.get("inputs") or {}).get("fields") or {}).get("quantization")
+    quantize = stages.get("quantize")
+    fields = ((quantize.inputs if quantize else {}).get("fields") or {}).get("quantization")
     if isinstance(fields, dict) and fields.get("mode", "none") != "none":
         types = "/".join(str(fields.get(k)) for k in ("weights", "activations") if fields.get(k))
         quantization = f"{fields['mode']}{' ' + types if types else ''} #{keys.digest(fields)[:6]}"
-    elif quantize.get("identity") or isinstance(fields, dict):
+    elif (quantize is not None and quantize.identity) or isinstance(fields, dict):
         quantization = "none"
     else:
-        quantization = "?" if not quantize else "set (not recorded)"
+        quantization = "?" if quantize is None else "set (not recorded)"
     versions: dict[str, str] = {}
     for stage in toolchain.values():
         for tool, version in sorted((stage.get("fingerprint") or {}).items()):
@@ -159,40 +162,38 @@ def from_lock(
     trust: Trust,
     commit: str | None = None,
 ) -> AuditEntry:
-    """An entry from a lock file's content, judged by `trust`: each verdict names who signed the
-    records it rests on (`signed_by`), and one resting on records not from a trusted builder reads
-    unknown (reconciler.trust)."""
-    signers = {
-        name: ", ".join(trust.signers(v))
-        for name, v in (lock.get("variants") or {}).items()
+    """An entry from a lock file's content (format 1 or 2), judged by `trust`: `signed_by` names who
+    signed the records each variant's verdicts rest on, and verdicts resting on records not from a
+    trusted builder read unknown (reconciler.trust)."""
+    signed_by = {
+        str(n): ", ".join(trust.signers(v)) or "unsigned"
+        for n, v in mapping(lock.get("variants")).items()
         if isinstance(v, dict)
     }
-    lock = trust.vetted(lock) or lock
-    variants = lock.get("variants") or {}
-    default: dict[str, Any] = variants.get("default") or next(iter(variants.values()), {})
-    stages = default.get("stages") or {}
-    model_artifact = ((stages.get("import") or {}).get("artifacts") or {}).get("model") or {}
-    verdicts = [
-        {**v, "signed_by": signers.get(name) or "unsigned"}
-        for name in sorted(variants)
-        for v in (variants[name].get("verdicts") or [])
-    ]
-    model = lock.get("model") or {}
+    read = LockView.from_json(trust.vetted(lock) or lock)
+    variants = read.variants
+    default = variants.get("default") or next(iter(variants.values()), None)
+    stages = default.stages if default is not None else {}
+    imported = stages.get("import")
+    model_artifact = imported.artifacts.get("model") if imported is not None else None
+    verdicts = [v for name in sorted(variants) for v in variants[name].verdicts]
+    files = read.sources.files if read.sources is not None else None
     return AuditEntry(
         source=source,
         label=label,
         time=time,
-        spec=str(lock.get("spec", "?")),
-        target=str(lock.get("target", "?")),
+        spec=read.spec or "?",
+        target=read.target or "?",
         lock_file=lock_file,
-        status=str(lock.get("health") or lock.get("status", "?")),  # health: lock format 2
-        model_version=model.get("version"),
-        model_digest=model_artifact.get("digest"),
-        model_file_digest=((lock.get("sources") or {}).get("files") or {}).get("model"),
-        import_key=model.get("import_key"),
+        status=read.health or str(lock.get("status", "?")),  # status: lock format 1
+        model_version=read.model.version,
+        model_digest=model_artifact.digest if model_artifact is not None else None,
+        model_file_digest=(files or {}).get("model"),
+        import_key=read.model.import_key,
         verdicts=verdicts,
-        measurements={name: v.get("measurements") or {} for name, v in sorted(variants.items())},
+        measurements={name: v.raw_measurements for name, v in sorted(variants.items())},
         toolchains=toolchains(stages),
         commit=commit,
         settings=settings(stages, toolchains(stages)),
+        signed_by=signed_by,
     )

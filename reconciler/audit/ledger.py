@@ -12,7 +12,9 @@ from typing import Any
 
 from reconciler.audit.entries import CANCELLED_STATUS, AuditEntry, toolchains
 from reconciler.engine import health
+from reconciler.records import judged
 from reconciler.state.db import Database, Record
+from reconciler.state.lockread import LockedStage
 
 
 def _time(time_ns: int) -> datetime:
@@ -45,7 +47,7 @@ def _entry(db: Database, row: dict[str, Any], versions: dict[str, str | None]) -
         None,
     )
     stages = {
-        name: {"impl": r.key_inputs.get("impl") or {}, "identity": r.note.startswith("identity")}
+        name: LockedStage(name, r.key, {}, r.note.startswith("identity"), r.key_inputs.get("impl") or {}, {})
         for name, r in default.items()
     }
     import_key = keys.get("default/import")
@@ -61,7 +63,7 @@ def _entry(db: Database, row: dict[str, Any], versions: dict[str, str | None]) -
         model_digest=((imported.artifacts.get("model") or {}).get("digest") if imported else None),
         model_file_digest=(imported.key_inputs.get("files", {}).get("model") if imported else None),
         import_key=import_key,
-        verdicts=list(data.get("verdicts") or []),
+        verdicts=judged.verdicts(data.get("verdicts")),
         toolchains=toolchains(stages),
     )
 

@@ -15,6 +15,7 @@ from typing import Any
 from backends.sdk.vocab import Verdict
 from reconciler.audit import history, ledger
 from reconciler.audit.entries import CANCELLED, AuditEntry
+from reconciler.records.judged import Judged
 from reconciler.repo import Layout
 from reconciler.trust.signing import Trust
 
@@ -86,7 +87,7 @@ class SummaryRow:
     latest: str
     """Label of the newest entry for this model version and settings."""
     state: str
-    verdicts: dict[str, dict[str, Any]]
+    verdicts: dict[str, Judged]
     """"name [variant]" -> the newest verdict for this model version."""
     settings: dict[str, str] = field(default_factory=dict)
 
@@ -100,7 +101,7 @@ class SummaryRow:
             "model_digest": self.model_digest,
             "latest": self.latest,
             "state": self.state,
-            "verdicts": self.verdicts,
+            "verdicts": {name: v.to_json() for name, v in self.verdicts.items()},
         }
 
 
@@ -145,7 +146,7 @@ class Audit:
             if group in rows:
                 continue
             verdicts = {
-                (v["name"] if v.get("variant") in (None, "default") else f"{v['name']} [{v['variant']}]"): v
+                (v.name if v.variant in ("", "default") else f"{v.name} [{v.variant}]"): v
                 for v in entry.verdicts
             }
             rows[group] = SummaryRow(

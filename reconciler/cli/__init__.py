@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "artifacts": "List a spec's deployable files: names, sizes, digests, where they are.",
     "push": "Push every stage the lock files record to the remote cache.",
     "pull": "Pull every stage the lock files record from the remote cache (verified).",
+    "lock": "Lock files under git: `lock install-merge-driver` makes git merge them record by record.",
     "export": "Copy a spec's deployable files (verified) into a folder, with a manifest and SHA256SUMS.",
     "key": "This machine's signing key (generate, show, path) and signing committed lock files with it.",
 }
@@ -74,9 +75,42 @@ def _honour_watch_cancel() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+class Stopped(BaseException):
+    """SIGINT or SIGTERM arrived: raised in the main thread so that every `finally` runs (work folders
+    removed, locks released, the database closed) and the command ends with one line. Not a
+    KeyboardInterrupt, which click answers with an extra blank line."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop_on_signals() -> None:
+    """SIGTERM (a CI runner cancelling a job, `kill`) stops like Ctrl-C instead of killing outright;
+    a signal the process was started with ignored stays ignored."""
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_DFL)  # a second signal ends the cleanup too
+        raise Stopped(signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler):
+            signal.signal(sig, stop)
+
+
+def _stopped_line(signum: int) -> str:
+    import signal
+
+    name = signal.Signals(signum).name
+    return f"npuctl: stopped by {name}: the work in progress was discarded and its work folders removed"
+
+
 def main() -> None:
     """Console entry point; each command returns its exit code."""
     _honour_watch_cancel()
+    _stop_on_signals()
     from reconciler.cli._quiet import quiet_third_party
 
     quiet_third_party()
@@ -88,6 +122,9 @@ def main() -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(1 if exc.exit_code == 2 else exc.exit_code)
+    except Stopped as exc:
+        click.echo(_stopped_line(exc.signum), err=True)
+        sys.exit(128 + exc.signum)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
@@ -96,10 +133,11 @@ def main() -> None:
             traceback.print_exc()
         from backends.sdk.pathpolicy import PathRefused
         from reconciler.engine import faults
+        from reconciler.state.lockfile import LockUnreadable
         from reconciler.trust.keys import KeyProblem
         from reconciler.trust.policy import PolicyError
 
-        if isinstance(exc, (PolicyError, KeyProblem)):
+        if isinstance(exc, (LockUnreadable, PolicyError, KeyProblem)):
             click.echo(f"npuctl: {exc}", err=True)
             sys.exit(1)
         if isinstance(exc, PathRefused) or faults.is_infrastructure(exc):

@@ -21,6 +21,7 @@ from reconciler.repo import Layout, find_root
 
 if TYPE_CHECKING:
     from reconciler.engine.eta import Estimator
+    from reconciler.state.lockread import LockView
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -48,13 +49,13 @@ def find_spec(spec: str, root: Path) -> Path:
     return _specargs.one(spec, root)
 
 
-def spec_lock(spec: str, command: str) -> tuple[Path, dict[str, Any]] | None:
+def spec_lock(spec: str, command: str) -> tuple[Path, LockView] | None:
     """(repository root, lock file) of the spec named or pointed at; None after saying why on stderr."""
-    from reconciler.state import lockfile
+    from reconciler.state import lockread
 
     root = find_root(Path.cwd())
     path = find_spec(spec, root)
-    lock = lockfile.read(Layout.lock_file(path))
+    lock = lockread.read(Layout.lock_file(path))
     if lock is None:
         click.echo(f"npuctl {command}: {spec}: no lock file: run `npuctl apply` first", err=True)
         return None

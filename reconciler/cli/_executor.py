@@ -27,7 +27,7 @@ def options(func: F) -> F:
         "executor_name",
         type=click.Choice(["local", "ray"]),
         default="local",
-        help="Where specs build: worker processes here (default) or Ray tasks.",
+        help="Where specs build: worker processes here (default) or long-lived Ray actors, one spec at a time each.",
     )(func)
     func = click.option(
         "-j",
@@ -39,20 +39,26 @@ def options(func: F) -> F:
     return func
 
 
-def make(name: str, jobs: int | None, address: str | None, state_dir: Path) -> Executor | None:
-    """None: the specs run one after another in this process (`-j 1`, the default)."""
+def make(name: str, jobs: int | None, address: str | None, state_dir: Path, specs: int) -> Executor | None:
+    """None: the specs run one after another in this process (`-j 1`, the default). Never more
+    workers than the run's `specs`: workers start before the first spec, and an idle one costs its
+    start-up."""
     if name == "ray":
         from reconciler.cli._remote import warn
         from reconciler.engine.ray_executor import RayExecutor
+        from reconciler.engine.ray_session import Unreachable
 
+        wanted = min(jobs or os.cpu_count() or 1, max(1, specs))
         try:
-            return RayExecutor(address or "local", jobs or os.cpu_count() or 1, state_dir, warn)
+            return RayExecutor(address or "local", wanted, state_dir, warn)
         except ImportError:
             raise click.ClickException("--executor ray needs Ray: pip install 'npuctl[ray]'") from None
+        except Unreachable as exc:
+            raise click.ClickException(str(exc)) from None
     if address is not None:
         raise click.UsageError("--address is only for --executor ray")
-    if jobs is None or jobs == 1:
+    if jobs is None or min(jobs, specs) <= 1:
         return None
     from reconciler.engine.executors import LocalPool
 
-    return LocalPool(jobs)
+    return LocalPool(min(jobs, specs))

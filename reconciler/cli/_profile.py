@@ -17,24 +17,24 @@ from reconciler.engine.workspace import Workspace
 from reconciler.output import number
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec
-from reconciler.state import lockfile
+from reconciler.state import lockread
 
 
 def load(ws: Workspace, spec: LoadedSpec) -> dict[str, Any]:
     """variant -> its profile, or {"missing": why} when there is none to read here."""
-    lock = lockfile.read(Layout.lock_file(spec.path)) or {}
+    lock = lockread.read(Layout.lock_file(spec.path))
     out: dict[str, Any] = {}
-    if not lock.get("variants"):
+    if lock is None or not lock.variants:
         return {"default": {"missing": "nothing built yet (no lock file): run npuctl apply"}}
-    for name, variant in sorted((lock.get("variants") or {}).items()):
-        evaluate = ((variant.get("stages") or {}).get("evaluate") or {}).get("artifacts") or {}
-        entry = evaluate.get("profile")
-        if not entry:
+    for name, variant in sorted(lock.variants.items()):
+        evaluate = variant.stages.get("evaluate")
+        entry = evaluate.artifacts.get("profile") if evaluate is not None else None
+        if entry is None:
             out[name] = {"missing": "evaluate recorded no profile (its runtime gives none, or it never ran)"}
-        elif not ws.intact(str(entry["digest"])):
-            out[name] = {"missing": f"profile.json {entry['digest'][:12]} is not in this store: npuctl apply"}
+        elif not ws.intact(entry.digest):
+            out[name] = {"missing": f"profile.json {entry.digest[:12]} is not in this store: npuctl apply"}
         else:
-            out[name] = _read(ws.store.path(str(entry["digest"])))
+            out[name] = _read(ws.store.path(entry.digest))
     return out
 
 

@@ -54,19 +54,25 @@ def sync_command(verb: str, paths: tuple[Path, ...], remote_url: str | None, as_
     failed. `verb` is "push" or "pull" (reconciler.remote.sync's function of that name)."""
     import json
 
-    from reconciler.cli import _common
     from reconciler.engine.workspace import Workspace
     from reconciler.remote import sync
+    from reconciler.repo import Layout, find_root
+    from reconciler.spec._discover import discover_with_errors
 
-    loaded = _common.load(paths)
-    remote = open_for(loaded.root, remote_url, required=True)
+    root = find_root(Path.cwd())
+    spec_files, missing = discover_with_errors(list(paths) or [Layout(root).default_specs()], root)
+    for error in missing:
+        click.echo(f"npuctl {verb}: {error}", err=True)
+    if missing:
+        return 1
+    remote = open_for(root, remote_url, required=True)
     if remote is None:
         click.echo(f"npuctl {verb}: no remote configured (.npuctl.yaml, NPUCTL_REMOTE or --remote)", err=True)
         return 1
-    ws = Workspace.open(loaded.root)
+    ws = Workspace.open(root)
     try:
         ws.remote = remote
-        result = (sync.push if verb == "push" else sync.pull)(ws, loaded.specs)
+        result = (sync.push if verb == "push" else sync.pull)(ws, spec_files)
     finally:
         ws.close()
     if as_json:
@@ -83,7 +89,11 @@ def sync_command(verb: str, paths: tuple[Path, ...], remote_url: str | None, as_
             f"{verb} {remote.url}: {len(result.done)} {verb}ed, "
             f"{len(result.present)} already there, {len(result.absent)} {absent}"
         )
-    return 1 if remote.down is not None else 0
+    for line in result.unreadable:
+        click.echo(f"npuctl {verb}: {line}", err=True)
+    if remote.down is not None:
+        click.echo(f"npuctl {verb}: {remote.url} failed: {remote.down}", err=True)
+    return 1 if remote.down is not None or result.unreadable else 0
 
 
 def attach_for_base(ws: Workspace, url: str | None, ref: str) -> None:

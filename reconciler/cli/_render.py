@@ -9,8 +9,8 @@ import click
 from backends.sdk.vocab import UNTRUSTED, Tone, Verdict
 from reconciler.engine import health
 from reconciler.engine.results import SpecResult
-from reconciler.engine.results import Verdict as Judged
 from reconciler.output import action_word, measured_against, to_json
+from reconciler.records.judged import Judged
 
 
 def verdict_text(v: Judged) -> str:

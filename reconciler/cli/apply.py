@@ -112,7 +112,7 @@ def command(
         _remote.attach(ws, remote_url)
         if saved is not None and plan_file is not None and not _still_current(ws, plan_file, loaded):
             return 1
-        executor = _executor.make(executor_name, jobs, address, ws.layout.state_dir)
+        executor = _executor.make(executor_name, jobs, address, ws.layout.state_dir, len(loaded.specs))
         try:
             with _common.reporter(_estimator(ws, loaded)) as reporter:
                 results = loaded.invalid + apply_all(
@@ -191,7 +191,8 @@ LOCKED_ADVICE = "run `npuctl apply` and commit the lock files it writes"
 def _refused(root: Path, stale: list[StaleLock], loaded: _common.Loaded, fmt: str) -> int:
     """apply --locked found lock files that would change: each named (stdout in the chosen format,
     stderr, a CI annotation on the lock file), nothing built or written; exit 2, or 1 when a spec is
-    also invalid (an error outranks a stale lock, as in apply's own exit codes)."""
+    also invalid or a lock file cannot be read (an error outranks a stale lock, as in apply's own exit
+    codes)."""
     from reconciler.cli import _ci
     from reconciler.engine import health
 
@@ -218,7 +219,7 @@ def _refused(root: Path, stale: list[StaleLock], loaded: _common.Loaded, fmt: st
     elif fmt == "text":
         click.echo(head)
     click.echo(_render.render(results, fmt, "apply"))
-    return 1 if loaded.invalid else 2
+    return 1 if loaded.invalid or any(entry.unreadable for entry in stale) else 2
 
 
 def _ci_path(root: Path, path: Path) -> str:

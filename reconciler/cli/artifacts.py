@@ -42,7 +42,7 @@ def command(spec: str, fmt: str, as_json: bool) -> int:
             for v in found
             for a in v.artifacts
         ]
-        click.echo(json.dumps({"format_version": 1, "spec": lock.get("spec"), "artifacts": rows}, indent=2))
+        click.echo(json.dumps({"format_version": 1, "spec": lock.spec, "artifacts": rows}, indent=2))
         return 0
     for variant in found:
         shapes = ", ".join(f"{k} {'x'.join(map(str, d))}" for k, d in sorted(variant.inputs.items()))
@@ -51,7 +51,7 @@ def command(spec: str, fmt: str, as_json: bool) -> int:
             where = str(art.stored.relative_to(root)) if art.stored is not None else "not in the local store"
             mark = "*" if art == primary(variant) else " "
             click.echo(f" {mark} {art.file:<28} {art.size:>12,} B  sha256 {art.digest[:16]}  {where}")
-    click.echo(f"(* the file an app opens) copy them out with: npuctl export {lock.get('spec') or spec} DIR")
+    click.echo(f"(* the file an app opens) copy them out with: npuctl export {lock.spec or spec} DIR")
     return 0
 
 
@@ -59,17 +59,17 @@ def where_lines(root: Path, results: list[object]) -> list[str]:
     """For apply's text output: one line per spec whose compiled files are in the local store."""
     from reconciler.engine.export import ExportError, deployables, primary
     from reconciler.repo import Layout
-    from reconciler.state import lockfile
+    from reconciler.state import lockfile, lockread
     from reconciler.state.store import Store
 
     store = Store(Layout(root).store)
     lines = []
     for result in results:
         spec_file = root / str(getattr(result, "file", ""))
-        lock = lockfile.read(Layout.lock_file(spec_file)) if spec_file.is_file() else None
         try:
+            lock = lockread.read(Layout.lock_file(spec_file)) if spec_file.is_file() else None
             found = deployables(lock, store, root) if lock is not None else []
-        except ExportError:
+        except (ExportError, lockfile.LockUnreadable):  # apply named an unreadable lock already
             continue
         entries = [primary(v) for v in found if all(a.stored is not None for a in v.artifacts)]
         if entries:

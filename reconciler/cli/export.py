@@ -8,11 +8,14 @@ digest, and each byte written is verified against that digest.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from reconciler.cli import _common, _remote
+
+if TYPE_CHECKING:
+    from reconciler.state.lockread import LockView
 
 
 @click.command(help="Copy a spec's deployable files (verified) into DIR, with manifest.json and SHA256SUMS.")
@@ -53,7 +56,7 @@ def command(spec: str, dest: Path, rev: str | None, remote_url: str | None) -> i
                 return remote is not None and remote.fetch_object(digest, size, store, tmp)
 
             found = fetched(found, store, fetch)
-        written = export(found, dest, str(lock.get("spec")), str(lock.get("target")))
+        written = export(found, dest, lock.spec, lock.target)
     except (ExportError, OSError) as exc:
         click.echo(f"npuctl export: {spec}{'@' + rev if rev else ''}: {exc}", err=True)
         return 1
@@ -62,12 +65,13 @@ def command(spec: str, dest: Path, rev: str | None, remote_url: str | None) -> i
     return 0
 
 
-def _lock_at(root: Path, rev: str, spec: str) -> dict[str, Any] | None:
+def _lock_at(root: Path, rev: str, spec: str) -> LockView | None:
     from reconciler.gitops.gitref import GitError
     from reconciler.gitops.revision import lock_at
+    from reconciler.state.lockread import LockView
 
     try:
-        return lock_at(root, rev, spec).lock
+        return LockView.from_json(lock_at(root, rev, spec).lock)
     except GitError as exc:
         click.echo(f"npuctl export --rev: {exc}", err=True)
         return None

@@ -50,6 +50,8 @@ def command(check_only: bool, fmt: str, as_json: bool) -> int:
         click.echo(f"not a store object: {line}")
     for line in report.missing:
         click.echo(f"missing: {line}")
+    for line in report.unreadable:
+        click.echo(f"unreadable lock: {line}")
     if report.lock_only:
         click.echo(
             f"{report.lock_only} object(s) recorded only in the lock files (built elsewhere; not needed here yet)"

@@ -87,7 +87,7 @@ def command(
     from reconciler.engine.workspace import Workspace
 
     loaded = _common.load(paths)
-    ws = Workspace.open(loaded.root)
+    ws = Workspace.open(loaded.root, reading=True)
     try:
         if base_ref is None:
             _remote.attach(ws, remote_url, fetch=False)

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
-from reconciler.cli import _common, _remote
+from reconciler.cli import _remote, _specargs
 
 
 @click.command(help="Pull every stage the specs' lock files record from the remote cache (verified).")
-@_common.paths_argument
+@_specargs.argument
 @_remote.remote_option
 @click.option("--json", "as_json", is_flag=True, help="Machine output.")
 def command(paths: tuple[Path, ...], remote_url: str | None, as_json: bool) -> int:

@@ -94,7 +94,6 @@ def command(
 
 def _print_json(root: Path, loaded: LoadedSpec) -> int:
     """The page's data as JSON: what `gather` reads, so the page and this never disagree."""
-    import dataclasses
     import json
 
     from reconciler.report.data import gather
@@ -104,7 +103,7 @@ def _print_json(root: Path, loaded: LoadedSpec) -> int:
     except LookupError as exc:
         click.echo(f"npuctl report: {exc}", err=True)
         return 1
-    payload = {"format_version": 1, **dataclasses.asdict(data)}
+    payload = {"format_version": 1, **data.to_json()}
     click.echo(json.dumps(payload, indent=1, sort_keys=True, default=str))
     return 0
 
@@ -118,6 +117,7 @@ def _compare(root: Path, spec: str, refs: list[str], as_json: bool) -> int:
     from reconciler.gitops.revision import lock_at
     from reconciler.repo import Layout
     from reconciler.report.compare import Side, diff
+    from reconciler.state.lockread import LockView
     from reconciler.state.store import Store
 
     if len(refs) > 2:
@@ -127,7 +127,7 @@ def _compare(root: Path, spec: str, refs: list[str], as_json: bool) -> int:
     try:
         for ref in refs:
             at = lock_at(root, ref, spec)
-            sides.append(Side(at.label, at.lock))
+            sides.append(Side(at.label, LockView.from_json(at.lock)))
     except GitError as exc:
         click.echo(f"npuctl report: {exc}", err=True)
         return 1
@@ -136,7 +136,7 @@ def _compare(root: Path, spec: str, refs: list[str], as_json: bool) -> int:
         if found is None:
             return 1
         sides.append(Side("working tree", found[1]))
-    name = str(sides[-1].lock.get("spec") or spec)
+    name = sides[-1].lock.spec or spec
     compared = diff(name, sides[0], sides[1], Store(Layout(root).store))
     if as_json:
         click.echo(json.dumps(compared.to_json(), indent=1, sort_keys=True))

@@ -7,7 +7,8 @@ and apply for the same spec. Progressing means what Argo CD means by it, an oper
 spec whose lock an apply holds right now reads Progressing; a spec never built, or waiting for a
 rebuild, is OutOfSync with its health Unknown.
 
-Exit 0 always, unless `--exit-code`: then as apply's, 0 when every spec is Healthy, 3 when one is
+Exit 1 when a spec's lock file cannot be read (conflict markers, broken JSON, an unknown format: it is
+named, file:line:col); otherwise 0 always, unless `--exit-code`: then as apply's, 0 when every spec is Healthy, 3 when one is
 Degraded, Unknown, OutOfSync or Progressing, 1 when one is Stalled or Failed (or its lock fails its
 integrity checks). An argument that names no spec is an error (exit 1) either way.
 """
@@ -23,6 +24,7 @@ import click
 from reconciler.cli import _common
 from reconciler.engine import health
 from reconciler.engine.results import SpecResult
+from reconciler.state.lockread import LockView
 
 
 def exit_code(rows: list[dict[str, Any]]) -> int:
@@ -33,9 +35,7 @@ def exit_code(rows: list[dict[str, Any]]) -> int:
     return 0 if all(r["status"] == health.HEALTHY for r in rows) else 3
 
 
-def _row(
-    result: SpecResult, lock: dict[str, Any] | None, holder: str | None, built: bool = True
-) -> dict[str, Any]:
+def _row(result: SpecResult, lock: LockView | None, holder: str | None, built: bool = True) -> dict[str, Any]:
     sync, state, status = result.sync, result.health, result.status
     pending = [s for s in result.stages if s.action != "cached"]
     problems = result.errors or result.lock_problems
@@ -47,8 +47,7 @@ def _row(
         why = f"apply in progress ({holder})"
     verdicts = [v.to_json() for v in result.slo]
     if not verdicts and lock is not None and not result.lock_problems:
-        for variant in (lock.get("variants") or {}).values():
-            verdicts += [{**v, "stale": True} for v in variant.get("verdicts", [])]
+        verdicts += [{**v.to_json(), "stale": True} for v in lock.verdicts]
     if not why:
         why = "; ".join(f"{v['name']}: {v['verdict']}" for v in verdicts if v.get("passed") is not True)
     if result.carried_over and not problems:
@@ -87,17 +86,25 @@ def command(paths: tuple[Path, ...], gate: bool, fmt: str, as_json: bool) -> int
     from reconciler.state import lockfile, locks
 
     loaded = _common.load(paths)
-    ws = Workspace.open(loaded.root)
+    ws = Workspace.open(loaded.root, reading=True)
     try:
         results = plan_all(ws, loaded.specs)
         rows = [_row(r, None, None) for r in loaded.invalid]
+        unreadable = []
         for spec, result in zip(loaded.specs, results, strict=True):
             lock_file = Layout.lock_file(spec.path)
             holder = locks.holder_if_held(ws.layout.locks, f"spec-{spec.name}")
-            rows.append(_row(result, lockfile.read(lock_file), holder, built=lock_file.exists()))
+            try:
+                lock = ws.committed_lock(lock_file)[0]  # as the plan read it: parsed once
+            except lockfile.LockUnreadable as exc:
+                lock = None
+                unreadable.append(str(exc))
+            rows.append(_row(result, lock, holder, built=lock_file.exists()))
     finally:
         ws.close()
-    code = exit_code(rows) if gate else 0
+    for line in unreadable:
+        click.echo(f"npuctl status: {line}", err=True)
+    code = 1 if unreadable else exit_code(rows) if gate else 0
     if _common.chosen_format(fmt, as_json) == "json":
         click.echo(json.dumps({"format_version": 1, "specs": rows}, indent=2, sort_keys=True))
         return code

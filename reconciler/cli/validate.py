@@ -141,7 +141,11 @@ def _lock_problems(reports: list[Any]) -> list[str]:
     out: list[str] = _policy_problems(reports)
     for report in reports:
         path = Layout.lock_file(report.file)
-        lock = lockfile.read(path)
+        try:
+            lock = lockfile.read(path)
+        except lockfile.LockUnreadable as exc:
+            out.append(str(exc).replace(str(path), display_path(path), 1))
+            continue
         if lock is None:
             continue
         from reconciler.engine import integrity

@@ -35,10 +35,12 @@ from reconciler.engine.settled import Settled
 from reconciler.engine.sources import lock_sources
 from reconciler.engine.verify import judge, not_trusted
 from reconciler.engine.workspace import Workspace
+from reconciler.records import measured
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec, SpecErrors
-from reconciler.state import lockfile, lockread, locks
-from reconciler.state.lockread import LockedVariant
+from reconciler.state import lockfile, locks
+from reconciler.state.lockfile import LockUnreadable
+from reconciler.state.lockread import LockedVariant, LockView
 from reconciler.trust.policy import PolicyError
 
 
@@ -51,7 +53,7 @@ def _judged(
     if run.complete or not run.locked.raw:
         compile_failed = any(s.name == "compile" and s.action == "failed" for s in run.results)
         measurements = collect(run.records, compile_failed)
-        verdicts = judge(slo, measurements, variant.name)
+        verdicts = judge(slo, measured.measurements(measurements), variant.name)
         carried = any(c.startswith(f"{variant.name}/evaluate:") for c in run.carried)
         judged = [v.lock_json() for v in verdicts]
         entry = variant_entry(
@@ -61,8 +63,8 @@ def _judged(
             entry = with_other_runners(entry, run.locked)
         synced = run.complete
     else:
-        measurements = run.locked.measurements
-        verdicts = judge(slo, measurements, variant.name)
+        measurements = run.locked.raw_measurements
+        verdicts = judge(slo, run.locked.measurements, variant.name)
         carried = True
         entry = carried_entry(run.locked, [v.lock_json() for v in verdicts])
         if run.locked.untrusted:  # kept as committed, counted as nothing
@@ -128,11 +130,15 @@ def _reconcile(
     result = SpecResult(spec.name, str(spec.path), spec.target)
     reporter.spec_started(spec.name, 8 * len(variants(spec)))
     lock_path = Layout.lock_file(spec.path)
-    previous, problems = ws.committed_lock(lock_path, fresh=not dry)
+    try:
+        previous, problems = ws.committed_lock(lock_path, fresh=not dry)
+    except LockUnreadable as exc:  # never rebuilt over: the committed evidence stays for its owner
+        reporter.spec_finished(result.stall(str(exc)))
+        return result
     result.lock_problems = list(problems)
     if result.lock_problems:
         previous = None  # never carried over nor trusted: rebuilt and rewritten from real records
-    locked = lockread.variants(previous, ws.trust.distrusted)
+    locked = previous.variants if previous is not None else {}  # vetted: reconciler.trust
     per_variant: dict[str, dict[str, Any]] = {}
     stalled = failed = False
     all_synced = True
@@ -157,14 +163,14 @@ def _reconcile(
         stalled |= run.stalled
         failed |= any(s.action == "failed" for s in run.results)
     if not all_fresh and previous is not None:
-        sources = previous.get("sources") or sources
+        sources = previous.raw.get("sources") or sources
     model_stages = per_variant.get("default", {}).get("stages", {})
     model = {
         "version": spec.field("model.version"),
         "import_key": model_stages.get("import", {}).get("key"),
     }
-    if not all_fresh and previous is not None and isinstance(previous.get("model"), dict):
-        model = previous["model"]
+    if not all_fresh and previous is not None and isinstance(previous.raw.get("model"), dict):
+        model = previous.raw["model"]
     data = lock_data(
         spec.name, spec.path.name, spec.target, model, spec.field("slo"), sources, per_variant, all_synced
     )
@@ -173,9 +179,10 @@ def _reconcile(
     result.status = health.status(result.sync, result.health, stalled=stalled, failed=failed)
     # the lock-free walk compares with the lock as read at its start (re-read when its stat changed);
     # a spec with work is walked again under its lock, with the file read afresh
-    if dry and (ws.hasher.pending or not lockfile.holds(previous, data)):
+    committed = previous.raw if previous is not None else None
+    if dry and (ws.hasher.pending or not lockfile.holds(committed, data)):
         raise WouldWrite
-    if not dry and not lockfile.holds(previous, data):
+    if not dry and not lockfile.holds(committed, data):
         checked(data)
     if not dry and lockfile.write(lock_path, data):
         _log_verdicts(ws, spec, result, previous)
@@ -204,9 +211,7 @@ def _through(
     return results
 
 
-def _log_verdicts(
-    ws: Workspace, spec: LoadedSpec, result: SpecResult, previous: dict[str, Any] | None
-) -> None:
+def _log_verdicts(ws: Workspace, spec: LoadedSpec, result: SpecResult, previous: LockView | None) -> None:
     """The ledger keeps every distinct set of verdicts, with the keys they were judged on (for audit)."""
     data = {
         "verdicts": [v.to_json() for v in result.slo],

@@ -1,8 +1,8 @@
 """Executors: where the specs of one apply run. The engine alone knows them; backends never do.
 
 The unit of work is one spec's chain, run by `spec_worker` in an isolated interpreter: serial
-(in-process, the default `-j 1`), a local pool of `-j` workers, or Ray tasks on a cluster
-(`ray_executor`). Every unit uses the same keys, key locks, state database, ledger and lock files, and
+(in-process, the default `-j 1`), a local pool of `-j` workers, or long-lived Ray actors on a cluster,
+one spec at a time each (`ray_executor`). Every unit uses the same keys, key locks, state database, ledger and lock files, and
 the run's remote cache, so a build anywhere is a hit everywhere.
 """
 
@@ -63,6 +63,7 @@ class LocalPool:
         self._idle: queue.Queue[WorkerProcess] = queue.Queue()
         self._workers = [WorkerProcess(python_argv(), NEUTRAL_CWD) for _ in range(self.jobs)]
         for worker in self._workers:
+            worker.start()  # warm while the run plans
             self._idle.put(worker)
 
     def _one(self, job: Job) -> Outcome:

@@ -6,14 +6,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backends.catalog import targets
-from reconciler.engine import integrity
 from reconciler.engine.chain import build_chain, variants
 from reconciler.engine.resolve import Source, index_locks, resolve
 from reconciler.engine.walk import Artifacts, previous
 from reconciler.engine.workspace import Workspace
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec
-from reconciler.state import lockfile, lockread
+from reconciler.state import lockread
 
 
 @dataclass
@@ -46,12 +45,12 @@ def explain(ws: Workspace, spec: LoadedSpec, stage: str | None = None) -> list[S
     answer), else this machine's last build; up to date exactly when plan says cached."""
     target = targets()[spec.target]
     index_locks(ws, [spec])
-    lock = lockfile.read(Layout.lock_file(spec.path))
-    if integrity.problems(lock, Layout.lock_file(spec.path)):
+    lock, problems = ws.committed_lock(Layout.lock_file(spec.path))
+    if problems:
         lock = None
     out = []
     for variant in variants(spec):
-        locked = lockread.variant(lock, variant.name, ws.trust.distrusted)
+        locked = lockread.variant(lock, variant.name)
         outputs: dict[str, Artifacts | None] = {}
         for setup in build_chain(spec, variant, ws.layout.root, ws.hasher):
             name = setup.stage.name

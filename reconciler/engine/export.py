@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.passes import variants
+from reconciler.state.lockread import LockedStage, LockView
 from reconciler.state.store import Store
 
 CHUNK = 1 << 20
@@ -57,7 +58,7 @@ class Variant:
         return variants.shape_key(self.inputs).replace("=", "-").replace(";", "_")
 
 
-def deployables(lock: dict[str, Any], store: Store, root: Path) -> list[Variant]:
+def deployables(lock: LockView, store: Store, root: Path) -> list[Variant]:
     """Every variant's compile output; ExportError when a variant has none recorded, or when its
     compile record is not from a trusted builder (reconciler.trust: it may name any object)."""
     from reconciler.trust import policy
@@ -65,52 +66,50 @@ def deployables(lock: dict[str, Any], store: Store, root: Path) -> list[Variant]
 
     trust = Trust.here(policy.read(root))
     out = []
-    for name, variant in sorted(
-        (lock.get("variants") or {}).items(), key=lambda kv: (kv[0] != "default", kv[0])
-    ):
-        why = trust.distrusted(variant).get("compile") if isinstance(variant, dict) else None
+    for name, variant in sorted(lock.variants.items(), key=lambda kv: (kv[0] != "default", kv[0])):
+        why = trust.distrusted(variant.raw).get("compile")
         if why is not None:
             raise ExportError(
                 f"variant {name!r}: the compile record is {why}: run `npuctl apply` to build it here"
             )
-        compiled = ((variant.get("stages") or {}).get("compile") or {}).get("artifacts") or {}
-        if not compiled:
+        compile_stage = variant.stages.get("compile")
+        if compile_stage is None or not compile_stage.artifacts:
             raise ExportError(f"variant {name!r} has no compiled artifact recorded: run `npuctl apply`")
         arts = tuple(
             Artifact(
                 name,
                 art_name,
-                str(meta["file"]),
-                str(meta["digest"]),
-                int(meta.get("size", 0)),
-                store.path(meta["digest"]) if store.has(meta["digest"]) else None,
+                meta.file,
+                meta.digest,
+                meta.size,
+                store.path(meta.digest) if store.has(meta.digest) else None,
             )
-            for art_name, meta in sorted(compiled.items())
+            for art_name, meta in sorted(compile_stage.artifacts.items())
         )
-        inputs = {k: list(v) for k, v in (variant.get("inputs") or {}).items()}
-        declared = tuple(variant.get("artifact_inputs") or ())
-        out.append(Variant(name, inputs, arts, _entry(lock, variant["stages"]["compile"]), declared))
+        inputs = {k: list(v) for k, v in variant.inputs.items()}
+        declared = tuple(i.raw for i in variant.artifact_inputs)
+        out.append(Variant(name, inputs, arts, _entry(lock, compile_stage), declared))
     if not out:
         raise ExportError("the lock file records no variant: run `npuctl apply`")
     return out
 
 
-def _entry(lock: dict[str, Any], compiled: dict[str, Any]) -> str | None:
+def _entry(lock: LockView, compiled: LockedStage) -> str | None:
     """The entry artifact the registration of the implementation that built the compile stage names
     (read from the backend's stage table: no toolchain needed); None when that is not known here."""
     from backends import registry
     from backends.catalog import targets
 
-    target = targets().get(str(lock.get("target")))
+    target = targets().get(lock.target)
     if target is None:
         return None
-    fields = (compiled.get("inputs") or {}).get("fields") or {}
+    fields = compiled.inputs.get("fields") or {}
     override = (fields.get("compile") or {}).get("backend")
     try:
         found = registry.backend_for(target, override).stages.get("compile")
     except Exception:  # a backend not installed here: fall back to the file types
         return None
-    built_by = (compiled.get("impl") or {}).get("name")
+    built_by = compiled.impl.get("name")
     return found.entry if found is not None and found.name == built_by else None
 
 

@@ -34,10 +34,13 @@ class FsckReport:
     lock_only: int = 0
     """Objects the lock files record that no local record names: built elsewhere (normal on a fresh
     clone, where the lock is the record); apply builds them when a later stage needs the bytes."""
+    unreadable: list[str] = field(default_factory=list)
+    """Lock files that cannot be read (`FILE:LINE:COL: why`): reported, never rewritten."""
 
     @property
     def clean(self) -> bool:
-        return not (self.corrupt or self.misnamed or self.missing) and self.database == "ok"
+        found = self.corrupt or self.misnamed or self.missing or self.unreadable
+        return not found and self.database == "ok"
 
 
 def check(ws: Workspace, quarantine: bool = True) -> FsckReport:
@@ -66,7 +69,11 @@ def check(ws: Workspace, quarantine: bool = True) -> FsckReport:
                 report.missing.append(f"head {record.stage} {record.key[:12]}: {meta['digest']}")
     built_here = {meta["digest"] for record in ws.db.all_records() for meta in record.artifacts.values()}
     for path in lock_files(ws.layout.root):
-        data = lockfile.read(path)
+        try:
+            data = lockfile.read(path)
+        except lockfile.LockUnreadable as exc:
+            report.unreadable.append(str(exc))
+            continue
         for digest in sorted(lockfile.digests(data or {}) - present):
             if digest in built_here:
                 report.missing.append(f"{path.relative_to(ws.layout.root)}: {digest}")

@@ -14,9 +14,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from backends.sdk.vocab import Tone, Verdict
+from reconciler.records.judged import Judged
 
 SYNCED, OUT_OF_SYNC, UNKNOWN = "Synced", "OutOfSync", "Unknown"
 HEALTHY, DEGRADED, PROGRESSING = "Healthy", "Degraded", "Progressing"
@@ -38,22 +38,17 @@ TONE = {
 """How each word reads: only Healthy and Synced are good; a failed SLO or build is bad; the rest is unsure."""
 
 
-def _passed(verdict: Any) -> bool | None:
-    return verdict.get("passed") if isinstance(verdict, dict) else verdict.passed
+def _failed(verdict: Judged) -> bool:
+    judged = Verdict.of(verdict.verdict)
+    return verdict.passed is False or (judged is not None and judged.failed)
 
 
-def _failed(verdict: Any) -> bool:
-    word = verdict.get("verdict") if isinstance(verdict, dict) else verdict.verdict
-    judged = Verdict.of(word)
-    return _passed(verdict) is False or (judged is not None and judged.failed)
-
-
-def of_verdicts(verdicts: Iterable[Any]) -> str:
-    """Health of a set of verdicts (Verdict objects or their JSON)."""
+def of_verdicts(verdicts: Iterable[Judged]) -> str:
+    """Health of a set of verdicts."""
     listed = list(verdicts)
     if any(_failed(v) for v in listed):
         return DEGRADED
-    if all(_passed(v) is True for v in listed):
+    if all(v.passed is True for v in listed):
         return HEALTHY
     return UNKNOWN
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from reconciler.engine import keys, measurements
 from reconciler.engine.verify import judge
+from reconciler.records import measured
 
 _COMPARED = ("threshold", "comparison", "value", "passed", "verdict", "evidence")
 
@@ -42,7 +43,9 @@ def _measurement_problems(where: str, recorded: Any) -> list[str]:
 def _verdict_problems(where: str, slo: Any, variant: str, entry: dict[str, Any]) -> list[str]:
     listed = entry.get("verdicts")
     recorded: list[Any] = listed if isinstance(listed, list) else []
-    derived = {v.name: v.lock_json() for v in judge(slo, entry.get("measurements") or {}, variant)}
+    derived = {
+        v.name: v.lock_json() for v in judge(slo, measured.measurements(entry.get("measurements")), variant)
+    }
     out = []
     seen = set()
     for index, verdict in enumerate(recorded):

@@ -30,6 +30,8 @@ class StaleLock:
     spec: str
     lock: Path
     reasons: tuple[str, ...]
+    unreadable: bool = False
+    """The lock file cannot be read at all (the one reason says where): an error, not a stale lock."""
 
 
 def stale_locks(ws: Workspace, specs: list[LoadedSpec]) -> list[StaleLock]:
@@ -39,9 +41,14 @@ def stale_locks(ws: Workspace, specs: list[LoadedSpec]) -> list[StaleLock]:
         index_locks(ws, specs)
         out = []
         for spec in specs:
-            reasons = _reasons(ws, spec)
+            lock = Layout.lock_file(spec.path)
+            try:
+                reasons = _reasons(ws, spec)
+            except lockfile.LockUnreadable as exc:
+                out.append(StaleLock(spec.name, lock, (str(exc),), unreadable=True))
+                continue
             if reasons:
-                out.append(StaleLock(spec.name, Layout.lock_file(spec.path), tuple(reasons)))
+                out.append(StaleLock(spec.name, lock, tuple(reasons)))
         ws.hasher.flush()
         return out
     finally:

@@ -14,6 +14,9 @@ from typing import Any
 from reconciler.engine import health
 from reconciler.engine.chain import StageSetup
 from reconciler.engine.resolve import SPEC_SIDE
+from reconciler.records import measured
+from reconciler.records.judged import Judged
+from reconciler.records.measured import Measurements
 from reconciler.state import lockfile
 from reconciler.state.db import Record
 from reconciler.state.lockread import LockedVariant
@@ -81,12 +84,9 @@ def variant_entry(
     return entry
 
 
-def measured_on(measurements: dict[str, Any]) -> str | None:
+def measured_on(measurements: Measurements) -> str | None:
     """The runner identity the measurements name (evaluate's), if any."""
-    runners = sorted(
-        {str(m["runner"]) for m in measurements.values() if isinstance(m, dict) and m.get("runner")}
-    )
-    return "; ".join(runners) or None
+    return "; ".join(sorted({m.runner for m in measurements.values() if m.runner})) or None
 
 
 def with_other_runners(entry: dict[str, Any], previous: LockedVariant | None) -> dict[str, Any]:
@@ -97,14 +97,14 @@ def with_other_runners(entry: dict[str, Any], previous: LockedVariant | None) ->
     """
     if previous is None:
         return entry
-    now = measured_on(entry["measurements"])
+    now = measured_on(measured.measurements(entry["measurements"]))
     kept: list[dict[str, Any]] = []
     before = measured_on(previous.measurements)
     if before and before != now:
-        kept.append({"runner": before, "measurements": previous.measurements})
-    for other in previous.raw.get("other_measurements") or []:
-        if isinstance(other, dict) and other.get("runner") not in (now, before):
-            kept.append(other)
+        kept.append({"runner": before, "measurements": previous.raw_measurements})
+    for other in previous.other_measurements:
+        if other.runner not in (now, before):
+            kept.append(other.raw)
     if kept:
         entry = {**entry, "other_measurements": kept[:MAX_OTHER_RUNNERS], "verdicts_measured_on": now}
     return entry
@@ -151,7 +151,7 @@ def lock_data(
     per_variant: dict[str, dict[str, Any]],
     synced: bool,
 ) -> dict[str, Any]:
-    verdicts = [v for entry in per_variant.values() for v in entry.get("verdicts", [])]
+    verdicts = [Judged.from_json(v) for entry in per_variant.values() for v in entry.get("verdicts", [])]
     return {
         "format_version": lockfile.FORMAT_VERSION,
         "spec": spec_name,

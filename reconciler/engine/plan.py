@@ -9,7 +9,7 @@ after apply". With recorded measurements, verify predicts the verdicts under the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from backends.catalog import targets
 from backends.sdk.errors import ToolchainMissing
@@ -18,16 +18,19 @@ from reconciler.engine.chain import StageSetup, Variant, build_chain, variants
 from reconciler.engine.measurements import collect
 from reconciler.engine.predict import predict
 from reconciler.engine.resolve import Resolved, Source, index_locks, walk
-from reconciler.engine.results import SpecResult, StageResult, Verdict
+from reconciler.engine.results import SpecResult, StageResult
 from reconciler.engine.stages import VERIFY
 from reconciler.engine.verify import judge, not_trusted
 from reconciler.engine.walk import changes, previous, reason
 from reconciler.engine.workspace import Workspace
+from reconciler.records.judged import Judged
+from reconciler.records.measured import Measurements, measurements
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec, SpecErrors
 from reconciler.state import lockread
 from reconciler.state.db import Record
-from reconciler.state.lockread import LockedVariant
+from reconciler.state.lockfile import LockUnreadable
+from reconciler.state.lockread import LockedVariant, LockView
 
 if TYPE_CHECKING:
     from reconciler.engine.settled import Settled
@@ -108,10 +111,10 @@ def _plan_verify(
     spec: LoadedSpec,
     variant: Variant,
     records: dict[str, Record],
-    measured: dict[str, dict[str, Any]],
-    lock: dict[str, Any] | None,
-    locked: LockedVariant,
-) -> tuple[StageResult, list[Verdict]]:
+    measured: Measurements,
+    lock: LockView | None,
+) -> tuple[StageResult, list[Judged]]:
+    locked = lockread.variant(lock, variant.name)
     if "evaluate" not in records:
         after = StageResult(VERIFY, variant.name, "build", None, "after evaluate")
         return after, (
@@ -123,8 +126,8 @@ def _plan_verify(
     current_keys = {n: r.key for n, r in records.items()}
     if lock is None or locked_keys != current_keys:
         return StageResult(VERIFY, variant.name, "rejudge", None, "lock file out of date"), verdicts
-    if lock.get("slo") != spec.field("slo"):
-        diffs = keys.diff(lock.get("slo"), spec.field("slo"), "spec.slo")
+    if lock.slo != spec.field("slo"):
+        diffs = keys.diff(lock.slo, spec.field("slo"), "spec.slo")
         why = "; ".join(f"{path}: {old} -> {new}" for path, old, new in diffs) or "spec.slo changed"
         return StageResult(VERIFY, variant.name, "rejudge", None, why), verdicts
     return StageResult(VERIFY, variant.name, "cached", None, "verdicts recorded"), verdicts
@@ -133,7 +136,10 @@ def _plan_verify(
 def plan_spec(ws: Workspace, spec: LoadedSpec) -> SpecResult:
     result = SpecResult(spec.name, str(spec.path), spec.target)
     lock_path = Layout.lock_file(spec.path)
-    lock, problems = ws.committed_lock(lock_path)
+    try:
+        lock, problems = ws.committed_lock(lock_path)
+    except LockUnreadable as exc:
+        return result.stall(str(exc))
     result.lock_problems = list(problems)
     if result.lock_problems:
         lock = None  # never read as passed: the plan proceeds as if nothing were committed
@@ -145,10 +151,9 @@ def plan_spec(ws: Workspace, spec: LoadedSpec) -> SpecResult:
             result.errors.extend(str(e) for e in exc.errors)
             result.status, result.sync, result.health = health.STALLED, health.UNKNOWN, health.UNKNOWN
             return result
-        locked = lockread.variant(lock, variant.name, ws.trust.distrusted)
-        records, carried = _plan_variant(ws, spec, chain, locked, result)
+        records, carried = _plan_variant(ws, spec, chain, lockread.variant(lock, variant.name), result)
         measured = collect(records)  # signed once: each measurement's digest is a JSON encoding
-        verify, verdicts = _plan_verify(spec, variant, records, measured, lock, locked)
+        verify, verdicts = _plan_verify(spec, variant, records, measurements(measured), lock)
         for verdict in verdicts:
             verdict.carried_over = carried
         result.stages.append(verify)

@@ -7,26 +7,22 @@ pass, or a new SLO that would fail.
 
 from __future__ import annotations
 
-from typing import Any
-
 from backends.sdk.vocab import Verdict
 from reconciler.engine.results import SpecResult
-from reconciler.engine.results import Verdict as Judged
+from reconciler.records.judged import Judged
 
 
-def predict(verdicts: list[Judged], recorded: list[dict[str, Any]]) -> None:
+def predict(verdicts: list[Judged], recorded: list[Judged]) -> None:
     """Sets `predicted` on each verdict whose outcome or threshold differs from the recorded one."""
-    by_name = {(v.get("name"), v.get("variant")): v for v in recorded}
+    by_name = {(v.name, v.variant): v for v in recorded}
     for verdict in verdicts:
         before = by_name.get((verdict.name, verdict.variant))
         if before is None:
             verdict.predicted = f"new -> {verdict.verdict}"
-        elif before.get("verdict") != verdict.verdict:
-            verdict.predicted = f"{before.get('verdict')} -> {verdict.verdict}"
-        elif before.get("threshold") != verdict.threshold:
-            verdict.predicted = (
-                f"{verdict.verdict} (threshold {before.get('threshold')} -> {verdict.threshold})"
-            )
+        elif before.verdict != verdict.verdict:
+            verdict.predicted = f"{before.verdict} -> {verdict.verdict}"
+        elif before.threshold != verdict.threshold:
+            verdict.predicted = f"{verdict.verdict} (threshold {before.threshold} -> {verdict.threshold})"
 
 
 def _regressed(verdict: Judged) -> bool:

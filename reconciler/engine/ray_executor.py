@@ -1,37 +1,30 @@
-"""`--executor ray`: each spec's chain as a Ray task, on a private local cluster or an existing one.
+"""`--executor ray`: each spec's chain sent to a long-lived Ray actor, on a private local cluster or
+an existing one (reconciler.engine.ray_session joins it).
 
-npuctl sets Ray's settings, never the user's global configuration: usage statistics off, a private
-cluster for `address="local"` listening on loopback only, with no dashboard and its temp folder in the
-run's `.npuctl/ray` (reached through a short symlink in /tmp when that path is too long for Ray's unix
-sockets), and `num_cpus` from `-j`.
+Ray actors, not one Ray task per spec: each actor keeps one isolated spec worker interpreter
+(`worker_process`) on its node, so the interpreter, its imports and its stage child are paid for
+once per actor, not once per spec (as in the local pool). Actors are given one spec at a time, at
+most `-j` at once (the cluster's CPUs for an existing cluster), in `schedule.dispatch`'s order; each
+holds one CPU, so Ray spreads them over the nodes by their cores. Only a job's JSON goes out and a pickled outcome comes back: models and
+artifacts are read from the repository path and move through the remote cache, never through Ray's
+object store. The actors' code is shipped by value, so no Ray worker imports anything from a module
+path for it. A spec whose backend's toolchain is installed on some nodes only goes where the cluster
+declares `npuctl-backend-<name>`. The repository must be at the same path on every node that runs
+specs (a private cluster, or a shared checkout).
 
-Loopback only: Ray's gcs_server binds 127.0.0.1 exactly when its node address is "127.0.0.1"
-(`listen_to_localhost_only = node_ip_address == "127.0.0.1"`, gcs_server.cc), and so do the raylet
-and the core workers (measured); any other address binds gRPC's wildcard, `::`. But
-`ray.init(_node_ip_address="127.0.0.1")` goes through `services.resolve_ip_for_localhost`, which
-swaps a loopback address for the machine's routable one unless `ray_constants.ENABLE_RAY_CLUSTER` is
-false, a constant read once, when Ray is imported, from `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`. So for a
-private cluster npuctl sets that variable to 0 before importing Ray (the processes Ray starts inherit
-it) and checks afterwards that every node's address is loopback; if Ray was imported earlier with
-the variable unset, the run warns instead of claiming loopback. The same swap would make an existing
-cluster at a loopback address (`--address 127.0.0.1:6379`) unreachable, so it is set for that too.
-
-Actors each keep one isolated spec worker interpreter (`worker_process`) on their node and are
-given one spec at a time, at most `-j` at once (the cluster's CPUs for an existing cluster), in
-`schedule.dispatch`'s order. Their code is shipped by value, so no Ray worker imports anything from
-a module path for it. A spec whose backend's toolchain is installed on some nodes only goes where the
-cluster declares `npuctl-backend-<name>`. The repository must be at the same path on every node that
-runs tasks (a private cluster, or a shared checkout); artifacts move through the remote cache.
+A worker that dies (its actor's process or its spec worker killed, its node lost) costs the spec it
+was running one attempt: the spec is sent again to another actor, at most `ATTEMPTS` times in all,
+with a warning naming it; the dead actor is dropped and the other specs carry on. A retry is safe:
+a stage's key lock is released when its holder dies, and a stage is written whole or not at all.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
+import pickle
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,18 +32,9 @@ from reconciler.engine.schedule import Placement, dispatch
 from reconciler.engine.spec_worker import Job, Outcome
 
 RESOURCE_PREFIX = "npuctl-backend-"
-SOCKET_PATH_ROOM = 107 - len("/session_2026-12-02_01-45-33_123456_123456/sockets/plasma_store")
-"""Ray's unix sockets live under its temp dir, and AF_UNIX paths are limited to 107 bytes."""
-LOOPBACK = "127.0.0.1"
-LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
-"""0 keeps Ray from replacing a loopback node address with a routable one (see the module docstring)."""
-
-
-def _on_loopback(address: str) -> bool:
-    """A cluster address on this machine's loopback ("127.0.0.1:6379"): Ray would swap its host for
-    the routable address too, and never reach a cluster that listens on loopback only."""
-    host = address.rpartition(":")[0].strip("[]")
-    return host in {"localhost", LOOPBACK, "::1"}
+ATTEMPTS = 3
+"""How many times one spec is sent to a worker when workers die under it (Ray's own `max_retries`
+default for tasks)."""
 
 
 class Unplaceable(Exception):
@@ -64,14 +48,32 @@ class _Worker:
         from reconciler.engine.worker_process import WorkerProcess  # shipped by value
 
         self.process = WorkerProcess(python, cwd)
+        self.process.start()  # warm before the first spec arrives
 
-    def run(self, job_json: str) -> tuple[str, bytes]:
+    def run(self, job_json: str) -> tuple[str, bytes | None, str]:
+        """(node id, the pickled outcome or None, why the spec worker died)."""
         import ray
 
-        return ray.get_runtime_context().get_node_id(), self.process.run(job_json)
+        from reconciler.engine.worker_process import WorkerFailed
+
+        node = ray.get_runtime_context().get_node_id()
+        try:
+            return node, self.process.run(job_json), ""
+        except WorkerFailed as exc:
+            return node, None, str(exc)
 
     def close(self) -> None:
         self.process.close()
+
+
+@dataclass
+class _Flight:
+    """One spec's current attempt: the job, its resource, the actor running it."""
+
+    job: Job
+    resource: str | None
+    actor: Any
+    attempt: int = 1
 
 
 class RayExecutor:
@@ -80,50 +82,29 @@ class RayExecutor:
     def __init__(
         self, address: str, jobs: int, state_dir: Path, warn: Callable[[str], None] | None = None
     ) -> None:
-        os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-        if address == "local" or _on_loopback(address):
-            os.environ[LOOPBACK_ENV] = "0"  # read when Ray is imported, and by every process it starts
-        import ray
-
         from backends.sdk.process import NEUTRAL_CWD, python_argv
         from reconciler.engine import worker_process
+        from reconciler.engine.ray_session import Session
 
-        self.ray: Any = ray
-        options: dict[str, Any] = {
-            "include_dashboard": False,
-            "log_to_driver": False,
-            "configure_logging": False,
-        }
-        self._alias: Path | None = None
-        if address == "local":
-            temp = state_dir.resolve() / "ray"
-            temp.mkdir(parents=True, exist_ok=True)
-            if len(str(temp)) > SOCKET_PATH_ROOM:
-                # a short name for the same folder: Ray's files still live in the run's state
-                self._alias = Path(tempfile.mkdtemp(prefix="npuctl-ray-", dir="/tmp"))
-                (self._alias / "r").symlink_to(temp, target_is_directory=True)
-                temp = self._alias / "r"
-            options.update(num_cpus=jobs, _temp_dir=str(temp), _node_ip_address=LOOPBACK)
-        ray.init(address=address, **options)
-        if address == "local" and not self._loopback_only(ray) and warn is not None:
-            warn(
-                f"the private Ray cluster listens beyond loopback: Ray was imported before npuctl "
-                f"set {LOOPBACK_ENV}=0"
-            )
+        self.session = Session(address, jobs, state_dir, warn)
+        ray = self.ray = self.session.ray
         for module in (sys.modules[__name__], worker_process):
             ray.cloudpickle.register_pickle_by_value(module)
-        self._actor: Any = ray.remote(num_cpus=0, max_restarts=0)(_Worker)
+        self._actor: Any = ray.remote(max_restarts=0)(_Worker)
         self._argv = (python_argv(), NEUTRAL_CWD)
-        resources = ray.cluster_resources()
+        try:
+            resources = ray.cluster_resources()
+            nodes = ray.nodes()
+        except BaseException:
+            self.session.close()
+            raise
         self.slots = jobs if address == "local" else max(1, min(jobs, int(resources.get("CPU", jobs))))
         self._declared = {k for k in resources if k.startswith(RESOURCE_PREFIX)}
-        self._nodes = sum(1 for node in ray.nodes() if node["Alive"])
+        self._nodes = sum(1 for node in nodes if node["Alive"])
         self._free: dict[str | None, list[Any]] = {}
         self._actors: list[Any] = []
-
-    @staticmethod
-    def _loopback_only(ray: Any) -> bool:
-        return all(node["NodeManagerAddress"] == LOOPBACK for node in ray.nodes())
+        if not self._declared:  # every spec may go anywhere: the actors start while the run plans
+            self._free[None] = [self._take(None) for _ in range(self.slots)]
 
     def resource_for(self, place: Placement) -> str | None:
         """The custom resource a spec needs: `npuctl-backend-<name>` when the cluster declares it for
@@ -146,58 +127,105 @@ class RayExecutor:
         return None
 
     def _take(self, resource: str | None) -> Any:
+        """An idle actor for `resource`, or a new one. An actor placed anywhere holds one CPU, so that
+        Ray spreads them over the nodes by their cores; one pinned to a declared resource holds none
+        (its node's declared count, not its cores, may be what limits it)."""
         free = self._free.setdefault(resource, [])
         if free:
             return free.pop()
-        options: dict[str, Any] = {"scheduling_strategy": "SPREAD"}
+        options: dict[str, Any] = {"scheduling_strategy": "SPREAD", "num_cpus": 1}
         if resource is not None:
-            options["resources"] = {resource: 0.001}
+            options.update(num_cpus=0, resources={resource: 0.001})
         actor = self._actor.options(**options).remote(*self._argv)
         self._actors.append(actor)
         return actor
 
-    def run(self, jobs: list[Job], places: list[Placement]) -> Iterator[Outcome]:
-        import pickle
+    def _drop(self, actor: Any) -> None:
+        """A dead actor leaves the pool (Ray would fail every later call on it at once)."""
+        if actor in self._actors:
+            self._actors.remove(actor)
+        with contextlib.suppress(Exception):  # dead already
+            self.ray.kill(actor, no_restart=True)
 
+    def _send(self, flight: _Flight) -> Any:
+        flight.actor = self._take(flight.resource)
+        return flight.actor.run.remote(flight.job.to_json())
+
+    def _died(self, exc: BaseException) -> bool:
+        errors = self.ray.exceptions
+        return isinstance(exc, errors.RayActorError | errors.WorkerCrashedError | errors.NodeDiedError)
+
+    def _answer(self, ref: Any, flight: _Flight) -> Outcome | str:
+        """The spec's outcome, or why its worker died (the actor is then dropped)."""
+        from reconciler.engine.executors import failed_outcome
+
+        try:
+            node, data, died = self.ray.get(ref)
+        except Exception as exc:  # noqa: BLE001 - a failed call is that spec's error
+            if self._died(exc):
+                self._drop(flight.actor)
+                return f"its Ray worker died: {str(exc).strip().splitlines()[0][:200]}"
+            self._free.setdefault(flight.resource, []).append(flight.actor)
+            return failed_outcome(flight.job, exc)
+        self._free.setdefault(flight.resource, []).append(flight.actor)
+        if data is None:
+            return died
+        outcome: Outcome = pickle.loads(data)  # our own worker's answer
+        outcome.result.ran_on = f"ray node {node}"
+        return outcome
+
+    def run(self, jobs: list[Job], places: list[Placement]) -> Iterator[Outcome]:
         from reconciler.engine.executors import failed_outcome, in_order
 
         ray = self.ray
-        owner: dict[Any, tuple[Job, str | None, Any]] = {}
+        flights: dict[Any, _Flight] = {}
+        live: dict[Any, Any] = {}
+        """The handle dispatch holds -> the ref of the spec's current attempt."""
+        retried: dict[Any, list[str]] = {}
 
         def submit(index: int, job: Job) -> Any:
             try:
                 resource = self.resource_for(places[index])
             except Unplaceable as exc:  # that spec's error, at once; the others go on
-                ref = ray.put(pickle.dumps(failed_outcome(job, exc)))
-                owner[ref] = (job, None, None)
+                ref = ray.put(failed_outcome(job, exc))
+                flights[ref] = _Flight(job, None, None)
                 return ref
-            actor = self._take(resource)
-            ref = actor.run.remote(job.to_json())
-            owner[ref] = (job, resource, actor)
+            flight = _Flight(job, resource, None)
+            ref = self._send(flight)
+            flights[ref] = flight
             return ref
 
-        def wait(refs: list[Any]) -> tuple[Any, Outcome]:
-            ready, _ = ray.wait(refs, num_returns=1)
-            job, resource, actor = owner.pop(ready[0])
-            if actor is not None:
-                self._free.setdefault(resource, []).append(actor)
-            try:
-                answer = ray.get(ready[0])
-                if actor is None:
-                    return ready[0], pickle.loads(answer)  # not placed: its error
-                node, data = answer
-                outcome: Outcome = pickle.loads(data)  # our own worker's answer
-                outcome.result.ran_on = f"ray node {node}"
-            except Exception as exc:  # noqa: BLE001 - a failed task is that spec's error
-                outcome = failed_outcome(job, exc)
-            return ready[0], outcome
+        def wait(handles: list[Any]) -> tuple[Any, Outcome]:
+            while True:
+                origin = {live.get(h, h): h for h in handles}
+                ready, _ = ray.wait(list(origin), num_returns=1)
+                handle = origin[ready[0]]
+                flight = flights.pop(ready[0])
+                live.pop(handle, None)
+                if flight.actor is None:
+                    return handle, ray.get(ready[0])  # not placed: its error
+                answer = self._answer(ready[0], flight)
+                if isinstance(answer, Outcome):
+                    answer.warnings.extend(retried.pop(handle, []))
+                    return handle, answer
+                if flight.attempt >= ATTEMPTS:
+                    failed = failed_outcome(flight.job, RuntimeError(f"{answer} ({ATTEMPTS} attempts)"))
+                    failed.warnings.extend(retried.pop(handle, []))
+                    return handle, failed
+                retried.setdefault(handle, []).append(
+                    f"{flight.job.spec_file}: {answer}; sent again to another worker "
+                    f"(attempt {flight.attempt + 1} of {ATTEMPTS})"
+                )
+                flight.attempt += 1
+                ref = self._send(flight)
+                flights[ref] = flight
+                live[handle] = ref
 
         yield from in_order(dispatch(jobs, places, self.slots, submit, wait), len(jobs))
 
     def close(self) -> None:
-        for actor in self._actors:
+        try:
             with contextlib.suppress(Exception):  # shutting down anyway
-                self.ray.get(actor.close.remote(), timeout=30)
-        self.ray.shutdown()
-        if self._alias is not None:
-            shutil.rmtree(self._alias, ignore_errors=True)  # the link only; the folder stays
+                self.ray.get([actor.close.remote() for actor in self._actors], timeout=30)  # all at once
+        finally:
+            self.session.close()

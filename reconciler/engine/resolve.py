@@ -33,6 +33,7 @@ from reconciler.remote import layer
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec
 from reconciler.state.db import Record
+from reconciler.state.lockfile import LockUnreadable
 from reconciler.state.lockread import LockedVariant
 
 SPEC_SIDE = ("stage", "fields", "files", "upstream", "target")
@@ -147,7 +148,9 @@ def resolve(
         return Resolved(setup, key, record or lock_record, Source.IDENTITY, key_inputs)
     moves = machine_moves(in_lock.inputs, key_inputs) if lock_record is None and in_lock else []
     if in_lock is not None and moves and setup.error is None:  # a missing toolchain: carried below
-        outputs[name] = in_lock.artifacts  # before this machine's own build: the lock stays as committed
+        outputs[name] = (
+            in_lock.artifacts_json()
+        )  # before this machine's own build: the lock stays as committed
         return Resolved(setup, key, locked.record(name), Source.CARRIED, key_inputs, machine_reason(moves))
     if ws.usable(record):
         outputs[name] = record.artifacts if record else None
@@ -169,7 +172,7 @@ def resolve(
         and spec_side_matches(in_lock.inputs, key_inputs)
     ):
         carried = locked.record(name)
-        outputs[name] = in_lock.artifacts
+        outputs[name] = in_lock.artifacts_json()
         return Resolved(setup, key, carried, Source.CARRIED, key_inputs, carried_reason(setup))
     outputs[name] = None
     return Resolved(setup, key, None, Source.MISSING, key_inputs)
@@ -208,6 +211,9 @@ def first_to_build(
 def index_locks(ws: Workspace, specs: list[LoadedSpec]) -> None:
     """Adds every spec's committed lock file to `ws.locks`, skipping any that fails its integrity checks."""
     for spec in specs:
-        lock, problems = ws.committed_lock(Layout.lock_file(spec.path))
+        try:
+            lock, problems = ws.committed_lock(Layout.lock_file(spec.path))
+        except LockUnreadable:
+            continue  # that spec stalls on it (plan_spec, apply); the others go on
         if lock is not None and not problems:
-            ws.locks.add(lock, ws.trust.distrusted)
+            ws.locks.add(lock)  # vetted by committed_lock: reconciler.trust

@@ -6,7 +6,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from reconciler.engine import throughput
-from reconciler.engine.health import UNKNOWN
+from reconciler.engine.health import STALLED, UNKNOWN
+from reconciler.records import measured as measured_view
+from reconciler.records.judged import Judged
 
 
 @dataclass
@@ -28,47 +30,12 @@ class StageResult:
 
 
 @dataclass
-class Verdict:
-    name: str
-    """SLO path, e.g. latency_ms.p90"""
-    variant: str
-    threshold: float
-    comparison: str
-    """<= or >="""
-    value: float | None
-    passed: bool | None
-    """True only when met on a measurement; None when unverified or met only on an estimate."""
-    evidence: str | None
-    verdict: str
-    """A word of backends.sdk.vocab.Verdict."""
-    detail: str = ""
-    carried_over: bool = False
-    """Judged on evidence carried over from the committed lock, not re-verified on this machine."""
-    predicted: str | None = None
-    """plan: the verdict the lock records, when the spec's threshold changed ("pass -> fail")."""
-
-    def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        for optional in ("carried_over", "predicted"):
-            if not out[optional]:
-                out.pop(optional)
-        return out
-
-    def lock_json(self) -> dict[str, Any]:
-        """As the lock records it: nothing that depends on the machine that judged it."""
-        out = asdict(self)
-        out.pop("carried_over")
-        out.pop("predicted")
-        return out
-
-
-@dataclass
 class SpecResult:
     name: str
     file: str
     target: str
     stages: list[StageResult] = field(default_factory=list)
-    slo: list[Verdict] = field(default_factory=list)
+    slo: list[Judged] = field(default_factory=list)
     status: str = UNKNOWN
     """One word from reconciler.engine.health.status: Stalled | Failed | OutOfSync | <health>"""
     sync: str = UNKNOWN
@@ -96,9 +63,26 @@ class SpecResult:
     ) -> None:
         """Records a variant's measurements and the throughput derived from them."""
         self.measurements[variant] = measurements
-        fps = throughput.variant_fps(measurements, inputs, compile_batch)
+        fps = throughput.variant_fps(measured_view.measurements(measurements), inputs, compile_batch)
         if fps is not None:
             self.throughput_fps[variant] = fps
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SpecResult:
+        """The inverse of to_json (which leaves out a stage's None fields): a spec's entry of plan or
+        apply `--json`, as the settled cache and watch read it back."""
+        fields = {k: v for k, v in data.items() if k not in ("stages", "slo")}
+        result = cls(**fields)
+        result.stages = [StageResult(**{"key": None, **s}) for s in data["stages"]]
+        result.slo = [Judged(**v) for v in data["slo"]]
+        return result
+
+    def stall(self, error: str) -> SpecResult:
+        """Stopped before any stage on `error` (a spec or lock file that cannot be read): Stalled,
+        nothing known of its sync or health."""
+        self.errors.append(error)
+        self.status, self.sync, self.health = STALLED, UNKNOWN, UNKNOWN
+        return self
 
     @property
     def failed(self) -> bool:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.engine import world
-from reconciler.engine.results import SpecResult, StageResult, Verdict
+from reconciler.engine.results import SpecResult
 from reconciler.engine.workspace import Workspace
 from reconciler.engine.world import impl_table, impls_hold
 from reconciler.repo import Layout
@@ -37,15 +37,6 @@ from reconciler.state.statcache import stat_of
 VERSION = 1
 Stat = statcache.Recorded | None
 """None: the path could not be stat'd."""
-
-
-def from_json(data: dict[str, Any]) -> SpecResult:
-    """The inverse of SpecResult.to_json (which leaves out a stage's None fields)."""
-    fields = {k: v for k, v in data.items() if k not in ("stages", "slo")}
-    result = SpecResult(**fields)
-    result.stages = [StageResult(**{"key": None, **s}) for s in data["stages"]]
-    result.slo = [Verdict(**v) for v in data["slo"]]
-    return result
 
 
 def _pack(result: dict[str, Any], values: list[Any], index: dict[str, int]) -> dict[str, Any]:
@@ -167,7 +158,7 @@ class Settled:
         if entry is None:
             return None
         try:
-            return from_json(entry[kind])
+            return SpecResult.from_json(entry[kind])
         except (KeyError, TypeError):
             return None
 
@@ -195,7 +186,7 @@ class Settled:
         if not all(statcache.trusted(st, self.started) for _, st in inputs):
             return
         kinds = {"plan": plan.to_json(), "apply": apply.to_json()}
-        if any(from_json(data).to_json() != data for data in kinds.values()):
+        if any(SpecResult.from_json(data).to_json() != data for data in kinds.values()):
             return  # a field the cache would not restore exactly: never reused
         self.entries[str(spec.path)] = {"inputs": inputs, **kinds, "new": True}
         self.changed = True

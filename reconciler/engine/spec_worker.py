@@ -10,6 +10,7 @@ inputs from it and pushes its outputs to it.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import pickle
@@ -86,6 +87,18 @@ def run(job: Job, child: Any = None) -> Outcome:
     return Outcome(result, warnings, host)
 
 
+WARM = (
+    "reconciler.engine.apply",
+    "reconciler.engine.execute",
+    "reconciler.engine.resolve",
+    "reconciler.engine.workspace",
+    "reconciler.remote",
+    "reconciler.spec",
+)
+"""What every job imports: loaded before the first job arrives. A worker is started ahead of its first
+job (`WorkerProcess.start`), so this overlaps the parent's planning instead of delaying the job."""
+
+
 def main() -> None:
     # by module name, not __main__: the pickled Outcome must load in the parent
     from backends.sdk.child_call import Child
@@ -94,6 +107,8 @@ def main() -> None:
 
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # whatever a run prints cannot corrupt the answers
+    for module in WARM:
+        importlib.import_module(module)
     child = Child()
     try:
         for line in sys.stdin:

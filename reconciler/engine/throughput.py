@@ -6,7 +6,12 @@ latency it comes from: FPS = batch * 1000 / mean latency in ms.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
+
+from reconciler.records.measured import Measured
+
+if TYPE_CHECKING:
+    from reconciler.state.lockread import LockView
 
 MEAN = "latency_ms.mean"
 """The measurement it is derived from: the mean of evaluate's timed runs."""
@@ -28,26 +33,27 @@ def fps(mean_ms: float | None, frames: int) -> float | None:
     return frames * 1000.0 / mean_ms
 
 
-def of_measurements(measured: Mapping[str, Mapping[str, Any]], frames: int) -> float | None:
-    """The FPS of one variant's measurements (name -> {"value", ...}); None when no mean was measured."""
-    value = (measured.get(MEAN) or {}).get("value")
-    return fps(float(value), frames) if isinstance(value, int | float) else None
+def of_measurements(measured: Mapping[str, Measured], frames: int) -> float | None:
+    """The FPS of one variant's measurements; None when no mean was measured."""
+    mean = measured.get(MEAN)
+    return fps(float(mean.value), frames) if mean is not None and mean.value is not None else None
 
 
 def variant_fps(
-    measured: Mapping[str, Mapping[str, Any]], inputs: Mapping[str, list[int]], compile_batch: int = 1
+    measured: Mapping[str, Measured], inputs: Mapping[str, list[int]], compile_batch: int = 1
 ) -> float | None:
     """One variant's FPS from its measurements, its input shapes and `compile.batch`."""
     return of_measurements(measured, batch(inputs, compile_batch))
 
 
-def from_lock(lock: Mapping[str, Any]) -> dict[str, float]:
+def from_lock(lock: LockView) -> dict[str, float]:
     """variant -> FPS of a lock file's measurements, with the batch its compile stage was built with."""
     out: dict[str, float] = {}
-    for name, variant in (lock.get("variants") or {}).items():
-        compiled = ((variant.get("stages") or {}).get("compile") or {}).get("inputs") or {}
-        built_batch = int(((compiled.get("fields") or {}).get("compile") or {}).get("batch") or 1)
-        value = variant_fps(variant.get("measurements") or {}, variant.get("inputs") or {}, built_batch)
+    for name, variant in lock.variants.items():
+        compiled = variant.stages.get("compile")
+        built = compiled.inputs if compiled is not None else {}
+        built_batch = int(((built.get("fields") or {}).get("compile") or {}).get("batch") or 1)
+        value = variant_fps(variant.measurements, variant.inputs, built_batch)
         if value is not None:
             out[name] = value
     return out

@@ -14,9 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from backends.sdk.vocab import Evidence, Verdict
-from reconciler.engine.results import Verdict as Judged
-
-Measurements = dict[str, dict[str, Any]]
+from reconciler.records.judged import Judged
+from reconciler.records.measured import Measured, Measurements, Number
 
 _AT_MOST = "<="
 SLACK = 1e-9
@@ -31,10 +30,10 @@ def meets(value: float, comparison: str, threshold: float) -> bool:
     return value <= threshold + SLACK if comparison == _AT_MOST else value >= threshold - SLACK
 
 
-def _pick(measurements: Measurements, *names: str) -> dict[str, Any] | None:
+def _pick(measurements: Measurements, *names: str) -> Measured | None:
     """The first of `names` with a value; else the first recorded without one (it says why)."""
     for name in names:
-        if name in measurements and measurements[name].get("value") is not None:
+        if name in measurements and measurements[name].value is not None:
             return measurements[name]
     return next((measurements[n] for n in names if n in measurements), None)
 
@@ -42,46 +41,47 @@ def _pick(measurements: Measurements, *names: str) -> dict[str, Any] | None:
 def _verdict(
     name: str,
     variant: str,
-    threshold: float,
+    threshold: Number,
     comparison: str,
-    measured: dict[str, Any] | None,
-    value: Any = None,
+    measured: Measured | None,
+    value: Number | None = None,
 ) -> Judged:
-    if measured is None or measured.get("value") is None:
-        why = str((measured or {}).get("detail") or "no measurement")
-        word = str((measured or {}).get("verdict") or Verdict.UNVERIFIED.word)
-        evidence = (measured or {}).get("evidence")
+    if measured is None or measured.value is None:
+        why = measured.detail if measured is not None and measured.detail else "no measurement"
+        word = measured.verdict if measured is not None and measured.verdict else Verdict.UNVERIFIED.word
+        evidence = (measured.evidence or None) if measured is not None else None
         return Judged(name, variant, threshold, comparison, None, None, evidence, word, why)
-    value = measured["value"] if value is None else value
+    value = measured.value if value is None else value
     met = meets(value, comparison, threshold)
     verdict, detail = _outcome(measured, met)
-    evidence = str(measured.get("evidence", ""))
-    return Judged(name, variant, threshold, comparison, value, verdict.passed, evidence, verdict.word, detail)
+    return Judged(
+        name, variant, threshold, comparison, value, verdict.passed, measured.evidence, verdict.word, detail
+    )
 
 
-def _outcome(measured: dict[str, Any], met: bool) -> tuple[Verdict, str]:
+def _outcome(measured: Measured, met: bool) -> tuple[Verdict, str]:
     """The verdict on a measured value, by the evidence it rests on, and its detail."""
-    detail = str(measured.get("detail", ""))
-    if measured.get("on_target") is False:
-        host = measured.get("host") or "a host CPU"
+    detail = measured.detail or ""
+    if measured.on_target is False:
+        host = measured.host or "a host CPU"
         verdict = Verdict.MET_ON_HOST if met else Verdict.MISSED_ON_HOST
         return verdict, f"evidence about {host}, not the target: {detail}"
-    if measured.get("assumed"):
+    if measured.assumed:
         verdict = Verdict.MET_ON_ASSUMPTION if met else Verdict.MISSED_ON_ASSUMPTION
-        return verdict, f"rests on {measured['assumed']}: {detail}"
-    if Evidence.parse(measured.get("evidence", "")).is_estimate:
+        return verdict, f"rests on {measured.assumed}: {detail}"
+    if Evidence.parse(measured.evidence).is_estimate:
         return (Verdict.MET_ON_ESTIMATE if met else Verdict.FAIL_ESTIMATED), detail
     return (Verdict.PASS if met else Verdict.FAIL), detail
 
 
-def _accuracy_drop(measurements: Measurements, relative: bool) -> tuple[dict[str, Any] | None, float | None]:
+def _accuracy_drop(measurements: Measurements, relative: bool) -> tuple[Measured | None, float | None]:
     accuracy = _pick(measurements, "accuracy")
     reference = _pick(measurements, "accuracy.reference")
-    if accuracy is None or reference is None or None in (accuracy.get("value"), reference.get("value")):
+    if accuracy is None or reference is None or accuracy.value is None or reference.value is None:
         return None, None
-    drop = float(reference["value"]) - float(accuracy["value"])
+    drop = float(reference.value) - float(accuracy.value)
     if relative:
-        drop = drop / float(reference["value"]) if reference["value"] else float("inf")
+        drop = drop / float(reference.value) if reference.value else float("inf")
     return accuracy, max(drop, 0.0)
 
 

@@ -27,6 +27,11 @@ class WorkerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.stderr: IO[bytes] | None = None
 
+    def start(self) -> None:
+        """Starts the interpreter now, so that its start-up and imports overlap the caller's own work
+        instead of delaying the first job."""
+        self._start()
+
     def _start(self) -> subprocess.Popen[bytes]:
         if self.proc is None or self.proc.poll() is not None:
             self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker

@@ -18,16 +18,26 @@ from typing import TYPE_CHECKING, Any
 from backends.sdk import pathpolicy
 from backends.sdk.child_call import Child
 from reconciler.repo import Layout
-from reconciler.state import scratch, statcache
+from reconciler.state import lockread, scratch, statcache
 from reconciler.state.db import Database, Record
 from reconciler.state.hashcache import FileHasher
-from reconciler.state.lockread import LockIndex
+from reconciler.state.lockread import LockIndex, LockView
 from reconciler.state.store import Store
 from reconciler.trust import policy
 from reconciler.trust.signing import Trust
 
 if TYPE_CHECKING:
     from reconciler.remote import Remote
+
+
+def _writable(state_dir: Path) -> bool:
+    """Whether the state folder exists, or can be made, and can be written (os.access says EROFS for
+    a read-only mount even to root)."""
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(state_dir, os.W_OK)
 
 
 @dataclass
@@ -48,9 +58,14 @@ class Workspace:
     """Whether a remote hit downloads its artifacts (apply) or only reads the record (plan)."""
 
     @classmethod
-    def open(cls, root: Path) -> Workspace:
+    def open(cls, root: Path, reading: bool = False) -> Workspace:
+        """The repository's state. `reading` (plan, status): when the state folder cannot be written (a
+        read-only checkout), a private in-memory copy of its database stands in, and nothing is written."""
         layout = Layout(root)
         pathpolicy.check_state_dir(layout.state_dir)
+        if reading and not _writable(layout.state_dir):
+            db = Database.copy_of(layout.database)
+            return cls(layout, db, Store(layout.store), FileHasher(db, layout.root), read_only=True)
         layout.state_dir.mkdir(parents=True, exist_ok=True)
         gitignore = layout.state_dir / ".gitignore"
         if not gitignore.exists():
@@ -79,12 +94,11 @@ class Workspace:
         finally:
             self._undo_tmp()
 
-    _committed: dict[Path, tuple[Any, dict[str, Any] | None, list[str]]] = field(
-        default_factory=dict, repr=False
-    )
+    _committed: dict[Path, tuple[Any, LockView | None, list[str]]] = field(default_factory=dict, repr=False)
 
-    def committed_lock(self, path: Path, fresh: bool = False) -> tuple[dict[str, Any] | None, list[str]]:
-        """The lock file at `path` and its integrity problems, parsed again only when its stat key
+    def committed_lock(self, path: Path, fresh: bool = False) -> tuple[LockView | None, list[str]]:
+        """The lock file at `path`, its records not from a trusted builder left out (`self.trust`),
+        and its integrity problems, parsed again only when its stat key
         changed (a rewrite renames a new file into place), when `fresh` (apply, under the spec's lock)
         or when the stat caches are off."""
         try:
@@ -97,10 +111,13 @@ class Workspace:
             from reconciler.state import lockfile
 
             data = lockfile.read(path)
-            known = (stamp, data, integrity.problems(data, path))
+            known = (stamp, lockread.view(data), integrity.problems(data, path))
             self._committed[path] = known
-        return known[1], known[2]
+        lock = known[1].vetted(self.trust.distrusted) if known[1] is not None else None
+        return lock, known[2]
 
+    read_only: bool = False
+    """The state folder cannot be written: the database is an in-memory copy (Database.copy_of)."""
     close_warning: str | None = None
     """Set by close() when the file-hash cache could not be saved (the run's results stand)."""
     quarantined: list[str] = field(default_factory=list)

@@ -25,7 +25,8 @@ from reconciler.gitops import gitref, layers, slo, specdiff
 from reconciler.gitops.slo import SloCount
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec, SpecErrors, check
-from reconciler.state import lockfile
+from reconciler.state import lockfile, lockread
+from reconciler.state.lockread import LockView
 from reconciler.trust import policy
 from reconciler.trust.signing import Trust, short
 
@@ -178,7 +179,7 @@ def _current_files(ws: Workspace, spec: LoadedSpec) -> dict[str, str | None] | N
 
 def is_applied(
     spec: LoadedSpec,
-    lock: dict[str, Any] | None,
+    lock: LockView | None,
     result: SpecResult | None,
     files: dict[str, str | None] | None,
 ) -> bool:
@@ -188,10 +189,10 @@ def is_applied(
     verify = [s for s in (result.stages if result else []) if s.name == VERIFY]
     if verify and all(s.action == "cached" for s in verify):
         return True
-    sources = lock.get("sources") or {}
-    if not sources or files is None:
+    sources = lock.sources
+    if sources is None or files is None:
         return False
-    return bool(sources.get("spec_digest") == spec_digest(spec) and sources.get("files") == files)
+    return sources.spec_digest == spec_digest(spec) and sources.files == files
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -199,6 +200,18 @@ def _relative(path: Path, root: Path) -> str:
         return str(path.resolve().relative_to(root.resolve()))
     except ValueError:
         return str(path)
+
+
+def _readable(path: Path, trust: Trust) -> LockView | None:
+    """The lock file at `path`, or None when there is none or it cannot be read: the spec's plan
+    result then carries the error (Stalled), and the comparison shows no recorded verdicts. Verdicts
+    on records not from a trusted builder read unknown (reconciler.trust)."""
+    try:
+        data = lockfile.read(path)
+    except lockfile.LockUnreadable:
+        return None
+    read = lockread.view(trust.vetted(data))
+    return read.vetted(trust.distrusted) if read is not None else None
 
 
 def _compare_one(
@@ -210,9 +223,11 @@ def _compare_one(
     snap: gitref.Snapshot,
 ) -> SpecComparison:
     out = _named(name, base, now, ws.layout.root, snap)
-    base_lock = ws.trust.vetted(lockfile.read(Layout.lock_file(base.file))) if base else None
-    lock = ws.trust.vetted(lockfile.read(Layout.lock_file(now.file))) if now else None
-    out.untrusted = _untrusted(ws.trust, lock)
+    base_lock = _readable(Layout.lock_file(base.file), ws.trust) if base else None
+    lock = _readable(Layout.lock_file(now.file), ws.trust) if now else None
+    out.untrusted = [
+        f"{n}: {v.untrusted}" for n, v in sorted((lock.variants if lock else {}).items()) if v.untrusted
+    ]
     out.has_lock = lock is not None
     base_spec = base.spec if base else None
     now_spec = now.spec if now else None
@@ -223,17 +238,10 @@ def _compare_one(
         _count_stages(out, result)
     if base_spec and now_spec:
         out.fields = specdiff.diff(base_spec, now_spec)
-    out.files = specdiff.file_changes((base_lock or {}).get("sources", {}).get("files"), files)
+    base_sources = base_lock.sources if base_lock is not None else None
+    out.files = specdiff.file_changes(base_sources.files if base_sources is not None else None, files)
     _compare_results(out, base_lock, lock if out.applied else None, ws, result)
-    out.change = _change(base, now, out, base_lock != lock)
-    return out
-
-
-def _untrusted(trust: Trust, lock: dict[str, Any] | None) -> list[str]:
-    out = []
-    for variant, entry in sorted(((lock or {}).get("variants") or {}).items()):
-        if isinstance(entry, dict) and (why := next(iter(trust.distrusted(entry).values()), None)):
-            out.append(f"{variant}: {why}")
+    out.change = _change(base, now, out, _raw(base_lock) != _raw(lock))
     return out
 
 
@@ -261,8 +269,8 @@ def _count_stages(out: SpecComparison, result: SpecResult) -> None:
 
 def _compare_results(
     out: SpecComparison,
-    base_lock: dict[str, Any] | None,
-    applied: dict[str, Any] | None,
+    base_lock: LockView | None,
+    applied: LockView | None,
     ws: Workspace,
     result: SpecResult | None = None,
 ) -> None:
@@ -276,6 +284,10 @@ def _compare_results(
     out.layers = layers.compare_locks(
         base_lock, applied, lambda d: ws.store.path(d) if ws.intact(d) else None
     )
+
+
+def _raw(lock: LockView | None) -> dict[str, Any] | None:
+    return lock.raw if lock is not None else None
 
 
 def _change(base: _Side | None, now: _Side | None, out: SpecComparison, lock_differs: bool) -> str:

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reconciler.state.lockread import LockView
+
 SLOWER_RATIO = 1.10
 SLOWER_SHARE = 0.01
 CHANGED_FIELDS = ("device", "placement", "precision")
@@ -133,17 +135,18 @@ def diff(base: Mapping[str, Any], now: Mapping[str, Any], variant: str) -> Varia
     return out
 
 
-def _profile_digests(lock: Mapping[str, Any] | None) -> dict[str, str]:
+def _profile_digests(lock: LockView | None) -> dict[str, str]:
     out = {}
-    for name, variant in ((lock or {}).get("variants") or {}).items():
-        entry = (((variant.get("stages") or {}).get("evaluate") or {}).get("artifacts") or {}).get("profile")
-        if entry and entry.get("digest"):
-            out[str(name)] = str(entry["digest"])
+    for name, variant in (lock.variants if lock is not None else {}).items():
+        evaluate = variant.stages.get("evaluate")
+        entry = evaluate.artifacts.get("profile") if evaluate is not None else None
+        if entry is not None and entry.digest:
+            out[name] = entry.digest
     return out
 
 
 def compare_locks(
-    base_lock: Mapping[str, Any] | None, lock: Mapping[str, Any] | None, read: Callable[[str], Path | None]
+    base_lock: LockView | None, lock: LockView | None, read: Callable[[str], Path | None]
 ) -> list[VariantLayers]:
     """Per variant both lock files profile (with different profiles), their layer diff. `read` gives a
     digest's file in the store, or None when the store does not hold it intact."""

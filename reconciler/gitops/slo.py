@@ -13,6 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from reconciler.records.judged import Judged
+from reconciler.records.measured import Measured
+from reconciler.state.lockread import LockView
+
 
 @dataclass(frozen=True)
 class SloRow:
@@ -68,23 +72,22 @@ class SloRow:
         }
 
 
-def verdicts(lock: dict[str, Any] | None) -> dict[tuple[str, str], dict[str, Any]]:
-    """(variant, SLO name) -> verdict entry of a lock file."""
-    out: dict[tuple[str, str], dict[str, Any]] = {}
-    for variant, data in sorted(((lock or {}).get("variants") or {}).items()):
-        for verdict in data.get("verdicts") or []:
-            out[(variant, str(verdict.get("name")))] = verdict
+def verdicts(lock: LockView | None) -> dict[tuple[str, str], Judged]:
+    """(variant, SLO name) -> verdict of a lock file."""
+    out: dict[tuple[str, str], Judged] = {}
+    for variant, data in sorted((lock.variants if lock is not None else {}).items()):
+        for verdict in data.verdicts:
+            out[(variant, verdict.name)] = verdict
     return out
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+def _value(measured: Measured | Judged | None) -> float | None:
+    return None if measured is None or measured.value is None else float(measured.value)
 
 
-def _spread(lock: dict[str, Any] | None, variant: str) -> tuple[float, float] | None:
-    measured = (((lock or {}).get("variants") or {}).get(variant) or {}).get("measurements") or {}
-    low = _number((measured.get("latency_ms.p50") or {}).get("value"))
-    high = _number((measured.get("latency_ms.p99") or {}).get("value"))
+def _spread(lock: LockView | None, variant: str) -> tuple[float, float] | None:
+    measured = lock.variant(variant).measurements if lock is not None else {}
+    low, high = _value(measured.get("latency_ms.p50")), _value(measured.get("latency_ms.p99"))
     return (low, high) if low is not None and high is not None and low <= high else None
 
 
@@ -104,8 +107,8 @@ def is_noise(
 
 
 def table(
-    old_lock: dict[str, Any] | None,
-    new_lock: dict[str, Any] | None,
+    old_lock: LockView | None,
+    new_lock: LockView | None,
     bounds: dict[tuple[str, str], tuple[str, float]] | None = None,
 ) -> list[SloRow]:
     """The rows, base -> now. `bounds` ((variant, SLO) -> (comparison, threshold)) are the spec's own
@@ -115,11 +118,12 @@ def table(
     rows = []
     for variant, name in sorted(set(old) | set(new) | set(bounds), key=lambda k: (k[0] != "default", k)):
         before, after = old.get((variant, name)), new.get((variant, name))
-        either = after or before or {}
+        either = after or before
         comparison, threshold = bounds.get(
-            (variant, name), (str(either.get("comparison", "<=")), _number((after or {}).get("threshold")))
+            (variant, name),
+            ((either.comparison if either else "") or "<=", float(after.threshold) if after else None),
         )
-        old_value, new_value = _number((before or {}).get("value")), _number((after or {}).get("value"))
+        old_value, new_value = _value(before), _value(after)
         spreads = _spread(old_lock, variant), _spread(new_lock, variant)
         rows.append(
             SloRow(
@@ -127,12 +131,12 @@ def table(
                 variant=variant,
                 comparison=comparison,
                 threshold=threshold,
-                old_threshold=_number((before or {}).get("threshold")),
-                old=_number((before or {}).get("value")),
-                new=_number((after or {}).get("value")),
-                old_verdict=(before or {}).get("verdict"),
-                new_verdict=(after or {}).get("verdict"),
-                evidence=(after or before or {}).get("evidence"),
+                old_threshold=float(before.threshold) if before else None,
+                old=old_value,
+                new=new_value,
+                old_verdict=before.verdict if before else None,
+                new_verdict=after.verdict if after else None,
+                evidence=either.evidence if either else None,
                 noise=is_noise(name, old_value, new_value, *spreads),
             )
         )
@@ -153,10 +157,10 @@ class SloCount(NamedTuple):
         return self.total - self.passed - self.failed
 
 
-def summary(lock: dict[str, Any] | None) -> SloCount:
+def summary(lock: LockView | None) -> SloCount:
     entries = list(verdicts(lock).values())
     return SloCount(
-        sum(1 for v in entries if v.get("passed") is True),
+        sum(1 for v in entries if v.passed is True),
         len(entries),
-        sum(1 for v in entries if v.get("passed") is False),
+        sum(1 for v in entries if v.passed is False),
     )

@@ -143,6 +143,9 @@ class RemoteSyncOutput(Record):
     done: list[Digest]
     present: list[Digest]
     absent: list[Digest]
+    unreadable: Omittable[list[str]] = optional(
+        "lock files that could not be read (FILE:LINE:COL: why): their specs were skipped, exit 1"
+    )
     stats: dict[str, Count]
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.engine import keys
-from reconciler.remote.config import RemoteConfig
+from reconciler.remote.config import READ_ONLY, RemoteConfig
 from reconciler.state.db import Record
 from reconciler.state.store import Store, sha256_file
 from reconciler.trust.signing import Trust
@@ -50,6 +50,26 @@ class Corrupt(ValueError):
     """What the remote holds does not verify; the message says what differs."""
 
 
+class RemoteAnswered(OSError):
+    """The remote's server answered with an error status: a failure of the remote, not a miss."""
+
+
+ABSENT_STATUSES = (404, 410)
+"""HTTP statuses that say a path is not there; any other error status is the server failing."""
+
+
+def hidden_failure(exc: FileNotFoundError) -> RemoteAnswered | None:
+    """The server failure behind a FileNotFoundError, or None when the path is really absent. fsspec's
+    HTTP file system raises FileNotFoundError for every failed request (a 500 as well as a 404), with
+    the response error as its cause."""
+    cause = exc.__cause__
+    status = getattr(cause, "status", None)
+    if not isinstance(status, int) or status in ABSENT_STATUSES:
+        return None
+    reason = getattr(cause, "message", "") or ""
+    return RemoteAnswered(f"HTTP {status} {reason}".strip())
+
+
 @dataclass
 class Stats:
     records_fetched: int = 0
@@ -58,6 +78,9 @@ class Stats:
     records_pushed: int = 0
     objects_pushed: int = 0
     bytes_pushed: int = 0
+    remote_calls: int = 0
+    """File system operations sent to the remote (each listing, lookup, transfer): what a run cost
+    the remote, whatever its latency."""
 
     def to_json(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -145,14 +168,19 @@ def _deadline(seconds: float, fn: Callable[..., Any], *args: Any, **kwargs: Any)
 
 
 class _Timed:
-    """A file system whose every method call has a deadline."""
+    """A file system whose every method call has a deadline, counted in `stats.remote_calls`."""
 
-    def __init__(self, fs: Any, seconds: float) -> None:
-        self._fs, self._seconds = fs, seconds
+    def __init__(self, fs: Any, seconds: float, stats: Stats) -> None:
+        self._fs, self._seconds, self._stats = fs, seconds, stats
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._fs, name)
-        return lambda *args, **kwargs: _deadline(self._seconds, method, *args, **kwargs)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self._stats.remote_calls += 1
+            return _deadline(self._seconds, method, *args, **kwargs)
+
+        return call
 
 
 @dataclass
@@ -194,7 +222,7 @@ class Remote:
                 # not apply to an ssh:// URL: one scheme, one configuration key
                 url = "sftp" + url[len("ssh") :]
             fs, root = _deadline(self.timeout_s, url_to_fs, url, **options)
-            self._fs = _Timed(fs, self.timeout_s)
+            self._fs = _Timed(fs, self.timeout_s, self.stats)
             self._root = str(root).rstrip("/")
         return self._fs, self._root
 
@@ -245,7 +273,11 @@ class Remote:
             path = self.record_path(key)
             size = fs.info(path).get("size") or 0
             raw = b"" if size > MAX_RECORD_BYTES else fs.cat_file(path)
-        except FileNotFoundError:
+        except FileNotFoundError as exc:
+            failure = hidden_failure(exc)
+            if failure is not None:
+                self._fail(f"reading record {key[:12]}", failure)
+                return None
             self._missing.add(key)
             return None
         except Exception as exc:  # noqa: BLE001 - any failure of a remote file system is a warning
@@ -276,8 +308,12 @@ class Remote:
             remote_size = fs.info(path).get("size")
             if remote_size is None or remote_size == size:  # a truncated copy is not even fetched
                 fs.get_file(path, str(local))
-        except FileNotFoundError:
+        except FileNotFoundError as exc:
             local.unlink(missing_ok=True)
+            failure = hidden_failure(exc)
+            if failure is not None:
+                self._fail(f"downloading object {digest[:12]}", failure)
+                return False
             self.warn(f"remote {self.url}: object {digest[:12]} is missing (its record is there): built here")
             return False
         except Exception as exc:  # noqa: BLE001 - any failure of a remote file system is a warning
@@ -336,12 +372,41 @@ class Remote:
         if broken:
             self.broken.add(key)
 
+    def record_keys(self) -> set[str]:
+        """The keys of every record the remote holds, in one listing (empty when the remote is down
+        or holds none yet); a record found corrupt in this run is left out, so a push replaces it."""
+        if self.down is not None:
+            return set()
+        try:
+            fs, _ = self._open()
+            names = fs.ls(self._path("records"), detail=False)
+        except FileNotFoundError:
+            return set()
+        except Exception as exc:  # noqa: BLE001 - any failure of a remote file system is a warning
+            self._fail("listing records", exc)
+            return set()
+        keys = set()
+        for name in names:
+            base = str(name).rstrip("/").rsplit("/", 1)[-1]
+            key = base[: -len(".json")] if base.endswith(".json") else ""
+            if _HEX64.match(key) and self.record_path(key) not in self._bad:
+                keys.add(key)
+        return keys
+
     def has_record(self, key: str) -> bool:
         if self.down is not None:
             return False
         try:
             fs, _ = self._open()
+            if self.config.scheme in READ_ONLY:  # its `exists` is False on any failure: ask `info`
+                fs.info(self.record_path(key))
+                return True
             return bool(fs.exists(self.record_path(key)))
+        except FileNotFoundError as exc:
+            failure = hidden_failure(exc)
+            if failure is not None:
+                self._fail(f"looking up record {key[:12]}", failure)
+            return False
         except Exception as exc:  # noqa: BLE001 - any failure of a remote file system is a warning
             self._fail(f"looking up record {key[:12]}", exc)
             return False

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.audit.entries import AuditEntry
+from reconciler.records.judged import Judged
 
 PASS, FAIL, OTHER, BLUE = "#2ca02c", "#d62728", "#7f7f7f", "#1f77b4"
 PALETTE = (BLUE, "#ff7f0e", "#9467bd", "#8c564b", "#17becf")
@@ -20,7 +21,7 @@ def _title(text: str) -> dict[str, Any]:
     return {"display": True, "text": text}
 
 
-def latency(per_variant: dict[str, dict[str, Any]], verdicts: list[dict[str, Any]]) -> dict[str, Any]:
+def latency(per_variant: dict[str, dict[str, Any]], verdicts: list[Judged]) -> dict[str, Any]:
     """Histogram of evaluate's raw timed runs per variant (shared bins), latency SLO bounds as lines."""
     import numpy as np
 
@@ -46,14 +47,14 @@ def latency(per_variant: dict[str, dict[str, Any]], verdicts: list[dict[str, Any
     largest = max(everything, default=0.0)
     off_scale = []
     for v in verdicts:
-        if not str(v.get("name", "")).startswith("latency_ms.") or v.get("threshold") is None:
+        if not v.name.startswith("latency_ms."):
             continue
-        bound = float(v["threshold"])
+        bound = float(v.threshold)
         if bound <= 3 * largest:  # a bound far right of every sample would crush the histogram
             datasets.append(
                 {
                     "type": "line",
-                    "label": f"{v['name']} SLO ≤ {bound:g} ms",
+                    "label": f"{v.name} SLO ≤ {bound:g} ms",
                     "data": [{"x": bound, "y": 0}, {"x": bound, "y": tallest}],
                     "borderColor": FAIL,
                     "borderDash": [6, 4],
@@ -61,7 +62,7 @@ def latency(per_variant: dict[str, dict[str, Any]], verdicts: list[dict[str, Any
                 }
             )
         else:
-            off_scale.append(f"{v['name']} ≤ {bound:g} ms")
+            off_scale.append(f"{v.name} ≤ {bound:g} ms")
     title = "latency distribution" + (f" (SLO bounds off scale: {', '.join(off_scale)})" if off_scale else "")
     return {
         "type": "bar",
@@ -124,18 +125,15 @@ def history(entries: list[AuditEntry]) -> list[dict[str, Any]]:
     """One line chart per SLO: its value over the lock file's history (oldest first), threshold dashed
     and stepped, each point coloured by its verdict."""
     labels = [f"{e.label} {e.time.strftime('%m-%d %H:%M')}" for e in entries]
-    names = sorted(
-        {str(v["name"]) for e in entries for v in e.verdicts if v.get("variant") in (None, "default")}
-    )
+    names = sorted({v.name for e in entries for v in e.verdicts if v.variant in ("", "default")})
     charts = []
     for name in names:
         points = [_point(e, name) for e in entries]
         colors = [
-            PASS if p and p.get("passed") is True else FAIL if p and p.get("passed") is False else OTHER
-            for p in points
+            PASS if p and p.passed is True else FAIL if p and p.passed is False else OTHER for p in points
         ]
-        values = [p.get("value") if p else None for p in points]
-        thresholds = [p.get("threshold") if p else None for p in points]
+        values = [p.value if p else None for p in points]
+        thresholds = [p.threshold if p else None for p in points]
         log = _wide_positive([*values, *thresholds])
         charts.append(
             {
@@ -177,10 +175,8 @@ def _wide_positive(values: list[Any]) -> bool:
     return bool(numbers) and min(numbers) > 0 and max(numbers) / min(numbers) > 20
 
 
-def _point(entry: AuditEntry, name: str) -> dict[str, Any] | None:
-    return next(
-        (v for v in entry.verdicts if v["name"] == name and v.get("variant") in (None, "default")), None
-    )
+def _point(entry: AuditEntry, name: str) -> Judged | None:
+    return next((v for v in entry.verdicts if v.name == name and v.variant in ("", "default")), None)
 
 
 DEVICE_COLORS = {"NPU": BLUE, "CPU": FAIL}

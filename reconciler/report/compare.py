@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.engine import throughput
+from reconciler.state.lockread import LockView
 from reconciler.state.store import Store
 
 ORDER = (
@@ -38,7 +39,7 @@ TOP_LAYERS = 15
 class Side:
     label: str
     """How the revision is named: `v1 (abcdef123456)`, or `working tree`."""
-    lock: dict[str, Any]
+    lock: LockView
 
 
 @dataclass(frozen=True)
@@ -86,18 +87,12 @@ class RevisionDiff:
         }
 
 
-def values(lock: dict[str, Any]) -> dict[str, dict[str, float]]:
+def values(lock: LockView) -> dict[str, dict[str, float]]:
     """variant -> measurement name -> value, with the derived throughput."""
     fps = throughput.from_lock(lock)
     out: dict[str, dict[str, float]] = {}
-    for variant, entry in (lock.get("variants") or {}).items():
-        measured = {
-            name: float(m["value"])
-            for name, m in (entry.get("measurements") or {}).items()
-            if isinstance(m, dict)
-            and isinstance(m.get("value"), int | float)
-            and not isinstance(m["value"], bool)
-        }
+    for variant, entry in lock.variants.items():
+        measured = {name: float(m.value) for name, m in entry.measurements.items() if m.value is not None}
         if variant in fps:
             measured[FPS] = fps[variant]
         out[variant] = measured
@@ -108,13 +103,13 @@ def _order(name: str) -> tuple[int, str]:
     return (ORDER.index(name) if name in ORDER else len(ORDER), name)
 
 
-def _profile(lock: dict[str, Any], store: Store) -> dict[str, Any] | None:
-    default = (lock.get("variants") or {}).get("default") or {}
-    meta = (((default.get("stages") or {}).get("evaluate") or {}).get("artifacts") or {}).get("profile")
-    if not isinstance(meta, dict) or not store.has(str(meta.get("digest"))):
+def _profile(lock: LockView, store: Store) -> dict[str, Any] | None:
+    evaluate = lock.variant("default").stages.get("evaluate")
+    meta = evaluate.artifacts.get("profile") if evaluate is not None else None
+    if meta is None or not store.has(meta.digest):
         return None
     try:
-        data = json.loads(store.path(str(meta["digest"])).read_text(encoding="utf-8"))
+        data = json.loads(store.path(meta.digest).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

@@ -8,7 +8,7 @@ in the page saying why, never an exception.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -18,10 +18,12 @@ from reconciler.audit import Filters, run
 from reconciler.audit.entries import AuditEntry
 from reconciler.engine import health, throughput
 from reconciler.engine.sources import spec_digest
+from reconciler.records.judged import Judged
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec
-from reconciler.state import lockfile, lockread
+from reconciler.state import lockread
 from reconciler.state.db import Database, Record
+from reconciler.state.lockread import LockView
 from reconciler.state.store import Store, sha256_file
 from reconciler.trust import policy
 from reconciler.trust.signing import Trust
@@ -49,8 +51,9 @@ class ReportData:
     model_digest: str | None
     generated: str
     revision: str | None
-    verdicts: list[dict[str, Any]] = field(default_factory=list)
+    verdicts: list[Judged] = field(default_factory=list)
     measurements: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """variant -> the measurements exactly as the lock records them."""
     placement: Placement | None = None
     """The placement of the model the compiler receives (after the rewrite stage when it ran)."""
     placement_before: Placement | None = None
@@ -68,21 +71,24 @@ class ReportData:
     """Oldest first."""
     notes: list[str] = field(default_factory=list)
 
+    def to_json(self) -> dict[str, Any]:
+        """`report --json`: every field, each verdict as the lock (or the ledger) records it."""
+        out = asdict(self)
+        out["verdicts"] = [v.lock_json() for v in self.verdicts]
+        for entry, dumped in zip(self.history, out["history"], strict=True):
+            dumped["verdicts"] = [v.to_json() for v in entry.verdicts]
+        return out
 
-def _health(lock: dict[str, Any], spec: LoadedSpec, notes: list[str]) -> str:
+
+def _health(lock: LockView, spec: LoadedSpec, notes: list[str]) -> str:
     from reconciler.engine import integrity
     from reconciler.repo import Layout
 
-    problems = integrity.problems(lock, Layout.lock_file(spec.path))
+    problems = integrity.problems(lock.raw, Layout.lock_file(spec.path))
     if problems:
         notes.append(f"the lock file fails its integrity checks, its verdicts are not trusted: {problems[0]}")
         return health.UNKNOWN
-    return str(
-        lock.get("health")
-        or health.of_verdicts(
-            v for variant in (lock.get("variants") or {}).values() for v in variant.get("verdicts") or []
-        )
-    )
+    return lock.health or health.of_verdicts(lock.verdicts)
 
 
 def _revision(root: Path) -> str | None:
@@ -98,10 +104,10 @@ def _revision(root: Path) -> str | None:
     return done.stdout.strip() or None
 
 
-def _records(db: Database | None, lock: dict[str, Any], variant: str, vet: lockread.Vet) -> dict[str, Record]:
+def _records(db: Database | None, lock: LockView, variant: str) -> dict[str, Record]:
     """stage -> the record of the key the lock holds: this machine's (built or pulled here, with its
     full report), else the lock's own (artifacts by digest, found when the store holds their bytes)."""
-    locked = lockread.variant(lock, variant, vet)
+    locked = lockread.variant(lock, variant)
     out: dict[str, Record] = {}
     for name, stage in locked.stages.items():
         record = db.record(stage.key) if db is not None else None
@@ -223,8 +229,8 @@ def _profile(store: Store, record: Record | None, notes: list[str]) -> dict[str,
     return data if isinstance(data, dict) else None
 
 
-def _lock(spec: LoadedSpec) -> dict[str, Any]:
-    lock = lockfile.read(Layout.lock_file(spec.path))
+def _lock(spec: LoadedSpec) -> LockView:
+    lock = lockread.read(Layout.lock_file(spec.path))
     if lock is None:
         raise LookupError(
             f"{spec.name}: no lock file ({Layout.lock_file(spec.path).name}): run `npuctl apply` first"
@@ -232,53 +238,38 @@ def _lock(spec: LoadedSpec) -> dict[str, Any]:
     return lock
 
 
-def _variant_records(
-    layout: Layout, lock: dict[str, Any], variants: list[str], vet: lockread.Vet
-) -> dict[str, dict[str, Record]]:
-    """variant -> stage -> the record of the key the lock holds (`_records`), those `vet` does not
-    trust left out."""
+def _variant_records(layout: Layout, lock: LockView, variants: list[str]) -> dict[str, dict[str, Record]]:
+    """variant -> stage -> the record of the key the lock holds (`_records`)."""
     db = Database(layout.database) if layout.database.exists() else None
     try:
-        return {v: _records(db, lock, v, vet) for v in variants}
+        return {v: _records(db, lock, v) for v in variants}
     finally:
         if db is not None:
             db.close()
 
 
 def _summary(
-    root: Path, spec: LoadedSpec, lock: dict[str, Any], variants: list[str], notes: list[str]
+    root: Path, spec: LoadedSpec, lock: LockView, variants: list[str], notes: list[str]
 ) -> ReportData:
     """The page's head, verdicts and measurements: what the lock file alone says."""
-    entries = lock.get("variants") or {}
-    model = (entries.get("default") or {}).get("stages", {}).get("import", {})
+    imported = lock.variant("default").stages.get("import")
+    model = imported.artifacts.get("model") if imported is not None else None
     return ReportData(
         spec=spec.name,
         target=spec.target,
         file=str(spec.path.relative_to(root)) if spec.path.is_relative_to(root) else str(spec.path),
         status=_health(lock, spec, notes),
-        sync=str(lock.get("sync", health.UNKNOWN)),
-        model_version=(lock.get("model") or {}).get("version"),
-        model_digest=((model.get("artifacts") or {}).get("model") or {}).get("digest"),
+        sync=lock.sync or health.UNKNOWN,
+        model_version=lock.model.version,
+        model_digest=model.digest if model is not None else None,
         generated=datetime.now(timezone.utc).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z"),
         revision=_revision(root),
-        verdicts=[v for name in variants for v in (entries[name].get("verdicts") or [])],
-        measurements={name: entries[name].get("measurements") or {} for name in variants},
+        verdicts=[v for name in variants for v in lock.variants[name].verdicts],
+        measurements={name: lock.variants[name].raw_measurements for name in variants},
         throughput_fps=throughput.from_lock(lock),
         quantization_mode=str((spec.field("quantization") or {}).get("mode", "none")),
         notes=notes,
     )
-
-
-def _untrusted(
-    data: ReportData, vetted: dict[str, Any], lock: dict[str, Any], variants: list[str], notes: list[str]
-) -> None:
-    """Verdicts on records not from a trusted builder read unknown (reconciler.trust), and say why."""
-    if vetted == lock:
-        return
-    entries = vetted.get("variants") or {}
-    data.verdicts = [v for name in variants for v in (entries[name].get("verdicts") or [])]
-    data.status = health.UNKNOWN
-    notes.append(f"some records are {UNTRUSTED}: their verdicts read unknown (docs/trust.md)")
 
 
 def _latencies(records: dict[str, dict[str, Record]]) -> dict[str, dict[str, Any]]:
@@ -321,9 +312,19 @@ def _range_notes(placement: dict[str, Any]) -> list[str]:
     return notes
 
 
-def _spec_changed(lock: dict[str, Any], spec: LoadedSpec) -> bool:
-    recorded = (lock.get("sources") or {}).get("spec_digest")
+def _spec_changed(lock: LockView, spec: LoadedSpec) -> bool:
+    recorded = lock.sources.spec_digest if lock.sources is not None else None
     return bool(recorded) and recorded != spec_digest(spec)
+
+
+def _untrusted(data: ReportData, trust: Trust, lock: LockView, variants: list[str], notes: list[str]) -> None:
+    """Verdicts on records not from a trusted builder read unknown (reconciler.trust), and say why."""
+    shown = lockread.view(trust.vetted(lock.raw))
+    if shown is None or shown.raw == lock.raw:
+        return
+    data.verdicts = [v for name in variants for v in shown.variant(name).verdicts]
+    data.status = health.UNKNOWN
+    notes.append(f"some records are {UNTRUSTED}: their verdicts read unknown (docs/trust.md)")
 
 
 def gather(root: Path, spec: LoadedSpec) -> ReportData:
@@ -331,9 +332,9 @@ def gather(root: Path, spec: LoadedSpec) -> ReportData:
     layout = Layout(root)
     lock = _lock(spec)
     notes: list[str] = []
-    variants = sorted(lock.get("variants") or {}, key=lambda v: (v != "default", v))
+    variants = sorted(lock.variants, key=lambda v: (v != "default", v))
     trust = Trust.here(policy.read(root))
-    records = _variant_records(layout, lock, variants, trust.distrusted)
+    records = _variant_records(layout, lock.vetted(trust.distrusted), variants)
     default = records.get("default") or {}
     store = Store(layout.store)
     if not any(store.has(a["digest"]) for r in default.values() for a in r.artifacts.values()):
@@ -342,7 +343,7 @@ def gather(root: Path, spec: LoadedSpec) -> ReportData:
             "remote cache, or `npuctl apply` here, for the placement, latency and profile"
         )
     data = _summary(root, spec, lock, variants, notes)
-    _untrusted(data, trust.vetted(lock) or lock, lock, variants, notes)
+    _untrusted(data, trust, lock, variants, notes)
     if any(store.has((r.artifacts.get("placement") or {}).get("digest", "")) for r in default.values()):
         data.placement, data.placement_before = _placements(store, default, notes)
     data.latency = _latencies(records)

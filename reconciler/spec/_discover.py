@@ -1,7 +1,8 @@
 """Which files are deployment specs.
 
 A file named explicitly is a spec unless it declares `kind: DeploymentBase` (a partial spec, only
-valid through `extends`) or is a lock file. A directory is scanned non-recursively for *.yaml and
+valid through `extends`). A spec named like a lock file (`x.lock.yaml`), or whose lock file's name
+would be too long for the file system, is an error of that file, never skipped. A directory is scanned non-recursively for *.yaml and
 *.yml files (hidden files skipped), so sub-directories can hold shared bases, models and data; a
 scanned file is a spec when its top-level kind is Deployment, when it has no top-level kind at all
 (a broken spec is reported, never silently skipped), or when it claims `apiVersion: npuctl/...`
@@ -11,6 +12,7 @@ apiVersion are foreign YAML and skipped.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,7 +46,7 @@ def discover_with_errors(
         if path.is_dir():
             for child in sorted(path.iterdir()):
                 visible = child.suffix in _SUFFIXES and not child.name.startswith(".")
-                if visible and not child.is_dir() and not child.name.endswith(_LOCK_SUFFIXES):
+                if visible and not child.is_dir():
                     _add(child, root, found, errors, explicit=False)
         elif path.exists() or path.is_symlink():
             _add(path, root, found, errors, explicit=True)
@@ -53,7 +55,47 @@ def discover_with_errors(
     return sorted(found), errors
 
 
-_LOCK_SUFFIXES = tuple(f".lock{s}" for s in _SUFFIXES)
+NAME_MAX = 255
+"""The longest file name (in bytes) of the file systems npuctl runs on, when the folder's own limit
+cannot be asked (os.pathconf)."""
+_TEMP_EXTRA = len(".") + len(".12345678.tmp")
+"""What the temp file a lock is first written to adds to its name (reconciler.state.lockfile.write)."""
+
+
+def _name_errors(path: Path) -> list[SpecError]:
+    """A spec named like a lock file, or so long that its lock file's name cannot exist, is an error
+    of that file: it would be skipped or fail every command, and it blocks no other spec."""
+    stem = path.name.rsplit(".", 1)[0]
+    if stem.endswith(".lock"):
+        return [
+            SpecError(
+                path,
+                0,
+                0,
+                "",
+                f"a spec file is not named *{path.name[len(stem) - 5 :]}: that is how "
+                "lock files are named; rename it (its lock file will be NAME.lock.json beside it)",
+            )
+        ]
+    lock_name = f"{stem}.lock.json"
+    try:
+        limit = os.pathconf(path.parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = NAME_MAX
+    needed = len(os.fsencode(lock_name)) + _TEMP_EXTRA
+    if needed > limit:
+        return [
+            SpecError(
+                path,
+                0,
+                0,
+                "",
+                f"file name too long: its lock file {lock_name[:40]}... and the "
+                f"temp file it is written through need {needed} bytes, over this file system's "
+                f"{limit}; shorten the name by {needed - limit} characters or more",
+            )
+        ]
+    return []
 
 
 def _add(path: Path, root: Path | None, found: set[Path], errors: list[SpecError], explicit: bool) -> None:
@@ -66,14 +108,16 @@ def _add(path: Path, root: Path | None, found: set[Path], errors: list[SpecError
     except pathpolicy.PathRefused as exc:
         errors.append(SpecError(path, 0, 0, "", str(exc)))
         return
-    if _is_spec(resolved, explicit=explicit):
+    if not _is_spec(resolved, explicit=explicit):
+        return
+    named = _name_errors(path)
+    if named:
+        errors.extend(named)
+    else:
         found.add(resolved)
 
 
 def _is_spec(path: Path, explicit: bool) -> bool:
-    stem = path.name.rsplit(".", 1)[0]
-    if stem.endswith(".lock"):
-        return False
     try:
         with pathpolicy.open_regular(path) as handle:
             head = handle.read(_HEAD).decode("utf-8", errors="replace")

@@ -48,6 +48,10 @@ def model_errors(spec: LoadedSpec, root: Path) -> list[SpecError]:
         return [*errors, spec.error("model.path", f"{exc} ({path})")]
     except OSError as exc:
         return [*errors, spec.error("model.path", f"cannot read the model: {exc.strerror or exc}")]
+    errors += [
+        spec.error("model.path", f"{problem} ({path.name}): the import stage refuses it")
+        for problem in graph.problems
+    ]
     errors += _pin_errors(spec, path)
     errors += _input_errors(spec, graph)
     errors += _preprocess_errors(spec, graph)

@@ -19,7 +19,7 @@ from typing import Any
 from backends.sdk import pathpolicy
 from reconciler.state import statcache
 
-SUMMARY_VERSION = 3
+SUMMARY_VERSION = 4
 """The summary format: bump it when a summary changes shape. A summary holds no sha256 (that is computed
 only for a pin, by the shared digest) and is read without initializer data."""
 Dim = int | str | None
@@ -43,12 +43,15 @@ class ModelSummary:
     nodes: tuple[tuple[str, str], ...]
     """(name, op_type) of each top-level node; unnamed or duplicate nodes carry the `<op_type>_<index>`
     name the import stage gives them."""
+    problems: tuple[str, ...] = ()
+    """What the import stage will refuse the graph for (backends.passes.graph_rules), one line each."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "version": SUMMARY_VERSION,
             "inputs": [{"name": i.name, "dims": list(i.dims)} for i in self.inputs],
             "nodes": [list(n) for n in self.nodes],
+            "problems": list(self.problems),
         }
 
     @classmethod
@@ -57,7 +60,7 @@ class ModelSummary:
             raise ValueError("old summary format")
         inputs = tuple(InputInfo(str(i["name"]), tuple(i["dims"])) for i in raw["inputs"])
         nodes = tuple((str(n[0]), str(n[1])) for n in raw["nodes"])
-        return cls(inputs, nodes)
+        return cls(inputs, nodes, tuple(str(p) for p in raw["problems"]))
 
     def input(self, name: str) -> InputInfo | None:
         return next((i for i in self.inputs if i.name == name), None)
@@ -130,7 +133,9 @@ def summarize(path: Path) -> ModelSummary:
 
     names = node_names(graph.node)  # the names the import stage gives unnamed nodes
     nodes = tuple((name, node.op_type) for name, node in zip(names, graph.node, strict=True))
-    return ModelSummary(inputs, nodes)
+    from backends.passes.graph_rules import graph_problems
+
+    return ModelSummary(inputs, nodes, tuple(graph_problems(model)))
 
 
 def _dims(value: Any) -> tuple[Dim, ...]:

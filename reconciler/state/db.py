@@ -140,6 +140,30 @@ class Database:
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.execute("PRAGMA busy_timeout=60000")
+        self._ensure_schema()
+
+    @classmethod
+    def copy_of(cls, path: Path) -> Database:
+        """A private in-memory database holding what `path` holds (nothing when it does not exist),
+        which is only read: for a checkout whose state folder cannot be written (a read-only mount),
+        where plan and status still answer, and whatever they cache is forgotten at exit."""
+        db = cls.__new__(cls)
+        db._parsed = {}
+        db.path = path
+        db.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        if path.is_file():
+            try:
+                source = sqlite3.connect(f"{path.absolute().as_uri()}?immutable=1", uri=True)
+                try:
+                    source.backup(db.conn)
+                finally:
+                    source.close()
+            except sqlite3.Error as exc:
+                raise OSError(errno.EIO, f"cannot read the state database: {exc}", str(path)) from exc
+        db._ensure_schema()
+        return db
+
+    def _ensure_schema(self) -> None:
         if self._schema_present():
             return  # a read: opening an existing database takes no write lock
         with self.transaction():

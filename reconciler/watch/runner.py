@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from backends.sdk.process import python_argv
+from reconciler.engine.results import SpecResult
 from reconciler.repo import Layout
 from reconciler.state import scratch
 
@@ -35,13 +36,14 @@ class JobResult:
     stderr: str
     cancelled: bool = False
 
-    def spec(self, spec_file: Path) -> dict[str, Any] | None:
-        """This spec's entry of the payload (matched by file)."""
+    def spec(self, spec_file: Path) -> SpecResult | None:
+        """This spec's entry of the payload (matched by file), read back as apply wrote it; None when
+        there is none or it is not a spec result (an npuctl of another version)."""
         for entry in (self.payload or {}).get("specs") or []:
             try:
                 if Path(entry.get("file", "")).resolve() == spec_file:
-                    return dict(entry)
-            except OSError:
+                    return SpecResult.from_json(entry)
+            except (OSError, TypeError, KeyError):
                 continue
         return None
 

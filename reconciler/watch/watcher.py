@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.engine import health
+from reconciler.engine.results import SpecResult
 from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec, SpecReport, check
 from reconciler.spec._discover import discover_with_errors
-from reconciler.state import lockfile
+from reconciler.state import lockfile, lockread
 from reconciler.state.hashcache import FileHasher
 from reconciler.watch.debounce import Batch, Debouncer
 from reconciler.watch.inputs import InputIndex, Inputs, spec_inputs
@@ -258,25 +259,23 @@ class Watcher:
 
     def _finished(self, state: SpecState, result: JobResult) -> None:
         entry = result.spec(state.file)
-        status = entry.get("status") if entry else None
+        status = entry.status if entry else None
         self._emit("finished", spec=state.name, returncode=result.returncode, status=status)
         if entry is None:
             self._transient(state, f"apply exited {result.returncode}: {result.last_error_line()}")
             return
-        failed = [s for s in entry.get("stages", []) if s.get("action") in ("failed", "skipped")]
-        reasons = [
-            f"{s['name']} [{s['variant']}]: {s['reason']}" for s in failed if s.get("action") == "failed"
-        ]
-        if entry.get("errors"):
-            self._terminal(state, "invalid", list(entry["errors"]))
+        failed = [s for s in entry.stages if s.action in ("failed", "skipped")]
+        reasons = [f"{s.name} [{s.variant}]: {s.reason}" for s in failed if s.action == "failed"]
+        if entry.errors:
+            self._terminal(state, "invalid", list(entry.errors))
         elif status == health.STALLED:
-            skipped = [f"{s['name']} [{s['variant']}]: {s['reason']}" for s in failed]
+            skipped = [f"{s.name} [{s.variant}]: {s.reason}" for s in failed]
             self._terminal(state, "stalled", reasons or skipped or ["stalled"])
         elif status == health.FAILED:
             self._transient(state, reasons[0] if reasons else "a stage failed")
         else:
             state.attempts = 0
-            built = sum(1 for s in entry.get("stages", []) if s.get("action") == "built")
+            built = sum(1 for s in entry.stages if s.action == "built")
             self.board.update(state.name, *self._verdict_line(state, entry, built))
 
     def _transient(self, state: SpecState, reason: str) -> None:
@@ -286,18 +285,19 @@ class Watcher:
         self.board.update(state.name, "failed", f"{reason}; retry {state.attempts} in {delay:.0f}s")
         self._emit("retry", spec=state.name, attempts=state.attempts, delay=delay, reason=reason)
 
-    def _verdict_line(
-        self, state: SpecState, entry: dict[str, Any] | None, built: int = 0
-    ) -> tuple[str, str]:
+    def _verdict_line(self, state: SpecState, entry: SpecResult | None, built: int = 0) -> tuple[str, str]:
         """The health word of every other command (Healthy / Degraded / Unknown), with the SLO count,
         from apply's output or the lock file."""
         if entry is not None:
-            verdicts = list(entry.get("slo") or [])
+            verdicts = entry.slo
         else:
-            lock = lockfile.read(Layout.lock_file(state.file)) or {}
-            verdicts = [v for var in (lock.get("variants") or {}).values() for v in var.get("verdicts") or []]
-        passed = sum(1 for v in verdicts if v.get("passed") is True)
-        failing = [v for v in verdicts if v.get("passed") is False]
+            try:
+                lock = lockread.read(Layout.lock_file(state.file))
+            except lockfile.LockUnreadable:
+                lock = None  # apply's own result names it
+            verdicts = lock.verdicts if lock is not None else []
+        passed = sum(1 for v in verdicts if v.passed is True)
+        failing = [v for v in verdicts if v.passed is False]
         what = (
             f"built {built} stages, " if built else ("up to date, " if entry is None else "nothing rebuilt, ")
         )
@@ -306,10 +306,7 @@ class Watcher:
             from reconciler.output import measured_against
 
             names = ", ".join(
-                f"{v['name']} "
-                + measured_against(
-                    str(v["name"]), v.get("value"), str(v.get("comparison")), v.get("threshold")
-                )
+                f"{v.name} " + measured_against(v.name, v.value, v.comparison, v.threshold)
                 for v in failing[:2]
             )
             return health.DEGRADED, f"{detail}; failed: {names}"

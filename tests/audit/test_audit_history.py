@@ -55,7 +55,7 @@ def test_every_commit_that_changed_a_lock_is_an_entry_newest_first(
     assert ort.toolchains["compile"]["fingerprint"] == {"onnxruntime": "1.33.0"}
     assert "quantize" not in ort.toolchains, "identity stages have no toolchain"
     assert ort.state == "fail"
-    assert {v["name"]: v["value"] for v in ort.verdicts} == {"latency_ms.p90": 8.0, "accuracy.min": 0.97}
+    assert {v.name: v.value for v in ort.verdicts} == {"latency_ms.p90": 8.0, "accuracy.min": 0.97}
 
 
 def test_summary_answers_which_model_version_meets_which_slo(git_repo: Path, history: dict[str, str]) -> None:
@@ -70,9 +70,9 @@ def test_summary_answers_which_model_version_meets_which_slo(git_repo: Path, his
         ("other", "o1", ort_32),
     }, "the ORT bump of v2 is a row of its own, like a changed parameter in `dvc exp show`"
     v1, v2 = rows[("digits", "v1", ort_32)], rows[("digits", "v2", "onnx 1.23.2, onnxruntime 1.33.0")]
-    assert v1.state == "pass" and v1.verdicts["latency_ms.p90"]["verdict"] == "pass"
-    assert v2.state == "fail" and v2.verdicts["latency_ms.p90"]["value"] == 8.0, "the newest verdict for v2"
-    assert rows[("digits", "v2", ort_32)].verdicts["latency_ms.p90"]["value"] == 9.0
+    assert v1.state == "pass" and v1.verdicts["latency_ms.p90"].verdict == "pass"
+    assert v2.state == "fail" and v2.verdicts["latency_ms.p90"].value == 8.0, "the newest verdict for v2"
+    assert rows[("digits", "v2", ort_32)].verdicts["latency_ms.p90"].value == 9.0
     assert v2.latest == history["ort"][:10]
     assert {r.settings["quantization"] for r in summary} == {"none"}
     assert v1.model.startswith("v1@" + sha("model-v1")[:12])

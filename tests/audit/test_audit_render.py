@@ -9,21 +9,24 @@ from reconciler.audit.entries import AuditEntry
 from reconciler.audit.query import Audit, Filters
 from reconciler.audit.render import to_markdown, verdict_cell
 from reconciler.output import number
+from reconciler.records.judged import Judged
 
 P90 = 217.252352
 
 
-def _verdict() -> dict[str, object]:
-    return {
-        "name": "latency_ms.p90",
-        "variant": "default",
-        "threshold": 150.0,
-        "comparison": "<=",
-        "value": P90,
-        "passed": False,
-        "evidence": "measured:device",
-        "verdict": Verdict.FAIL.word,
-    }
+def _verdict() -> Judged:
+    return Judged.from_json(
+        {
+            "name": "latency_ms.p90",
+            "variant": "default",
+            "threshold": 150.0,
+            "comparison": "<=",
+            "value": P90,
+            "passed": False,
+            "evidence": "measured:device",
+            "verdict": Verdict.FAIL.word,
+        }
+    )
 
 
 def test_a_failed_verdict_reads_value_relation_threshold_and_unit() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from backends.sdk.vocab import Verdict
 from reconciler.cli._render import render
 from reconciler.engine.results import SpecResult, StageResult
-from reconciler.engine.results import Verdict as Judged
 from reconciler.output import number
+from reconciler.records.judged import Judged
 
 P90 = 217.252352
 

@@ -12,6 +12,7 @@ from onnx import TensorProto, helper
 from backends.catalog import target
 from backends.passes import placement
 from reconciler.engine.verify import judge
+from reconciler.records.measured import measurements as read_measurements
 from tests.conftest import DIGITS_SPEC, run_npuctl
 
 
@@ -38,7 +39,9 @@ def test_an_estimate_that_could_not_count_the_work_is_unknown_not_met() -> None:
     assert report["estimate"]["uncounted"] == ["nonzero", "transpose"]
     measured = placement.measurements(report)["latency_ms.estimate"]
     assert measured["value"] is None and "could not be counted" in measured["detail"]
-    (verdict,) = judge({"latency_ms": {"p90": 1000.0}}, {"latency_ms.estimate": measured}, "default")
+    (verdict,) = judge(
+        {"latency_ms": {"p90": 1000.0}}, read_measurements({"latency_ms.estimate": measured}), "default"
+    )
     assert (verdict.verdict, verdict.passed, verdict.value) == ("unknown", None, None)
     assert "nonzero" in verdict.detail
 
@@ -54,7 +57,9 @@ def test_a_counted_model_keeps_its_estimate() -> None:
     report = placement.compute(model, target("rk3588"), {"mode": "none"})
     measured = placement.measurements(report)["latency_ms.estimate"]
     assert report["estimate"]["uncounted"] == [] and measured["value"] > 0
-    (verdict,) = judge({"latency_ms": {"p90": 1000.0}}, {"latency_ms.estimate": measured}, "default")
+    (verdict,) = judge(
+        {"latency_ms": {"p90": 1000.0}}, read_measurements({"latency_ms.estimate": measured}), "default"
+    )
     assert verdict.verdict == "met on estimate"
 
 

@@ -12,6 +12,7 @@ from subprocess import CompletedProcess
 import pytest
 
 from reconciler.engine import throughput
+from reconciler.records.measured import measurements as read_measurements
 
 Npuctl = Callable[..., CompletedProcess[str]]
 
@@ -28,8 +29,10 @@ def test_fps_is_batch_times_1000_over_the_mean_latency() -> None:
     assert throughput.fps(2.5, 4) == pytest.approx(1600.0)
     assert throughput.fps(None, 1) is None and throughput.fps(0.0, 1) is None
     measured = {"latency_ms.mean": {"value": 0.5}, "latency_ms.p90": {"value": 0.9}}
-    assert throughput.variant_fps(measured, {"x": [2, 3]}, 1) == pytest.approx(4000.0)
-    assert throughput.variant_fps({"latency_ms.estimate": {"value": 0.5}}, {"x": [1]}) is None
+    assert throughput.variant_fps(read_measurements(measured), {"x": [2, 3]}, 1) == pytest.approx(4000.0)
+    assert (
+        throughput.variant_fps(read_measurements({"latency_ms.estimate": {"value": 0.5}}), {"x": [1]}) is None
+    )
 
 
 def test_every_command_shows_the_fps_of_the_recorded_samples(digits_repo: Path, npuctl: Npuctl) -> None:

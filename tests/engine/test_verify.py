@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from reconciler.engine.verify import judge
+from reconciler.records.measured import measurements as read_measurements
 
 MEASURED = {
     "latency_ms.p90": {"value": 12.0, "evidence": "measured:host", "detail": "ort"},
@@ -13,7 +14,7 @@ MEASURED = {
 
 
 def _by_name(slo: dict, measurements: dict) -> dict:
-    return {v.name: v for v in judge(slo, measurements, "default")}
+    return {v.name: v for v in judge(slo, read_measurements(measurements), "default")}
 
 
 def test_measured_pass_and_fail() -> None:
@@ -49,8 +50,8 @@ def test_accuracy_drop_absolute_and_relative() -> None:
 
 
 def test_no_slo_no_verdicts() -> None:
-    assert judge(None, MEASURED, "default") == []
-    assert judge({"latency_ms": None}, MEASURED, "default") == []
+    assert judge(None, read_measurements(MEASURED), "default") == []
+    assert judge({"latency_ms": None}, read_measurements(MEASURED), "default") == []
 
 
 def test_a_figure_resting_on_an_assumption_neither_passes_nor_fails() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 from backends.sdk.vocab import Verdict
 from reconciler.gitops import render, slo
 from reconciler.gitops.compare import Comparison, PolicyChange, SpecComparison
+from reconciler.state.lockread import LockView
 
 
 def _verdict(name: str, threshold: float, value: float | None, verdict: Verdict) -> dict[str, Any]:
@@ -24,8 +25,8 @@ def _verdict(name: str, threshold: float, value: float | None, verdict: Verdict)
     }
 
 
-def _lock(*verdicts: dict[str, Any]) -> dict[str, Any]:
-    return {"variants": {"default": {"verdicts": list(verdicts)}}}
+def _lock(*verdicts: dict[str, Any]) -> LockView:
+    return LockView.from_json({"variants": {"default": {"verdicts": list(verdicts)}}})
 
 
 ONE_PASS_REST_UNVERIFIED = _lock(

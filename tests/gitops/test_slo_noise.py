@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from reconciler.gitops import render, slo
+from reconciler.state.lockread import LockView
 
 
-def _lock(p50: float, p90: float, p99: float) -> dict[str, Any]:
+def _lock(p50: float, p90: float, p99: float) -> LockView:
     measurements = {
         f"latency_ms.{k}": {"value": v, "evidence": "measured:host"}
         for k, v in (("p50", p50), ("p90", p90), ("p99", p99))
@@ -23,7 +22,9 @@ def _lock(p50: float, p90: float, p99: float) -> dict[str, Any]:
         "verdict": "pass" if p90 <= 5.0 else "fail",
         "detail": "",
     }
-    return {"variants": {"default": {"measurements": measurements, "verdicts": [verdict]}}}
+    return LockView.from_json(
+        {"variants": {"default": {"measurements": measurements, "verdicts": [verdict]}}}
+    )
 
 
 def test_a_change_inside_both_spreads_is_noise() -> None:

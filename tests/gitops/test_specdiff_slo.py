@@ -6,6 +6,7 @@ from pathlib import Path
 
 from reconciler.gitops import slo, specdiff
 from reconciler.spec import load
+from reconciler.state.lockread import LockView
 
 SPEC = """\
 apiVersion: npuctl/v1
@@ -65,7 +66,7 @@ def test_file_changes_name_the_stage_reading_each_file() -> None:
     assert specdiff.file_changes(None, {"model": "b"}) == []
 
 
-def _lock(**verdicts: tuple[float | None, float, str, str]) -> dict:
+def _lock(**verdicts: tuple[float | None, float, str, str]) -> LockView:
     rows = [
         {
             "name": n,
@@ -80,7 +81,7 @@ def _lock(**verdicts: tuple[float | None, float, str, str]) -> dict:
         }
         for n, (v, t, c, verdict) in verdicts.items()
     ]
-    return {"variants": {"default": {"verdicts": rows}}}
+    return LockView.from_json({"variants": {"default": {"verdicts": rows}}})
 
 
 def test_slo_table_has_old_new_delta_and_direction() -> None:

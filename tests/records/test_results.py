@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from backends.sdk.vocab import Verdict
 from reconciler.engine.results import SpecResult, StageResult
 from reconciler.engine.verify import judge
+from reconciler.records.measured import measurements as read_measurements
 from reconciler.records.results import ApplyOutput, ApplyStage, PlanStage, SpecRow
 from reconciler.records.verdict import VerdictRecord
 
@@ -35,7 +36,7 @@ MEASUREMENTS: dict[str, dict[str, Any]] = {
 
 
 def _judged() -> list[Any]:
-    verdicts = judge(SLO, MEASUREMENTS, "default")
+    verdicts = judge(SLO, read_measurements(MEASUREMENTS), "default")
     verdicts[0].carried_over = True
     verdicts[1].predicted = "pass -> fail"
     return verdicts

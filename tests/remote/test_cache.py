@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import socket
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -21,6 +25,7 @@ from reconciler.state.store import Store
 from reconciler.trust.keys import SigningKey
 from reconciler.trust.policy import Policy
 from reconciler.trust.signing import Trust
+from tests.conftest import run_npuctl
 
 TRUST = Trust(Policy(), SigningKey(Ed25519PrivateKey.generate(), "a key made for these tests"))
 """This machine's trust: no policy, its own key (which it trusts)."""
@@ -228,3 +233,51 @@ def test_a_record_signed_by_a_key_the_policy_does_not_name_is_ignored(tmp_path: 
     assert len(warnings) == 1 and "a key the trust policy does not name" in warnings[0]
     named = Trust(Policy({stranger.sign(b"").get("key", ""): "ci"}), TRUST.own)
     assert _remote(f"file://{tmp_path}/remote", warnings).record(record.key, named) == record
+
+
+class _Failing(BaseHTTPRequestHandler):
+    """A server that fails every request with 500 (a broken cache behind a proxy)."""
+
+    def _fail(self) -> None:
+        self.send_response(500, "Internal Server Error")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_HEAD = _fail
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def _serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_an_http_remote_answering_500_is_down_with_the_status_not_a_miss(tmp_path: Path) -> None:
+    warnings: list[str] = []
+    with _serving(_Failing) as url:
+        remote = _remote(url, warnings)
+        assert remote.record("c" * 64, TRUST) is None
+        assert remote.down is not None and "HTTP 500" in remote.down
+        again = _remote(url, warnings)
+        assert not again.has_record("d" * 64) and again.down is not None and "HTTP 500" in again.down
+    assert len(warnings) == 2 and all("HTTP 500" in w for w in warnings)
+
+
+def test_pull_and_push_against_a_failing_http_remote_exit_1_naming_the_status(digits_repo: Path) -> None:
+    assert run_npuctl(digits_repo, "apply").returncode == 0
+    with _serving(_Failing) as url:
+        for verb in ("push", "pull"):
+            if verb == "pull":  # a record the local store lacks, so pull asks the remote for it
+                shutil.rmtree(digits_repo / ".npuctl")
+            done = run_npuctl(digits_repo, verb, "--remote", url)
+            assert done.returncode == 1, (verb, done.stdout, done.stderr)
+            assert f"npuctl {verb}: {url} failed: RemoteAnswered: HTTP 500" in done.stderr, done.stderr
+            assert "not on the remote" not in done.stdout or " 0 not on the remote" in done.stdout

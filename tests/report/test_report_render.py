@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from backends.sdk.vocab import NODES_THAT_RUN, Verdict
 from reconciler.audit.entries import AuditEntry
 from reconciler.output import number
+from reconciler.records.judged import Judged
 from reconciler.report.data import Placement, ReportData
 from reconciler.report.render import html
 
@@ -18,17 +19,19 @@ SUBJECT = "settled cache: the racy window is measured " + "from the moment the s
 
 
 def _page() -> str:
-    verdict = {
-        "name": "latency_ms.p90",
-        "variant": "default",
-        "threshold": 150.0,
-        "comparison": "<=",
-        "value": P90,
-        "passed": False,
-        "evidence": "measured:device",
-        "verdict": Verdict.FAIL.word,
-        "detail": "",
-    }
+    verdict = Judged.from_json(
+        {
+            "name": "latency_ms.p90",
+            "variant": "default",
+            "threshold": 150.0,
+            "comparison": "<=",
+            "value": P90,
+            "passed": False,
+            "evidence": "measured:device",
+            "verdict": Verdict.FAIL.word,
+            "detail": "",
+        }
+    )
     entry = AuditEntry(
         source="commit",
         label="abc1234def",

@@ -128,7 +128,6 @@ def test_discover_rules(repo: Repo) -> None:
     repo.write("specs/b.yml", GOOD_CLS)
     repo.write("specs/base.yaml", "apiVersion: npuctl/v1\nkind: DeploymentBase\n")
     repo.write("specs/quoted-base.yaml", "apiVersion: npuctl/v1\nkind: 'DeploymentBase'\n")
-    repo.write("specs/a.lock.yaml", "kind: Deployment\n")
     repo.write("specs/.hidden.yaml", GOOD)
     repo.write("specs/ci.yaml", "kind: Workflow\njobs: {}\n")  # foreign YAML
     repo.write("specs/typo.yaml", "apiVersion: npuctl/v1\nkind: Deploymnet\n")  # ours, invalid: reported

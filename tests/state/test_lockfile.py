@@ -3,6 +3,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from reconciler.state import lockfile
 
 
@@ -16,10 +18,37 @@ def test_write_is_deterministic_and_skips_identical_content(tmp_path: Path) -> N
     assert first.index(b'"a"') < first.index(b'"b"')
 
 
-def test_unreadable_lock_reads_as_absent(tmp_path: Path) -> None:
+CONFLICTED = (
+    '{\n  "spec": "a",\n<<<<<<< HEAD\n  "health": "Healthy"\n=======\n  "health": "Degraded"\n>>>>>>> b\n}\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "why"),
+    [
+        (CONFLICTED, ":3:1:", "merge-conflict marker <<<<<<<"),
+        ('{\n  "spec": "a",\n  "variants": {\n', ":4:1:", "truncated JSON"),
+        ('{\n  "spec": "a",\n  "target": "cp', ":3:13:", "truncated JSON"),
+        ('{\n  "format_version": 99,\n  "spec": "a"\n}\n', ":2:3:", "format_version: 99"),
+        ("[1, 2]\n", ":1:1:", "not list"),
+    ],
+)
+def test_an_unreadable_lock_is_a_located_error_never_absent(
+    tmp_path: Path, text: str, where: str, why: str
+) -> None:
     path = tmp_path / "a.lock.json"
-    path.write_text("{not json")
-    assert lockfile.read(path) is None
+    path.write_text(text)
+    with pytest.raises(lockfile.LockUnreadable) as caught:
+        lockfile.read(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}{where} ") and why in message and "\n" not in message
+    with pytest.raises(lockfile.LockUnreadable):  # a write never replaces it
+        lockfile.write(path, {"spec": "a"})
+    assert path.read_text() == text
+
+
+def test_an_absent_lock_reads_as_none(tmp_path: Path) -> None:
+    assert lockfile.read(tmp_path / "a.lock.json") is None
 
 
 def test_digests_lists_every_artifact(tmp_path: Path) -> None:

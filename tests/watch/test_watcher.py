@@ -7,6 +7,7 @@ import re
 import time
 from pathlib import Path
 
+from reconciler.engine.results import SpecResult, StageResult
 from reconciler.state.db import Database
 from reconciler.watch import WatchOptions
 from reconciler.watch.runner import JobResult
@@ -157,9 +158,9 @@ class FailingRunner:
         self.started.append(spec_file)
         if self.status is None:
             return ScriptedJob(spec_file, JobResult(1, None, "Traceback ...\nMemoryError: boom\n"))
-        stage = {"name": "evaluate", "variant": "default", "action": "failed", "reason": "runner lost"}
-        entry = {"file": str(spec_file), "status": self.status, "errors": [], "stages": [stage], "slo": []}
-        return ScriptedJob(spec_file, JobResult(1, {"specs": [entry]}, ""))
+        result = SpecResult("digits", str(spec_file), "cpu", status=self.status)
+        result.stages = [StageResult("evaluate", "default", "failed", None, "runner lost")]
+        return ScriptedJob(spec_file, JobResult(1, {"specs": [result.to_json()]}, ""))
 
 
 def test_transient_failures_back_off_and_terminal_ones_wait(digits_repo: Path, watch) -> None:

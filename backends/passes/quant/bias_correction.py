@@ -179,6 +179,9 @@ def measure(qdq_path: Path, prepared_path: Path, samples: Sequence[Sample], scra
     options = ort.SessionOptions()
     options.log_severity_level = 3
     options.add_session_config_entry("session.disable_quant_qdq", "1")  # the Q/DQ math, as scored
+    # threads sleep between kernels instead of spinning (as calibration's do): same kernels, same
+    # shifts; busy-waiting threads doubled this probe's CPU time on a shared 2-core host
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         used = samples[:SAMPLES]

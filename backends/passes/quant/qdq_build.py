@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -100,6 +100,10 @@ class Builder:
     counter: int = 0
     corrected: int = 0
     """Layers whose bias the last build corrected."""
+    _uncorrected: dict[tuple[Any, ...], Path] = field(default_factory=dict)
+    """Builds made before any shift was measured, by their arguments: a later build with the same
+    arguments is that file with the shifts applied, not a second run of the quantizer (the artifact
+    of a spec without a search is the very build bias correction measured)."""
 
     def build(
         self,
@@ -112,17 +116,39 @@ class Builder:
         """`explicit_activations` keeps Relu/Clip nodes the quantizer would fold into Q ranges (same numbers):
         the sensitivity search bypasses Q/DQ pairs, which would otherwise drop their clipping."""
         import onnx
-        from onnxruntime.quantization import QuantFormat, quantize_static
 
         self.counter += 1
         target = out or self.scratch / f"build-{self.counter}.onnx"
+        wide = sorted(set(int16_nodes))
+        args = (
+            tuple(sorted(set(float_nodes))),
+            tuple(wide),
+            explicit_activations,
+            tuple(sorted(wide_tensors)),
+        )
+        built = self._uncorrected.get(args)
+        if built is None:
+            self._quantize(args, target)
+            if not self.shifts:
+                self._uncorrected[args] = target
+            built = target
+        model = onnx.load(str(built))
+        self.corrected = bias_correction.apply(model, self.shifts)
+        save_deterministic(model, target)
+        return target
+
+    def _quantize(self, args: tuple[Any, ...], target: Path) -> None:
+        """ONNX Runtime's quantize_static of the prepared model with `args` (see build) into `target`."""
+        import onnx
+        from onnxruntime.quantization import QuantFormat, quantize_static
+
+        float_nodes, wide, explicit_activations, wide_tensors = args
         extra: dict[str, Any] = {
             "ActivationSymmetric": self.policy.activation_symmetric,
             "WeightSymmetric": self.policy.weight_symmetric,
         }
         if explicit_activations:
             extra["QDQKeepRemovableActivations"] = True
-        wide = sorted(set(int16_nodes))
         if wide or wide_tensors:
             model = onnx.load(str(self.prepared))
             overrides = int16_overrides(model, wide, self.policy.wide_activations)
@@ -151,10 +177,6 @@ class Builder:
             raise
         except Exception as exc:  # noqa: BLE001 - ORT's quantizer raises plain exceptions
             raise TerminalError(f"quantization failed: {one_line(exc)}") from exc
-        model = onnx.load(str(target))
-        self.corrected = bias_correction.apply(model, self.shifts)
-        save_deterministic(model, target)
-        return target
 
 
 def _merge_backend_options(extra: dict[str, Any], options: Mapping[str, Any], prepared: Path) -> None:

@@ -21,6 +21,12 @@ from backends.passes.quant.qdq_build import Builder, prepare
 
 def _build(tmp_path: Path) -> tuple[Path, Path, list[data.Sample]]:
     """The prepared float model, its uncorrected QDQ build and the samples."""
+    prepared, builder, samples = _builder(tmp_path)
+    return prepared, builder.build([]), samples
+
+
+def _builder(tmp_path: Path) -> tuple[Path, Builder, list[data.Sample]]:
+    """The prepared float model, a Builder of it on the cpu target's placement, and the samples."""
     from backends.passes.quant import calibration, qdq_placement
     from backends.passes.quant.qdq_build import op_types_to_quantize
 
@@ -35,7 +41,7 @@ def _build(tmp_path: Path) -> tuple[Path, Path, list[data.Sample]]:
         prepared, calib.ranges, policy, tmp_path, placement.op_types, list(placement.float_nodes)
     )
     samples = [data.read_sample(p, data.model_inputs(model)) for p in files]
-    return prepared, builder.build([]), samples
+    return prepared, builder, samples
 
 
 def _float_inputs(prepared: Path, tensor: str, samples: list[data.Sample]) -> np.ndarray:
@@ -98,6 +104,31 @@ def test_apply_adds_the_shift_in_bias_steps_and_skips_a_layer_kept_float(tmp_pat
     float_build = onnx.load(str(built))
     float_build.graph.node.remove(next(n for n in float_build.graph.node if n.name == shifts[0].node))
     assert bias_correction.apply(float_build, shifts) == len(shifts) - 1
+
+
+def test_a_build_repeated_after_measuring_is_the_measured_build_corrected_not_a_second_quantization(
+    tmp_path: Path,
+) -> None:
+    prepared, builder, samples = _builder(tmp_path)
+    quantized: list[tuple[object, ...]] = []
+    quantize = builder._quantize
+
+    def counted(args: tuple[object, ...], target: Path) -> None:
+        quantized.append(args)
+        quantize(args, target)
+
+    builder._quantize = counted  # type: ignore[method-assign]
+    base = builder.build([])
+    builder.shifts = bias_correction.measure(base, prepared, samples, tmp_path)
+    final = builder.build([])
+    assert len(quantized) == 1 and builder.corrected == len(builder.shifts) > 0
+    expected = onnx.load(str(base))  # the quantizer's output, as measured, with the shifts added
+    bias_correction.apply(expected, builder.shifts)
+    assert onnx.load(str(final)).SerializeToString(deterministic=True) == expected.SerializeToString(
+        deterministic=True
+    )
+    builder.build([], explicit_activations=True)  # other arguments: the quantizer runs again
+    assert len(quantized) == 2
 
 
 def test_the_stage_corrects_every_layer_and_says_so(tmp_path: Path) -> None:

@@ -256,3 +256,47 @@ def test_a_scalar_in_an_npz_stays_a_scalar(tmp_path: Path) -> None:
     specs = [InputSpec("x", (1, 4), "float32"), InputSpec("sr", (), "int64")]
     feed = read_sample(tmp_path / "s.npz", specs).feed
     assert feed["sr"].shape == () and int(feed["sr"]) == 16000 and feed["x"].shape == (1, 4)
+
+
+GRAY = [InputSpec("g", (1, 6, 8, 1), "uint8")]
+
+
+def test_a_16_bit_png_is_scaled_to_8_bits_not_clipped(tmp_path: Path) -> None:
+    wide = (np.arange(48, dtype=np.uint32).reshape(6, 8) * 1365).astype(np.uint16)  # 0 .. 64155
+    Image.fromarray(wide).save(tmp_path / "deep.png")
+    assert Image.open(tmp_path / "deep.png").mode.startswith("I;16")
+    fed = read_sample(tmp_path / "deep.png", GRAY).feed["g"][0, ..., 0]
+    expected = np.floor(wide.astype(np.float64) * 255 / 65535 + 0.5).astype(np.uint8)
+    np.testing.assert_array_equal(fed, expected)
+    assert (fed == 255).sum() == (expected == 255).sum() <= 1  # clipped, nearly all would read 255
+    rgb = read_sample(tmp_path / "deep.png", UINT8_NHWC).feed["frame"][0]
+    np.testing.assert_array_equal(rgb, np.repeat(expected[..., None], 3, axis=2))
+
+
+def test_cmyk_and_palette_images_are_converted_to_the_channels_the_input_takes(tmp_path: Path) -> None:
+    cmyk = Image.new("CMYK", (8, 6), (0, 255, 64, 0))
+    cmyk.save(tmp_path / "print.jpg", quality=100)
+    cyan, magenta, yellow = (np.asarray(Image.open(tmp_path / "print.jpg"))[0, 0, :3]).astype(int)
+    fed = read_sample(tmp_path / "print.jpg", UINT8_NHWC).feed["frame"][0, 0, 0].astype(int)
+    assert list(fed) == [255 - cyan, 255 - magenta, 255 - yellow]  # no black: 255 minus each ink
+    palette = Image.new("P", (8, 6), 1)
+    palette.putpalette([0, 0, 0, 10, 200, 30] + [0] * 762)
+    palette.save(tmp_path / "indexed.png")
+    assert Image.open(tmp_path / "indexed.png").mode == "P"
+    assert list(read_sample(tmp_path / "indexed.png", UINT8_NHWC).feed["frame"][0, 3, 4]) == [10, 200, 30]
+    luma = read_sample(tmp_path / "indexed.png", GRAY).feed["g"][0, 3, 4, 0]
+    assert luma == round((10 * 299 + 200 * 587 + 30 * 114) / 1000)  # ITU-R 601, as Pillow's L
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_non_finite_sample_value_is_an_error_naming_the_file_and_index(tmp_path: Path, bad: float) -> None:
+    values = np.zeros((3, 4, 4), np.float32)
+    values[1, 2, 3] = bad
+    np.save(tmp_path / "0007.npy", values)
+    with pytest.raises(TerminalError) as info:
+        read_sample(tmp_path / "0007.npy", FLOAT_IN)
+    assert str(info.value).startswith("0007.npy: array for input x holds 1 non-finite value(s)")
+    assert "at index [0, 1, 2, 3]" in str(info.value)
+    np.savez(tmp_path / "pair.npz", x=values)
+    with pytest.raises(TerminalError, match=r"^pair\.npz: array for input x holds 1 non-finite"):
+        read_sample(tmp_path / "pair.npz", FLOAT_IN)
