@@ -39,6 +39,9 @@ class Target:
     """Activation type ptq uses when the spec does not say."""
     cpu_gflops: float = 50.0
     """Host-side CPU throughput of the board, for the fallback cost in estimates."""
+    max_opset: int | None = None
+    """The highest ONNX opset (default domain) the target's compiler loads; None where not stated. No
+    rewrite lifts a model above it."""
     description: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 

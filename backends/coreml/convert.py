@@ -11,8 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from backends.passes.rewrite.converter_forms import write_convertible
 from backends.sdk import bundles, toolchains
-from backends.sdk.base import StageOutput, StageRequest
+from backends.sdk.base import StageLog, StageOutput, StageRequest
 from backends.sdk.errors import TerminalError, ToolchainMissing
 from backends.sdk.vocab import EvidenceKind
 from backends.sdk.worker import base_env, run_worker
@@ -130,6 +131,7 @@ class CoreMlCompile:
                 arrays: dict[str, Any] = {f"i{k}": sample.feed[s.name] for k, s in enumerate(specs)}
                 np.savez(fh, **arrays)
             moved = constants_as_initializers(source, job / "model.onnx")
+            forms = write_convertible(job / "model.onnx", job / "model.onnx", StageLog(Path(request.log)))
             req = {
                 "model": str(job / "model.onnx"),
                 "sample": str(job / "sample.npz"),
@@ -189,6 +191,7 @@ class CoreMlCompile:
             "torch": result.get("torch"),
             "spec_version": result.get("spec_version"),
             "constants_as_initializers": moved,
+            "converter_forms": forms,
             "check": {"against": "ONNX Runtime CPU, one seeded random input", "torch_vs_onnx": checks},
             "files": sorted(members),
             "not_run": "Core ML prediction exists only on macOS/iOS",

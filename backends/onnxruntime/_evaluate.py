@@ -22,6 +22,7 @@ from backends.sdk.base import StageOutput, StageRequest
 from backends.sdk.errors import TerminalError
 from backends.sdk.evidence import about_host, cpu_name
 from backends.sdk.measure import Samples, measurements, score_job, task_and_labels
+from backends.sdk.vocab import FLOAT_MEAN, slower_than_float
 
 
 class EvaluatePass:
@@ -45,6 +46,8 @@ class EvaluatePass:
             result = runner.run(job, float(cfg.get("timeout_s", 600)), request.log)
             accuracy = score_job(job, result, reference_model, samples, labels, task, threads)
         found = measurements(result, runner, accuracy, artifact, data_source)
+        if _integer(model):
+            found[FLOAT_MEAN] = _float_mean(reference_model, settings, samples, inputs, cfg, runner, request)
         about_host(found, request.target, f"onnxruntime CPU on {cpu_name(result)} via {runner.describe()}")
         report = {
             "measurements": found,
@@ -62,6 +65,9 @@ class EvaluatePass:
         }
         lat = result["latency_ms"]
         note = f"p50 {lat['p50']:.3f} ms, p90 {lat['p90']:.3f} ms, {accuracy.note()}"
+        slower = slower_than_float(found)
+        if slower is not None:
+            note += f"; {slower}"
         artifacts = {}
         profile = record_profile(request, result, artifact, model, runner.evidence)
         if profile is not None:
@@ -70,6 +76,52 @@ class EvaluatePass:
             artifacts["profile"] = profiles.write(profile, request.workdir / "profile.json")
             report["profile"] = profiles.summary(profile)
         return StageOutput(artifacts=artifacts, report=report, note=note)
+
+
+INTEGER_OPS = frozenset(
+    {
+        "QuantizeLinear",
+        "DynamicQuantizeLinear",
+        "QLinearConv",
+        "QLinearMatMul",
+        "MatMulInteger",
+        "ConvInteger",
+    }
+)
+"""The ops an integer (int8/uint8) build of an ONNX model holds and its float source does not."""
+
+
+def _integer(model: Path) -> bool:
+    """Whether quantize made `model` an integer build: read from its graph, not from the spec."""
+    from backends.passes.facts import load_light
+
+    return any(node.op_type in INTEGER_OPS for node in load_light(model).graph.node)
+
+
+def _float_mean(
+    reference: Path,
+    settings: dict[str, Any],
+    samples: Samples,
+    inputs: list[InputSpec],
+    cfg: Any,
+    runner: Any,
+    request: StageRequest,
+) -> dict[str, Any]:
+    """The float model's mean latency, timed right after the int8 artifact by the same runner, harness,
+    samples and session settings (the compile's optimization level applied at load, as the .ort had it
+    applied before saving): the comparison an int8 build is made for."""
+    level = str(settings.get("graph_optimization_level", "all"))
+    with tempfile.TemporaryDirectory(prefix="npuctl-eval-float-") as tmp:
+        job = Path(tmp)
+        _prepare_job(job, reference, settings, samples, inputs, cfg, level=level)
+        result = runner.run(job, float(cfg.get("timeout_s", 600)), request.log)
+    lat = result["latency_ms"]
+    return {
+        "value": round(float(lat["mean"]), 6),
+        "evidence": runner.evidence,
+        "detail": f"the float model ({reference.name}) under the same runner and settings, graph optimization "
+        f"{level} at load; {lat.get('runs')} runs after {lat.get('warmup')} warm-up",
+    }
 
 
 def record_profile(
@@ -146,18 +198,23 @@ def _prepare_job(
     samples: Samples,
     inputs: list[InputSpec],
     cfg: Any,
+    level: str | None = None,
 ) -> None:
+    """The benchprog job for `artifact`: the compiled .ort (loaded as saved, profiled, its outputs kept),
+    or, with `level`, a model only timed, loaded at that graph optimization level."""
     from backends.runners.benchprog import FORMAT_VERSION
 
+    name = "model.ort" if level is None else f"model{artifact.suffix}"
     try:
-        os.link(artifact, job / "model.ort")
+        os.link(artifact, job / name)
     except OSError:
-        shutil.copyfile(artifact, job / "model.ort")
+        shutil.copyfile(artifact, job / name)
     measure.write_job_samples(job / "samples.npz", samples, inputs)
     from backends.onnxruntime._profile import probe_model
 
-    (job / PROBE_FILE).write_bytes(probe_model())
-    (job / PROBE_BASELINE_FILE).write_bytes(probe_model(1))
+    if level is None:
+        (job / PROBE_FILE).write_bytes(probe_model())
+        (job / PROBE_BASELINE_FILE).write_bytes(probe_model(1))
     options: dict[str, Any] = {
         key: settings[key]
         for key in (
@@ -171,27 +228,26 @@ def _prepare_job(
         )
         if key in settings
     }
-    options["graph_optimization_level"] = settings.get("load_optimization_level", "disable_all")
-    write_request(
-        job,
-        {
-            "format_version": FORMAT_VERSION,
-            "runtime": "onnxruntime",
-            "model": "model.ort",
-            "options": options,
-            "warmup": int(cfg.get("warmup", 10)),
-            "runs": int(cfg.get("runs", 100)),
-            "seed": 0,
-            "samples": "samples.npz",
-            "sample_inputs": [spec.name for spec in inputs],
-            "outputs": "outputs.npz",
-            "profile": {
-                "runs": measure.profile_runs(cfg),
-                "probe": PROBE_FILE,
-                "probe_baseline": PROBE_BASELINE_FILE,
-            },
-        },
-    )
+    options["graph_optimization_level"] = level or settings.get("load_optimization_level", "disable_all")
+    body: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "runtime": "onnxruntime",
+        "model": name,
+        "options": options,
+        "warmup": int(cfg.get("warmup", 10)),
+        "runs": int(cfg.get("runs", 100)),
+        "seed": 0,
+        "samples": "samples.npz",
+        "sample_inputs": [spec.name for spec in inputs],
+    }
+    if level is None:
+        body["outputs"] = "outputs.npz"
+        body["profile"] = {
+            "runs": measure.profile_runs(cfg),
+            "probe": PROBE_FILE,
+            "probe_baseline": PROBE_BASELINE_FILE,
+        }
+    write_request(job, body)
 
 
 PROBE_FILE = "profiler-probe.onnx"

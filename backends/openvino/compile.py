@@ -107,7 +107,8 @@ def check_ir(
     precision = str(settings["properties"].get("INFERENCE_PRECISION_HINT", "f32"))
     limit = A.tolerance(precision, quantized=mode in ("ptq", "qat"))
     what = f"compile: the OpenVINO IR ({settings['device']}, {precision})"
-    return A.require(A.agreement(A.run_source(source, samples), outputs), limit, what, data, request.log)
+    found = A.agreement(A.run_source(source, samples), outputs, A.output_steps(source))
+    return A.require(found, limit, what, data, request.log)
 
 
 class OpenVinoCompile:

@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from backends.passes import sample_formats
 from backends.sdk import pathpolicy
@@ -48,6 +48,9 @@ class InputSpec:
     dtype: str
     color: Color | None = None
     """Channel order 3-channel images are fed in, from the model's `npuctl.color.<input>` metadata."""
+    index_bound: int | None = None
+    """An integer input the graph reads as Gather indices (token ids into an embedding): valid values
+    are [0, index_bound), the smallest gathered axis. None: no such use is known."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ def model_inputs(model: Path | onnx.ModelProto) -> list[InputSpec]:
         for p in proto.metadata_props
         if p.key.startswith(COLOR_METADATA)
     }
+    bounds = index_bounds(proto)
     specs = []
     for value in proto.graph.input:
         if value.name in weights:
@@ -86,8 +90,41 @@ def model_inputs(model: Path | onnx.ModelProto) -> list[InputSpec]:
             )
         dtype = str(onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
         shape = tuple(int(d) for d in dims if d is not None)
-        specs.append(InputSpec(value.name, shape, dtype, _color(colors.get(value.name), value.name)))
+        color = _color(colors.get(value.name), value.name)
+        specs.append(InputSpec(value.name, shape, dtype, color, bounds.get(value.name)))
     return specs
+
+
+_PASS_THROUGH = frozenset({"Cast", "Reshape", "Unsqueeze", "Squeeze", "Identity", "Flatten", "Expand"})
+"""Ops that carry an integer tensor's values unchanged (only its shape or type moves)."""
+
+
+def index_bounds(proto: onnx.ModelProto) -> dict[str, int]:
+    """Integer graph input -> the smallest axis size of the weights it indexes through Gather (through
+    ops that keep its values): ids at or past it are out of range for the model, so random data must
+    stay below it."""
+    sizes = {t.name: list(t.dims) for t in proto.graph.initializer}
+    consumers: dict[str, list[Any]] = {}
+    for node in proto.graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    out: dict[str, int] = {}
+    for value in proto.graph.input:
+        frontier, seen = [value.name], set()
+        while frontier:
+            tensor = frontier.pop()
+            for node in consumers.get(tensor, []):
+                if id(node) in seen:
+                    continue
+                seen.add(id(node))
+                if node.op_type in _PASS_THROUGH and node.input[0] == tensor:
+                    frontier.extend(node.output)
+                elif node.op_type == "Gather" and len(node.input) > 1 and node.input[1] == tensor:
+                    axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+                    dims = sizes.get(node.input[0])
+                    if dims and -len(dims) <= axis < len(dims):
+                        out[value.name] = min(out.get(value.name, dims[axis]), dims[axis])
+    return out
 
 
 def _color(value: str | None, name: str) -> Color | None:
@@ -232,7 +269,8 @@ def read_sample(path: Path, inputs: Sequence[InputSpec], color: Color | None = N
 
 def random_samples(inputs: Sequence[InputSpec], count: int, seed: int = 0) -> list[Sample]:
     """`count` feeds of random values from a fixed seed, one generator per sample index, so sample i
-    is the same whatever the count. Floats: standard normal; integers: [0, 100) or the type's range."""
+    is the same whatever the count. Floats: standard normal; integers: [0, 100) or the type's range, and
+    below the embedding size of an input read as Gather indices (InputSpec.index_bound)."""
     return [Sample(f"random-{index:04d}", random_feed(inputs, seed, index)) for index in range(count)]
 
 
@@ -249,6 +287,7 @@ def random_feed(inputs: Sequence[InputSpec], seed: int = 0, index: int = 0) -> d
             feed[spec.name] = rng.integers(0, 2, spec.shape).astype(np.bool_)
         elif np.issubdtype(dtype, np.integer):
             high = min(int(np.iinfo(dtype).max) + 1, 256 if dtype.itemsize == 1 else 100)
+            high = min(high, spec.index_bound) if spec.index_bound else high
             feed[spec.name] = rng.integers(0, high, spec.shape).astype(dtype)
         else:
             raise TerminalError(f"cannot make random data for input {spec.name} of type {spec.dtype}")

@@ -19,7 +19,7 @@ from backends.passes.check import CheckPass
 from backends.passes.quant.policy import Policy
 from backends.passes.quant.stage import QuantizePass
 from backends.qnn import STAGES, adapter, driver, fingerprint
-from backends.qnn.validation import device_map, parse
+from backends.qnn.validation import device_map, parse, rejected
 from backends.sdk.base import StageOutput, StageRequest
 from backends.sdk.errors import TerminalError
 from backends.sdk.vocab import NODES_THAT_RUN
@@ -226,18 +226,37 @@ class QnnQuantize(adapter.QnnQuantize):
 
 
 def context_files(ctx_model: Path) -> list[str]:
-    """The context binaries an EPContext model names (embed_mode 0)."""
+    """The context binaries an EPContext model names (embed_mode 0), each once. A graph split over
+    several partitions has several EPContext nodes; only a context's main node names its file (the
+    others run a graph inside a context another node holds), so a node without `ep_cache_context`
+    names none."""
     import onnx
 
     model = onnx.load(str(ctx_model), load_external_data=False)
-    out = []
+    out: list[str] = []
     for node in model.graph.node:
         if node.op_type != "EPContext":
             continue
         attrs = {a.name: a for a in node.attribute}
-        if attrs.get("embed_mode") is not None and attrs["embed_mode"].i == 0:
-            out.append(attrs["ep_cache_context"].s.decode())
+        embedded = attrs.get("embed_mode") is not None and attrs["embed_mode"].i == 1
+        named = attrs.get("ep_cache_context")
+        if not embedded and named is not None and named.s.decode() not in out:
+            out.append(named.s.decode())
     return out
+
+
+def partitions(ctx_model: Path) -> int:
+    """The graphs QNN compiled: one EPContext node each."""
+    import onnx
+
+    model = onnx.load(str(ctx_model), load_external_data=False)
+    return sum(n.op_type == "EPContext" for n in model.graph.node)
+
+
+def stopped_at(native: Path) -> str:
+    """The clause naming the nodes QNN refused, from the compile's own log; "" when it names none."""
+    named = rejected(native.read_text(errors="replace")) if native.is_file() else ""
+    return f"; QNN refused {named}" if named else ""
 
 
 class QnnCompile(adapter.QnnCompile):
@@ -259,13 +278,23 @@ class QnnCompile(adapter.QnnCompile):
             job = Path(tmp)
             shutil.copyfile(source, job / "model.onnx")
             request_ = {"mode": "compile", "model": "model.onnx", "context_model": "model_ctx.onnx", **chip}
-            answer = driver.call(request_, job, job / "native.log")
+            native = job / "native.log"
+            try:
+                answer = driver.call(request_, job, native)
+            except TerminalError as exc:
+                raise TerminalError(f"{exc}{stopped_at(native)}") from exc
             ctx = job / "model_ctx.onnx"
             binaries = context_files(ctx) if ctx.is_file() else []
             if not binaries or not all((job / b).is_file() for b in binaries):
-                raise TerminalError("qnn compile: onnxruntime-qnn wrote no EPContext model with its binary")
-            if len(binaries) != 1:
-                raise TerminalError(f"qnn compile: {len(binaries)} context binaries; one partition expected")
+                raise TerminalError(
+                    f"qnn compile: onnxruntime-qnn wrote no EPContext model with its binary{stopped_at(native)}"
+                )
+            graphs = partitions(ctx)
+            if len(binaries) != 1 or graphs != 1:
+                raise TerminalError(
+                    f"qnn compile: {graphs} partitions in {len(binaries)} context binaries; one partition "
+                    f"expected{stopped_at(native)}"
+                )
             model = onnx.load(str(ctx), load_external_data=False)
             ops = sorted({n.op_type for n in model.graph.node})
             agreed = check_context(job, source, chip, request)
@@ -355,7 +384,8 @@ def check_context(job: Path, source: Path, chip: Mapping[str, str], request: Sta
     got = _read_outputs(job / "check-out.npz", len(samples), reference)
     limit = artifact_check.tolerance("f16", quantized=artifact_check.has_qdq(source))
     what = "qnn compile: the context model on the HTP simulator"
-    return artifact_check.require(artifact_check.agreement(reference, got), limit, what, where, request.log)
+    found = artifact_check.agreement(reference, got, artifact_check.output_steps(source))
+    return artifact_check.require(found, limit, what, where, request.log)
 
 
 def _write_samples(path: Path, samples: list[list[Any]]) -> None:

@@ -80,3 +80,13 @@ def device_map(node_names: list[str], found: Validation) -> dict[str, str]:
         on_npu = verdict is not None and verdict.passed and name not in found.cpu and not found.all_on_cpu
         out[name] = "NPU" if on_npu else "CPU"
     return out
+
+
+def rejected(log: str) -> str:
+    """The nodes QNN's own validation refused, as one clause ("Erf node 'odd' (reason); ..."), or ""
+    when the log names none: a failed compile is reported at the nodes the toolchain would not take."""
+    return "; ".join(
+        f"{v.op_type} node {v.node!r}" + (f" ({v.reason})" if v.reason else "")
+        for v in parse(log).verdicts.values()
+        if not v.passed
+    )

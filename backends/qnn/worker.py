@@ -26,7 +26,9 @@ def _session(model: str, request: dict[str, Any], config: dict[str, str], extra:
     if not devices:
         raise RuntimeError("onnxruntime-qnn registered no device")
     options = ort.SessionOptions()
-    options.log_severity_level = 0 if request["mode"] == "validate" else 2
+    # verbose for validate and compile: the log names each node QNN refuses (the check's placement,
+    # a failed compile's stopping point)
+    options.log_severity_level = 2 if request["mode"] == "run" else 0
     if request["mode"] == "validate":
         # node names in the log must be the ONNX model's own: no fusion before partitioning
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL

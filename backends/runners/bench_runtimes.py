@@ -235,17 +235,18 @@ class LiteRtSession:
             shape = list(spec["shape"])
             if spec["perm"]:
                 shape = [shape[spec["perm"].index(i)] for i in range(len(shape))]
-            out.append({"name": spec["onnx"], "shape": shape, "dtype": "float32"})
+            dtype = "float32" if spec["scale"] or spec["dtype"] in ("float32", "float16") else spec["dtype"]
+            out.append({"name": spec["onnx"], "shape": shape, "dtype": dtype})
         return out
 
     def infer(self, feed: dict[str, Any]) -> list[Any]:
         import numpy as np
 
         for spec, index in self._in:
-            x = np.asarray(feed[spec["onnx"]], dtype=np.float32)
+            x = np.asarray(feed[spec["onnx"]])
             if spec["perm"]:
                 x = x.transpose(spec["perm"])
-            if spec["dtype"] not in ("float32", "float16"):
+            if spec["scale"] and spec["dtype"] not in ("float32", "float16"):  # quantized, not integer ids
                 info = np.iinfo(spec["dtype"])
                 x = np.clip(np.round(x / spec["scale"] + spec["zero_point"]), info.min, info.max)
             self._interpreter.set_tensor(index, np.require(x.astype(spec["dtype"]), requirements="C"))
@@ -253,7 +254,7 @@ class LiteRtSession:
         result = []
         for spec, index in self._out:
             y = self._interpreter.get_tensor(index)
-            if spec["dtype"] not in ("float32", "float16"):
+            if spec["scale"] and spec["dtype"] not in ("float32", "float16"):
                 y = (y.astype(np.float32) - spec["zero_point"]) * spec["scale"]
             if spec["perm"]:
                 y = y.transpose(np.argsort(spec["perm"]))

@@ -8,7 +8,9 @@ one line naming both numbers and the log, so a broken compiler is never reported
 
 `agreement` is the one comparison: every element's error relative to its output channel's range (a
 detector's class scores are compared as scores, not drowned by its box coordinates, which is how a
-score collapse hides under a cosine of 0.999), plus the fidelity measures of backends.passes.accuracy
+score collapse hides under a cosine of 0.999), never taken below what the source's own int8 grid can
+represent there (QUANTIZED_STEPS steps of the output's quantization scale: a near-empty heatmap row is
+not a channel whose one rounding step is its whole range), plus the fidelity measures of backends.passes.accuracy
 (cosine, SQNR) for the report. The tolerance holds for the 99th percentile of those errors (BULK), and
 the single worst element is reported beside it: an integer compiler may round one pixel of a map
 across a sigmoid's steep middle (the HTP's PP-OCR detector: one element of 40,000 off by 0.82 of its
@@ -18,7 +20,7 @@ than one element in a hundred.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -46,7 +48,10 @@ QUANTIZED_TOLERANCE = 0.25
 quantization steps), never by a large part of a channel's range. Measured: OpenVINO's int8 kernels
 against ONNX Runtime on an NNCF-quantized YOLOX (global min/max ranges) differ by at most 0.16 of a box
 channel's range at box F1 0.986 between them; the score collapse this check exists for moves scores by
-over half their range."""
+over half their range. The one figure: docs/how-it-works.md states it from here."""
+QUANTIZED_STEPS = 1 / QUANTIZED_TOLERANCE
+"""No channel's scale is taken below this many steps of its output's quantization scale: an element one
+int8 step off its QDQ math is then at most QUANTIZED_TOLERANCE of the scale it is judged against."""
 
 
 def has_qdq(model: Path) -> bool:
@@ -94,21 +99,55 @@ class Agreement:
         }
 
 
-def _channel_axis(shape: Sequence[int]) -> int | None:
-    """The axis whose entries are channels: the shortest axis longer than 1 after the batch axis
-    ([1, N, 5+C] -> the 5+C axis, [1, 4+C, N] -> the 4+C axis, [1, C, H, W] -> C)."""
-    candidates = [(size, axis) for axis, size in enumerate(shape) if axis > 0 and size > 1]
-    return min(candidates)[1] if candidates else None
+def channel_axis(shape: Sequence[int]) -> int | None:
+    """The axis of an output's shape (batch included) whose entries are channels, None for one channel.
+    Rank 4 and up is ONNX's NC...: axis 1, whatever its size ([1, 1, H, W] is one channel, not H of
+    them). Rank 3 is a table of rows: the shorter of its two axes after the batch ([1, N, 5+C] -> the
+    5+C axis, [1, 4+C, N] -> the 4+C axis). Rank 2 is [N, C]."""
+    if len(shape) >= 4:
+        axis = 1
+    elif len(shape) == 3:
+        axis = 1 if shape[1] <= shape[2] else 2
+    elif len(shape) == 2:
+        axis = 1
+    else:
+        return None
+    return axis if shape[axis] > 1 else None
 
 
-def _errors(ref: np.ndarray, out: np.ndarray) -> tuple[float, float, int, float, float]:
-    """(BULK quantile, worst, the worst's channel, artifact value, source value)."""
+def output_steps(model: Path) -> dict[str, float]:
+    """Each graph output's int8 step in a Q/DQ model: the largest scale of the DequantizeLinear that
+    produces it (outputs not produced by one are absent: they are float)."""
+    from onnx import numpy_helper
+
+    from backends.passes.facts import load_light
+
+    graph = load_light(model).graph
+    producers = {o: n for n in graph.node for o in n.output}
+    inits = {t.name: t for t in graph.initializer}
+    consts = {n.output[0]: n for n in graph.node if n.op_type == "Constant"}
+    out: dict[str, float] = {}
+    for value in graph.output:
+        node = producers.get(value.name)
+        if node is None or node.op_type != "DequantizeLinear":
+            continue
+        scale = node.input[1]
+        if scale in inits and inits[scale].data_location != 1:
+            out[value.name] = float(numpy_helper.to_array(inits[scale]).max())
+        elif scale in consts:
+            out[value.name] = float(numpy_helper.to_array(consts[scale].attribute[0].t).max())
+    return out
+
+
+def _errors(ref: np.ndarray, out: np.ndarray, step: float = 0.0) -> tuple[float, float, int, float, float]:
+    """(BULK quantile, worst, the worst's channel, artifact value, source value); `step` is the output's
+    int8 step in a quantized source (0: float)."""
     import numpy as np
 
-    axis = _channel_axis(ref.shape[1:])
+    axis = channel_axis(ref.shape[1:])
     axis = axis + 1 if axis is not None else None  # ref is [samples, *shape]
     diff = np.abs(out - ref)
-    floor = max(float(np.abs(ref).max()) * 1e-3, 1e-12)
+    floor = max(float(np.abs(ref).max()) * 1e-3, QUANTIZED_STEPS * step, 1e-12)
     if axis is None:
         scale = np.full(ref.shape, max(float(np.abs(ref).max()), floor))
     else:
@@ -121,8 +160,11 @@ def _errors(ref: np.ndarray, out: np.ndarray) -> tuple[float, float, int, float,
     return bulk, float(relative[where]), channel, float(out[where]), float(ref[where])
 
 
-def agreement(reference: ModelOutputs, outputs: ModelOutputs) -> Agreement:
-    """How closely `outputs` (the artifact) follow `reference` (its source), same samples and order."""
+def agreement(
+    reference: ModelOutputs, outputs: ModelOutputs, steps: Mapping[str, float] | None = None
+) -> Agreement:
+    """How closely `outputs` (the artifact) follow `reference` (its source), same samples and order;
+    `steps` is each output's int8 step in a quantized source (output_steps)."""
     import numpy as np
 
     from backends.passes.accuracy import fidelity
@@ -140,7 +182,7 @@ def agreement(reference: ModelOutputs, outputs: ModelOutputs) -> Agreement:
             raise TerminalError(
                 f"output {name}: the artifact gives shape {list(out.shape[1:])}, its source {list(ref.shape[1:])}"
             )
-        bulk, worst, channel, got, want = _errors(ref, out)
+        bulk, worst, channel, got, want = _errors(ref, out, (steps or {}).get(name, 0.0))
         bulk, worst = (v if np.isfinite(v) else float("inf") for v in (bulk, worst))
         if (bulk, worst) > best[:2]:
             best = (bulk, worst, name, channel, got, want)

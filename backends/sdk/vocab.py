@@ -13,8 +13,10 @@ that could not bound the work is `unknown`), and backends never import the recon
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 NODES_THAT_RUN = "nodes that run"
 """The one node count a human reads: the graph's nodes that do work at inference, constants and shape
@@ -154,3 +156,21 @@ def estimated_by(tool: str) -> str:
 OP_TABLE = "npuctl's op table"
 """Who placed a node when no vendor tool did: the catalog's op table with its constraint clauses. It serves
 before a compile, or where no vendor tool ran; where a tool reported its own placement, the tool wins."""
+
+
+FLOAT_MEAN = "latency_ms.float_mean"
+"""The measurement key of the float model's mean latency, timed by the same harness and settings right
+after an int8 build's own runs on the host: the comparison an int8 build is made for."""
+
+
+def slower_than_float(measurements: Mapping[str, Any]) -> str | None:
+    """The sentence saying an int8 build's measured mean latency is above its float model's, or None when
+    it is not (or no float timing was recorded): quantizing is meant to make a model faster, and a build
+    that is slower says so wherever its latency is shown."""
+    built, source = measurements.get("latency_ms.mean"), measurements.get(FLOAT_MEAN)
+    if built is None or source is None or float(built["value"]) <= float(source["value"]):
+        return None
+    return (
+        f"the int8 build is slower than the float model on this host: mean {float(built['value']):.4f} ms "
+        f"vs {float(source['value']):.4f} ms float ({source.get('evidence', 'measured:host')})"
+    )

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.sdk import toolchains
-from backends.sdk.errors import ToolchainMissing
+from backends.sdk.errors import TerminalError, ToolchainMissing
 from backends.sdk.worker import base_env, run_worker
 
 WORKER = Path(__file__).with_name("worker.py")
@@ -72,13 +72,30 @@ def keep_errors(quantization: dict[str, Any], target: str) -> list[tuple[str, st
 
 
 def fingerprint() -> dict[str, str]:
-    digest = hashlib.sha256(
-        WORKER.read_bytes() + WORKER.with_name("keep_locate.py").read_bytes()
-    ).hexdigest()[:16]
+    parts = ("keep_locate.py", "names.py", "prepare.py")  # what the converted model depends on
+    body = WORKER.read_bytes() + b"".join(WORKER.with_name(n).read_bytes() for n in parts)
+    digest = hashlib.sha256(body).hexdigest()[:16]
     return {**toolchains.fingerprint(toolchains.TFLITE), "tflite_worker": digest}
 
 
 def convert(request: dict[str, Any], job: Path, log: Path, timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
     """Runs worker.py's conversion in `job`; returns its result (ok: true)."""
+    from backends.tflite.failure import stopped_at
+
     env = base_env(job) | {"KERAS_HOME": str(job / ".keras"), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return run_worker(venv_python(), WORKER, request, job, log, tool="onnx2tf", timeout_s=timeout_s, env=env)
+    start = log.stat().st_size if log.is_file() else 0
+    try:
+        return run_worker(
+            venv_python(), WORKER, request, job, log, tool="onnx2tf", timeout_s=timeout_s, env=env
+        )
+    except TerminalError as exc:
+        with log.open("rb") as fh:
+            fh.seek(start)
+            written = fh.read().decode(errors="replace")
+        where = stopped_at(written, Path(request["model"]))
+        if not where:
+            raise
+        first, _, rest = str(exc).partition("\n")
+        raise TerminalError(
+            f"onnx2tf stopped at {where}: {first.removeprefix('onnx2tf: ')}\n{rest}".rstrip()
+        ) from exc

@@ -23,6 +23,7 @@ from backends.passes.quant.policy import FLOAT_KEEPS, Policy, calibration_folder
 from backends.sdk.base import StageLog, StageOutput, StageRequest
 from backends.sdk.errors import TerminalError
 from backends.tflite import convert, fingerprint
+from backends.tflite.prepare import Prepared, prepare
 
 INT16 = ("int16", "uint16")
 RANDOM_CHECK = 4
@@ -71,22 +72,25 @@ def choose(policy: Policy, target: Target, allowed: tuple[str, ...]) -> tuple[st
     return variant, notes
 
 
-def write_calibration(files: list[Path], source: Path, job: Path) -> dict[str, str]:
-    """One stacked .npy per input, channels last for 4-D inputs (onnx2tf's calibration layout)."""
+def write_calibration(files: list[Path], source: Path, job: Path, prep: Prepared) -> dict[str, str]:
+    """One stacked .npy per input, keyed by the name onnx2tf sees, in the input's own dtype (token ids
+    stay integers), channels last where onnx2tf makes the input channels-last (its calibration layout)."""
     import numpy as np
 
     from backends.passes import data
 
     specs = data.model_inputs(source)
     samples = [data.read_sample(f, specs) for f in files]
+    new = {original: name for name, original in prep.renamed.inputs.items()}
     out: dict[str, str] = {}
     for spec in specs:
-        stacked = np.concatenate([np.asarray(s.feed[spec.name], dtype=np.float32) for s in samples])
-        if stacked.ndim >= 3:
+        name = new.get(spec.name, spec.name)
+        stacked = np.concatenate([np.asarray(s.feed[spec.name], dtype=spec.dtype) for s in samples])
+        if stacked.ndim >= 3 and name not in prep.channels_last:
             stacked = stacked.transpose(0, *range(2, stacked.ndim), 1)
         path = job / f"calib-{len(out)}.npy"
         np.save(path, np.ascontiguousarray(stacked))
-        out[spec.name] = str(path)
+        out[name] = str(path)
     return out
 
 
@@ -134,14 +138,24 @@ def build(
     samples, labels, task, where = check_data(request, source, files)
     with tempfile.TemporaryDirectory(prefix="npuctl-tflite-") as tmp:
         job = Path(tmp)
-        shutil.copyfile(source, job / "model.onnx")
-        calibration = write_calibration(files, source, job) if files else {}
+        prep = prepare(source, job / "model.onnx", log)
+        calibration = write_calibration(files, source, job, prep) if files else {}
         write_samples(job / "check.npz", samples, [spec.name for spec in model_inputs(source)])
-        wanted = {"variant": variant, "keep": float_keep}
+        wanted = {
+            "variant": variant,
+            "keep": [prep.renamed.new_node(n) for n in float_keep],
+            "names": {**prep.renamed.inputs, **prep.renamed.outputs},
+            "channels_last": list(prep.channels_last),
+        }
         result = converted(job, calibration, wanted, request)
         chosen = result["variants"].get(variant)
         if chosen is None:
             raise TerminalError(f"onnx2tf wrote no {variant} model")
+        if chosen.get("kept"):
+            chosen["kept"] = {
+                prep.renamed.original(k): {**v, "via": [prep.renamed.original(n) for n in v.get("via", [])]}
+                for k, v in chosen["kept"].items()
+            }
         checks = run_checks(result, source, samples, labels, task, where, request.log)
         placed = kept_layers(chosen, kept, float_keep, policy)
         out = out_dir / "model.tflite"
@@ -156,6 +170,8 @@ def build(
         "tflite": {"inputs": chosen["inputs"], "outputs": chosen["outputs"]},
         "checks": checks,
         "calibration": {"samples": len(files)},
+        "converter_forms": list(prep.forms),
+        "channels_last_inputs": [prep.renamed.original(n) for n in prep.channels_last],
         "kept": placed,
         "toolchain": {"onnx2tf": result.get("onnx2tf"), "tensorflow": result.get("tensorflow")},
         "size_bytes": out.stat().st_size,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -44,14 +45,22 @@ def _sample_file(calibration: dict[str, str]) -> None:
 
 
 def _describe(path: Path) -> dict[str, Any]:
+    """Each input and output: TFLite tensor name, shape, dtype, quantization, and its key in the serving
+    signature (None without one): what io_map ties it to its ONNX tensor by."""
     from ai_edge_litert.interpreter import Interpreter
 
     interpreter = Interpreter(model_path=str(path))
+    keys: dict[int, str] = {}
+    if interpreter.get_signature_list():
+        runner = interpreter.get_signature_runner()
+        keys = {d["index"]: k for k, d in runner.get_input_details().items()}
+        keys |= {d["index"]: k for k, d in runner.get_output_details().items()}
 
     def one(d: dict[str, Any]) -> dict[str, Any]:
         scale, zero = d.get("quantization", (0.0, 0))
         return {
             "name": d["name"],
+            "signature": keys.get(d["index"]),
             "shape": [int(x) for x in d["shape"]],
             "dtype": str(d["dtype"].__name__),
             "scale": float(scale),
@@ -71,14 +80,16 @@ def convert(request: dict[str, Any]) -> dict[str, Any]:
 
     calibration: dict[str, str] = request["calibration"]
     out = Path(request["output"])
+    keep = list(request.get("channels_last") or [])
     # onnx2tf traces the graph on these samples (on a downloaded image file without them)
-    traced = calibration or _channels_last(request.get("check"), out.parent)
+    traced = calibration or _traced(request.get("check"), out.parent, request.get("names") or {}, keep)
     _sample_file(traced)
     onnx2tf.convert(
         input_onnx_file_path=request["model"],
         output_folder_path=str(out),
         output_signaturedefs=True,  # the SavedModel gets the serving signature TF's converter reads
         custom_input_op_name_np_data_path=[[n, p, *_identity_norm(p)] for n, p in traced.items()] or None,
+        keep_nwc_or_nhwc_or_ndhwc_input_names=keep or None,
         non_verbose=True,
     )
     stem = Path(request["model"]).stem
@@ -97,7 +108,7 @@ def convert(request: dict[str, Any]) -> dict[str, Any]:
     variants = {}
     for variant, path in files.items():
         described = _describe(path)
-        described["io"] = io_map(request["model"], described)
+        described["io"] = io_map(request["model"], described, request.get("names") or {}, keep)
         variants[variant] = {"file": str(path), **described}
     if kept:
         variants[wanted]["kept"] = kept
@@ -143,6 +154,7 @@ def quantized(saved_model: Path, request: dict[str, Any], variant: str) -> tuple
         converter.inference_input_type = io_type
         converter.inference_output_type = io_type
         body: bytes = converter.convert()
+        _no_flex(body, variant)
         return body, {}
     if wide:
         raise ValueError(
@@ -152,7 +164,8 @@ def quantized(saved_model: Path, request: dict[str, Any], variant: str) -> tuple
 
     converter._experimental_calibrate_only = True
     calibrated = converter.convert()
-    first = {name: np_first(path) for name, path in request["calibration"].items()}
+    kept_layout = set(request.get("channels_last") or [])
+    first = {name: np_first(path, name in kept_layout) for name, path in request["calibration"].items()}
     kept = _sibling("keep_locate").locate(request["model"], calibrated, keep, first)
     body = tf_convert.mlir_quantize(
         calibrated,
@@ -161,10 +174,41 @@ def quantized(saved_model: Path, request: dict[str, Any], variant: str) -> tuple
         output_data_type=io_type,
         denylisted_nodes=sorted({k["tflite"] for k in kept.values()}),
     )
+    _no_flex(body, variant)
     dtypes = _sibling("keep_locate").tensor_dtypes(body)
     for found in kept.values():
         found["dtype"] = dtypes.get(found["tflite"], "missing")
     return body, kept
+
+
+def flex_ops(body: bytes) -> dict[str, int]:
+    """Select-TF (Flex) ops in a TFLite flatbuffer: custom op code -> how many operators use it."""
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    model = flatbuffer_utils.convert_bytearray_to_object(bytearray(body))
+    codes = [
+        (c.customCode or b"").decode() if isinstance(c.customCode, bytes) else str(c.customCode or "")
+        for c in model.operatorCodes
+    ]
+    counts: dict[str, int] = {}
+    for graph in model.subgraphs:
+        for op in graph.operators:
+            code = codes[op.opcodeIndex]
+            if code.startswith("Flex"):
+                counts[code] = counts.get(code, 0) + 1
+    return counts
+
+
+def _no_flex(body: bytes, variant: str) -> None:
+    """An integer TFLite holding Select-TF ops is not an integer model: no NPU and no LiteRT build
+    without the Flex delegate runs it, so the quantize fails here, naming the ops."""
+    found = flex_ops(body)
+    if found:
+        listed = ", ".join(f"{name} x{count}" for name, count in sorted(found.items()))
+        raise ValueError(
+            f"the {variant} TFLite holds {sum(found.values())} Select-TF (Flex) ops, which integer "
+            f"kernels cannot run: {listed}"
+        )
 
 
 def _sibling(name: str) -> Any:
@@ -184,22 +228,23 @@ def _sibling(name: str) -> Any:
 def _load(path: str) -> Any:
     import numpy as np
 
-    return np.load(path).astype(np.float32)
+    return np.load(path)
 
 
 def _signature_feeds(saved_model: Path, calibration: dict[str, Any]) -> dict[str, Any]:
-    """The calibration arrays keyed by the SavedModel signature's input names (onnx2tf keeps the ONNX
-    names where TF allows them; otherwise matched by position)."""
+    """The calibration arrays keyed by the SavedModel signature's own input names, each in the dtype
+    the signature declares (int64 token ids stay integers). The ONNX names given to onnx2tf are
+    identifiers (backends.tflite.names), which the signature keeps: a name missing is an error, never
+    a guess by position."""
     import tensorflow as tf
 
     _, spec = tf.saved_model.load(str(saved_model)).signatures["serving_default"].structured_input_signature
-    names = list(spec)
-    onnx_names = list(calibration)
-    if len(names) != len(onnx_names):
-        raise ValueError(f"SavedModel inputs {names} do not match the ONNX inputs {onnx_names}")
-    if set(names) == set(onnx_names):
-        return {n: calibration[n] for n in names}
-    return {n: calibration[o] for n, o in zip(names, onnx_names, strict=True)}
+    missing = sorted(set(spec) ^ set(calibration))
+    if missing:
+        raise ValueError(
+            f"the SavedModel's signature inputs {sorted(spec)} are not the ONNX inputs {sorted(calibration)}"
+        )
+    return {n: calibration[n].astype(spec[n].dtype.as_numpy_dtype) for n in spec}
 
 
 def check_outputs(variant: dict[str, Any], samples: str, path: Path) -> str:
@@ -219,16 +264,18 @@ def check_outputs(variant: dict[str, Any], samples: str, path: Path) -> str:
     return str(path)
 
 
-def _channels_last(samples: str | None, folder: Path) -> dict[str, str]:
-    """The check samples as one channels-last .npy per input (onnx2tf's sample layout)."""
+def _traced(samples: str | None, folder: Path, names: dict[str, str], keep: list[str]) -> dict[str, str]:
+    """The check samples as one .npy per input in onnx2tf's sample layout (channels last, except for
+    inputs the model already takes channels-last), keyed by the names onnx2tf sees."""
     import numpy as np
 
     if not samples:
         return {}
+    new = {original: name for name, original in names.items()}
     out = {}
     for k, (name, x) in enumerate(np.load(samples).items()):
-        x = x.astype(np.float32)
-        if x.ndim >= 3:
+        name = new.get(name, name)
+        if x.ndim >= 3 and name not in keep:
             x = x.transpose(0, *range(2, x.ndim), 1)
         path = folder / f"traced-{k}.npy"
         np.save(path, np.ascontiguousarray(x))
@@ -244,28 +291,55 @@ def _identity_norm(path: str) -> tuple[Any, Any]:
     return np.zeros([1] * rank, dtype=np.float32), np.ones([1] * rank, dtype=np.float32)
 
 
-def np_first(path: str) -> Any:
-    """The first calibration sample back in the ONNX layout (the files are channels-last)."""
+def np_first(path: str, channels_last: bool = False) -> Any:
+    """The first calibration sample back in the ONNX layout (the files are channels-last; an input the
+    model takes channels-last is already in its ONNX layout)."""
     import numpy as np
 
     x = np.load(path)[:1]
-    return np.ascontiguousarray(x.transpose(0, x.ndim - 1, *range(1, x.ndim - 1))) if x.ndim >= 3 else x
+    if x.ndim < 3 or channels_last:
+        return x
+    return np.ascontiguousarray(x.transpose(0, x.ndim - 1, *range(1, x.ndim - 1)))
 
 
-def _perm(tflite_shape: list[int], onnx_shape: list[int]) -> list[int] | None:
-    """The permutation taking ONNX layout to TFLite's (None: same), or raises when neither fits."""
+def _perm(tflite_shape: list[int], onnx_shape: list[int], kept: bool) -> list[int] | None:
+    """The permutation taking ONNX layout to TFLite's (None: same), or raises when neither fits. An
+    input the model takes channels-last (`kept`) must keep exactly its ONNX shape."""
     if list(tflite_shape) == list(onnx_shape):
         return None
     rank = len(onnx_shape)
-    if rank >= 3:
+    if rank >= 3 and not kept:
         perm = [0, *range(2, rank), 1]  # channels last
         if [onnx_shape[i] for i in perm] == list(tflite_shape):
             return perm
-    raise ValueError(f"TFLite shape {tflite_shape} does not match ONNX {onnx_shape}")
+    raise ValueError(
+        f"TFLite shape {tflite_shape} does not match ONNX {onnx_shape}"
+        + (" (the model takes this input channels-last, and onnx2tf was told to keep it)" if kept else "")
+    )
 
 
-def io_map(model_path: str, described: dict[str, Any]) -> dict[str, Any]:
-    """Each TFLite input/output tied to its ONNX tensor (by name, else by position) and layout."""
+def _onnx_key(key: str | None, known: list[str], count: int) -> str | None:
+    """The ONNX name a signature key stands for. onnx2tf's own TFLite keys tensors by the ONNX names;
+    TF's converter, reading the SavedModel, keys outputs `output_<k>`: the k-th output of the Keras
+    model onnx2tf builds from the ONNX graph's outputs in their order. A model without a signature
+    ties only a lone tensor."""
+    if key in known:
+        return key
+    if key is None:
+        return known[0] if count == len(known) == 1 else None
+    found = re.fullmatch(r"output_(\d+)", key)
+    if found and count == len(known) and int(found.group(1)) < len(known):
+        return known[int(found.group(1))]
+    return key
+
+
+def io_map(
+    model_path: str, described: dict[str, Any], names: dict[str, str], keep: list[str]
+) -> dict[str, Any]:
+    """Each TFLite input/output tied to its ONNX tensor by the serving signature's key (the ONNX name
+    onnx2tf was given; `names` maps it back to the model's own), and its layout. A tensor the
+    signature does not name is an error, unless it is the only one on its side of a model without a
+    signature: shapes and positions do not identify outputs (two [1, 2, 80, 80] maps differ)."""
     import onnx
 
     model = onnx.load(model_path, load_external_data=False)
@@ -274,22 +348,24 @@ def io_map(model_path: str, described: dict[str, Any]) -> dict[str, Any]:
     def shape(v: Any) -> list[int]:
         return [d.dim_value for d in v.type.tensor_type.shape.dim]
 
-    onnx_in = [(v.name, shape(v)) for v in model.graph.input if v.name not in inits]
-    onnx_out = [(v.name, shape(v)) for v in model.graph.output]
+    onnx_in = {v.name: shape(v) for v in model.graph.input if v.name not in inits}
+    onnx_out = {v.name: shape(v) for v in model.graph.output}
 
-    def tie(tensors: list[dict[str, Any]], names: list[tuple[str, list[int]]]) -> list[dict[str, Any]]:
+    def tie(tensors: list[dict[str, Any]], known: dict[str, list[int]], what: str) -> list[dict[str, Any]]:
         out = []
-        for i, t in enumerate(tensors):
-            match = next((n for n in names if n[0] == t["name"] or t["name"].endswith(n[0])), None)
-            if match is None:
-                candidates = [n for n in names if sorted(n[1]) == sorted(t["shape"])]
-                match = candidates[0] if len(candidates) == 1 else names[i]
-            out.append({**t, "onnx": match[0], "perm": _perm(t["shape"], match[1])})
+        for t in tensors:
+            key = _onnx_key(t.get("signature"), list(known), len(tensors))
+            if key not in known:
+                raise ValueError(
+                    f"TFLite {what} {t['name']!r} has signature key {key!r}, which names no ONNX {what} "
+                    f"({', '.join(sorted(known))})"
+                )
+            out.append({**t, "onnx": names.get(key, key), "perm": _perm(t["shape"], known[key], key in keep)})
         return out
 
-    inputs = tie(described["inputs"], onnx_in)
-    outputs = tie(described["outputs"], onnx_out)
-    order = [n for n, _ in onnx_out]
+    inputs = tie(described["inputs"], onnx_in, "input")
+    outputs = tie(described["outputs"], onnx_out, "output")
+    order = [names.get(n, n) for n in onnx_out]
     outputs.sort(key=lambda o: order.index(o["onnx"]))
     return {"inputs": inputs, "outputs": outputs}
 
@@ -303,10 +379,10 @@ def run_tflite(path: str, io: dict[str, Any], feed: dict[str, Any]) -> list[Any]
     interpreter.allocate_tensors()
     details = {d["name"]: d for d in interpreter.get_input_details()}
     for spec in io["inputs"]:
-        x = np.asarray(feed[spec["onnx"]], dtype=np.float32)
+        x = np.asarray(feed[spec["onnx"]])
         if spec["perm"]:
             x = x.transpose(spec["perm"])
-        if spec["dtype"] not in ("float32", "float16"):
+        if spec["scale"] and spec["dtype"] not in ("float32", "float16"):
             info = np.iinfo(spec["dtype"])
             x = np.clip(np.round(x / spec["scale"] + spec["zero_point"]), info.min, info.max)
         interpreter.set_tensor(details[spec["name"]]["index"], x.astype(spec["dtype"]))
@@ -315,7 +391,7 @@ def run_tflite(path: str, io: dict[str, Any], feed: dict[str, Any]) -> list[Any]
     result = []
     for spec in io["outputs"]:
         y = interpreter.get_tensor(outs[spec["name"]]["index"])
-        if spec["dtype"] not in ("float32", "float16"):
+        if spec["scale"] and spec["dtype"] not in ("float32", "float16"):
             y = (y.astype(np.float32) - spec["zero_point"]) * spec["scale"]
         if spec["perm"]:
             y = y.transpose(np.argsort(spec["perm"]))

@@ -68,6 +68,15 @@ def _auto_search(config: Config) -> bool:
 _EVAL_SET = ("evaluate.data", "evaluate.labels", "evaluate.task", "evaluate.metric")
 
 
+def _rewriting(config: Config) -> bool:
+    return bool((_get(config, "rewrite") or {}).get("replace_unsupported"))
+
+
+_REWRITE_SAMPLES = ("preprocess", "quantization.calibration.data", "evaluate.data")
+"""What the rewrite stage verifies on: the spec's samples (calibration first, else evaluation), through
+the preprocess section when the samples are raw frames."""
+
+
 STAGES: tuple[Stage, ...] = (
     Stage(
         "import",
@@ -80,10 +89,11 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "rewrite",
-        reads=("rewrite", "target"),
+        reads=("rewrite", "target", *_REWRITE_SAMPLES),
         uses={"model": ("import", "model"), "placement": ("check", "placement")},
-        active=lambda c: bool((_get(c, "rewrite") or {}).get("replace_unsupported")),
+        active=_rewriting,
         idle_reason="identity: rewrite.replace_unsupported is false",
+        when={name: _rewriting for name in _REWRITE_SAMPLES},
     ),
     Stage(
         "preprocess",

@@ -21,6 +21,7 @@ from typing import Any
 
 from reconciler.engine import health
 from reconciler.engine.verify import judge
+from reconciler.records import measured as measured_view
 
 _MISSING: Any = object()
 """A key absent on one side (a record that side removed or never had)."""
@@ -142,14 +143,17 @@ def merge(base: dict[str, Any], ours: dict[str, Any], theirs: dict[str, Any]) ->
         for name, b, o, t in _entries(base.get("variants"), ours.get("variants"), theirs.get("variants"))
         if _three_way(b, o, t) != (_MISSING, False)  # removed on one side, unchanged on the other
     }
+    judged = []
     for name, entry in variants.items():
-        entry["verdicts"] = [v.lock_json() for v in judge(lock.get("slo"), entry["measurements"], name)]
+        verdicts = judge(lock.get("slo"), measured_view.measurements(entry["measurements"]), name)
+        entry["verdicts"] = [v.lock_json() for v in verdicts]
+        judged.extend(verdicts)
     lock["variants"] = variants
     lock["sources"] = _merge_sources(base.get("sources"), ours.get("sources"), theirs.get("sources"))
     lock["model"] = _merge_model(base.get("model"), ours.get("model"), theirs.get("model"), variants)
     both_changed = ours != base and theirs != base and ours != theirs
     lock["sync"] = health.OUT_OF_SYNC if both_changed else ours.get("sync", health.OUT_OF_SYNC)
-    lock["health"] = health.of_verdicts(v for entry in variants.values() for v in entry["verdicts"])
+    lock["health"] = health.of_verdicts(judged)
     return Merged(lock, dropped)
 
 

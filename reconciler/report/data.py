@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from backends.sdk.vocab import UNTRUSTED
+from backends.sdk.vocab import UNTRUSTED, slower_than_float
 from reconciler.audit import Filters, run
 from reconciler.audit.entries import AuditEntry
 from reconciler.engine import health, throughput
@@ -254,6 +254,11 @@ def _summary(
     """The page's head, verdicts and measurements: what the lock file alone says."""
     imported = lock.variant("default").stages.get("import")
     model = imported.artifacts.get("model") if imported is not None else None
+    measured = {name: lock.variants[name].raw_measurements for name in variants}
+    for name in variants:
+        slower = slower_than_float(measured[name])
+        if slower is not None:
+            notes.append(f"{name}: {slower}")
     return ReportData(
         spec=spec.name,
         target=spec.target,
@@ -265,7 +270,7 @@ def _summary(
         generated=datetime.now(timezone.utc).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z"),
         revision=_revision(root),
         verdicts=[v for name in variants for v in lock.variants[name].verdicts],
-        measurements={name: lock.variants[name].raw_measurements for name in variants},
+        measurements=measured,
         throughput_fps=throughput.from_lock(lock),
         quantization_mode=str((spec.field("quantization") or {}).get("mode", "none")),
         notes=notes,

@@ -184,6 +184,17 @@ class Fusion(_Strict):
     constant_folding: bool = Field(default=True, description="Fold subgraphs whose inputs are all constant.")
 
 
+def _known_rewrite(name: str) -> str:
+    """A rewrite the library registers (backends.passes.rewrite.rules.names)."""
+    from backends.passes.rewrite.rules import names
+    from reconciler.spec._suggest import suggest
+
+    known = names()
+    if name not in known:
+        raise ValueError(f"unknown rewrite {name!r}{suggest(name, known, 'the rewrites', limit=60)}")
+    return name
+
+
 class Rewrite(_Strict):
     replace_unsupported: bool = Field(
         default=False,
@@ -192,6 +203,10 @@ class Rewrite(_Strict):
     fusion: Fusion = Field(default_factory=Fusion, description="One switch per fusion pattern.")
     exclude: list[str] = Field(
         default_factory=list, description="Node names or glob patterns that no rewrite or fusion may touch."
+    )
+    disable: list[Annotated[str, AfterValidator(_known_rewrite)]] = Field(
+        default_factory=list,
+        description="Rewrites (by name, as the rewrite stage reports them) that never fire on this spec.",
     )
 
 

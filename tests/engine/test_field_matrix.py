@@ -94,6 +94,7 @@ CHANGES: dict[str, Any] = {
     "preprocess.mean": [1.0],
     "preprocess.std": [250.0],
     "rewrite.exclude": ["/head/*"],
+    "rewrite.disable": ["gelu_decompose"],
     "quantization.mode": "fp16",
     "quantization.weights": "uint8",
     "quantization.activations": "int8",

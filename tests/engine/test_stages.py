@@ -48,6 +48,7 @@ def test_every_file_a_stage_key_reads_is_rebased_and_watched(git_repo: Path) -> 
         "inputs": {"image": [1, 1, 8, 8]},
         "quantization": {"mode": "ptq", "calibration": {"samples": 1}, "sensitive_layers": {"auto": {}}},
         "evaluate": {"task": {"type": "ctc"}},  # the task that names a charset
+        "rewrite": {"replace_unsupported": True},  # reads the samples it verifies on
     }
     placed = {}
     for field in PATH_FIELDS:

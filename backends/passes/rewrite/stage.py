@@ -1,11 +1,14 @@
 """The rewrite stage: replace what the target cannot run with equivalents it can, verified numerically.
 
-For each rewrite in the library (backends.passes.rewrite.rules), in a fixed order: find its matches, skip
-those touching `rewrite.exclude`, apply them to a copy, place the copy on the target again and keep only
-the matches that lower the number of CPU nodes in the region they replace (fusions: that do not raise
-it; cleanups always). The kept set is verified on seeded random inputs with ONNX Runtime against the
-model before it (max abs diff <= 1e-4); a family that fails is rolled back and reported. Output bytes
-are deterministic: fixed order, fixed seeds, names derived from the matched nodes.
+For each rewrite in the library (backends.passes.rewrite.rules), in a fixed order, unless
+`rewrite.disable` names it: find its matches, skip those touching `rewrite.exclude`, apply them to a
+copy, place the copy on the target again and keep only the matches that lower the number of CPU nodes in
+the region they replace (fusions: that do not raise it; cleanups always). A rewrite whose replacement
+needs a higher opset than the target's compiler loads (`Target.max_opset`) is skipped: the model never
+leaves what the compiler accepts. The kept set is verified with ONNX Runtime against the model before it
+(max abs diff <= 1e-4) on the spec's own samples (backends.passes.rewrite.feeds); a family that fails is
+rolled back and reported. Output bytes are deterministic: fixed order, fixed feeds, names derived from
+the matched nodes.
 """
 
 from __future__ import annotations
@@ -19,19 +22,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backends.passes import placement as P
+from backends.passes.rewrite.feeds import Feed, feeds_for_request
 from backends.passes.rewrite.graph_edit import apply_matches, name_nodes
 from backends.passes.rewrite.rules import CLEANUP, FUSION, REPLACE, Context, Match, Rewrite, registry
-from backends.passes.rewrite.verify import State, Verifier
+from backends.passes.rewrite.verify import Rejected, State, Verifier, finite_feeds, seeded_feeds
 from backends.sdk.base import StageOutput, StageRequest
 from backends.sdk.errors import TerminalError
 
 if TYPE_CHECKING:
-    import numpy as np
     import onnx
 
     from backends.catalog import Target
     from backends.passes.estimate import Precision
 
+VERIFY_FEEDS = 3
+"""Feeds every candidate is verified on (the first this many the float model answers finitely)."""
 REPORT_NODES = 50
 """At most this many matched node names per rewrite in the stage report (the count is always exact)."""
 Logger = Callable[[str], None]
@@ -59,7 +64,16 @@ class RewritePass:
         placement_in = json.loads(Path(request.inputs["placement"]).read_text())
         model = onnx.load(str(request.inputs["model"]))
         lines: list[str] = []
-        result = rewrite_model(model, request.target, placement_in["precision"], cfg, log=lines.append)
+        feeds, source = feeds_for_request(request, model, VERIFY_FEEDS)
+        result = rewrite_model(
+            model,
+            request.target,
+            placement_in["precision"],
+            cfg,
+            log=lines.append,
+            feeds=feeds,
+            source=source,
+        )
         out_model = request.workdir / "model.onnx"
         out_model.write_bytes(result.model.SerializeToString(deterministic=True))
         out_placement = request.workdir / "placement.json"
@@ -114,6 +128,10 @@ class Result:
     before: dict[str, Any] = field(default_factory=dict)
     max_abs_diff: float = 0.0
     """Graph outputs of the final model against the original, on the verifier's inputs."""
+    feed_source: str = ""
+    feeds: list[str] = field(default_factory=list)
+    """The names of the feeds every rewrite was verified on."""
+    rejected_feeds: list[Rejected] = field(default_factory=list)
 
     def report(self) -> dict[str, Any]:
         cov_b, cov_a = self.before["coverage"], self.placement["coverage"]
@@ -132,6 +150,14 @@ class Result:
             ],
             "rolled_back": self.rolled_back,
             "max_abs_diff": self.max_abs_diff,
+            "verified_on": {
+                "source": self.feed_source,
+                "feeds": self.feeds,
+                "rejected": [
+                    {"name": r.name, "reason": f"the float model outputs NaN/Inf at {', '.join(r.outputs)}"}
+                    for r in self.rejected_feeds
+                ],
+            },
             "skipped": self.skipped,
             "coverage": {
                 "nodes": {"before": cov_b["nodes"]["fraction"], "after": cov_a["nodes"]["fraction"]},
@@ -192,10 +218,12 @@ def rewrite_model(
     *,
     log: Logger = print,
     rewrites: Sequence[Rewrite] | None = None,
-    feeds: Mapping[str, np.ndarray] | None = None,
+    feeds: Sequence[Feed] | None = None,
+    source: str = "",
 ) -> Result:
-    """Rewrites `model` for `target`. `config` is the spec's `rewrite` section (fusion, exclude);
-    `precision` is check's (placement.json "precision") or an estimate.Precision."""
+    """Rewrites `model` for `target`. `config` is the spec's `rewrite` section (fusion, exclude,
+    disable); `precision` is check's (placement.json "precision") or an estimate.Precision. `feeds`
+    (named, from `source`) are what rewrites are verified on; without them, seeded feeds."""
     import onnx
 
     from backends.catalog import op_table
@@ -209,21 +237,19 @@ def rewrite_model(
     exclude = [str(p) for p in config.get("exclude") or []]
     _check_exclude(work, exclude)
     table = op_table(target.op_table)
-    source = P.table_source(table)
-    try:
-        verifier = Verifier(work, feeds)
-    except Exception as exc:
-        raise TerminalError(
-            f"rewrite: the model does not run on ONNX Runtime, so no rewrite can be "
-            f"verified: {str(exc).splitlines()[0][:200]}"
-        ) from exc
+    table_source = P.table_source(table)
+    result = Result(work, {}, 0.0, 0.0)
+    verifier = _verifier(work, feeds, source, result, log)
     fusion = {k: bool(v) for k, v in dict(config.get("fusion") or {}).items()}
-    env = _Env(target, precision, table, fusion, exclude, verifier, Result(work, {}, 0.0, 0.0), log)
+    disabled = {str(n) for n in config.get("disable") or []}
+    env = _Env(target, precision, table, fusion, exclude, verifier, result, log)
     state = env.analyse(work)
-    before = P.build_report(state.facts, target, precision, state.decisions, source)
-    result = env.result
+    before = P.build_report(state.facts, target, precision, state.decisions, table_source)
     result.before = before
     for rw in rewrites if rewrites is not None else registry():
+        if rw.name in disabled:
+            result.skipped.append({"name": rw.name, "reason": "rewrite.disable names it"})
+            continue
         if not rw.enabled(fusion):
             result.skipped.append({"name": rw.name, "reason": f"rewrite.fusion.{rw.switch} is false"})
             continue
@@ -232,7 +258,7 @@ def rewrite_model(
         state = _run_one(rw, state, env)
     result.model = state.model
     result.max_abs_diff = float(f"{verifier.total():.3g}") if result.fired else 0.0
-    result.placement = P.build_report(state.facts, target, precision, state.decisions, source)
+    result.placement = P.build_report(state.facts, target, precision, state.decisions, table_source)
     result.coverage_before = before["coverage"]["nodes"]["fraction"] or 0.0
     result.coverage_after = result.placement["coverage"]["nodes"]["fraction"] or 0.0
     result.skipped.append(
@@ -244,6 +270,35 @@ def rewrite_model(
     )
     log(f"coverage {result.coverage_before:.4f} -> {result.coverage_after:.4f}")
     return result
+
+
+def _verifier(
+    model: onnx.ModelProto, feeds: Sequence[Feed] | None, source: str, result: Result, log: Logger
+) -> Verifier:
+    """The verifier on the first VERIFY_FEEDS feeds the float model answers finitely; a feed that makes
+    it output NaN or Inf is reported and never used (no difference can be judged on it)."""
+    named = list(feeds) if feeds is not None else seeded_feeds(model)
+    result.feed_source = source or "seeded random feeds"
+    try:
+        kept, rejected = finite_feeds(model, named, VERIFY_FEEDS)
+        result.rejected_feeds = rejected
+        for r in rejected:
+            log(f"feed {r.name}: the float model outputs NaN/Inf at {', '.join(r.outputs)}; not used")
+        if not kept:
+            raise TerminalError(
+                f"rewrite: the float model outputs NaN/Inf on every feed of {result.feed_source} "
+                f"({', '.join(r.name for r in rejected)}), so no rewrite can be verified; give "
+                "quantization.calibration.data or evaluate.data samples the model answers finitely"
+            )
+        result.feeds = [name for name, _ in kept]
+        return Verifier(model, [feed for _, feed in kept])
+    except TerminalError:
+        raise
+    except Exception as exc:
+        raise TerminalError(
+            f"rewrite: the model does not run on ONNX Runtime, so no rewrite can be "
+            f"verified: {str(exc).splitlines()[0][:200]}"
+        ) from exc
 
 
 def _check_exclude(model: onnx.ModelProto, patterns: Sequence[str]) -> None:
@@ -301,6 +356,12 @@ def _run_one(rw: Rewrite, state: State, env: _Env) -> State:
         return state
     base = state
     if state.facts.opset < rw.min_opset:
+        ceiling = env.target.max_opset
+        if ceiling is not None and rw.min_opset > ceiling:
+            reason = f"needs opset {rw.min_opset}; {env.target.id}'s compiler loads opset <= {ceiling}"
+            env.log(f"{rw.name}: {len(matches)} matches skipped: {reason}")
+            env.result.skipped.append({"name": rw.name, "reason": reason})
+            return state
         upgraded = _upgrade(state.model, rw.min_opset, env.log)
         if upgraded is None:
             return state

@@ -34,7 +34,7 @@ REQUIRED_VENDORS = {"Qualcomm", "MediaTek", "Huawei", "Apple", "Rockchip", "Inte
 BACKENDS = {"onnxruntime", "qnn", "mediatek", "cann", "coreml", "rknn", "openvino", "ethos-u"}
 PRECISIONS = {"fp32", "fp16", "bf16", "tf32", "int4", "int8", "uint8", "int16", "uint16"}
 ACTIVATIONS = {"int8", "uint8", "int16", "uint16"}
-BASIS_KINDS = {"published", "derived", "nominal", "typical board", "assumed", "third-party"}
+BASIS_KINDS = {"published", "derived", "measured", "nominal", "typical board", "assumed", "third-party"}
 """How a figure was obtained: every number in the catalog says which."""
 NUMERIC = ("peak_tops_int8", "peak_tops_fp16", "bandwidth_gbps", "cpu_gflops")
 
@@ -54,9 +54,17 @@ def test_file_name_is_the_id() -> None:
 
 
 @pytest.mark.parametrize("t", all_targets(), ids=lambda t: t.id)
+def test_a_stated_opset_ceiling_has_its_basis(t: Target) -> None:
+    if t.max_opset is None:
+        return
+    assert 7 <= t.max_opset <= 30
+    assert t.extra["basis"]["max_opset"].split(":")[0] in BASIS_KINDS
+
+
+@pytest.mark.parametrize("t", all_targets(), ids=lambda t: t.id)
 def test_every_field_filled(t: Target) -> None:
     for f in fields(Target):
-        if f.name == "extra":
+        if f.name == "extra" or f.default is None:  # optional facts: None where not stated
             continue
         value = getattr(t, f.name)
         assert value is not None and value != "", f"{t.id}.{f.name} is empty"

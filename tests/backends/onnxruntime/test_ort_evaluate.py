@@ -148,3 +148,76 @@ def test_labels_without_data_is_an_error(tmp_path: Path, compiled: StageOutput, 
     labels.write_text("a.npy 0\n")
     with pytest.raises(TerminalError, match="labels need the samples"):
         _evaluate(tmp_path, compiled, cls_onnx, cls_onnx, labels=labels)
+
+
+def _convs(folder: Path, channels: int, side: int) -> tuple[Path, Path]:
+    """Three 3x3 Convs of `channels` channels on a side x side image, and 8 calibration arrays."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    shape = [1, channels, side, side]
+    nodes, weights, previous = [], [], "x"
+    for i in range(3):
+        w = (rng.standard_normal((channels, channels, 3, 3)) * 0.1).astype(np.float32)
+        weights.append(numpy_helper.from_array(w, f"w{i}"))
+        out = "y" if i == 2 else f"a{i}"
+        nodes.append(helper.make_node("Conv", [previous, f"w{i}"], [out], pads=[1, 1, 1, 1], name=f"conv{i}"))
+        previous = out
+    graph = helper.make_graph(
+        nodes,
+        "convs",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+        weights,
+    )
+    folder.mkdir(parents=True)
+    path = folder / "convs.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    calib = folder / "calib"
+    calib.mkdir()
+    for i in range(8):
+        np.save(calib / f"{i:04d}.npy", rng.random(shape, dtype=np.float32))
+    return path, calib
+
+
+def _median_ms(model: Path) -> float:
+    """The model's median latency under onnxruntime here, timed in this test."""
+    import time
+
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+    feed = {"x": np.random.default_rng(1).random(session.get_inputs()[0].shape, dtype=np.float32)}
+    for _ in range(20):
+        session.run(None, feed)
+    times = []
+    for _ in range(200):
+        start = time.perf_counter()
+        session.run(None, feed)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)) * 1e3
+
+
+@pytest.mark.parametrize(
+    ("channels", "side", "int8_slower"), [(2, 4, True), (64, 32, False)], ids=["tiny", "wide"]
+)
+def test_an_int8_build_slower_than_float_on_the_host_says_so(
+    tmp_path: Path, channels: int, side: int, int8_slower: bool
+) -> None:
+    from backends.sdk.vocab import FLOAT_MEAN
+    from tests.backends.passes.quant_helpers import ptq_config, run_quantize
+
+    model, calib = _convs(tmp_path / "model", channels, side)
+    quantized = run_quantize(ptq_config(8, activations="uint8"), model, tmp_path / "q", calib=calib)
+    int8 = quantized.artifacts["model"]
+    # tiny tensors: the quantize/dequantize steps outweigh the convolutions; wide ones: int8 kernels win
+    assert (_median_ms(int8) > _median_ms(model)) is int8_slower
+    compiled = compile_model(int8, tmp_path / "compiled", level=3, cores=1)
+    out = _evaluate(tmp_path, compiled, int8, model, runs=200, metric="cosine")
+    found = out.report["measurements"]
+    assert found[FLOAT_MEAN]["evidence"] == "measured:host" and found[FLOAT_MEAN]["value"] > 0
+    slower = found["latency_ms.mean"]["value"] > found[FLOAT_MEAN]["value"]
+    assert slower is int8_slower
+    assert ("the int8 build is slower than the float model on this host" in out.note) is int8_slower

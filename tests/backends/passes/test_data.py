@@ -300,3 +300,32 @@ def test_a_non_finite_sample_value_is_an_error_naming_the_file_and_index(tmp_pat
     np.savez(tmp_path / "pair.npz", x=values)
     with pytest.raises(TerminalError, match=r"^pair\.npz: array for input x holds 1 non-finite"):
         read_sample(tmp_path / "pair.npz", FLOAT_IN)
+
+
+def test_random_token_ids_stay_inside_the_embedding_they_index(tmp_path: Path) -> None:
+    """An int64 input read (through a Cast) as Gather indices into a [32, 8] table: random feeds stay
+    below 32, so the model runs on them (a BERT export's word embedding failed on id 85 before)."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from backends.passes.data import model_inputs, random_samples
+
+    table = numpy_helper.from_array(np.arange(32 * 8, dtype=np.float32).reshape(32, 8), "table")
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["ids"], ["ids32"], to=TensorProto.INT32),
+         helper.make_node("Gather", ["table", "ids32"], ["emb"], axis=0)],
+        "embed",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 40]),
+         helper.make_tensor_value_info("lengths", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("emb", TensorProto.FLOAT, [1, 40, 8])],
+        [table],
+    )  # fmt: skip
+    path = tmp_path / "embed.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    specs = {s.name: s for s in model_inputs(path)}
+    assert specs["ids"].index_bound == 32 and specs["lengths"].index_bound is None
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for sample in random_samples(list(specs.values()), 8, seed=0):
+        assert int(sample.feed["ids"].max()) < 32
+        session.run(None, sample.feed)

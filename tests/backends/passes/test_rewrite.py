@@ -4,19 +4,21 @@ within 1e-4 on real text images; exclusions, fusion switches, rollback and deter
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
+from encoder_model import encoder, token_feeds
 from npu_models import imported, photo, ppocr_input, write_imported
 
 from backends.catalog import target
 from backends.passes import estimate as E
 from backends.passes.check import CheckPass
-from backends.passes.rewrite.rules import CLEANUP, Context, Match, Rewrite
+from backends.passes.rewrite.rules import CLEANUP, Context, Match, Rewrite, names
 from backends.passes.rewrite.stage import RewritePass, rewrite_model
-from backends.passes.rewrite.verify import run_model
+from backends.passes.rewrite.verify import max_diff, run_model, worst
 from backends.sdk.base import StageRequest
 from backends.sdk.errors import TerminalError
 
@@ -83,18 +85,21 @@ def test_fusion_switch_off_leaves_batchnorm() -> None:
 
 
 class _Broken(Rewrite):
-    """Replaces every HardSigmoid by Sigmoid, as a clean-up (always applied): numerically wrong, though
-    the detector's saturated output map hides it on random inputs; the boundary tensors do not."""
+    """Replaces every HardSigmoid by `op`, as a clean-up (always applied). Sigmoid is numerically wrong,
+    though the detector's saturated output map hides it on random inputs (the boundary tensors do not);
+    Sqrt is NaN below zero."""
 
-    name = "broken"
     family = "test"
     kind = CLEANUP
+
+    def __init__(self, op: str = "Sigmoid", name: str = "broken") -> None:
+        self.op, self.name = op, name
 
     def find(self, ctx: Context) -> list[Match]:
         out = []
         for i in ctx.runtime("HardSigmoid"):
             m = Match(self.name, ctx.facts.names[i], [i])
-            ctx.node(m, "Sigmoid", [ctx.nodes[i].input[0]], [ctx.nodes[i].output[0]])
+            ctx.node(m, self.op, [ctx.nodes[i].input[0]], [ctx.nodes[i].output[0]])
             out.append(m)
         return out
 
@@ -146,3 +151,119 @@ def test_rewrite_stage_is_deterministic(tmp_path: Path) -> None:
         assert placement["coverage"]["nodes"]["fraction"] == report["coverage"]["nodes"]["after"]
         onnx.checker.check_model(onnx.load(str(out.artifacts["model"])), full_check=True)
     assert outputs[0] == outputs[1]
+
+
+# ---------------------------------------------------------------- a transformer encoder with a padding mask
+
+
+@pytest.fixture(scope="module")
+def tagger() -> onnx.ModelProto:
+    return encoder()
+
+
+@pytest.mark.parametrize("tid", ["rk3588", "qualcomm-htp-v75"])
+def test_encoder_with_padding_mask_gets_its_rewrites(tagger: onnx.ModelProto, tid: str) -> None:
+    """The all-false mask makes the float model NaN: that feed is reported and not used, the others
+    verify the rewrites, coverage rises, and sentences with padding keep their logits within 1e-4."""
+    tgt = target(tid)
+    result = rewrite_model(tagger, tgt, E.precision_for(tgt, QUANT), {}, log=lambda _: None)
+    report = result.report()
+    rejected = report["verified_on"]["rejected"]
+    assert [r["name"] for r in rejected] == ["random-0 (booleans all false)"]
+    assert "NaN/Inf at logits" in rejected[0]["reason"]
+    assert report["verified_on"]["feeds"] and not report["rolled_back"]
+    assert result.coverage_after >= result.coverage_before + 0.1, (
+        result.coverage_before,
+        result.coverage_after,
+    )
+    for feed in token_feeds(4):
+        (want,) = run_model(tagger, feed)
+        (got,) = run_model(result.model, feed)
+        assert float(np.max(np.abs(want - got))) <= 1e-4
+
+
+def test_no_rewrite_lifts_the_model_past_the_targets_opset(tagger: onnx.ModelProto) -> None:
+    """gelu_recompose needs opset 20: on rk3588 (rknn-toolkit2 loads <= 19) it is skipped, with the
+    reason; on the HTP (no ceiling stated) it fires and the model is opset 20."""
+    rk, htp = target("rk3588"), target("qualcomm-htp-v75")
+    assert rk.max_opset == 19 and htp.max_opset is None
+    on_rk = rewrite_model(tagger, rk, E.precision_for(rk, QUANT), {}, log=lambda _: None)
+    assert max(o.version for o in on_rk.model.opset_import if o.domain in ("", "ai.onnx")) <= 19
+    assert not any(n.op_type == "Gelu" for n in on_rk.model.graph.node)
+    skipped = {s["name"]: s["reason"] for s in on_rk.report()["skipped"]}
+    assert "opset <= 19" in skipped["gelu_recompose"]
+    on_htp = rewrite_model(tagger, htp, E.precision_for(htp, QUANT), {}, log=lambda _: None)
+    assert any(n.op_type == "Gelu" for n in on_htp.model.graph.node)
+
+
+def test_a_rewrite_is_switched_off_by_name(tagger: onnx.ModelProto) -> None:
+    htp = target("qualcomm-htp-v75")
+    off = rewrite_model(
+        tagger, htp, E.precision_for(htp, QUANT), {"disable": ["gelu_recompose"]}, log=lambda _: None
+    )
+    assert not any(n.op_type == "Gelu" for n in off.model.graph.node)
+    assert {"name": "gelu_recompose", "reason": "rewrite.disable names it"} in off.report()["skipped"]
+    assert "gelu_recompose" in names()
+
+
+def test_a_nan_difference_is_a_failure_not_zero() -> None:
+    assert math.isnan(worst(0.0, float("nan"))) and math.isnan(worst(float("nan"), 0.0))
+    a = np.array([1.0, np.inf, np.nan], np.float32)
+    assert max_diff(a, a.copy()) == 0.0
+    assert math.isnan(max_diff(a, np.array([np.nan, np.inf, np.nan], np.float32)))
+    tgt = target("rk3588")
+    result = rewrite_model(
+        imported("cls"),
+        tgt,
+        E.precision_for(tgt, QUANT),
+        {},
+        log=lambda _: None,
+        rewrites=[_Broken("Sqrt", "nan_maker")],
+    )
+    report = result.report()
+    assert [(r["name"], r["max_abs_diff"]) for r in report["rolled_back"]] == [("nan_maker", None)]
+
+
+def test_rewrites_are_verified_on_the_specs_own_samples(tagger: onnx.ModelProto, tmp_path: Path) -> None:
+    """With calibration data the stage verifies on those files (the float model's finite answers on
+    real sentences), not on seeded feeds; the report names the folder and the files."""
+    path = tmp_path / "tagger.onnx"
+    onnx.save(tagger, str(path))
+    calib = tmp_path / "calib"
+    calib.mkdir()
+    for k, feed in enumerate(token_feeds(3)):
+        np.savez(calib / f"s{k}.npz", **feed)
+    np.savez(
+        calib / "a_empty.npz", input_ids=np.zeros((1, 32), np.int64), attention_mask=np.zeros((1, 32), bool)
+    )
+    check = CheckPass().run(
+        StageRequest(
+            "check",
+            target("rk3588"),
+            {"quantization.mode": "ptq"},
+            {"model": path},
+            tmp_path,
+            tmp_path / "c.log",
+        )
+    )
+    (tmp_path / "rw").mkdir()
+    config = {
+        "rewrite": {"replace_unsupported": True, "fusion": {}, "exclude": [], "disable": []},
+        "target": "rk3588",
+        "quantization.calibration.data": "calib",
+    }
+    out = RewritePass().run(
+        StageRequest(
+            "rewrite",
+            target("rk3588"),
+            config,
+            {"model": path, "placement": check.artifacts["placement"], "calibration_data": calib},
+            tmp_path / "rw",
+            tmp_path / "rw.log",
+        )
+    )
+    verified = out.report["verified_on"]
+    assert verified["source"] == "quantization.calibration.data (calib)"
+    assert sorted(verified["feeds"]) == ["s0.npz", "s1.npz", "s2.npz"]
+    assert [r["name"] for r in verified["rejected"]] == ["a_empty.npz"]
+    assert out.report["coverage"]["nodes"]["after"] > out.report["coverage"]["nodes"]["before"]

@@ -21,6 +21,7 @@ from backends.passes.rewrite.rules import (
     activations,
     arith,
     clip,
+    convertible,
     fold,
     fusion,
     layout,
@@ -349,3 +350,53 @@ def test_layernorm_recompose_and_decompose() -> None:
     assert ops(ln) == ["LayerNormalization"]
     back = assert_equivalent(normalization.LayerNormDecompose(), ln)
     assert "LayerNormalization" not in ops(back) and "ReduceMean" in ops(back)
+
+
+def test_explicit_pads_for_same_and_valid() -> None:
+    """SAME_UPPER (odd pixel at the end), SAME_LOWER (at the beginning) and VALID at a stride that
+    leaves a remainder: the explicit pads give the same outputs, and no auto_pad is left."""
+    w = f32(4, 3, 3, 3)
+    for mode, op, attrs in (
+        ("SAME_UPPER", "Conv", {"strides": [2, 2]}),
+        ("SAME_LOWER", "Conv", {"strides": [3, 2]}),
+        ("VALID", "Conv", {"strides": [2, 3]}),
+        ("SAME_UPPER", "MaxPool", {"kernel_shape": [2, 3], "strides": [2, 2]}),
+        ("SAME_LOWER", "AveragePool", {"kernel_shape": [3, 2]}),
+    ):
+        inputs = ["x", "w"] if op == "Conv" else ["x"]
+        m = model([N(op, inputs, ["y"], auto_pad=mode, **attrs)], {"x": [1, 3, 9, 11]}, {"w": w})
+        new = assert_equivalent(convertible.ExplicitPads(), m)
+        assert all(a.name != "auto_pad" for n in new.graph.node for a in n.attribute), (mode, op)
+
+
+def test_static_shape_for_reshape_and_expand() -> None:
+    """A Reshape read with allowzero=1, one whose shape is computed from Shape, one with -1, and an
+    Expand to a computed shape: each gets its explicit static shape; a static Reshape without
+    placeholders is left alone."""
+    nodes = [
+        N("Reshape", ["x", "s_allow"], ["a"], allowzero=1),
+        N("Shape", ["x"], ["sx"]),
+        N("Reshape", ["a", "sx"], ["b"]),
+        N("Reshape", ["b", "s_minus"], ["c"]),
+        N("Concat", ["two", "sx"], ["se"], axis=0),
+        N("Expand", ["b", "se"], ["d"]),
+        N("Reshape", ["d", "s_plain"], ["e"]),
+    ]
+    inits = {
+        "s_allow": np.array([1, 6, 4], np.int64),
+        "s_minus": np.array([1, -1, 4], np.int64),
+        "two": np.array([2], np.int64),
+        "s_plain": np.array([2, 24], np.int64),
+    }
+    m = model(nodes, {"x": [1, 2, 3, 4]}, inits, outputs=["c", "e"], opset=14)
+    new = assert_equivalent(convertible.StaticShape(), m, expect=4)
+    reshapes = [n for n in new.graph.node if n.op_type in ("Reshape", "Expand")]
+    assert all(not n.attribute for n in reshapes)
+    values = {t.name: numpy_helper.to_array(t).tolist() for t in new.graph.initializer}
+    assert [values[n.input[1]] for n in reshapes] == [
+        [1, 6, 4],
+        [1, 2, 3, 4],
+        [1, 6, 4],
+        [2, 1, 2, 3, 4],
+        [2, 24],
+    ]

