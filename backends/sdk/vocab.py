@@ -24,6 +24,11 @@ arithmetic folded away (what check places and its coverage counts). The node cou
 (constants included) and the runtime's kernel count after fusion measure other things: their stage
 reports keep them, and their one-line notes do not repeat them, so a build shows one count."""
 
+UNTRUSTED = "not from a trusted builder"
+"""Why a recorded result counts for nothing: its record is unsigned, signed by a key the repository's
+trust policy does not name (and not this machine's own), or its signature does not verify. Its
+verdicts read `unknown` with this reason, never pass or fail (reconciler.trust)."""
+
 
 class Tone(Enum):
     """How a word reads: good (green), bad (red and bold: it needs action), or unsure (yellow: nothing

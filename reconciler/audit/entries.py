@@ -11,6 +11,7 @@ from backends.sdk.vocab import Verdict
 from reconciler.engine import health
 from reconciler.records.judged import Judged
 from reconciler.state.lockread import LockedStage, LockView
+from reconciler.trust.signing import Trust, mapping
 
 CANCELLED = "cancelled"
 """The state of an attempt stopped before it judged anything; the other states are verdict words."""
@@ -48,6 +49,8 @@ class AuditEntry:
     commit: str | None = None
     author: str = ""
     subject: str = ""
+    signed_by: dict[str, str] = field(default_factory=dict)
+    """Variant -> the names of the keys that signed the records its verdicts rest on (reconciler.trust)."""
     applied_at: list[str] = field(default_factory=list)
     """Times of local applies (ledger) that produced exactly these results."""
     attempt: str | None = None
@@ -106,6 +109,7 @@ class AuditEntry:
             "toolchains": self.toolchains,
             "applied_at": self.applied_at,
             "settings": self.settings,
+            "signed_by": self.signed_by,
             "attempt": self.attempt,
         }
 
@@ -150,10 +154,23 @@ def settings(stages: Mapping[str, LockedStage], toolchain: dict[str, dict[str, A
 
 
 def from_lock(
-    lock: dict[str, Any], source: str, label: str, time: datetime, lock_file: str, commit: str | None = None
+    lock: dict[str, Any],
+    source: str,
+    label: str,
+    time: datetime,
+    lock_file: str,
+    trust: Trust,
+    commit: str | None = None,
 ) -> AuditEntry:
-    """An entry from a lock file's content (format 1 or 2)."""
-    read = LockView.from_json(lock)
+    """An entry from a lock file's content (format 1 or 2), judged by `trust`: `signed_by` names who
+    signed the records each variant's verdicts rest on, and verdicts resting on records not from a
+    trusted builder read unknown (reconciler.trust)."""
+    signed_by = {
+        str(n): ", ".join(trust.signers(v)) or "unsigned"
+        for n, v in mapping(lock.get("variants")).items()
+        if isinstance(v, dict)
+    }
+    read = LockView.from_json(trust.vetted(lock) or lock)
     variants = read.variants
     default = variants.get("default") or next(iter(variants.values()), None)
     stages = default.stages if default is not None else {}
@@ -178,4 +195,5 @@ def from_lock(
         toolchains=toolchains(stages),
         commit=commit,
         settings=settings(stages, toolchains(stages)),
+        signed_by=signed_by,
     )

@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from reconciler.audit.entries import AuditEntry, from_lock
+from reconciler.trust.signing import Trust
 
 if TYPE_CHECKING:
     import git
@@ -91,7 +92,9 @@ def _parents(commit: git.Commit, boundary: set[str]) -> list[git.Commit]:
     return list(commit.parents)
 
 
-def _commit_entries(commit: git.Commit, folders: list[str], boundary: set[str]) -> Iterator[AuditEntry]:
+def _commit_entries(
+    commit: git.Commit, folders: list[str], boundary: set[str], trust: Trust
+) -> Iterator[AuditEntry]:
     parents = _parents(commit, boundary)
     time = commit.committed_datetime
     for path in _lock_paths(commit, folders):
@@ -106,13 +109,13 @@ def _commit_entries(commit: git.Commit, folders: list[str], boundary: set[str]) 
         lock = _parse(blob.data_stream.read())
         if lock is None:
             continue
-        entry = from_lock(lock, "commit", commit.hexsha[:10], time, path, commit.hexsha)
+        entry = from_lock(lock, "commit", commit.hexsha[:10], time, path, trust, commit.hexsha)
         entry.author = str(commit.author.name or "")
         entry.subject = str(commit.summary)
         yield entry
 
 
-def commits(repo: git.Repo, folders: list[str], rev: str = "HEAD") -> list[AuditEntry]:
+def commits(repo: git.Repo, folders: list[str], trust: Trust, rev: str = "HEAD") -> list[AuditEntry]:
     """Entries of every commit reachable from `rev` that changed a lock file in `folders`, newest first."""
     if not repo.head.is_valid():
         return []
@@ -120,7 +123,7 @@ def commits(repo: git.Repo, folders: list[str], rev: str = "HEAD") -> list[Audit
     boundary = shallow_boundary(repo)
     out: list[AuditEntry] = []
     for commit in repo.iter_commits(rev, paths=pathspecs):
-        out.extend(_commit_entries(commit, folders, boundary))
+        out.extend(_commit_entries(commit, folders, boundary, trust))
     return out
 
 
@@ -128,7 +131,7 @@ def _relative(path: Path, root: Path) -> str:
     return PurePosixPath(path.resolve().relative_to(root.resolve())).as_posix()
 
 
-def working_tree(root: Path, lock_files: list[Path], repo: git.Repo | None) -> list[AuditEntry]:
+def working_tree(root: Path, lock_files: list[Path], repo: git.Repo | None, trust: Trust) -> list[AuditEntry]:
     """Lock files whose work-tree content differs from HEAD's (or that git does not know yet)."""
     head = repo.head.commit if repo is not None and repo.head.is_valid() else None
     out = []
@@ -142,5 +145,5 @@ def working_tree(root: Path, lock_files: list[Path], repo: git.Repo | None) -> l
         if lock is None:
             continue
         mtime = datetime.fromtimestamp(os.stat(path).st_mtime, tz=timezone.utc).astimezone()
-        out.append(from_lock(lock, "working tree", "working tree", mtime, relative))
+        out.append(from_lock(lock, "working tree", "working tree", mtime, relative, trust))
     return out

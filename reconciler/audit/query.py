@@ -17,6 +17,7 @@ from reconciler.audit import history, ledger
 from reconciler.audit.entries import CANCELLED, AuditEntry
 from reconciler.records.judged import Judged
 from reconciler.repo import Layout
+from reconciler.trust.signing import Trust
 
 
 class AuditError(Exception):
@@ -191,7 +192,9 @@ class Audit:
         }
 
 
-def _history(repo: Any, folders: list[str], rev: str | None, warnings: list[str]) -> list[AuditEntry]:
+def _history(
+    repo: Any, folders: list[str], rev: str | None, warnings: list[str], trust: Trust
+) -> list[AuditEntry]:
     from reconciler.gitops.gitref import GitError, resolve
 
     if rev is not None:
@@ -199,7 +202,7 @@ def _history(repo: Any, folders: list[str], rev: str | None, warnings: list[str]
             resolve(repo, rev)
         except GitError as exc:
             raise AuditError(str(exc)) from exc
-    entries = history.commits(repo, folders, rev or "HEAD")
+    entries = history.commits(repo, folders, trust, rev or "HEAD")
     shallow = history.shallow_note(repo, rev or "HEAD")
     if shallow:
         warnings.append(shallow)
@@ -251,7 +254,9 @@ def run(root: Path, paths: list[Path], filters: Filters, rev: str | None = None)
     import git
 
     from reconciler.state.db import Database
+    from reconciler.trust import policy
 
+    trust = Trust.here(policy.read(root))  # who signed each verdict; unknown when nobody trusted did
     folders = _folders(root, paths)
     warnings: list[str] = []
     repo: git.Repo | None
@@ -260,9 +265,9 @@ def run(root: Path, paths: list[Path], filters: Filters, rev: str | None = None)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         repo, warnings = None, [f"{root} is not a git repository: only the work tree and the ledger are read"]
     try:
-        entries = _history(repo, folders, rev, warnings) if repo is not None else []
+        entries = _history(repo, folders, rev, warnings, trust) if repo is not None else []
         if rev is None:
-            entries = history.working_tree(root, _work_tree_locks(root, folders), repo) + entries
+            entries = history.working_tree(root, _work_tree_locks(root, folders), repo, trust) + entries
     finally:
         if repo is not None:
             repo.close()

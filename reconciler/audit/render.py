@@ -27,11 +27,14 @@ def settings_text(settings: dict[str, str]) -> str:
     return "; ".join(parts) or "—"
 
 
-def verdict_cell(v: Judged, marks: bool = True) -> str:
-    """`❌ 217.3 > 150 ms (measured:device)`: the mark (or the word), the value against its bound."""
+def verdict_cell(v: Judged, marks: bool = True, signed_by: str | None = None) -> str:
+    """`❌ 217.3 > 150 ms (measured:device; signed by ci)`: the mark (or the word), the value against
+    its bound, and who signed the records it rests on (reconciler.trust)."""
     judged = Verdict.of(v.verdict)
     mark = (judged.mark if judged else "") if marks else v.verdict
     evidence = v.evidence or "no measurement"
+    if signed_by:
+        evidence += f"; signed by {signed_by}"
     measured = measured_against(v.name, v.value, v.comparison or "<=", v.threshold)
     return f"{mark} {measured} ({evidence})".strip()
 
@@ -89,7 +92,9 @@ def to_markdown(audit: Audit) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for e in audit.entries:
-        slos = "<br>".join(f"{v.name}: {verdict_cell(v)}" for v in e.verdicts) or (e.attempt or "—")
+        slos = "<br>".join(
+            f"{v.name}: {verdict_cell(v, signed_by=e.signed_by.get(v.variant))}" for v in e.verdicts
+        ) or (e.attempt or "—")
         label = f"`{e.label}` {shorten(e.subject)}".strip() if e.source == "commit" else e.label
         lines.append(
             f"| {_when(e)} | {label.replace('|', '/')} | `{e.spec}` | `{e.target}` | `{e.model}` | "
@@ -132,9 +137,10 @@ def print_text(audit: Audit) -> None:
     for column in ("when", "source", "spec", "target", "model", "state", "SLOs", "toolchain"):
         history.add_column(column, overflow="fold")
     for e in audit.entries:
-        slos = "\n".join(f"{v.name}: {verdict_cell(v, marks=False)}" for v in e.verdicts) or (
-            e.attempt or "—"
-        )
+        slos = "\n".join(
+            f"{v.name}: {verdict_cell(v, marks=False, signed_by=e.signed_by.get(v.variant))}"
+            for v in e.verdicts
+        ) or (e.attempt or "—")
         label = f"{e.label} {shorten(e.subject)}".strip() if e.source == "commit" else e.label
         history.add_row(_when(e), label, e.spec, e.target, e.model, e.state, slos, toolchain_text(e))
     out.print(history)

@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "pull": "Pull every stage the lock files record from the remote cache (verified).",
     "lock": "Lock files under git: `lock install-merge-driver` makes git merge them record by record.",
     "export": "Copy a spec's deployable files (verified) into a folder, with a manifest and SHA256SUMS.",
+    "key": "This machine's signing key (generate, show, path) and signing committed lock files with it.",
 }
 """Subcommand name -> one-line help; the implementation is `reconciler.cli.<name>:command`."""
 
@@ -133,8 +134,10 @@ def main() -> None:
         from backends.sdk.pathpolicy import PathRefused
         from reconciler.engine import faults
         from reconciler.state.lockfile import LockUnreadable
+        from reconciler.trust.keys import KeyProblem
+        from reconciler.trust.policy import PolicyError
 
-        if isinstance(exc, LockUnreadable):
+        if isinstance(exc, (LockUnreadable, PolicyError, KeyProblem)):
             click.echo(f"npuctl: {exc}", err=True)
             sys.exit(1)
         if isinstance(exc, PathRefused) or faults.is_infrastructure(exc):

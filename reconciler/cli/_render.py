@@ -6,7 +6,7 @@ import re
 
 import click
 
-from backends.sdk.vocab import Tone, Verdict
+from backends.sdk.vocab import UNTRUSTED, Tone, Verdict
 from reconciler.engine import health
 from reconciler.engine.results import SpecResult
 from reconciler.output import action_word, measured_against, to_json
@@ -14,8 +14,11 @@ from reconciler.records.judged import Judged
 
 
 def verdict_text(v: Judged) -> str:
-    """The verdict, with plan's prediction ("pass -> fail") and the carried-over mark."""
+    """The verdict, with plan's prediction ("pass -> fail"), the carried-over mark, and why a verdict
+    on records that do not count is unknown."""
     text = v.predicted or v.verdict
+    if v.detail.startswith(UNTRUSTED):
+        text += f": {UNTRUSTED}"
     return text + (" (carried over)" if v.carried_over else "")
 
 

@@ -5,7 +5,7 @@ is most of a no-op. When every spec of a plan is settled (reconciler.engine.sett
 writes what it and the apply of the same invocation print, with a witness (reconciler.state.statcache)
 of every file the output stands on: each spec's settled inputs (spec, bases, lock, model, data, store
 objects), the scanned spec folders and every YAML file in them (an added or re-kinded spec), the
-remote's config file; and the state database's identity and the engine's code, interpreter and
+remote's config file, the trust policy and this machine's key file; and the state database's identity and the engine's code, interpreter and
 toolchain identities (as the settled cache checks them). The next plan or apply of the same invocation (the same paths, format, working
 directory and the environment variables npuctl reads) stats those files and, when none changed,
 prints the stored output: what a stat-based build tool's no-op costs (one stat per input), and the
@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from reconciler.engine.settled import Settled
     from reconciler.engine.workspace import Workspace
 
-VERSION = 3
-KEPT_ENV = ("CI", "GITHUB_ACTIONS", "HOME", "XDG_CACHE_HOME", "PATH", "PYTHONPATH")
+VERSION = 4
+KEPT_ENV = ("CI", "GITHUB_ACTIONS", "HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "PATH", "PYTHONPATH")
 """Besides every NPUCTL_* variable: what the commands read (remote, toolchains, annotations)."""
 
 
@@ -161,7 +161,10 @@ def record(
     file = _file(root, key)
     if file is None:
         return False
-    outside = [str(root / CONFIG_FILE), *_scanned(_targets(root, paths))]
+    from reconciler.trust import keys, policy
+
+    trust_files = [str(root / policy.FILE), str(keys.key_path())]  # whose records count
+    outside = [str(root / CONFIG_FILE), *trust_files, *_scanned(_targets(root, paths))]
     seen = [statcache.witness(p, statcache.stat_of(p), settled.started, _listing) for p in outside]
     for spec in specs:
         held = settled.inputs_of(spec)

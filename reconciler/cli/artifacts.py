@@ -23,7 +23,7 @@ def command(spec: str, fmt: str, as_json: bool) -> int:
         return 1
     root, lock = found_lock
     try:
-        found = deployables(lock, Store(Layout(root).store))
+        found = deployables(lock, Store(Layout(root).store), root)
     except ExportError as exc:
         click.echo(f"npuctl artifacts: {spec}: {exc}", err=True)
         return 1
@@ -68,7 +68,7 @@ def where_lines(root: Path, results: list[object]) -> list[str]:
         spec_file = root / str(getattr(result, "file", ""))
         try:
             lock = lockread.read(Layout.lock_file(spec_file)) if spec_file.is_file() else None
-            found = deployables(lock, store) if lock is not None else []
+            found = deployables(lock, store, root) if lock is not None else []
         except (ExportError, lockfile.LockUnreadable):  # apply named an unreadable lock already
             continue
         entries = [primary(v) for v in found if all(a.stored is not None for a in v.artifacts)]

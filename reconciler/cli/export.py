@@ -47,7 +47,7 @@ def command(spec: str, dest: Path, rev: str | None, remote_url: str | None) -> i
         lock = at
     store = Store(Layout(root).store)
     try:
-        found = deployables(lock, store)
+        found = deployables(lock, store, root)
         if rev is not None and any(a.stored is None for v in found for a in v.artifacts):
             remote = _remote.open_for(root, remote_url)
             tmp = Layout(root).tmp

@@ -93,6 +93,8 @@ def command(
             _remote.attach(ws, remote_url, fetch=False)
         else:
             _remote.attach_for_base(ws, remote_url, base_ref)
+            if not _base_trust(ws, base_ref):
+                return 1
         planned, settled = plan_settled(ws, loaded.specs)
         results = loaded.invalid + planned
         if out is not None:
@@ -169,6 +171,20 @@ def _say_regressions(results: list[SpecResult], fail_on_regression: bool) -> Non
     if fail_on_regression:
         for line in regressions(results):
             click.echo(f"npuctl plan: SLO would regress: {line}", err=True)
+
+
+def _base_trust(ws: Workspace, ref: str) -> bool:
+    """Judges records by the base revision's trust policy; False (said) when REF cannot be read."""
+    from reconciler.gitops.compare import base_policy
+    from reconciler.gitops.gitref import GitError
+    from reconciler.trust.signing import Trust
+
+    try:
+        ws.trust = Trust(base_policy(ws.layout.root, ref), ws.trust.own)
+    except GitError as exc:
+        click.echo(f"npuctl plan --base: {exc}", err=True)
+        return False
+    return True
 
 
 def _with_base(

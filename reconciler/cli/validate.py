@@ -117,6 +117,20 @@ def _summary(reports: list[SpecReport], bases: dict[Path, list[SpecError]], lock
     return summary
 
 
+def _policy_problems(reports: list[Any]) -> list[str]:
+    """The repository's trust policy (reconciler.trust.policy), when it has one: one located line."""
+    from reconciler.repo import find_root
+    from reconciler.trust import policy
+
+    if not reports:
+        return []
+    try:
+        policy.read(find_root(reports[0].file.parent)).names  # noqa: B018 - parsed to be checked
+    except policy.PolicyError as exc:
+        return [str(exc)]
+    return []
+
+
 def _lock_problems(reports: list[Any]) -> list[str]:
     """Each spec's committed lock re-derived (engine.integrity): a hand-edited verdict is an error.
     The engine is imported only when there is a lock file to check (validate stays light)."""
@@ -124,7 +138,7 @@ def _lock_problems(reports: list[Any]) -> list[str]:
     from reconciler.spec._errors import display_path
     from reconciler.state import lockfile
 
-    out: list[str] = []
+    out: list[str] = _policy_problems(reports)
     for report in reports:
         path = Layout.lock_file(report.file)
         try:

@@ -33,7 +33,7 @@ from reconciler.engine.resolve import index_locks
 from reconciler.engine.results import SpecResult
 from reconciler.engine.settled import Settled
 from reconciler.engine.sources import lock_sources
-from reconciler.engine.verify import judge
+from reconciler.engine.verify import judge, not_trusted
 from reconciler.engine.workspace import Workspace
 from reconciler.records import measured
 from reconciler.repo import Layout
@@ -41,9 +41,12 @@ from reconciler.spec import LoadedSpec, SpecErrors
 from reconciler.state import lockfile, locks, statcache
 from reconciler.state.lockfile import LockUnreadable
 from reconciler.state.lockread import LockedVariant, LockIndex, LockView
+from reconciler.trust.policy import PolicyError
 
 
-def _judged(spec: LoadedSpec, run: ChainRun, result: SpecResult) -> tuple[dict[str, Any], bool]:
+def _judged(
+    ws: Workspace, spec: LoadedSpec, run: ChainRun, result: SpecResult
+) -> tuple[dict[str, Any], bool]:
     """The variant's lock entry, and whether it is of the spec as it is now (sync)."""
     variant = run.variant
     slo = spec.field("slo")
@@ -52,7 +55,10 @@ def _judged(spec: LoadedSpec, run: ChainRun, result: SpecResult) -> tuple[dict[s
         measurements = collect(run.records, compile_failed)
         verdicts = judge(slo, measured.measurements(measurements), variant.name)
         carried = any(c.startswith(f"{variant.name}/evaluate:") for c in run.carried)
-        entry = variant_entry(variant.inputs, run.records, [v.lock_json() for v in verdicts], measurements)
+        judged = [v.lock_json() for v in verdicts]
+        entry = variant_entry(
+            variant.inputs, run.records, judged, measurements, ws.trust, run.locked, run.dry
+        )
         if run.remeasure and any(s.name == "evaluate" and s.action == "built" for s in run.results):
             entry = with_other_runners(entry, run.locked)
         synced = run.complete
@@ -61,6 +67,8 @@ def _judged(spec: LoadedSpec, run: ChainRun, result: SpecResult) -> tuple[dict[s
         verdicts = judge(slo, run.locked.measurements, variant.name)
         carried = True
         entry = carried_entry(run.locked, [v.lock_json() for v in verdicts])
+        if run.locked.untrusted:  # kept as committed, counted as nothing
+            verdicts = not_trusted(slo, variant.name, run.locked.untrusted)
         synced = recorded_matches(run.chain, run.locked)
         why = next((s.reason for s in run.results if s.action in ("failed", "skipped")), "")
         result.carried_over.append(
@@ -130,7 +138,7 @@ def _reconcile(
     result.lock_problems = list(problems)
     if result.lock_problems:
         previous = None  # never carried over nor trusted: rebuilt and rewritten from real records
-    locked = previous.variants if previous is not None else {}
+    locked = previous.variants if previous is not None else {}  # vetted: reconciler.trust
     per_variant: dict[str, dict[str, Any]] = {}
     stalled = failed = False
     all_synced = True
@@ -149,7 +157,7 @@ def _reconcile(
         run = ChainRun(ws, spec, variant, reporter, policy, prior, remeasure, dry)
         run.run(chain)
         result.stages.extend(run.results)
-        per_variant[variant.name], synced = _judged(spec, run, result)
+        per_variant[variant.name], synced = _judged(ws, spec, run, result)
         all_synced &= synced
         all_fresh &= run.complete or not prior.raw
         stalled |= run.stalled
@@ -253,7 +261,7 @@ def _failed(ws: Workspace, spec: LoadedSpec, exc: Exception) -> SpecResult:
     if os.environ.get("NPUCTL_DEBUG"):
         traceback.print_exc()
     failed = SpecResult(spec.name, str(spec.path), spec.target, status=health.FAILED)
-    if isinstance(exc, locks.LockTimeout):
+    if isinstance(exc, (locks.LockTimeout, PolicyError)):
         failed.errors.append(f"{spec.path}: {exc}")
     elif faults.is_infrastructure(exc):
         near = (ws.layout.tmp, ws.layout.store, ws.layout.state_dir, spec.path)

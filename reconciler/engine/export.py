@@ -58,10 +58,20 @@ class Variant:
         return variants.shape_key(self.inputs).replace("=", "-").replace(";", "_")
 
 
-def deployables(lock: LockView, store: Store) -> list[Variant]:
-    """Every variant's compile output; ExportError when a variant has none recorded."""
+def deployables(lock: LockView, store: Store, root: Path) -> list[Variant]:
+    """Every variant's compile output; ExportError when a variant has none recorded, or when its
+    compile record is not from a trusted builder (reconciler.trust: it may name any object)."""
+    from reconciler.trust import policy
+    from reconciler.trust.signing import Trust
+
+    trust = Trust.here(policy.read(root))
     out = []
     for name, variant in sorted(lock.variants.items(), key=lambda kv: (kv[0] != "default", kv[0])):
+        why = trust.distrusted(variant.raw).get("compile")
+        if why is not None:
+            raise ExportError(
+                f"variant {name!r}: the compile record is {why}: run `npuctl apply` to build it here"
+            )
         compile_stage = variant.stages.get("compile")
         if compile_stage is None or not compile_stage.artifacts:
             raise ExportError(f"variant {name!r} has no compiled artifact recorded: run `npuctl apply`")

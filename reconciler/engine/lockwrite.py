@@ -20,6 +20,8 @@ from reconciler.records.measured import Measurements
 from reconciler.state import lockfile
 from reconciler.state.db import Record
 from reconciler.state.lockread import LockedVariant
+from reconciler.trust import signing
+from reconciler.trust.signing import Trust, mapping
 
 MAX_OTHER_RUNNERS = 4
 """How many other runners' measurements a variant keeps after explicit re-measuring."""
@@ -50,7 +52,7 @@ def checked(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-ARTIFACT_INPUTS = "artifact_inputs"
+ARTIFACT_INPUTS = signing.ARTIFACT_INPUTS
 """The compile report's key, and the lock variant's, for the inputs the artifact itself declares."""
 
 
@@ -59,16 +61,25 @@ def variant_entry(
     records: dict[str, Record],
     verdicts: list[dict[str, Any]],
     measurements: dict[str, Any],
+    trust: Trust,
+    previous: LockedVariant,
+    dry: bool = False,
 ) -> dict[str, Any]:
+    """The variant as the lock records it, each stage signed (reconciler.trust.signing): a signature
+    the committed entry holds over the same content is kept; a dry walk signs nothing new."""
+    compiled = records.get("compile")
+    declared = compiled.report.get(ARTIFACT_INPUTS) if compiled is not None else None
+    declared = declared if isinstance(declared, list) and declared else None
+    stages = {name: stage_entry(record) for name, record in sorted(records.items())}
+    before = mapping(previous.raw.get("stages"))
+    signed = trust.signed_stages(stages, measurements, before, fresh=not dry, declared=declared)
     entry: dict[str, Any] = {
         "inputs": inputs,
-        "stages": {name: stage_entry(record) for name, record in sorted(records.items())},
+        "stages": signed,
         "measurements": measurements,
         "verdicts": verdicts,
     }
-    compiled = records.get("compile")
-    declared = compiled.report.get(ARTIFACT_INPUTS) if compiled is not None else None
-    if isinstance(declared, list) and declared:
+    if declared is not None:
         entry[ARTIFACT_INPUTS] = declared
     return entry
 

@@ -20,7 +20,7 @@ from reconciler.engine.predict import predict
 from reconciler.engine.resolve import Resolved, Source, index_locks, walk
 from reconciler.engine.results import SpecResult, StageResult
 from reconciler.engine.stages import VERIFY
-from reconciler.engine.verify import judge
+from reconciler.engine.verify import judge, not_trusted
 from reconciler.engine.walk import changes, previous, reason
 from reconciler.engine.workspace import Workspace
 from reconciler.records.judged import Judged
@@ -73,6 +73,8 @@ def _stage_result(
         why = f"stalled: {failure.message} (not retried until its inputs change)"
         return StageResult(name, variant, "stalled", key, why, log=failure.log or None)
     why = reason(previous(ws.db, spec.name, variant, name, locked.record(name)), resolved.key_inputs)
+    if name in locked.distrusted:
+        why = f"recorded in the lock, but {locked.distrusted[name]}; {why}"
     if isinstance(setup.error, ToolchainMissing):
         why += f" (will not be built here: toolchain not installed: {setup.error})"
     elif setup.error is not None:
@@ -112,10 +114,13 @@ def _plan_verify(
     measured: Measurements,
     lock: LockView | None,
 ) -> tuple[StageResult, list[Judged]]:
-    if "evaluate" not in records:
-        return StageResult(VERIFY, variant.name, "build", None, "after evaluate"), []
-    verdicts = judge(spec.field("slo"), measured, variant.name)
     locked = lockread.variant(lock, variant.name)
+    if "evaluate" not in records:
+        after = StageResult(VERIFY, variant.name, "build", None, "after evaluate")
+        return after, (
+            not_trusted(spec.field("slo"), variant.name, locked.untrusted) if locked.untrusted else []
+        )
+    verdicts = judge(spec.field("slo"), measured, variant.name)
     predict(verdicts, locked.verdicts)
     locked_keys = {n: s.key for n, s in locked.stages.items()}
     current_keys = {n: r.key for n, r in records.items()}

@@ -235,6 +235,6 @@ def index_locks(ws: Workspace, specs: list[LoadedSpec]) -> None:
             except LockUnreadable:
                 continue
             if lock is not None and not problems:
-                yield lock
+                yield lock  # vetted by committed_lock: reconciler.trust
 
     ws.locks.defer(locks)

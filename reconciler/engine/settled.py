@@ -8,7 +8,8 @@ keys and records read, and every lock file of the run when a stage was looked up
 lock. The whole file holds only while the world it was written in is the same: the code (the
 reconciler and backends packages and plug-ins, by their stats), the interpreter, the state database's
 identity (a record replaced or removed moves it; a record added does not: it changes no answer drawn
-from the others), and the implementation identity of every stage used (toolchain versions). Anything
+from the others), the trust policy and this machine's key (reconciler.trust), and the implementation identity of every
+stage used (toolchain versions). Anything
 changed -> that spec's full path, which re-derives its keys and re-runs its lock's integrity checks;
 the other specs keep their entries.
 
@@ -103,7 +104,7 @@ class Settled:
             self.usable = False
             return
         self.file = folder / "settled.json"
-        self.world = [engine_code(), ws.db.identity()]
+        self.world = [engine_code(), ws.db.identity(), ws.trust.fingerprint()]
         raw = statcache.read_json(self.file)
         if isinstance(raw, dict) and raw.get("world") == self.world and impls_hold(raw.get("impls")):
             try:

@@ -112,3 +112,13 @@ def judge(slo: dict[str, Any] | None, measurements: Measurements, variant: str) 
         if slo.get(name) is not None:
             out.append(_verdict(name, variant, slo[name], comparison, _pick(measurements, measurement)))
     return out
+
+
+def not_trusted(slo: dict[str, Any] | None, variant: str, why: str) -> list[Judged]:
+    """One `unknown` verdict per SLO, for a variant whose recorded measurements are not from a
+    trusted builder (reconciler.trust): what they claim is no evidence, so no value is shown."""
+    out = []
+    for verdict in judge(slo, {}, variant):
+        verdict.verdict, verdict.detail, verdict.evidence = Verdict.UNKNOWN.word, why, None
+        out.append(verdict)
+    return out

@@ -24,6 +24,8 @@ from reconciler.state.db import Database, Record
 from reconciler.state.hashcache import FileHasher
 from reconciler.state.lockread import LockIndex, LockView
 from reconciler.state.store import Store
+from reconciler.trust import policy
+from reconciler.trust.signing import Trust
 
 if TYPE_CHECKING:
     from reconciler.remote import Remote
@@ -51,6 +53,8 @@ class Workspace:
     """The stage keys every committed lock file of this run's specs records (see engine.resolve)."""
     remote: Remote | None = None
     """The shared remote cache, looked up after the local store (reconciler.remote); None: none."""
+    trust: Trust = field(default_factory=lambda: Trust(policy.Policy()))
+    """Whose records count (the repository's trust policy and this machine's key; reconciler.trust)."""
     remote_fetch: bool = True
     """Whether a remote hit downloads its artifacts (apply) or only reads the record (plan)."""
 
@@ -69,6 +73,7 @@ class Workspace:
             gitignore.write_text("*\n")
         db = Database(layout.database)
         ws = cls(layout, db, Store(layout.store), FileHasher(db, layout.root))
+        ws.trust = Trust.here(policy.read(layout.root))
         ws._undo_tmp = scratch.redirect(layout.tmp)
         return ws
 
@@ -93,7 +98,8 @@ class Workspace:
     _committed: dict[Path, tuple[Any, LockView | None, list[str]]] = field(default_factory=dict, repr=False)
 
     def committed_lock(self, path: Path, fresh: bool = False) -> tuple[LockView | None, list[str]]:
-        """The lock file at `path` and its integrity problems, parsed again only when its stat key
+        """The lock file at `path`, its records not from a trusted builder left out (`self.trust`),
+        and its integrity problems, parsed again only when its stat key
         changed (a rewrite renames a new file into place), when `fresh` (apply, under the spec's lock)
         or when the stat caches are off."""
         try:
@@ -108,7 +114,8 @@ class Workspace:
             data = lockfile.read(path)
             known = (stamp, lockread.view(data), integrity.problems(data, path))
             self._committed[path] = known
-        return known[1], known[2]
+        lock = known[1].vetted(self.trust.distrusted) if known[1] is not None else None
+        return lock, known[2]
 
     def lock_digest(self, path: str) -> str | None:
         """The sha256 of the lock file at `path` as this run parsed it, when its bytes are what npuctl

@@ -27,6 +27,8 @@ from reconciler.repo import Layout
 from reconciler.spec import LoadedSpec, SpecErrors, check
 from reconciler.state import lockfile, lockread
 from reconciler.state.lockread import LockView
+from reconciler.trust import policy
+from reconciler.trust.signing import Trust, short
 
 PENDING = ("build", "rejudge", "stalled")
 
@@ -42,6 +44,8 @@ class SpecComparison:
     base_target: str | None = None
     fields: list[specdiff.FieldChange] = field(default_factory=list)
     files: list[specdiff.FieldChange] = field(default_factory=list)
+    untrusted: list[str] = field(default_factory=list)
+    """Per variant of the work tree's lock whose records do not count under the base's policy: why."""
     stages: list[StageResult] = field(default_factory=list)
     """The current plan's stages with work to do (not cached, not an idle identity)."""
     cached_stages: int = 0
@@ -86,8 +90,20 @@ class SpecComparison:
             },
             "errors": self.errors,
             "base_errors": self.base_errors,
+            "untrusted": self.untrusted,
             "layers": [v.to_json() for v in self.layers],
         }
+
+
+@dataclass
+class PolicyChange:
+    """How the work tree's trust policy differs from the base's: keys added and removed, by name."""
+
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"added": self.added, "removed": self.removed}
 
 
 @dataclass
@@ -95,9 +111,35 @@ class Comparison:
     ref: str
     commit: str
     specs: list[SpecComparison]
+    policy: PolicyChange | None = None
+    """Set when the change edits the trust policy (whose keys count only once it is merged)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"ref": self.ref, "commit": self.commit, "specs": [s.to_json() for s in self.specs]}
+        out = {"ref": self.ref, "commit": self.commit, "specs": [s.to_json() for s in self.specs]}
+        return {**out, "policy_change": self.policy.to_json() if self.policy else None}
+
+
+def base_policy(root: Path, ref: str) -> policy.Policy:
+    """The trust policy at REF. A pull request is judged by the policy of the branch it merges into,
+    so adding its own key to the policy does not make its records count. Raises gitref.GitError."""
+    repo = gitref.open_repo(root)
+    try:
+        relative = gitref.repo_relative(root / policy.FILE, root)
+        text = gitref.blob_text(gitref.resolve(repo, ref), str(relative))
+    finally:
+        repo.close()
+    return policy.parse(text, f"{ref}:{relative}") if text is not None else policy.Policy()
+
+
+def policy_change(base: policy.Policy, now: policy.Policy) -> PolicyChange | None:
+    def named(p: policy.Policy, keys: set[str]) -> list[str]:
+        return sorted(f"{p.names[k]} ({short(k)})" for k in keys)
+
+    if base.names == now.names:
+        return None
+    added, removed = set(now.names) - set(base.names), set(base.names) - set(now.names)
+    renamed = {k for k in set(now.names) & set(base.names) if now.names[k] != base.names[k]}
+    return PolicyChange(named(now, added | renamed), named(base, removed | renamed))
 
 
 @dataclass
@@ -160,13 +202,16 @@ def _relative(path: Path, root: Path) -> str:
         return str(path)
 
 
-def _readable(path: Path) -> LockView | None:
+def _readable(path: Path, trust: Trust) -> LockView | None:
     """The lock file at `path`, or None when there is none or it cannot be read: the spec's plan
-    result then carries the error (Stalled), and the comparison shows no recorded verdicts."""
+    result then carries the error (Stalled), and the comparison shows no recorded verdicts. Verdicts
+    on records not from a trusted builder read unknown (reconciler.trust)."""
     try:
-        return lockread.read(path)
+        data = lockfile.read(path)
     except lockfile.LockUnreadable:
         return None
+    read = lockread.view(trust.vetted(data))
+    return read.vetted(trust.distrusted) if read is not None else None
 
 
 def _compare_one(
@@ -178,8 +223,11 @@ def _compare_one(
     snap: gitref.Snapshot,
 ) -> SpecComparison:
     out = _named(name, base, now, ws.layout.root, snap)
-    base_lock = _readable(Layout.lock_file(base.file)) if base else None
-    lock = _readable(Layout.lock_file(now.file)) if now else None
+    base_lock = _readable(Layout.lock_file(base.file), ws.trust) if base else None
+    lock = _readable(Layout.lock_file(now.file), ws.trust) if now else None
+    out.untrusted = [
+        f"{n}: {v.untrusted}" for n, v in sorted((lock.variants if lock else {}).items()) if v.untrusted
+    ]
     out.has_lock = lock is not None
     base_spec = base.spec if base else None
     now_spec = now.spec if now else None
@@ -272,6 +320,7 @@ def compare(
             by_name = {r.name: r for r in results}
             order = [*now, *(n for n in base if n not in now)]
             compared = [_compare_one(n, base.get(n), now.get(n), by_name.get(n), ws, snap) for n in order]
-            return Comparison(ref, snap.commit, compared)
+            change = policy_change(ws.trust.policy, policy.read(root))
+            return Comparison(ref, snap.commit, compared, change)
     finally:
         repo.close()

@@ -17,6 +17,7 @@ from reconciler.gitops.compare import Comparison, SpecComparison
 from reconciler.gitops.layers import LayerChange
 from reconciler.gitops.slo import SloCount, SloRow
 from reconciler.output import number, shorten
+from reconciler.trust.policy import FILE as POLICY_FILE
 
 FOLD_AFTER = 8
 """Tables with more rows than this are folded into a <details> block."""
@@ -181,7 +182,8 @@ def _spec_md(spec: SpecComparison) -> list[str]:
     lines = [f"#### `{spec.name}` → `{target}`: {CHANGE.get(spec.change, spec.change)}", ""]
     lines += [f"- ❗ `{e}`" for e in spec.errors]
     lines += [f"- at base: `{e}`" for e in spec.base_errors]
-    if spec.errors or spec.base_errors:
+    lines += [f"- ⚠️ `{_escape(why)}`: its verdicts count as {Verdict.UNKNOWN.word}" for why in spec.untrusted]
+    if spec.errors or spec.base_errors or spec.untrusted:
         lines.append("")
     if spec.base_target and spec.target and spec.base_target != spec.target:
         lines += [f"Target changed: `{spec.base_target}` → `{spec.target}`.", ""]
@@ -205,6 +207,22 @@ def _summary_row(spec: SpecComparison) -> str:
     return f"| `{spec.name}` | `{target}` | {CHANGE.get(spec.change, spec.change)} | {rebuild} | {slo_cell(spec)} |"
 
 
+def _policy_md(comparison: Comparison) -> list[str]:
+    change = comparison.policy
+    if change is None:
+        return []
+    parts = [
+        f"adds {', '.join(change.added)}" if change.added else "",
+        f"removes {', '.join(change.removed)}" if change.removed else "",
+    ]
+    said = "; ".join(p for p in parts if p)
+    return [
+        f"**⚠️ This change edits the trust policy** (`{POLICY_FILE}`): {said}. Records are judged by the "
+        f"policy of `{comparison.ref}`: keys this change adds count only once it is merged.",
+        "",
+    ]
+
+
 def to_markdown(comparison: Comparison, exit_code: int) -> str:
     """The changed specs first (a row each, then their details); the unchanged ones in one folded
     table; a result line (the plan's outcome and exit code) at the top and at the end."""
@@ -217,6 +235,7 @@ def to_markdown(comparison: Comparison, exit_code: int) -> str:
     touched = [spec for spec in comparison.specs if is_changed(spec)]
     rest = [spec for spec in comparison.specs if not is_changed(spec)]
     lines = [f"### npuctl plan against `{comparison.ref}` (`{comparison.commit[:10]}`)", "", result, ""]
+    lines += _policy_md(comparison)
     if touched:
         lines += [*_SUMMARY_HEAD, *(_summary_row(spec) for spec in touched), ""]
     if rest:
@@ -242,11 +261,17 @@ def print_text(comparison: Comparison) -> None:
 
     out = console()
     out.print(f"[bold]against {comparison.ref}[/bold] ({comparison.commit[:10]})", highlight=False)
+    for line in _policy_md(comparison)[:1]:
+        out.print(line.replace("**", ""), markup=False, highlight=False)
     for spec in (s for s in comparison.specs if is_changed(s)):
         target = spec.target or spec.base_target or "?"
         out.print(f"  [bold]{spec.name}[/bold] → {target}: {spec.change}", highlight=False)
         for e in spec.base_errors:
             out.print(f"    at base: {e}", markup=False, highlight=False)
+        for why in spec.untrusted:
+            out.print(
+                f"    {why}: its verdicts count as {Verdict.UNKNOWN.word}", markup=False, highlight=False
+            )
         for c in [*spec.fields, *spec.files]:
             stages = ", ".join(c.stages) or "no stage"
             line = f"    {c.path}: {value_text(c.old)} -> {value_text(c.new)}  ({stages})"

@@ -9,10 +9,12 @@ Layout under the URL's path:
 Artifacts go up before the record naming them, and each object appears under its final name only
 when complete: object stores (S3, GCS) make a PUT visible whole; on the others the upload goes to
 `tmp/` and is renamed into place. So a record on the remote means its artifacts are there, a partial
-upload is never a hit, and two machines pushing the same key write the same bytes.
+upload is never a hit.
 
-Nothing read from the remote is trusted: a record must hash to the key it is stored under and its
-output digest must match its artifacts and report; an artifact must hash to its digest. Whatever
+Nothing read from the remote is trusted on its word: a record must hash to the key it is stored under,
+its output digest must match its artifacts and report, and it must be signed by a key trusted here
+(the repository's trust policy or this machine's own, reconciler.trust), since anyone who can write
+the remote can recompute every hash; an artifact must hash to its digest. Whatever
 fails is a one-line warning and a miss (the stage builds here, and the next push replaces the bad
 copy). The first failure of the remote itself (unreachable, refused, timed out) turns it off for the
 rest of the run, with one warning: the build goes on locally.
@@ -34,6 +36,7 @@ from reconciler.engine import keys
 from reconciler.remote.config import READ_ONLY, RemoteConfig
 from reconciler.state.db import Record
 from reconciler.state.store import Store, sha256_file
+from reconciler.trust.signing import Trust
 
 MAX_RECORD_BYTES = 16 << 20
 """Largest record accepted from a remote (latency samples make evaluate's the biggest: a few kB)."""
@@ -83,7 +86,8 @@ class Stats:
         return dict(self.__dict__)
 
 
-def record_json(record: Record) -> bytes:
+def record_json(record: Record, trust: Trust) -> bytes:
+    """The record as the remote holds it, signed by this machine (reconciler.trust.signing)."""
     data = {
         "format": FORMAT,
         "key": record.key,
@@ -94,11 +98,12 @@ def record_json(record: Record) -> bytes:
         "output_digest": record.output_digest,
         "note": record.note,
     }
-    return keys.canonical(data).encode()
+    return keys.canonical(trust.sign_record(data)).encode()
 
 
-def parse_record(raw: bytes, key: str) -> Record:
-    """A record read from the remote, verified against the key it was asked for."""
+def parse_record(raw: bytes, key: str, trust: Trust) -> Record:
+    """A record read from the remote, verified against the key it was asked for and signed by a key
+    trusted here: anyone who can write the remote can recompute every hash, not sign."""
     try:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -121,6 +126,9 @@ def parse_record(raw: bytes, key: str) -> Record:
     digests = {name: meta["digest"] for name, meta in artifacts.items()}
     if data.get("output_digest") != keys.output_digest(digests, report):
         raise Corrupt(f"record {key[:12]}: its output digest does not match its artifacts and report")
+    untrusted = trust.remote_problem(data)
+    if untrusted is not None:
+        raise Corrupt(f"record {key[:12]}: {untrusted}")
     note = data.get("note")
     return Record(
         key,
@@ -255,7 +263,7 @@ class Remote:
                 fs.rm_file(tmp)
 
     # reading -------------------------------------------------------------------------------------
-    def record(self, key: str) -> Record | None:
+    def record(self, key: str, trust: Trust) -> Record | None:
         """The verified record of `key`, or None (a miss, corrupt, or the remote is down)."""
         if self.down is not None or key in self._missing:
             return None
@@ -280,7 +288,7 @@ class Remote:
             self.miss(key, broken=True)
             return None
         try:
-            record = parse_record(raw, key)
+            record = parse_record(raw, key, trust)
         except Corrupt as exc:
             self._corrupt(path, exc)
             self.miss(key, broken=True)
@@ -325,7 +333,7 @@ class Remote:
         return True
 
     # writing -------------------------------------------------------------------------------------
-    def push(self, record: Record, store: Store, tmpdir: Path) -> bool:
+    def push(self, record: Record, store: Store, tmpdir: Path, trust: Trust) -> bool:
         """Artifacts first, then the record; what the remote already holds (verified or not known bad)
         is not sent again. False when nothing could be pushed (read-only, down, or a failure)."""
         if self.down is not None or not self.config.writable:
@@ -343,7 +351,7 @@ class Remote:
             if path in self._bad or not fs.exists(path):
                 tmpdir.mkdir(parents=True, exist_ok=True)
                 local = tmpdir / f"record-{uuid.uuid4().hex}.json"
-                local.write_bytes(record_json(record))
+                local.write_bytes(record_json(record, trust))
                 try:
                     self._put(local, path)
                 finally:

@@ -21,7 +21,7 @@ def lookup(ws: Workspace, key: str, key_inputs: dict[str, Any], lock_record: Rec
     remote = ws.remote
     if remote is None:
         return None
-    record = remote.record(key)
+    record = remote.record(key, ws.trust)
     if record is None:
         return None
     record = replace(record, key_inputs=key_inputs)
@@ -56,4 +56,4 @@ def publish(ws: Workspace, record: Record) -> bool:
     """Pushes a record built (or verified) here; False when there is no writable remote or it failed."""
     if ws.remote is None or not ws.usable(record):
         return False
-    return ws.remote.push(record, ws.store, ws.layout.tmp)
+    return ws.remote.push(record, ws.store, ws.layout.tmp, ws.trust)

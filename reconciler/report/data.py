@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from backends.sdk.vocab import slower_than_float
+from backends.sdk.vocab import UNTRUSTED, slower_than_float
 from reconciler.audit import Filters, run
 from reconciler.audit.entries import AuditEntry
 from reconciler.engine import health, throughput
@@ -25,6 +25,8 @@ from reconciler.state import lockread
 from reconciler.state.db import Database, Record
 from reconciler.state.lockread import LockView
 from reconciler.state.store import Store, sha256_file
+from reconciler.trust import policy
+from reconciler.trust.signing import Trust
 
 
 @dataclass
@@ -320,13 +322,24 @@ def _spec_changed(lock: LockView, spec: LoadedSpec) -> bool:
     return bool(recorded) and recorded != spec_digest(spec)
 
 
+def _untrusted(data: ReportData, trust: Trust, lock: LockView, variants: list[str], notes: list[str]) -> None:
+    """Verdicts on records not from a trusted builder read unknown (reconciler.trust), and say why."""
+    shown = lockread.view(trust.vetted(lock.raw))
+    if shown is None or shown.raw == lock.raw:
+        return
+    data.verdicts = [v for name in variants for v in shown.variant(name).verdicts]
+    data.status = health.UNKNOWN
+    notes.append(f"some records are {UNTRUSTED}: their verdicts read unknown (docs/trust.md)")
+
+
 def gather(root: Path, spec: LoadedSpec) -> ReportData:
     """Everything the page shows; raises LookupError when the spec has never been applied."""
     layout = Layout(root)
     lock = _lock(spec)
     notes: list[str] = []
     variants = sorted(lock.variants, key=lambda v: (v != "default", v))
-    records = _variant_records(layout, lock, variants)
+    trust = Trust.here(policy.read(root))
+    records = _variant_records(layout, lock.vetted(trust.distrusted), variants)
     default = records.get("default") or {}
     store = Store(layout.store)
     if not any(store.has(a["digest"]) for r in default.values() for a in r.artifacts.values()):
@@ -335,6 +348,7 @@ def gather(root: Path, spec: LoadedSpec) -> ReportData:
             "remote cache, or `npuctl apply` here, for the placement, latency and profile"
         )
     data = _summary(root, spec, lock, variants, notes)
+    _untrusted(data, trust, lock, variants, notes)
     if any(store.has((r.artifacts.get("placement") or {}).get("digest", "")) for r in default.values()):
         data.placement, data.placement_before = _placements(store, default, notes)
     data.latency = _latencies(records)

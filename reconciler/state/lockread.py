@@ -15,7 +15,7 @@ absent (lock integrity reports it); `raw` keeps what was committed for the write
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,10 @@ LOCK_NOTE = "recorded in the lock"
 
 JSONObject = dict[str, Any]
 """A JSON object as parsed: what a lock is before it is read through the classes below."""
+
+Vet = Callable[[JSONObject], dict[str, str]]
+"""Given a variant's entry, the stages whose records do not count here and why
+(reconciler.trust.signing.Trust.distrusted)."""
 
 
 def _object(value: object) -> JSONObject:
@@ -55,6 +59,20 @@ class LockedArtifact:
         return {"digest": self.digest, "file": self.file, "size": self.size}
 
 
+@dataclass(frozen=True, slots=True)
+class LockedSignature:
+    """Who vouches for a stage record (reconciler.records.stage.Signature; reconciler.trust)."""
+
+    key: str
+    sig: str
+
+    @classmethod
+    def from_json(cls, data: object) -> LockedSignature | None:
+        entry = _object(data)
+        key, sig = text(entry.get("key")), text(entry.get("sig"))
+        return None if key is None or sig is None else cls(key, sig)
+
+
 @dataclass(frozen=True)
 class LockedStage:
     """One stage of a variant (reconciler.records.stage.StageRecord), with its name."""
@@ -66,6 +84,8 @@ class LockedStage:
     impl: JSONObject
     inputs: JSONObject
     """The key inputs it was built from (lock format 2); {} in older lock files."""
+    signed: LockedSignature | None = None
+    """The builder's signature (whether it counts is reconciler.trust's to say, from `raw`)."""
 
     @classmethod
     def from_json(cls, name: str, data: object) -> LockedStage | None:
@@ -85,6 +105,7 @@ class LockedStage:
             bool(entry.get("identity")),
             _object(entry.get("impl")),
             _object(entry.get("inputs")),
+            LockedSignature.from_json(entry.get("signed")),
         )
 
     def artifacts_json(self) -> dict[str, JSONObject]:
@@ -146,6 +167,21 @@ class LockedVariant:
     verdicts_measured_on: str | None = None
     raw: JSONObject = field(default_factory=dict)
     """The variant's entry exactly as committed (carried over whole when a build cannot finish)."""
+    distrusted: dict[str, str] = field(default_factory=dict)
+    """Stage -> why its record does not count (not from a trusted builder): left out of `stages`."""
+
+    @property
+    def untrusted(self) -> str | None:
+        """Why the variant's verdicts count for nothing (the first stage not trusted), or None."""
+        return next(iter(self.distrusted.values()), None)
+
+    def vetted(self, vet: Vet) -> LockedVariant:
+        """The variant without the stages `vet` distrusts (they read as not recorded)."""
+        distrusted = vet(self.raw)
+        if not distrusted:
+            return self
+        stages = {n: s for n, s in self.stages.items() if n not in distrusted}
+        return replace(self, stages=stages, distrusted=distrusted)
 
     @classmethod
     def from_json(cls, name: str, entry: JSONObject) -> LockedVariant:
@@ -237,6 +273,10 @@ class LockView:
 
     def variant(self, name: str) -> LockedVariant:
         return self.variants.get(name) or LockedVariant(name)
+
+    def vetted(self, vet: Vet) -> LockView:
+        """The lock with every variant's distrusted stages left out (reconciler.trust)."""
+        return replace(self, variants={n: v.vetted(vet) for n, v in self.variants.items()})
 
     @property
     def verdicts(self) -> list[Judged]:

@@ -8,6 +8,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from reconciler.trust import keys
+from reconciler.trust.policy import Policy
+from reconciler.trust.signing import Trust
 from tests.conftest import git
 
 
@@ -93,7 +96,18 @@ def lock(
     }
 
 
+def signed(data: dict[str, Any]) -> dict[str, Any]:
+    """The lock with its stage records signed by this machine's key, as apply signs them: audit
+    counts only records from a trusted builder (reconciler.trust)."""
+    trust = Trust(Policy(), keys.machine_key())
+    for variant in data["variants"].values():
+        unsigned = {n: {k: v for k, v in s.items() if k != "signed"} for n, s in variant["stages"].items()}
+        variant["stages"] = trust.signed_stages(unsigned, variant["measurements"], {})
+    return data
+
+
 def write_lock(repo: Path, data: dict[str, Any]) -> Path:
+    data = signed(data)
     path = repo / "specs" / f"{data['spec']}.lock.json"
     path.write_text(json.dumps(data, sort_keys=True, indent=2) + "\n")
     return path

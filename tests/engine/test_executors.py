@@ -22,8 +22,10 @@ RUN_TIME = ("latency_ms.", "peak_memory_mb")
 
 def _untimed(lock: dict[str, Any]) -> dict[str, Any]:
     """The lock without what differs between any two measuring runs: the timed and RSS measurements,
-    and evaluate's profile (its timing trace). Keys, artifacts, accuracy, size and verdicts stay."""
+    evaluate's profile (its timing trace), and the signatures over them (evaluate's covers its
+    measurements). Keys, artifacts, accuracy, size and verdicts stay."""
     for variant in lock["variants"].values():
+        variant["stages"]["evaluate"]["signed"] = "<signs the measured>"
         for name, measurement in variant["measurements"].items():
             if name.startswith(RUN_TIME) and str(measurement.get("evidence", "")).startswith("measured"):
                 for field in ("value", "detail", "digest"):

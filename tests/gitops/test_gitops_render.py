@@ -7,7 +7,7 @@ from typing import Any
 
 from backends.sdk.vocab import Verdict
 from reconciler.gitops import render, slo
-from reconciler.gitops.compare import Comparison, SpecComparison
+from reconciler.gitops.compare import Comparison, PolicyChange, SpecComparison
 from reconciler.state.lockread import LockView
 
 
@@ -79,3 +79,13 @@ def test_changed_specs_come_first_and_unchanged_ones_are_folded() -> None:
     assert all(i > folded for i, line in enumerate(lines) if line.startswith("| `same"))
     assert sum(1 for line in lines if line.startswith("#### ")) == 1, "details only for the changed spec"
     assert lines[-1] == "**Result**: 6 specs: 1 modified, 5 unchanged · plan: changes pending (exit 2)"
+
+
+def test_a_policy_change_and_untrusted_records_are_said() -> None:
+    spec = SpecComparison("det", "modified", "specs/det.yaml", target="cpu")
+    spec.untrusted = ["default: not from a trusted builder (unsigned)"]
+    change = PolicyChange(added=["helper (ed25519:AAAAAAAAAAAA…)"])
+    md = render.to_markdown(Comparison("origin/main", "0123456789abcdef", [spec], change), 2)
+    assert "**⚠️ This change edits the trust policy** (`npuctl-trust.yaml`): adds helper" in md
+    assert "- ⚠️ `default: not from a trusted builder (unsigned)`: its verdicts count as unknown" in md
+    assert "edits the trust policy" not in render.to_markdown(Comparison("main", "0123456789", [spec]), 2)

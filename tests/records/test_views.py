@@ -16,7 +16,7 @@ from reconciler.records.judged import Judged
 from reconciler.records.lock import ArtifactInput, LockFile, LockVariant, ModelRef, OtherRunner, Sources
 from reconciler.records.measured import Measured
 from reconciler.records.measurement import Measurement
-from reconciler.records.stage import Artifact, StageRecord
+from reconciler.records.stage import Artifact, Signature, StageRecord
 from reconciler.records.verdict import VerdictRecord
 from reconciler.state import lockread
 
@@ -30,7 +30,8 @@ PAIRS: list[tuple[type[Any], type[BaseModel], set[str]]] = [
     (lockread.LockedStage, StageRecord, {"name"}),
     (lockread.OtherRunner, OtherRunner, {"raw"}),
     (lockread.LockedInput, ArtifactInput, {"raw"}),
-    (lockread.LockedVariant, LockVariant, {"name", "raw"}),
+    (lockread.LockedVariant, LockVariant, {"name", "raw", "distrusted"}),
+    (lockread.LockedSignature, Signature, set()),
     (lockread.LockedModel, ModelRef, set()),
     (lockread.LockedSources, Sources, set()),
     (lockread.LockView, LockFile, {"raw"}),

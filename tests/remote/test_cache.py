@@ -15,12 +15,20 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from reconciler.engine import keys
 from reconciler.remote.cache import Remote
 from reconciler.remote.config import RemoteConfig
 from reconciler.state.db import Record
 from reconciler.state.store import Store
+from reconciler.trust.keys import SigningKey
+from reconciler.trust.policy import Policy
+from reconciler.trust.signing import Trust
 from tests.conftest import run_npuctl
+
+TRUST = Trust(Policy(), SigningKey(Ed25519PrivateKey.generate(), "a key made for these tests"))
+"""This machine's trust: no policy, its own key (which it trusts)."""
 
 
 def _record(store: Store, tmp: Path, payload: bytes, stage: str = "compile") -> Record:
@@ -43,9 +51,9 @@ def test_push_then_fetch_gives_the_same_record_and_bytes(tmp_path: Path) -> None
     record = _record(here, tmp_path, b"weights" * 1000)
     warnings: list[str] = []
     remote = _remote(f"file://{tmp_path}/remote", warnings)
-    assert remote.push(record, here, tmp_path / "tmp")
+    assert remote.push(record, here, tmp_path / "tmp", TRUST)
     other = _remote(f"file://{tmp_path}/remote", warnings)
-    fetched = other.record(record.key)
+    fetched = other.record(record.key, TRUST)
     assert fetched == record
     digest = record.artifacts["model"]["digest"]
     assert other.fetch_object(digest, 7000, there, tmp_path / "tmp2")
@@ -64,7 +72,7 @@ def test_a_flipped_byte_in_an_object_is_caught_and_the_next_push_repairs_it(tmp_
     record = _record(here, tmp_path, bytes(range(256)) * 40)
     warnings: list[str] = []
     remote = _remote(f"file://{tmp_path}/remote", warnings)
-    remote.push(record, here, tmp_path / "tmp")
+    remote.push(record, here, tmp_path / "tmp", TRUST)
     digest = record.artifacts["model"]["digest"]
     obj = tmp_path / "remote" / "objects" / digest[:2] / digest[2:]
     data = bytearray(obj.read_bytes())
@@ -74,7 +82,7 @@ def test_a_flipped_byte_in_an_object_is_caught_and_the_next_push_repairs_it(tmp_
     assert not there.has(digest)
     assert len(warnings) == 1 and digest[:12] in warnings[0] and "does not verify" in warnings[0]
     assert remote.down is None  # a bad object is a miss, not a dead remote
-    remote.push(record, here, tmp_path / "tmp")
+    remote.push(record, here, tmp_path / "tmp", TRUST)
     assert hashlib.sha256(obj.read_bytes()).hexdigest() == digest
 
 
@@ -83,16 +91,16 @@ def test_a_tampered_or_misfiled_record_is_a_miss_with_a_warning(tmp_path: Path) 
     record = _record(here, tmp_path, b"abc")
     other = _record(here, tmp_path, b"abcd")
     warnings: list[str] = []
-    _remote(f"file://{tmp_path}/remote", warnings).push(record, here, tmp_path / "tmp")
+    _remote(f"file://{tmp_path}/remote", warnings).push(record, here, tmp_path / "tmp", TRUST)
     path = tmp_path / "remote" / "records" / f"{record.key}.json"
     data = json.loads(path.read_bytes())
     data["report"]["nodes"] = 4  # a measurement edited on the remote
     path.write_text(json.dumps(data))
-    assert _remote(f"file://{tmp_path}/remote", warnings).record(record.key) is None
+    assert _remote(f"file://{tmp_path}/remote", warnings).record(record.key, TRUST) is None
     assert "output digest" in warnings[-1]
     misfiled = tmp_path / "remote" / "records" / f"{other.key}.json"
     misfiled.write_bytes(path.read_bytes())  # a valid record stored under another key
-    assert _remote(f"file://{tmp_path}/remote", warnings).record(other.key) is None
+    assert _remote(f"file://{tmp_path}/remote", warnings).record(other.key, TRUST) is None
     assert "do not hash to its key" in warnings[-1]
 
 
@@ -107,7 +115,7 @@ def test_a_partial_upload_is_never_a_hit(tmp_path: Path) -> None:
     (root / "objects" / digest[:2]).mkdir(parents=True)
     (root / "objects" / digest[:2] / digest[2:]).write_bytes(b"x" * 5000)
     warnings: list[str] = []
-    assert _remote(f"file://{root}", warnings).record(record.key) is None
+    assert _remote(f"file://{root}", warnings).record(record.key, TRUST) is None
     assert not warnings
 
 
@@ -120,7 +128,7 @@ def test_concurrent_pushes_of_one_key_leave_one_valid_record(tmp_path: Path) -> 
 
     def push(remote: Remote, n: int) -> None:
         start.wait()
-        remote.push(record, here, tmp_path / f"tmp{n}")
+        remote.push(record, here, tmp_path / f"tmp{n}", TRUST)
 
     threads = [threading.Thread(target=push, args=(r, n)) for n, r in enumerate(remotes)]
     for thread in threads:
@@ -128,7 +136,7 @@ def test_concurrent_pushes_of_one_key_leave_one_valid_record(tmp_path: Path) -> 
     for thread in threads:
         thread.join()
     assert not warnings
-    fetched = _remote(f"file://{tmp_path}/remote", warnings).record(record.key)
+    fetched = _remote(f"file://{tmp_path}/remote", warnings).record(record.key, TRUST)
     assert fetched == record
     assert not list((tmp_path / "remote" / "tmp").iterdir())
 
@@ -141,10 +149,10 @@ def test_an_unreachable_remote_warns_once_and_is_then_left_alone(tmp_path: Path)
     record = _record(here, tmp_path, b"z")
     warnings: list[str] = []
     remote = _remote(f"sftp://127.0.0.1:{port}/cache", warnings)
-    assert remote.record(record.key) is None
+    assert remote.record(record.key, TRUST) is None
     assert remote.down is not None
-    assert not remote.push(record, here, tmp_path / "tmp")
-    assert remote.record("0" * 64) is None
+    assert not remote.push(record, here, tmp_path / "tmp", TRUST)
+    assert remote.record("0" * 64, TRUST) is None
     assert len(warnings) == 1 and "continuing without the remote" in warnings[0]
 
 
@@ -158,9 +166,9 @@ def test_a_remote_that_stops_answering_is_dropped_after_its_deadline(tmp_path: P
     os.mkfifo(tmp_path / "remote" / "records" / f"{key}.json")
     warnings: list[str] = []
     remote = Remote(RemoteConfig(f"file://{tmp_path}/remote"), warnings.append, timeout_s=1.0)
-    assert remote.record(key) is None
+    assert remote.record(key, TRUST) is None
     assert remote.down is not None and "no answer in 1 s" in remote.down
-    assert remote.record("b" * 64) is None  # not asked again
+    assert remote.record("b" * 64, TRUST) is None  # not asked again
     assert len(warnings) == 1
 
 
@@ -173,7 +181,7 @@ def test_an_http_remote_is_read_only_and_verified(tmp_path: Path) -> None:
     here, there = Store(tmp_path / "here"), Store(tmp_path / "there")
     record = _record(here, tmp_path, b"served" * 300)
     warnings: list[str] = []
-    assert _remote(f"file://{tmp_path}/site", warnings).push(record, here, tmp_path / "tmp")
+    assert _remote(f"file://{tmp_path}/site", warnings).push(record, here, tmp_path / "tmp", TRUST)
     handler = functools.partial(SimpleHTTPRequestHandler, directory=str(tmp_path / "site"))
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -181,18 +189,50 @@ def test_an_http_remote_is_read_only_and_verified(tmp_path: Path) -> None:
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
         remote = _remote(url, warnings)
-        assert remote.record(record.key) == record
+        assert remote.record(record.key, TRUST) == record
         digest = record.artifacts["model"]["digest"]
         assert remote.fetch_object(digest, 1800, there, tmp_path / "tmp2")
         assert there.has(digest)
-        assert remote.record("c" * 64) is None and remote.down is None  # a 404 is a miss
+        assert remote.record("c" * 64, TRUST) is None and remote.down is None  # a 404 is a miss
         before = sorted(p.name for p in (tmp_path / "site").rglob("*"))
-        assert not remote.push(_record(here, tmp_path, b"new"), here, tmp_path / "tmp3")
+        assert not remote.push(_record(here, tmp_path, b"new"), here, tmp_path / "tmp3", TRUST)
         assert sorted(p.name for p in (tmp_path / "site").rglob("*")) == before
     finally:
         server.shutdown()
         server.server_close()
     assert not warnings
+
+
+def test_a_record_forged_with_every_hash_recomputed_is_ignored_with_one_line(tmp_path: Path) -> None:
+    """Anyone who can write the remote can recompute the key and the output digest; not sign."""
+    here = Store(tmp_path / "here")
+    record = _record(here, tmp_path, b"abc")
+    warnings: list[str] = []
+    _remote(f"file://{tmp_path}/remote", warnings).push(record, here, tmp_path / "tmp", TRUST)
+    path = tmp_path / "remote" / "records" / f"{record.key}.json"
+    data = json.loads(path.read_bytes())
+    data["report"]["nodes"] = 4
+    digests = {n: a["digest"] for n, a in data["artifacts"].items()}
+    data["output_digest"] = keys.output_digest(digests, data["report"])
+    path.write_text(json.dumps(data))
+    assert _remote(f"file://{tmp_path}/remote", warnings).record(record.key, TRUST) is None
+    assert (
+        len(warnings) == 1
+        and "not from a trusted builder" in warnings[0]
+        and "does not verify" in warnings[0]
+    )
+
+
+def test_a_record_signed_by_a_key_the_policy_does_not_name_is_ignored(tmp_path: Path) -> None:
+    here = Store(tmp_path / "here")
+    record = _record(here, tmp_path, b"abc")
+    stranger = Trust(Policy(), SigningKey(Ed25519PrivateKey.generate(), "someone else's key"))
+    warnings: list[str] = []
+    _remote(f"file://{tmp_path}/remote", warnings).push(record, here, tmp_path / "tmp", stranger)
+    assert _remote(f"file://{tmp_path}/remote", warnings).record(record.key, TRUST) is None
+    assert len(warnings) == 1 and "a key the trust policy does not name" in warnings[0]
+    named = Trust(Policy({stranger.sign(b"").get("key", ""): "ci"}), TRUST.own)
+    assert _remote(f"file://{tmp_path}/remote", warnings).record(record.key, named) == record
 
 
 class _Failing(BaseHTTPRequestHandler):
@@ -224,7 +264,7 @@ def test_an_http_remote_answering_500_is_down_with_the_status_not_a_miss(tmp_pat
     warnings: list[str] = []
     with _serving(_Failing) as url:
         remote = _remote(url, warnings)
-        assert remote.record("c" * 64) is None
+        assert remote.record("c" * 64, TRUST) is None
         assert remote.down is not None and "HTTP 500" in remote.down
         again = _remote(url, warnings)
         assert not again.has_record("d" * 64) and again.down is not None and "HTTP 500" in again.down

@@ -75,3 +75,21 @@ def test_push_pull_and_a_flipped_byte_on_the_remote_is_caught_and_rebuilt(
     assert digest in stored(second)
     repaired = s3.get_object(Bucket=s3_emulator.bucket, Key=name)["Body"].read()
     assert hashlib.sha256(repaired).hexdigest() == digest  # the rebuild's push replaced the bad copy
+
+    # A measurement raised on the remote, every hash recomputed: its signature no longer verifies.
+    evaluate = json.loads((dev / "specs" / "digits-1.lock.json").read_text())["variants"]["default"][
+        "stages"
+    ]["evaluate"]["key"]
+    name = f"team/records/{evaluate}.json"
+    record = json.loads(s3.get_object(Bucket=s3_emulator.bucket, Key=name)["Body"].read())
+    record["report"]["measurements"]["accuracy"]["value"] = 1.0
+    digests = {n: a["digest"] for n, a in record["artifacts"].items()}
+    canonical = json.dumps(
+        {"artifacts": digests, "report": record["report"]}, sort_keys=True, separators=(",", ":")
+    )
+    record["output_digest"] = hashlib.sha256(canonical.encode()).hexdigest()
+    s3.put_object(Bucket=s3_emulator.bucket, Key=name, Body=json.dumps(record).encode())
+    third = clone(dev, tmp_path / "third")
+    pulled = run_npuctl(third, "pull")
+    lines = [line for line in pulled.stderr.splitlines() if "not from a trusted builder" in line]
+    assert len(lines) == 1 and evaluate[:12] in lines[0] and "does not verify" in lines[0], pulled.stderr

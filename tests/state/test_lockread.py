@@ -10,9 +10,13 @@ import pytest
 
 from reconciler.engine.lockwrite import carried_entry, stage_entry
 from reconciler.state import lockread
+from reconciler.trust import policy
+from reconciler.trust.signing import Trust
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCKS = sorted((ROOT / "specs").glob("*.lock.json"))
+TRUST = Trust(policy.read(ROOT))
+"""The repository's trust policy, without this machine's key."""
 
 
 @pytest.mark.parametrize("path", LOCKS, ids=[p.name for p in LOCKS])
@@ -23,10 +27,20 @@ def test_a_stage_read_from_a_lock_is_written_back_as_committed(path: Path) -> No
     for name, variant in lock.variants.items():
         committed = data["variants"][name]
         assert set(variant.stages) == set(committed["stages"])
+        entries = {}
         for stage in variant.stages:
             record = variant.record(stage)
             assert record is not None and lockread.is_lock_record(record)
-            assert stage_entry(record) == committed["stages"][stage]
+            entries[stage] = stage_entry(record)
+        # signed as apply signs them: the committed signatures (by the key the policy names) are kept
+        signed = TRUST.signed_stages(
+            entries,
+            committed["measurements"],
+            committed["stages"],
+            fresh=False,
+            declared=committed.get("artifact_inputs"),
+        )
+        assert signed == committed["stages"]
         verdicts = [v.lock_json() for v in variant.verdicts]
         assert carried_entry(variant, verdicts) == committed
         evaluate = variant.record("evaluate")
