@@ -69,6 +69,12 @@ def sync_command(verb: str, paths: tuple[Path, ...], remote_url: str | None, as_
     if remote is None:
         click.echo(f"npuctl {verb}: no remote configured (.npuctl.yaml, NPUCTL_REMOTE or --remote)", err=True)
         return 1
+    if verb == "push" and not remote.config.writable:
+        click.echo(
+            f"npuctl push: {remote.url} is read-only (http(s):// remotes are): nothing can be pushed",
+            err=True,
+        )
+        return 1
     ws = Workspace.open(root)
     try:
         ws.remote = remote

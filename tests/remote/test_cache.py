@@ -272,12 +272,15 @@ def test_an_http_remote_answering_500_is_down_with_the_status_not_a_miss(tmp_pat
 
 
 def test_pull_and_push_against_a_failing_http_remote_exit_1_naming_the_status(digits_repo: Path) -> None:
+    """An http(s) remote is read-only: push says so before contacting it (exit 1); pull of a record the
+    local store lacks asks it, and a 500 is the remote failing (exit 1, the status named), never "not
+    on the remote"."""
     assert run_npuctl(digits_repo, "apply").returncode == 0
     with _serving(_Failing) as url:
-        for verb in ("push", "pull"):
-            if verb == "pull":  # a record the local store lacks, so pull asks the remote for it
-                shutil.rmtree(digits_repo / ".npuctl")
-            done = run_npuctl(digits_repo, verb, "--remote", url)
-            assert done.returncode == 1, (verb, done.stdout, done.stderr)
-            assert f"npuctl {verb}: {url} failed: RemoteAnswered: HTTP 500" in done.stderr, done.stderr
-            assert "not on the remote" not in done.stdout or " 0 not on the remote" in done.stdout
+        done = run_npuctl(digits_repo, "push", "--remote", url)
+        assert done.returncode == 1 and f"npuctl push: {url} is read-only" in done.stderr, done.stderr
+        shutil.rmtree(digits_repo / ".npuctl")
+        done = run_npuctl(digits_repo, "pull", "--remote", url)
+        assert done.returncode == 1, (done.stdout, done.stderr)
+        assert f"npuctl pull: {url} failed: RemoteAnswered: HTTP 500" in done.stderr, done.stderr
+        assert "not on the remote" not in done.stdout or " 0 not on the remote" in done.stdout
