@@ -91,9 +91,12 @@ def probe(address: str, timeout_s: float = CONNECT_S) -> None:
         raise Unreachable(f"cannot reach the Ray cluster at {address}: the server there does not speak gRPC")
 
 
+_FAILING = re.compile(r"fail(s|ed|ure)?", re.IGNORECASE)
+
+
 def _reason(log: Path) -> str:
     """The last line Ray logged about failing, without its log prefix."""
-    lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if "fail" in ln.lower()]
+    lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if _FAILING.search(ln)]
     return LOG_PREFIX.sub("", lines[-1])[:300] if lines else ""
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.sdk.vocab import Evidence, EvidenceKind, Tone, Verdict
+from backends.sdk.vocab import FLOAT_MEAN, Evidence, EvidenceKind, Tone, Verdict, slower_than_float
 from reconciler.engine import health
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -159,3 +159,23 @@ def test_evidence_is_parsed_by_its_kind_and_keeps_its_text(
     evidence = Evidence.parse(text)
     assert (evidence.kind, evidence.is_estimate) == (kind, estimate)
     assert str(evidence) == (text or ""), "the recorded text is kept as written"
+
+
+# the sentence an int8 build slower than its float model gets
+def _measured(int8_ms: float, float_ms: float | None) -> dict[str, dict[str, object]]:
+    found: dict[str, dict[str, object]] = {"latency_ms.mean": {"value": int8_ms, "evidence": "measured:host"}}
+    if float_ms is not None:
+        found[FLOAT_MEAN] = {"value": float_ms, "evidence": "measured:host"}
+    return found
+
+
+def test_an_int8_build_above_its_float_mean_is_named_with_both_numbers() -> None:
+    said = slower_than_float(_measured(0.0189, 0.0099))
+    assert said is not None and "slower than the float model" in said
+    assert f"{0.0189:.4f} ms" in said and f"{0.0099:.4f} ms float" in said
+
+
+def test_a_faster_or_equal_build_or_one_without_a_float_timing_says_nothing() -> None:
+    assert slower_than_float(_measured(0.42, 4.31)) is None
+    assert slower_than_float(_measured(1.0, 1.0)) is None
+    assert slower_than_float(_measured(1.0, None)) is None
