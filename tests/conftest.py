@@ -124,3 +124,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     before the process carries the caches, threads and temporary files of a thousand other tests
     (late in a full run they failed where they pass alone)."""
     items.sort(key=lambda item: 0 if item.nodeid.startswith(TIMING_SENSITIVE) else 1)
+
+
+def signed_again(repo: Path, lock_path: Path) -> None:
+    """A lock edited by a test as another builder would have written it, signed again as a trusted
+    builder signs its records: the edit's stale signatures dropped, then `npuctl key sign-locks
+    --adopt-unsigned` with this machine's key (trusted here, as the other builder's key would be in
+    the repository's policy)."""
+    import json
+
+    lock = json.loads(lock_path.read_text())
+    for variant in lock.get("variants", {}).values():
+        for stage in variant.get("stages", {}).values():
+            stage.pop("signed", None)
+    lock_path.write_text(json.dumps(lock, sort_keys=True, indent=2, ensure_ascii=False) + "\n")
+    done = run_npuctl(repo, "key", "sign-locks", "--adopt-unsigned")
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -64,16 +64,17 @@ class Workspace:
         read-only checkout), a private in-memory copy of its database stands in, and nothing is written."""
         layout = Layout(root)
         pathpolicy.check_state_dir(layout.state_dir)
+        trust = Trust.here(policy.read(layout.root))
         if reading and not _writable(layout.state_dir):
             db = Database.copy_of(layout.database)
-            return cls(layout, db, Store(layout.store), FileHasher(db, layout.root), read_only=True)
+            hasher = FileHasher(db, layout.root)
+            return cls(layout, db, Store(layout.store), hasher, read_only=True, trust=trust)
         layout.state_dir.mkdir(parents=True, exist_ok=True)
         gitignore = layout.state_dir / ".gitignore"
         if not gitignore.exists():
             gitignore.write_text("*\n")
         db = Database(layout.database)
-        ws = cls(layout, db, Store(layout.store), FileHasher(db, layout.root))
-        ws.trust = Trust.here(policy.read(layout.root))
+        ws = cls(layout, db, Store(layout.store), FileHasher(db, layout.root), trust=trust)
         ws._undo_tmp = scratch.redirect(layout.tmp)
         return ws
 

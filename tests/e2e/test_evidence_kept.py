@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import git, run_npuctl
+from tests.conftest import git, run_npuctl, signed_again
 from tests.gitops.conftest import commit_all, edit
 
 
@@ -107,6 +107,7 @@ def test_a_second_host_leaves_git_status_clean_until_asked_to_remeasure(
             text = json.dumps(signed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
             measurement["digest"] = hashlib.sha256(text.encode()).hexdigest()
     lock_path.write_text(json.dumps(lock, sort_keys=True, indent=2, ensure_ascii=False) + "\n")
+    signed_again(committed, lock_path)
     commit_all(committed, "measured on the other host")
     clone = tmp_path / "second-host"
     git(tmp_path, "clone", "-q", str(committed), str(clone))

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import git, run_npuctl
+from tests.conftest import git, run_npuctl, signed_again
 from tests.gitops.conftest import commit_all
 
 pytestmark = pytest.mark.slow  # real builds in every test: minutes of the fast tier
@@ -48,6 +48,7 @@ def _as_another_machine(lock_path: Path) -> str:
         measurement["record"] = moved.get(measurement["record"], measurement["record"])
         measurement["digest"] = _digest({k: measurement.get(k) for k in SIGNED})
     lock_path.write_text(json.dumps(lock, indent=2, sort_keys=True) + "\n")
+    signed_again(lock_path.parents[1], lock_path)
     return other
 
 

@@ -59,7 +59,7 @@ def test_plan_and_status_work_on_a_read_only_checkout(digits_repo: Path, tmp_pat
         status = _read_only(clone, "npuctl", "status", "--json")
         assert status.returncode == 0, (state, status.stderr)
         row = json.loads(status.stdout)["specs"][0]
-        assert (row["status"], row["slo_passed"]) == ("Healthy", 2), row
+        assert (row["status"], row["slo_passed"]) == ("Healthy", 2), json.dumps(row)
         plan = _read_only(clone, "npuctl", "plan")
         assert plan.returncode == 0, (state, plan.stdout, plan.stderr)
         assert _listing(clone) == before and (state != "none" or not (clone / ".npuctl").exists())
