@@ -91,7 +91,7 @@ def command(
         replayed = _replay.replay("apply", paths, chosen, started, "strict" if strict else "")
         if replayed is not None:
             return replayed
-    from reconciler.engine.apply import apply_all, lock_stats, settle
+    from reconciler.engine.apply import apply_all, lock_stats
     from reconciler.engine.workspace import Workspace
 
     loaded = _common.load(paths)
@@ -116,17 +116,43 @@ def command(
         finally:
             if executor is not None:
                 executor.close()
-        after = settle(ws, loaded.specs, results[len(loaded.invalid) :], locks_before)
-        if after is not None and after[1].added and replayable and not loaded.invalid:
-            from reconciler.cli.plan import keep
-
-            keep(ws, after[1], loaded, paths, chosen, after[0])
+        _remember_settled(ws, loaded, results, locks_before, paths, chosen, replayable)
     finally:
         ws.close()
     if ws.close_warning:
         click.echo(f"npuctl: warning: {ws.close_warning}", err=True)
     shown = printed(loaded.root, results, loaded.specs, chosen)
     return _replay.show(shown, time.monotonic() - started, "strict" if strict else "")
+
+
+def _remember_settled(
+    ws: Workspace,
+    loaded: _common.Loaded,
+    results: list[SpecResult],
+    locks_before: list[Any],
+    paths: tuple[Path, ...],
+    chosen: Any,
+    replayable: bool,
+) -> None:
+    """Plans what this apply changed so the next plan finds it settled (reconciler.engine.apply.settle).
+    A cache, so best effort: a full disk or an unwritable state costs the next plan its full path, never
+    this apply's result (the failure is said once)."""
+    from reconciler.engine import faults
+    from reconciler.engine.apply import settle
+
+    try:
+        after = settle(ws, loaded.specs, results[len(loaded.invalid) :], locks_before)
+        if after is not None and after[1].added and replayable and not loaded.invalid:
+            from reconciler.cli.plan import keep
+
+            keep(ws, after[1], loaded, paths, chosen, after[0])
+    except Exception as exc:
+        if not faults.is_infrastructure(exc):
+            raise
+        click.echo(
+            f"npuctl: warning: the settled cache was not saved: {faults.describe(exc, ws.layout.database)}",
+            err=True,
+        )
 
 
 def _estimator(ws: Workspace, loaded: _common.Loaded) -> Estimator | None:
