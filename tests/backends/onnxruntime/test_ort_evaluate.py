@@ -180,44 +180,23 @@ def _convs(folder: Path, channels: int, side: int) -> tuple[Path, Path]:
     return path, calib
 
 
-def _median_ms(model: Path) -> float:
-    """The model's median latency under onnxruntime here, timed in this test."""
-    import time
-
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
-    feed = {"x": np.random.default_rng(1).random(session.get_inputs()[0].shape, dtype=np.float32)}
-    for _ in range(20):
-        session.run(None, feed)
-    times = []
-    for _ in range(200):
-        start = time.perf_counter()
-        session.run(None, feed)
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)) * 1e3
-
-
-@pytest.mark.parametrize(
-    ("channels", "side", "int8_slower"), [(2, 4, True), (64, 32, False)], ids=["tiny", "wide"]
-)
+@pytest.mark.parametrize(("channels", "side"), [(2, 4), (64, 32)], ids=["tiny", "wide"])
 def test_an_int8_build_slower_than_float_on_the_host_says_so(
-    tmp_path: Path, channels: int, side: int, int8_slower: bool
+    tmp_path: Path, channels: int, side: int
 ) -> None:
+    """Tiny tensors (the quantize/dequantize steps outweigh the convolutions) and wide ones (int8 kernels
+    win) usually land on either side; which one a loaded machine measures is not asserted (no test
+    asserts a timing): the note must say "slower" exactly when the recorded int8 mean is above the
+    recorded float mean of the same run."""
     from backends.sdk.vocab import FLOAT_MEAN
     from tests.backends.passes.quant_helpers import ptq_config, run_quantize
 
     model, calib = _convs(tmp_path / "model", channels, side)
     quantized = run_quantize(ptq_config(8, activations="uint8"), model, tmp_path / "q", calib=calib)
     int8 = quantized.artifacts["model"]
-    # tiny tensors: the quantize/dequantize steps outweigh the convolutions; wide ones: int8 kernels win
-    assert (_median_ms(int8) > _median_ms(model)) is int8_slower
     compiled = compile_model(int8, tmp_path / "compiled", level=3, cores=1)
     out = _evaluate(tmp_path, compiled, int8, model, runs=200, metric="cosine")
     found = out.report["measurements"]
     assert found[FLOAT_MEAN]["evidence"] == "measured:host" and found[FLOAT_MEAN]["value"] > 0
-    slower = found["latency_ms.mean"]["value"] > found[FLOAT_MEAN]["value"]
-    assert slower is int8_slower
+    int8_slower = found["latency_ms.mean"]["value"] > found[FLOAT_MEAN]["value"]
     assert ("the int8 build is slower than the float model on this host" in out.note) is int8_slower
