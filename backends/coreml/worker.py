@@ -36,6 +36,27 @@ def _without_torchvision() -> None:
     sys.modules["torchvision"], sys.modules["torchvision.ops"] = stub, ops
 
 
+def _traced_type(array: Any) -> Any:
+    """A sample array as the traced module takes it: floats as float32, integers as int64, booleans as
+    booleans."""
+    import numpy as np
+
+    if array.dtype == np.bool_:
+        return array
+    if np.issubdtype(array.dtype, np.integer):
+        return array.astype(np.int64)
+    return array.astype(np.float32)
+
+
+def _coreml_type(dtype: Any) -> Any:
+    """The Core ML input type of a traced input: int32 for integers (Core ML has no int64 input)."""
+    import numpy as np
+
+    if dtype == np.bool_:
+        return np.bool_
+    return np.int32 if np.issubdtype(dtype, np.integer) else np.float32
+
+
 def convert(request: dict[str, Any]) -> dict[str, Any]:
     _without_torchvision()
     import coremltools as ct
@@ -48,16 +69,19 @@ def convert(request: dict[str, Any]) -> dict[str, Any]:
     model = onnx.load(request["model"])
     module = to_torch(model).eval()
     with np.load(request["sample"]) as sample:
-        feed = [
-            torch.from_numpy(np.asarray(sample[f"i{k}"], dtype=np.float32))
-            for k in range(len(request["inputs"]))
-        ]
+        arrays = [_traced_type(np.asarray(sample[f"i{k}"])) for k in range(len(request["inputs"]))]
+    feed = [torch.from_numpy(a) for a in arrays]
     with torch.no_grad():
         traced = torch.jit.trace(module, tuple(feed))
         outs = traced(*feed)
     outs = outs if isinstance(outs, (list, tuple)) else [outs]
     np.savez(request["torch_outputs"], **{f"o{k}": o.detach().numpy() for k, o in enumerate(outs)})
-    inputs = [ct.TensorType(name=spec["name"], shape=tuple(spec["shape"])) for spec in request["inputs"]]
+    # every input in its own type: token ids stay integers (a Gather refuses float indices), a
+    # boolean mask stays boolean; Core ML takes them as int32 and bool tensors
+    inputs = [
+        ct.TensorType(name=spec["name"], shape=tuple(spec["shape"]), dtype=_coreml_type(a.dtype))
+        for spec, a in zip(request["inputs"], arrays, strict=True)
+    ]
     outputs = [ct.TensorType(name=name) for name in request["outputs"]]
     mlmodel = ct.convert(
         traced,

@@ -149,8 +149,9 @@ class VelaCompile:
         with request.log.open("a") as fh:
             fh.write("$ " + " ".join(cmd) + "\n" + proc.stdout + proc.stderr)
         if proc.returncode != 0:
-            tail = [line for line in (proc.stderr or proc.stdout).strip().splitlines() if line.strip()]
-            raise TerminalError(f"vela failed (exit {proc.returncode}): {(tail[-1] if tail else '')[:300]}")
+            raise TerminalError(
+                f"vela failed (exit {proc.returncode}): {vela_error(proc.stderr or proc.stdout)}"
+            )
         stem = tflite.stem
         optimised = out / f"{stem}_vela.tflite"
         summary_csv = out / f"{stem}_summary_{config['system_config']}.csv"
@@ -341,3 +342,23 @@ def vela_profile(record: Mapping[str, Any], request: StageRequest) -> dict[str, 
         target=request.target,
         device_evidence="estimated: vela's placement of each operator",
     )
+
+
+_VELA_ERROR = re.compile(r"Compilation failed: Error: (.*)$")
+
+
+def vela_error(output: str) -> str:
+    """Vela's own reason, one line: the operator its compiler refused and the rule it broke ("SOFTMAX
+    'name' Does not have valid TFLite Semantics: (IFM Scale / OFM Scale)=inf"), else its last line
+    (often only "Failed to parse TFLite file", which names nothing)."""
+    lines = [line.strip() for line in output.strip().splitlines() if line.strip()]
+    for k, line in enumerate(lines):
+        found = _VELA_ERROR.search(line)
+        if found:
+            detail = [
+                d.lstrip("- ").strip()
+                for d in lines[k + 1 : k + 4]
+                if not d.startswith(("Failed", "Traceback"))
+            ]
+            return "; ".join([found.group(1).strip(), *detail])[:400]
+    return (lines[-1] if lines else "")[:300]

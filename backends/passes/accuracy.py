@@ -133,32 +133,44 @@ class Tally:
     always reported beside it."""
 
     def __init__(
-        self, names: Sequence[str], task: tasks.TaskConfig | None = None, labels: Sequence[Any] | None = None
+        self,
+        names: Sequence[str],
+        task: tasks.TaskConfig | None = None,
+        labels: Sequence[Any] | None = None,
+        samples: Iterable[Sample | Mapping[str, Any]] | None = None,
     ):
         self.names = list(names)
         self.labels = labels
         self.samples = 0
         self._outputs = [_OutputTally() for _ in self.names]
         self._metric = tasks.metric_for(task, self.names, labels is not None)
+        self._inputs = task_inputs(self._metric.reads, samples)
 
     def add(self, reference: Sequence[Any], outputs: Sequence[Any]) -> None:
         index = self.samples
         if len(reference) != len(self.names) or len(outputs) != len(self.names):
             raise TerminalError("every sample must have the same number of outputs as the reference")
-        for name, tally, r, o in zip(self.names, self._outputs, reference, outputs, strict=True):
-            ra, oa = as_float(r), as_float(o)
+        pairs = [(as_float(r), as_float(o)) for r, o in zip(reference, outputs, strict=True)]
+        for name, (ra, oa) in zip(self.names, pairs, strict=True):
             if ra.shape != oa.shape:
                 raise TerminalError(
                     f"output {name} has shape {list(oa.shape)}, the reference {list(ra.shape)} (sample {index})"
                 )
-            tally.sqnr.add(ra, oa)
-            tally.cosine += cosine(ra, oa)
         label = None
         if self.labels is not None:
             if index >= len(self.labels):
                 raise TerminalError(f"more than {len(self.labels)} outputs for {len(self.labels)} labels")
             label = self.labels[index]
-        self._metric.add(reference, outputs, label)
+        inputs = None
+        if self._inputs is not None:
+            if index >= len(self._inputs):
+                raise TerminalError(f"more than {len(self._inputs)} outputs for {len(self._inputs)} samples")
+            inputs = self._inputs[index]
+        self._metric.add(reference, outputs, label, inputs)
+        for tally, (ra, oa) in zip(self._outputs, pairs, strict=True):
+            ra, oa = self._metric.scored_part(ra), self._metric.scored_part(oa)
+            tally.sqnr.add(ra, oa)
+            tally.cosine += cosine(ra, oa)
         self.samples += 1
 
     def fidelity(self) -> Fidelity:
@@ -193,6 +205,27 @@ class Tally:
         )
 
 
+def task_inputs(
+    reads: Sequence[str], samples: Iterable[Sample | Mapping[str, Any]] | None
+) -> list[dict[str, Any]] | None:
+    """Per sample, the inputs a task metric reads beside the outputs (`TaskMetric.reads`: a padding
+    mask), taken from the samples the models ran on; None when it reads none."""
+    if not reads:
+        return None
+    if samples is None:
+        raise TerminalError(f"the task reads input {reads[0]!r} of each sample, and no samples were given")
+    found = []
+    for item in samples:
+        feed = item if isinstance(item, Mapping) else item.feed
+        missing = [name for name in reads if name not in feed]
+        if missing:
+            raise TerminalError(
+                f"evaluate.task reads input {missing[0]!r}; the samples hold {', '.join(sorted(feed))}"
+            )
+        found.append({name: feed[name] for name in reads})
+    return found
+
+
 def _pairs(reference: SampleOutputs, outputs: SampleOutputs) -> Iterable[tuple[Sequence[Any], Sequence[Any]]]:
     if len(reference) != len(outputs):
         raise TerminalError(f"{len(outputs)} samples compared with {len(reference)} reference samples")
@@ -215,10 +248,12 @@ def score(
     reference: ModelOutputs,
     labels: Sequence[Any] | None = None,
     task: tasks.TaskConfig | None = None,
+    samples: Iterable[Sample | Mapping[str, Any]] | None = None,
 ) -> AccuracyResult:
     """The accuracy decision in one place (see Tally), for outputs already in memory: callable on any
-    two sets of outputs of the same samples (float reference, candidate)."""
-    tally = Tally(outputs.names, task, labels)
+    two sets of outputs of the same samples (float reference, candidate); `samples` are the feeds they
+    ran on, for a task that reads an input beside the outputs (a padding mask)."""
+    tally = Tally(outputs.names, task, labels, samples)
     for r, o in _pairs(reference.values, outputs.values):
         tally.add(r, o)
     return tally.result()
@@ -309,4 +344,4 @@ def compare_models(
     compares many candidates with one reference)."""
     ref = reference if reference is not None else run_model(reference_model, samples, threads)
     out = run_model(model, samples, threads)
-    return Comparison(score(out, ref, labels, task), out, ref)
+    return Comparison(score(out, ref, labels, task, samples), out, ref)

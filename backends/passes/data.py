@@ -51,6 +51,9 @@ class InputSpec:
     index_bound: int | None = None
     """An integer input the graph reads as Gather indices (token ids into an embedding): valid values
     are [0, index_bound), the smallest gathered axis. None: no such use is known."""
+    padding_mask: bool = False
+    """A [N, T] boolean (or integer, not gathered) input beside token ids of the same shape: a padding
+    mask, whose random values are a run of 1 then a run of 0 per row (padding_masks)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ def model_inputs(model: Path | onnx.ModelProto) -> list[InputSpec]:
         if p.key.startswith(COLOR_METADATA)
     }
     bounds = index_bounds(proto)
+    masks = padding_masks(proto, bounds)
     specs = []
     for value in proto.graph.input:
         if value.name in weights:
@@ -91,8 +95,25 @@ def model_inputs(model: Path | onnx.ModelProto) -> list[InputSpec]:
         dtype = str(onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
         shape = tuple(int(d) for d in dims if d is not None)
         color = _color(colors.get(value.name), value.name)
-        specs.append(InputSpec(value.name, shape, dtype, color, bounds.get(value.name)))
+        specs.append(InputSpec(value.name, shape, dtype, color, bounds.get(value.name), value.name in masks))
     return specs
+
+
+def padding_masks(proto: onnx.ModelProto, bounds: Mapping[str, int]) -> set[str]:
+    """Inputs read as padding masks: rank 2, boolean or an integer the graph does not gather, with the
+    dims of an input of token ids (one `index_bounds` found)."""
+    import onnx
+
+    ints = {onnx.TensorProto.INT32, onnx.TensorProto.INT64}
+    dims = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in proto.graph.input}
+    ids = [dims[n] for n in bounds if n in dims and len(dims[n]) == 2]
+    found = set()
+    for value in proto.graph.input:
+        kind = value.type.tensor_type.elem_type
+        is_mask_type = kind == onnx.TensorProto.BOOL or (kind in ints and value.name not in bounds)
+        if is_mask_type and dims[value.name] in ids:
+            found.add(value.name)
+    return found
 
 
 _PASS_THROUGH = frozenset({"Cast", "Reshape", "Unsqueeze", "Squeeze", "Identity", "Flatten", "Expand"})
@@ -281,7 +302,9 @@ def random_feed(inputs: Sequence[InputSpec], seed: int = 0, index: int = 0) -> d
     feed: dict[str, np.ndarray] = {}
     for spec in inputs:
         dtype = np.dtype(spec.dtype)
-        if np.issubdtype(dtype, np.floating):
+        if spec.padding_mask:
+            feed[spec.name] = padded_mask(rng, spec.shape).astype(dtype)
+        elif np.issubdtype(dtype, np.floating):
             feed[spec.name] = rng.standard_normal(spec.shape).astype(dtype)
         elif dtype == np.bool_:
             feed[spec.name] = rng.integers(0, 2, spec.shape).astype(np.bool_)
@@ -292,6 +315,18 @@ def random_feed(inputs: Sequence[InputSpec], seed: int = 0, index: int = 0) -> d
         else:
             raise TerminalError(f"cannot make random data for input {spec.name} of type {spec.dtype}")
     return feed
+
+
+def padded_mask(rng: np.random.Generator, shape: Sequence[int]) -> np.ndarray:
+    """Per row of [N, T], ones over a random length in [1, T - 1] then zeros: a padded sequence read
+    either way (1 = token: right padding; 1 = padding: left padding), never one that pads every position
+    (that makes a transformer's attention NaN) nor one that pads none."""
+    import numpy as np
+
+    rows, length = int(np.prod(shape[:-1])), int(shape[-1])
+    kept = rng.integers(1, max(2, length), rows)
+    mask = np.arange(length)[None, :] < kept[:, None]
+    return mask.reshape(tuple(shape))
 
 
 def read_labels(path: Path) -> dict[str, int]:

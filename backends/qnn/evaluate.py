@@ -73,7 +73,7 @@ class QnnEvaluate:
         task, labels = task_and_labels(
             evaluate, request.inputs, Path(request.inputs["float_model"]), [s.name for s in samples]
         )
-        scored = accuracy.score(outputs, reference, labels, task)
+        scored = accuracy.score(outputs, reference, labels, task, samples)
         found: dict[str, dict[str, Any]] = {
             "accuracy": {
                 "value": scored.accuracy,

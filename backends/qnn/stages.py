@@ -146,7 +146,31 @@ def qnn_options(model: Path, policy: Policy) -> dict[str, Any]:
         weight_symmetric=policy.weight_symmetric,
     )
     extra = dict(config.extra_options)
+    activation = wide.get(policy.activations, quant_type(policy.activations))
+    if activation == QuantType.QUInt8:
+        scales = layernorm_scales(model)
+        overrides = dict(extra.get("TensorQuantOverrides") or {})
+        for name in scales:
+            overrides.setdefault(name, [{"quant_type": QuantType.QUInt8}])
+        extra["TensorQuantOverrides"] = overrides
     return {k: extra[k] for k in QNN_QDQ_KEYS if k in extra and extra[k] not in (None, {})}
+
+
+def layernorm_scales(model: Path) -> list[str]:
+    """The scale (gamma) initializers of LayerNormalization nodes. The HTP validates an 8-bit LayerNorm
+    only with its scale in the activations' unsigned type: with int8 weights it refused all six of a
+    transformer encoder's (backendValidateOpConfig error 3110), with uint8 scales it took them."""
+    import onnx
+
+    proto = onnx.load(str(model), load_external_data=False)
+    inits = {t.name for t in proto.graph.initializer}
+    return sorted(
+        {
+            n.input[1]
+            for n in proto.graph.node
+            if n.op_type == "LayerNormalization" and len(n.input) > 1 and n.input[1] in inits
+        }
+    )
 
 
 class QnnQuantizePass(QuantizePass):

@@ -85,8 +85,39 @@ def device_map(node_names: list[str], found: Validation) -> dict[str, str]:
 def rejected(log: str) -> str:
     """The nodes QNN's own validation refused, as one clause ("Erf node 'odd' (reason); ..."), or ""
     when the log names none: a failed compile is reported at the nodes the toolchain would not take."""
-    return "; ".join(
-        f"{v.op_type} node {v.node!r}" + (f" ({v.reason})" if v.reason else "")
-        for v in parse(log).verdicts.values()
-        if not v.passed
-    )
+    groups: dict[tuple[str, str], list[str]] = {}
+    for v in parse(log).verdicts.values():
+        if not v.passed:
+            groups.setdefault((v.op_type, v.reason or ""), []).append(v.node)
+    # the op that failed first, then the Q/DQ pairs refused with it (a consequence, not the cause)
+    order = sorted(groups, key=lambda g: g[0] in QDQ_OPS)
+    refused = [_refused(op, reason, groups[(op, reason)]) for op, reason in order]
+    return "; ".join([*_not_added(log), *refused])
+
+
+_NOT_ADDED = re.compile(r"graphAddNode\(\) failed for node `([^`]+)` of type `([^`]+)` with error code (\d+)")
+
+
+def _not_added(log: str) -> list[str]:
+    """Nodes the HTP refused while composing a graph that validation had passed ("QNN.graphAddNode()
+    failed for node `expand_3_q` of type `Quantize` with error code 6007"): the compile's real stop."""
+    seen: list[str] = []
+    for found in _NOT_ADDED.finditer(log):
+        text = f"graphAddNode refused QNN {found.group(2)} node {found.group(1)!r} (error {found.group(3)})"
+        if text not in seen:
+            seen.append(text)
+    return seen
+
+
+QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
+SHOWN_NODES = 3
+"""Nodes named per refused op and reason: the line stays one line when a layer repeats (six
+transformer blocks' LayerNormalization)."""
+
+
+def _refused(op: str, reason: str, nodes: list[str]) -> str:
+    why = f" ({reason})" if reason else ""
+    if len(nodes) == 1:
+        return f"{op} node {nodes[0]!r}{why}"
+    shown = ", ".join(repr(n) for n in nodes[:SHOWN_NODES]) + (", ..." if len(nodes) > SHOWN_NODES else "")
+    return f"{len(nodes)} {op} nodes ({shown}){why}"

@@ -296,7 +296,7 @@ class RknnEvaluate:
             ]
             got.names = reference.names
             task, labels = _task_and_labels(request, evaluate, [s.name for s in samples])
-            scored = accuracy.score(got, reference, labels, task)
+            scored = accuracy.score(got, reference, labels, task, samples)
             found = measurements(result, runner, scored, Path(request.inputs["rknn"]), source)
         report = {
             "measurements": found,
@@ -337,7 +337,7 @@ class RknnEvaluate:
         reference = simulate.reference(Path(request.inputs["float_model"]), samples, raw, prep.meta)
         outputs = simulate.outputs(sim, reference, len(samples))
         task, labels = _task_and_labels(request, evaluate, [s.name for s in samples])
-        scored = accuracy.score(outputs, reference, labels, task)
+        scored = accuracy.score(outputs, reference, labels, task, samples)
         analysis = None
         if result.get("analysis"):
             analysis = json.loads((sim / "analysis.json").read_text())

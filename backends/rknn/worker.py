@@ -143,7 +143,9 @@ def _simulate(rknn: Any, spec: dict[str, Any], base: Path) -> dict[str, Any]:
     with np.load(base / spec["samples"], allow_pickle=False) as archive:
         for i in range(count):
             feed = [archive[f"s{i:06d}_{j}"] for j in range(n_inputs)]
-            formats = ["nchw" if a.ndim == 4 else None for a in feed]
+            # a layout only means something to a 4-D input, and the toolkit reads every entry as a
+            # string (a None beside a token-id input crashed it in `.lower()`): nchw for all
+            formats = ["nchw"] * len(feed)
             outs = rknn.inference(inputs=feed, data_format=formats)
             if outs is None:
                 raise WorkerError("inference", f"rknn inference returned no outputs for sample {i}")

@@ -84,7 +84,7 @@ def score_job(
 ) -> AccuracyResult:
     """Scores the runner's outputs against the float reference run here, one sample of each model in
     memory at a time, however large the evaluation set."""
-    tally = Tally(output_names(result), task, labels)
+    tally = Tally(output_names(result), task, labels, found)
     _, reference = iter_outputs(reference_model, found, threads)
     for ref, out in zip(reference, _runner_outputs(job, result, len(found)), strict=True):
         tally.add(ref, out)

@@ -21,6 +21,7 @@ from backends.tasks.config import (
     Detection,
     TaskConfig,
     Tensor,
+    Tokens,
     from_evaluate,
     resolve,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "TaskMetric",
     "TaskScore",
     "Tensor",
+    "Tokens",
     "from_evaluate",
     "metric_for",
     "resolve",
@@ -50,6 +52,7 @@ def metric_for(task: TaskConfig | None, names: Sequence[str], labelled: bool) ->
     from backends.tasks.dense import DenseMetric
     from backends.tasks.detection import DetectionMetric
     from backends.tasks.tensor import TensorMetric
+    from backends.tasks.tokens import TokensMetric
 
     if task is None:
         if labelled:
@@ -63,6 +66,8 @@ def metric_for(task: TaskConfig | None, names: Sequence[str], labelled: bool) ->
         return CtcMetric(task, names, labelled)
     if isinstance(task, Dense):
         return DenseMetric(task, names, labelled)
+    if isinstance(task, Tokens):
+        return TokensMetric(task, names, labelled)
     return TensorMetric(task, names, labelled)
 
 

@@ -9,7 +9,7 @@ SLOs (and anything that compares two sets of outputs) compute the same number fr
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,7 @@ AGAINST_FLOAT = "the float model"
 @dataclass(frozen=True)
 class TaskScore:
     task: str
-    """classification | detection | ctc | dense | regression, or generic (no task declared)."""
+    """classification | detection | ctc | dense | tokens | regression, or generic (no task declared)."""
     measure: str
     """The measure's short name, e.g. `box_f1@0.5`, `exact_match`, `cosine`."""
     text: str
@@ -38,17 +38,37 @@ class TaskScore:
 
 class TaskMetric(ABC):
     task = ""
+    reads: tuple[str, ...] = ()
+    """Model inputs the metric reads beside the outputs, per sample (a padding mask): whoever feeds it
+    passes them to `add`, read from the same samples the models ran on."""
 
     def __init__(self, names: Sequence[str], labelled: bool) -> None:
         self.names = list(names)
         self.labelled = labelled
         self.samples = 0
+        self.feed: Mapping[str, Any] = {}
+        """The current sample's inputs named in `reads`, while `add` runs."""
 
-    def add(self, reference: Sequence[Any], outputs: Sequence[Any], label: Any = None) -> None:
+    def add(
+        self,
+        reference: Sequence[Any],
+        outputs: Sequence[Any],
+        label: Any = None,
+        inputs: Mapping[str, Any] | None = None,
+    ) -> None:
         if self.labelled and label is None:
             raise TerminalError(f"sample {self.samples} has no label")
+        missing = [name for name in self.reads if name not in (inputs or {})]
+        if missing:
+            raise TerminalError(f"sample {self.samples}: the {self.task} task reads input {missing[0]!r}")
+        self.feed = inputs or {}
         self._add(reference, outputs, label)
         self.samples += 1
+
+    def scored_part(self, value: Any) -> Any:
+        """The part of an output array of the current sample that the task reads: the whole array,
+        except where a task leaves positions out (padding); fidelity (cosine, SQNR) is measured on it."""
+        return value
 
     @abstractmethod
     def _add(self, reference: Sequence[Any], outputs: Sequence[Any], label: Any) -> None: ...

@@ -25,6 +25,8 @@ BoxFormat = Literal["auto", "cxcywh", "xyxy"]
 ClassificationMetric = Literal["top1", "top5"]
 DetectionMetric = Literal["f1", "map"]
 CtcMetric = Literal["exact", "char_accuracy"]
+TokensMetric = Literal["token_agreement", "sequence_match"]
+PadValue = Literal[0, 1]
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,21 @@ class Dense:
 
 
 @dataclass(frozen=True)
+class Tokens:
+    """Per-token class scores of a sequence model ([N, T, C] beside [N, T] token ids), scored only at the
+    positions the padding mask keeps: padded positions are not the application's output."""
+
+    output: str | None = None
+    mask: str | None = None
+    """The model input holding the padding mask ([N, T]); None: every position is a token."""
+    pad_value: PadValue = 0
+    """The mask's value at a padded position: 0 (false: 1 marks a real token, an attention mask) or 1
+    (true: PyTorch's key-padding mask)."""
+    metric: TokensMetric = "token_agreement"
+    type: str = "tokens"
+
+
+@dataclass(frozen=True)
 class Tensor:
     """Regression, embeddings, recurrent state: outputs compared as numbers."""
 
@@ -105,8 +122,8 @@ class Tensor:
     type: str = "regression"
 
 
-TaskConfig = Classification | Detection | Ctc | Dense | Tensor
-TASK_TYPES = ("classification", "detection", "ctc", "dense", "regression")
+TaskConfig = Classification | Detection | Ctc | Dense | Tokens | Tensor
+TASK_TYPES = ("classification", "detection", "ctc", "dense", "tokens", "regression")
 
 
 def _optional_int(value: Any) -> int | None:
@@ -166,6 +183,14 @@ def from_evaluate(evaluate: Mapping[str, Any] | None, charset: Path | None = Non
     if kind == "dense":
         threshold = raw.get("threshold")
         return Dense(raw.get("output"), None if threshold is None else float(threshold))
+    if kind == "tokens":
+        pad = int(raw.get("pad_value", Tokens.pad_value))
+        return Tokens(
+            raw.get("output"),
+            raw.get("mask"),
+            1 if pad else 0,
+            raw.get("metric") or Tokens.metric,
+        )
     if kind == "regression":
         return Tensor(_outputs(raw))
     raise TerminalError(f"evaluate.task.type must be one of {', '.join(TASK_TYPES)}, got {kind!r}")

@@ -50,6 +50,7 @@ def guess(model: Path, inputs: Mapping[str, Sequence[int | None]] | None = None)
             outputs, note = ran, f" (shapes from one run on zeros at {at} input shapes)"
     found = (
         _binary(outputs, proto)
+        or _tagger(outputs, proto, model, inputs)
         or _gfl(outputs, proto)
         or _maps(outputs, proto, _input_hw(proto, inputs))
         or _from_shapes(outputs, proto)
@@ -111,13 +112,8 @@ def output_shapes(request: dict[str, Any]) -> list[tuple[str, Dims]] | None:
         session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
         feed = {}
         for value in session.get_inputs():
-            given = shapes.get(value.name) or [0] * len(value.shape)
-            shape = [
-                g if g > 0 else d if isinstance(d, int) and d > 0 else (1 if k == 0 else 64)
-                for k, (d, g) in enumerate(zip(value.shape, given, strict=False))
-            ]
-            dtype = np.float32 if "float" in value.type else np.int64
-            feed[value.name] = np.zeros(shape, dtype)
+            shape = feed_shape(value.shape, shapes.get(value.name))
+            feed[value.name] = np.zeros(shape, numpy_type(value.type))
         names = [o.name for o in session.get_outputs()]
         return [
             (n, tuple(int(d) for d in np.shape(v)))
@@ -125,6 +121,36 @@ def output_shapes(request: dict[str, Any]) -> list[tuple[str, Dims]] | None:
         ]
     except Exception:  # onnxruntime raises its own types; a guess falls back to the declared shapes
         return None
+
+
+def feed_shape(declared: Sequence[Any], given: Sequence[int] | None) -> list[int]:
+    """A run's input shape: the given dims, else the declared ones, open ones at 1 (the batch) or 64."""
+    given = list(given or [0] * len(declared))
+    return [
+        g if g > 0 else d if isinstance(d, int) and d > 0 else (1 if k == 0 else 64)
+        for k, (d, g) in enumerate(zip(declared, given, strict=False))
+    ]
+
+
+def numpy_type(ort_type: str) -> Any:
+    """The numpy dtype of an ONNX Runtime input type string ("tensor(bool)"): float32 when unknown."""
+    import numpy as np
+
+    name = ort_type.removeprefix("tensor(").removesuffix(")")
+    known = {"float": np.float32, "double": np.float64, "float16": np.float16, "bool": np.bool_}
+    if name in known:
+        return known[name]
+    try:
+        return np.dtype(name).type
+    except TypeError:
+        return np.float32
+
+
+def _tagger(outputs: list[tuple[str, Dims]], proto: Any, model: Path, inputs: Any) -> Guess | None:
+    from backends.tasks.guess_tokens import tagger
+
+    found = tagger(outputs, proto, model, inputs)
+    return None if found is None else Guess(*found)
 
 
 def _from_shapes(outputs: list[tuple[str, Dims]], proto: Any) -> Guess:

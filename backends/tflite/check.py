@@ -81,7 +81,7 @@ def run_checks(
         if saved is None:
             continue
         got = outputs_of(Path(saved), variant, reference.names, len(samples))
-        scored = accuracy.score(got, reference, labels, task)
+        scored = accuracy.score(got, reference, labels, task, samples)
         record: dict[str, Any] = {
             **fidelity(got, reference),
             "metric": f"{scored.task} {scored.metric}",

@@ -55,6 +55,7 @@ def model_errors(spec: LoadedSpec, root: Path) -> list[SpecError]:
     errors += _pin_errors(spec, path)
     errors += _input_errors(spec, graph)
     errors += _preprocess_errors(spec, graph)
+    errors += _mask_errors(spec, graph)
     errors += _rule_errors(spec, graph)
     return errors
 
@@ -123,7 +124,7 @@ def _task_errors(spec: LoadedSpec) -> list[SpecError]:
         ]
     if spec.field("evaluate.labels") is None:
         return []
-    if task.get("type") in ("dense", "regression"):
+    if task.get("type") in ("dense", "tokens", "regression"):
         return [
             spec.error(
                 "evaluate.labels",
@@ -207,6 +208,20 @@ def _preprocess_errors(spec: LoadedSpec, graph: ModelSummary) -> list[SpecError]
         message = f"preprocessing takes an image input of rank 4; {name!r} has rank {len(info.dims)}"
         return [spec.error(where, message, key=pre.input is None)]
     return _resize_errors(spec)
+
+
+def _mask_errors(spec: LoadedSpec, graph: ModelSummary) -> list[SpecError]:
+    """A tokens task's padding mask is one of the model's inputs."""
+    task = spec.field("evaluate.task")
+    name = task.get("mask") if isinstance(task, dict) and task.get("type") == "tokens" else None
+    if name is None or graph.input(name) is not None:
+        return []
+    names = [i.name for i in graph.inputs]
+    return [
+        spec.error(
+            "evaluate.task.mask", f"the model has no input {name!r}{suggest(name, names, 'its inputs')}"
+        )
+    ]
 
 
 def _resize_errors(spec: LoadedSpec) -> list[SpecError]:

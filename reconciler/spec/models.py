@@ -358,7 +358,7 @@ class Evaluate(_Strict):
     task: Task | None = Field(
         default=None,
         description="What the outputs mean, so accuracy is the application's measure: classification, "
-        "detection, ctc, dense or regression. Evaluate, the auto sensitive-layer search and the SLOs all use "
+        "detection, ctc, dense, tokens or regression. Evaluate, the auto sensitive-layer search and the SLOs all use "
         "it. None: integer labels imply classification; without labels the generic measure (map IoU for a "
         "single-channel map, else cosine to the float model), named as generic in every verdict.",
     )

@@ -26,6 +26,9 @@ from backends.tasks.config import (
     Detection,
     DetectionMetric,
     Head,
+    PadValue,
+    Tokens,
+    TokensMetric,
 )
 from reconciler.spec.pathfields import SpecPath
 
@@ -166,6 +169,31 @@ class DenseTask(_Strict):
     )
 
 
+class TokensTask(_Strict):
+    type: Literal["tokens"] = Field(
+        ..., description="Per-token class scores of a sequence model (a tagger, a segmenter)."
+    )
+    output: OutputName | None = Field(
+        default=None, description="Output of per-token scores [N, T, C] (classes last); default: the first."
+    )
+    mask: Annotated[str, Field(min_length=1, max_length=256)] | None = Field(
+        default=Tokens.mask,
+        description="The model input holding the padding mask [N, T]: padded positions are left out of "
+        "every figure (the auto search's too); default: none, every position is a token.",
+    )
+    pad_value: PadValue = Field(
+        default=Tokens.pad_value,
+        description="The mask's value at a padded position: 0 (false; 1 marks a real token, as an attention "
+        "mask does) or 1 (true, as PyTorch's key-padding mask does).",
+    )
+    metric: TokensMetric = Field(
+        default=Tokens.metric,
+        description="token_agreement: the fraction of unpadded tokens whose class (argmax) is the float "
+        "model's; sequence_match: the fraction of sequences whose every unpadded token's is. Both are "
+        "reported, with the cosine of the unpadded scores.",
+    )
+
+
 class RegressionTask(_Strict):
     type: Literal["regression"] = Field(
         ..., description="Numbers compared as numbers (regression, embeddings, recurrent state)."
@@ -176,6 +204,6 @@ class RegressionTask(_Strict):
 
 
 Task = Annotated[
-    ClassificationTask | DetectionTask | CtcTask | DenseTask | RegressionTask,
+    ClassificationTask | DetectionTask | CtcTask | DenseTask | TokensTask | RegressionTask,
     Field(discriminator="type"),
 ]

@@ -209,6 +209,7 @@ def test_resize_without_source_size_under_ptq_is_caught_before_any_build(repo: R
     [
         ("{type: dense}", "spec.evaluate.labels: a dense task is measured against the float model's outputs"),
         ("{type: regression}", "spec.evaluate.labels: a regression task is measured against the float model"),
+        ("{type: tokens}", "spec.evaluate.labels: a tokens task is measured against the float model"),
         ("{type: ctc}", "spec.evaluate.task: text labels need evaluate.task.charset"),
         ("{type: ctc, charset: ../data/nochars.txt}", "spec.evaluate.task.charset: file not found"),
     ],
@@ -229,3 +230,10 @@ def test_case_folding_without_a_charset_is_an_error_at_its_field(repo: Repo) -> 
     (error,) = [e for e in report.errors if "case_sensitive" in str(e)]
     assert str(error).startswith("specs/t.yaml:"), str(error)
     assert "spec.evaluate.task.case_sensitive: case folding compares characters" in str(error)
+
+
+def test_a_tokens_task_s_mask_is_an_input_of_the_model(repo: Repo) -> None:
+    text = GOOD_CLS + "  evaluate:\n    data: ../data/eval\n    task: {type: tokens, mask: attention_mask}\n"
+    (report,) = check([repo.write("specs/t.yaml", text)], repo.root)
+    (error,) = [e for e in report.errors if "mask" in str(e)]
+    assert "spec.evaluate.task.mask: the model has no input 'attention_mask'" in str(error), str(error)

@@ -127,16 +127,36 @@ def plan(
             f"suggested: split the concat into separate outputs and quantize its inputs apart (target "
             f"{target.id} runs this graph in integer and one integer scale cannot hold both ranges)"
         )
-    mixed = range_mixing(model, load_widths(ranges), fix)
+    widths = load_widths(ranges)
+    mixed = range_mixing(model, widths, fix)
+    unbounded = dict.fromkeys(unbounded_nodes(model, widths), UNBOUNDED)
     if rule == "every_op":
-        return Placement(rule, sorted(known_ops), {}, mixed)
+        return Placement(rule, sorted(known_ops), unbounded, mixed)
     ops = integer_ops(target, known_ops)
     floats: dict[str, str] = {}
     if float_ok:
         floats = dict.fromkeys(tail_nodes(model), "tail")
         for m in mixed:
             floats.setdefault(m.node, "range mixing")
+    for name, why in unbounded.items():
+        floats.setdefault(name, why)
     return Placement(rule, ops, floats, mixed, float_ok)
+
+
+UNBOUNDED = "unbounded range"
+
+
+def unbounded_nodes(model: onnx.ModelProto, widths: Mapping[str, float]) -> list[str]:
+    """Nodes that write or read a tensor whose calibrated range is infinite (an additive attention mask
+    of -inf, and the scores it is added to): no integer scale holds it (a scale of inf is what a
+    converter then refuses, and every finite value quantizes to 0), so they stay float on every
+    target, a graph run in integer included. Where they are placed is then the compiler's choice."""
+    import math
+
+    infinite = {t for t, w in widths.items() if not math.isfinite(w)}
+    if not infinite:
+        return []
+    return [n.name for n in model.graph.node if infinite & {*n.input, *n.output}]
 
 
 def integer_ops(target: Target, known_ops: Sequence[str]) -> list[str]:

@@ -158,7 +158,7 @@ class Scorer:
         self.reference = (
             reference if reference is not None else accuracy.run_model(reference_model, self.samples, threads)
         )
-        itself = accuracy.score(self.reference, self.reference, self.labels, task)
+        itself = accuracy.score(self.reference, self.reference, self.labels, task, self.samples)
         self.metric = f"{itself.task} {itself.metric}"
         self.reference_accuracy = itself.reference
         self.text = itself.text
@@ -176,7 +176,7 @@ class Scorer:
         return self.score(outputs)
 
     def score(self, outputs: accuracy.ModelOutputs) -> Score:
-        result = accuracy.score(outputs, self.reference, self.labels, self.task)
+        result = accuracy.score(outputs, self.reference, self.labels, self.task, self.samples)
         return Score(result.accuracy, result.fidelity.sqnr_db)
 
 

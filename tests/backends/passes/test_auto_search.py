@@ -4,9 +4,15 @@ bulk step read 0.96 and the layer phase ended at 0.82, which was shipped)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
+from quant_helpers import ptq_config, run_quantize
+
 from backends.passes.quant import auto_search, point_search, region_search, sensitivity
 from backends.passes.quant.points import Point
 from backends.passes.quant.sensitivity import Layer, Score, Step
+from tests.backends.tasks.task_models import segmenter, segmenter_feeds
 
 
 def _points(*names: str) -> list[Point]:
@@ -64,3 +70,35 @@ def test_an_unmet_region_replaces_them_only_when_it_scored_higher() -> None:
     assert higher is not None and not higher.budget_met and len(higher.chosen) == 2
     assert auto_search._prefer_region(_greedy_ended_at(0.90), _region(0.90, False)) is None
     assert auto_search._prefer_region(_greedy_ended_at(0.90), region_search.RegionSearch()) is None
+
+
+def test_a_masked_tagger_s_search_scores_its_unpadded_tokens_and_keeps_the_inf_mask_float(
+    tmp_path: Path,
+) -> None:
+    """khmersm's transformer encoder (a -inf additive attention mask from a boolean padding mask):
+    the search and the check score the tokens task over the characters only, and the ops that write or
+    read the -inf tensors stay float (an infinite calibrated range has no integer scale)."""
+    import onnx
+
+    model = segmenter(32)
+    calib = tmp_path / "calib"
+    calib.mkdir()
+    for k, feed in enumerate(segmenter_feeds(16, seed=1)):
+        np.savez(calib / f"s{k:02d}.npz", **feed)
+    config = ptq_config(
+        samples=16, sensitive_layers={"keep": "fp32", "auto": {"max_accuracy_drop": 0.02, "max_layers": 2}}
+    )
+    task = {"type": "tokens", "mask": "mask"}
+    out = run_quantize(config, model, tmp_path / "w", calib=calib, evaluate={"evaluate.task": task})
+    auto = out.report["auto"]
+    assert auto["final"]["metric"] == "tokens token_agreement", auto["final"]
+    assert "unpadded" in str(auto), sorted(auto)
+    floats = out.report["placement"]["float_nodes"]
+    softmax = [n.name for n in onnx.load(str(model)).graph.node if n.op_type == "Softmax"]
+    assert softmax and all(floats.get(name) == "unbounded range" for name in softmax), floats
+    built = onnx.load(str(out.artifacts["model"]))
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in built.graph.initializer}
+    scales = [
+        inits[n.input[1]] for n in built.graph.node if n.op_type == "QuantizeLinear" and n.input[1] in inits
+    ]
+    assert scales and all(np.isfinite(s).all() for s in scales)

@@ -329,3 +329,31 @@ def test_random_token_ids_stay_inside_the_embedding_they_index(tmp_path: Path) -
     for sample in random_samples(list(specs.values()), 8, seed=0):
         assert int(sample.feed["ids"].max()) < 32
         session.run(None, sample.feed)
+
+
+def test_random_feeds_of_a_tagger_pad_each_row_and_keep_ids_in_the_embedding() -> None:
+    """khmersm's encoder: a boolean mask beside int64 ids of the same shape is a padding mask. Each
+    random row is a run of true then a run of false, never all one value (all padding makes the float
+    model NaN; either convention reads a mixed row as a padded sequence), and the outputs are finite."""
+    from backends.passes.accuracy import run_model
+    from tests.backends.tasks.task_models import segmenter
+
+    model = segmenter(32)
+    ids, mask = model_inputs(model)
+    assert (ids.index_bound, ids.padding_mask) == (126, False) and mask.padding_mask
+    samples = random_samples([ids, mask], 16, seed=0)
+    lengths = set()
+    for sample in samples:
+        row = sample.feed["mask"][0]
+        length = int(row.sum())
+        assert 1 <= length <= 31 and row[:length].all() and not row[length:].any()
+        lengths.add(length)
+        assert sample.feed["x"].max() < 126
+    assert len(lengths) > 4, "lengths vary"
+    for outputs in run_model(model, samples).values:
+        assert np.isfinite(outputs[0]).all()
+    for inverted in (True, False):  # the same model behind a Not takes the other convention: still finite
+        flipped = [
+            {"x": s.feed["x"], "mask": ~s.feed["mask"] if inverted else s.feed["mask"]} for s in samples
+        ]
+        assert all(np.isfinite(o[0]).all() for o in run_model(model, flipped).values)

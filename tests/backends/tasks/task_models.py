@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
 
 DDDDOCR = "ddddocr==1.6.1"
 BENCH_CACHE = Path.home() / ".cache" / "npuctl" / "bench"
@@ -238,5 +238,55 @@ def with_input_shape(model: Path, dims: list[int], out: Path) -> Path:
     for value in proto.graph.output:
         value.type.tensor_type.ClearField("shape")
     del proto.graph.value_info[:]
+    onnx.save(proto, str(out))
+    return out
+
+
+KHMERSM = "khmersm==1.4.2"
+SEGMENTER_SEQ = 32
+
+
+def segmenter(seq: int | None = None) -> Path:
+    """khmersm's Khmer word segmenter, a PyTorch `nn.TransformerEncoder` (3 layers, d_model 192) exported
+    with int64 character ids `x` [batch, seq], a boolean padding mask `mask` (true = a real character,
+    passed through Not as the key-padding mask) and per-character B/I emissions [1, seq, 2]. The wheel
+    keeps the weights in external data; this is the self-contained copy npuctl's import takes, at `seq`
+    characters when given (else the export's own dynamic dims)."""
+    source = wheel_file(KHMERSM, "khmersm", "model.onnx", ("model.onnx", "model.onnx.data"))
+    target = source.with_name(f"segmenter-{seq or 'dynamic'}.onnx")
+    if target.is_file():
+        return target
+    proto = onnx.load(str(source))  # reads model.onnx.data beside it
+    if seq is not None:
+        for value in proto.graph.input:
+            for dim, size in zip(value.type.tensor_type.shape.dim, (1, seq), strict=True):
+                dim.Clear()
+                dim.dim_value = size
+    partial = target.with_suffix(".part")
+    onnx.save(proto, str(partial), save_as_external_data=False)
+    partial.replace(target)
+    return target
+
+
+def segmenter_feeds(count: int, seed: int = 0, seq: int = SEGMENTER_SEQ) -> list[dict[str, np.ndarray]]:
+    """`count` padded character sequences: ids 2..125 (0 is <pad>, 1 <unk>) over a random length of at
+    least 4, zeros after; the mask true over the characters."""
+    rng = np.random.default_rng(seed)
+    feeds = []
+    for _ in range(count):
+        length = int(rng.integers(4, seq + 1))
+        x = np.zeros((1, seq), np.int64)
+        x[0, :length] = rng.integers(2, 126, length)
+        feeds.append({"x": x, "mask": np.arange(seq)[None] < length})
+    return feeds
+
+
+def padding_mask_inverted(model: Path, out: Path) -> Path:
+    """`model` with its mask input replaced by `pad` (true = padding, PyTorch's key-padding-mask
+    convention) through a Not: the same model, the other convention."""
+    proto = onnx.load(str(model))
+    value = next(v for v in proto.graph.input if v.name == "mask")
+    value.name = "pad"
+    proto.graph.node.insert(0, helper.make_node("Not", ["pad"], ["mask"], name="pad_to_mask"))
     onnx.save(proto, str(out))
     return out

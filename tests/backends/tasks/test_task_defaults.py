@@ -8,9 +8,16 @@ import dataclasses
 import pytest
 from pydantic import BaseModel
 
-from backends.tasks.config import Classification, Ctc, Dense, Detection, Tensor, from_evaluate
+from backends.tasks.config import Classification, Ctc, Dense, Detection, Tensor, Tokens, from_evaluate
 from reconciler.spec import task_models
-from reconciler.spec.task_models import ClassificationTask, CtcTask, DenseTask, DetectionTask, RegressionTask
+from reconciler.spec.task_models import (
+    ClassificationTask,
+    CtcTask,
+    DenseTask,
+    DetectionTask,
+    RegressionTask,
+    TokensTask,
+)
 from tests.backends.defaults_scan import in_file, literal_defaults
 
 PAIRS: list[tuple[type[BaseModel], type]] = [
@@ -18,6 +25,7 @@ PAIRS: list[tuple[type[BaseModel], type]] = [
     (DetectionTask, Detection),
     (CtcTask, Ctc),
     (DenseTask, Dense),
+    (TokensTask, Tokens),
     (RegressionTask, Tensor),
 ]
 TASK_MODELS = [model.__name__ for model, _ in PAIRS]

@@ -50,10 +50,25 @@ def test_init_at_the_users_shape_guesses_a_yolov8_export(git_repo, npuctl) -> No
     assert "task: {type: detection}" in line and "[1, 22, 2100]" in line, line
 
 
-def test_a_text_model_s_per_token_output_is_not_read_as_ctc() -> None:
-    """g2p-id's BERT (int64 token ids [N, 32] -> per-token scores [N, 32, 32]): not a CTC line reader."""
+def test_a_text_model_s_per_token_output_is_a_tokens_task_not_ctc() -> None:
+    """g2p-id's BERT (int64 token ids [N, 32] -> per-token scores [N, 32, 32], no mask): every position
+    is a token, not a CTC line reader."""
     from task_models import G2P_ID, wheel_file
 
     bert = wheel_file(G2P_ID, "g2p_id", "models/bert/bert_mlm.onnx", ("models/bert/bert_mlm.onnx",))
     found = guess(bert, {"input_1": [1, 32]})
-    assert found.task == {"type": "regression"} and "integer token ids" in found.why, found.why
+    assert found.task == {"type": "tokens"} and "no padding mask" in found.why, found.why
+
+
+def test_a_sequence_tagger_s_padding_mask_and_its_convention_come_from_running_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """khmersm's transformer encoder: ids x, mask true at real characters. The same model behind a Not
+    takes PyTorch's key-padding mask (true at padding): the guess follows the model, not the name."""
+    from task_models import padding_mask_inverted, segmenter
+
+    found = guess(segmenter(), {"x": [1, 32], "mask": [1, 32]})
+    assert found.task == {"type": "tokens", "mask": "mask", "pad_value": 0}, found.why
+    assert "false at padded positions" in found.why
+    assert yaml_line(found) == "task: {type: tokens, mask: mask, pad_value: 0}"
+    inverted = padding_mask_inverted(segmenter(), tmp_path / "pad.onnx")
+    found = guess(inverted, {"x": [1, 32], "pad": [1, 32]})
+    assert found.task == {"type": "tokens", "mask": "pad", "pad_value": 1}, found.why
