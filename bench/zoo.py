@@ -150,7 +150,9 @@ def _inline(graph: bytes, weights: bytes, member: str) -> bytes:
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "model.onnx").write_bytes(graph)
         (Path(tmp) / Path(member).name).write_bytes(weights)
-        return onnx.load(str(Path(tmp) / "model.onnx")).SerializeToString()
+        proto = onnx.load(str(Path(tmp) / "model.onnx"))
+        onnx.save(proto, str(Path(tmp) / "inline.onnx"), save_as_external_data=False)
+        return (Path(tmp) / "inline.onnx").read_bytes()
 
 
 # --- inputs -------------------------------------------------------------------------------------------
