@@ -20,6 +20,7 @@ table's placement, and the note says the mapping failed.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -104,12 +105,12 @@ def onnx_devices(nodes: Sequence[tuple[str, str]], placed: Sequence[Operator]) -
         if mine and len(mine) == len(theirs):
             pairs += list(zip(mine, theirs, strict=True))
     pairs.sort()
-    if not pairs or any(b[1] <= a[1] for a, b in zip(pairs, pairs[1:], strict=False)):
+    if not pairs or any(b[1] <= a[1] for a, b in itertools.pairwise(pairs)):
         return {}  # no anchor, or anchors out of order: no mapping is better than a wrong one
     devices = {nodes[i][0]: placed[j].device for i, j in pairs}
     bounds = [(-1, -1), *pairs, (len(nodes), len(placed))]
     anchors = {j for _, j in pairs}
-    for (i0, j0), (i1, j1) in zip(bounds, bounds[1:], strict=False):
+    for (i0, j0), (i1, j1) in itertools.pairwise(bounds):
         between = [o for o in placed[j0 + 1 : j1] if not (o.op in PADS and o.index + 1 in anchors)]
         device = CPU if any(o.device == CPU for o in between) else NPU
         for i in range(i0 + 1, i1):
@@ -136,7 +137,9 @@ def read(
     mapped = ""
     if source is not None:
         report = onnx_placement(source, placed, target, quantization)
-        mapped = "" if report.get("mapped") else "; no operator maps back to an ONNX node: nodes keep the op table"
+        mapped = (
+            "" if report.get("mapped") else "; no operator maps back to an ONNX node: nodes keep the op table"
+        )
     summary = operators_summary(placed)
     npu = sum(1 for o in placed if o.device == NPU)
     text = f"{TOOL}: {npu}/{len(placed)} TFLite operators on the MDLA{mapped}"

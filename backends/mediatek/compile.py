@@ -117,7 +117,9 @@ def operator_account(
     from backends.tflite import operators
 
     ops = operators(tflite, request.workdir / "operators", request.log)
-    told = account.read(ops, source_onnx(request, tflite), request.target, quantization_config(request.config))
+    told = account.read(
+        ops, source_onnx(request, tflite), request.target, quantization_config(request.config)
+    )
     if "nodes" in told.placement:
         artifacts["tool_placement"] = request.workdir / "placement.json"
         artifacts["tool_placement"].write_text(dump_json(told.placement))

@@ -106,6 +106,13 @@ def operators(tflite: Path, job: Path, log: Path) -> list[dict[str, Any]]:
     """The .tflite's operators in execution order, read in the tflite venv with LiteRT's own flatbuffer
     schema (backends/tflite/operators.py): {"op", "outputs", "input_types"} each."""
     result = run_worker(
-        venv_python(), OPERATORS, {"tflite": str(tflite)}, job, log, tool="tflite", timeout_s=600.0, env=base_env(job)
+        venv_python(),
+        OPERATORS,
+        {"tflite": str(tflite)},
+        job,
+        log,
+        tool="tflite",
+        timeout_s=600.0,
+        env=base_env(job),
     )
     return list(result["operators"])

@@ -40,7 +40,9 @@ def operators(path: str) -> list[dict[str, Any]]:
         out.append(
             {
                 "op": name_of(model.operatorCodes[op.opcodeIndex]),
-                "outputs": [tensor_name(graph, int(i)) for i in (op.outputs if op.outputs is not None else [])],
+                "outputs": [
+                    tensor_name(graph, int(i)) for i in (op.outputs if op.outputs is not None else [])
+                ],
                 "input_types": sorted({str(types.get(graph.tensors[i].type, "?")) for i in inputs}),
             }
         )

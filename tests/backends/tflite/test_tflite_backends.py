@@ -405,7 +405,6 @@ def test_sixteen_bit_activations_are_a_16x8_tflite_that_litert_runs(built: Built
 def _vela_here(tflite: Path, out: Path) -> tuple[dict[str, int], dict[str, str]]:
     """vela run here on the compile stage's int8 TFLite with the catalog's settings for ethos-u55:
     its operator counts (stdout) and its summary CSV row."""
-    import re
     import sys
 
     import ethosu
@@ -480,14 +479,18 @@ def _builtin_ops(path: Path) -> list[str]:
 
 
 def _mdla_table() -> dict[str, str]:
-    """TFLite operator -> support, read here from the MDLA 3.0 table's published CSV rows."""
-    root = Path(__file__).resolve().parents[3]
+    """TFLite operator -> support, read here from the rows of the catalog's MDLA 3.0 table (each row
+    names the TFLite operators it was mapped from)."""
+    from backends.catalog import op_table, targets
+
+    table = op_table(targets()["mediatek-mdla3"].extra["partial_op_table"])
+    rows = [(r.supported, r.constraints) for r in table.ops.values()]
+    rows += [(r["supported"], r["constraints"]) for r in table.unmapped]
     out: dict[str, str] = {}
-    with (root / "tools/opsupport/mediatek_mdla3_mt8188_PARTIAL.csv").open(newline="") as fh:
-        for row in csv.DictReader(fh):
-            found = re.search(r"mapped via TFLite ([A-Z0-9_ /]+);", row["constraints"])
-            for name in found.group(1).split("/") if found else ():
-                out[name.strip()] = row["supported"]
+    for supported, constraints in rows:
+        found = re.search(r"mapped via TFLite ([A-Z0-9_ /]+);", constraints)
+        for name in found.group(1).split("/") if found else ():
+            out[name.strip()] = supported
     return out
 
 
