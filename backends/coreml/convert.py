@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from backends.coreml import program
 from backends.passes.rewrite.converter_forms import write_convertible
 from backends.sdk import bundles, toolchains
 from backends.sdk.base import StageLog, StageOutput, StageRequest
 from backends.sdk.errors import TerminalError, ToolchainMissing
-from backends.sdk.vocab import EvidenceKind
 from backends.sdk.worker import base_env, run_worker
 
 WORKER = Path(__file__).with_name("worker.py")
@@ -182,6 +182,13 @@ class CoreMlCompile:
             load["inputs"] = result.get("package_inputs") or []
             members["coreml.json"] = (json.dumps(load, indent=1, sort_keys=True) + "\n").encode()
             bundle = bundles.write(request.workdir / "model.mlpackage.tar", members)
+        program_ops: dict[str, int] = dict(result.get("program_ops") or {})
+        coverage = program.coverage(program_ops, request.target)
+        folded = program.absent(_op_counts(source), program_ops)
+        if folded:
+            coverage["detail"] += "; not in the package, counted by the op table over the ONNX graph: " + (
+                ", ".join(f"{t} x{n}" for t, n in folded.items())
+            )
         report = {
             "plan": chosen,
             "compute_units": req["compute_units"],
@@ -196,30 +203,26 @@ class CoreMlCompile:
             "files": sorted(members),
             "not_run": "Core ML prediction exists only on macOS/iOS",
             "artifact_inputs": load["inputs"],
-            "program_ops": result.get("program_ops") or {},
-            "measurements": {"npu_coverage": program_coverage(result.get("program_ops") or {})},
+            "program_ops": program_ops,
+            "onnx_ops_not_in_package": folded,
+            "measurements": {"npu_coverage": coverage},
         }
         note = (
             f".mlpackage ({chosen['weights']} weights, {precision}, {req['compute_units']}); input "
             + ", ".join(f"{i['name']} {i.get('dtype')} {i.get('shape')}" for i in load["inputs"])
-            + "; not run here (Core ML is macOS-only)"
+            + f"; {coverage['detail'].split(' of the ')[0]} ML Program operations on the Neural Engine by "
+            f"{program.TOOL}; not run here (Core ML is macOS-only)"
         )
         return StageOutput(artifacts={"mlpackage": bundle}, report=report, note=note)
 
 
-def program_coverage(ops: Mapping[str, int]) -> dict[str, Any]:
-    """npu_coverage after compile: the package's own program is what runs, and Core ML decides which of
-    its operations the Neural Engine takes when the app loads it (its compute plan exists only on
-    macOS). So the op table's count over the ONNX graph, which held nodes the converter folded away, is
-    replaced by no figure, with the program's operations named."""
-    listed = ", ".join(f"{op} x{n}" for op, n in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0])))
-    return {
-        "value": None,
-        "evidence": EvidenceKind.NOT_MEASURED.value,
-        "detail": f"the .mlpackage's ML Program holds {sum(ops.values())} operations ({listed}); Core ML "
-        "places them on the Neural Engine or the CPU when the app loads the model, which only macOS/iOS "
-        "can say (MLComputePlan), so no coverage is recorded here",
-    }
+def _op_counts(model: Path) -> dict[str, int]:
+    import onnx
+
+    counts: dict[str, int] = {}
+    for node in onnx.load(str(model), load_external_data=False).graph.node:
+        counts[node.op_type] = counts.get(node.op_type, 0) + 1
+    return counts
 
 
 class CoreMlEvaluate:

@@ -21,7 +21,7 @@ from backends.sdk.registration import Registration, by_stage
 from backends.sdk.vendor_bundle import Sdk
 
 NAME = "mediatek"
-ADAPTER_VERSION = "2"
+ADAPTER_VERSION = "3"
 SDK = Sdk(
     name="neuropilot",
     env_var="NEUROPILOT_SDK_ROOT",
@@ -64,7 +64,7 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "quantize",
         name="backends.tflite.stages.TfliteQuantize",
-        version="3-onnx2tf",
+        version="4-onnx2tf",
         ref="backends.mediatek:tflite_quantize",
     ),
     Registration(

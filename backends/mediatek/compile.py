@@ -14,7 +14,7 @@ from backends.sdk import bundles
 from backends.sdk.base import StageOutput, StageRequest
 from backends.sdk.vendor_bundle import json_bytes, run_tools, script
 from backends.tflite import fingerprint as tflite_fingerprint
-from backends.tflite.stages import tflite_of
+from backends.tflite.stages import source_onnx, tflite_of
 
 BIN = "$NEUROPILOT_SDK_ROOT/host/bin"
 
@@ -88,9 +88,10 @@ class NccCompile:
             "tool_ran": not missing,
             "converted_here": converted is not None,
         }
+        told = operator_account(request, tflite, artifacts, report)
         if missing:
             report["toolchain"] = SDK.not_installed()
-            note = f"{record['variant']} TFLite + ncc-tflite bundle only: {SDK.not_installed()}"
+            note = f"{record['variant']} TFLite + ncc-tflite bundle only: {SDK.not_installed()}; {told}"
             return StageOutput(artifacts=artifacts, report=report, note=note)
         with tempfile.TemporaryDirectory(prefix="npuctl-neuropilot-") as tmp:
             work = bundles.extract(bundle, Path(tmp))
@@ -102,5 +103,28 @@ class NccCompile:
         return StageOutput(
             artifacts=artifacts,
             report=report,
-            note=f".dla for {request.target.id} ({dla.stat().st_size} bytes)",
+            note=f".dla for {request.target.id} ({dla.stat().st_size} bytes); {told}",
         )
+
+
+def operator_account(
+    request: StageRequest, tflite: Path, artifacts: dict[str, Path], report: dict[str, Any]
+) -> str:
+    """Placement, coverage and crossings from the TFLite's own operators (backends.mediatek.account),
+    into `report` (and the ONNX-node placement into `artifacts`); returns the note's clause."""
+    from backends.mediatek import account
+    from backends.passes.check import dump_json, quantization_config, summarize
+    from backends.tflite import operators
+
+    ops = operators(tflite, request.workdir / "operators", request.log)
+    told = account.read(
+        ops, source_onnx(request, tflite), request.target, quantization_config(request.config)
+    )
+    if "nodes" in told.placement:
+        artifacts["tool_placement"] = request.workdir / "placement.json"
+        artifacts["tool_placement"].write_text(dump_json(told.placement))
+        report["placement"] = summarize(told.placement) | {"tool_operators": told.placement["tool_operators"]}
+    else:
+        report["placement"] = {"tool_operators": told.placement["tool_operators"]}
+    report["measurements"] = told.measurements
+    return told.note

@@ -21,6 +21,7 @@ from backends.sdk.errors import TerminalError, ToolchainMissing
 from backends.sdk.worker import base_env, run_worker
 
 WORKER = Path(__file__).with_name("worker.py")
+OPERATORS = Path(__file__).with_name("operators.py")
 TIMEOUT_S = 3600.0
 
 
@@ -99,3 +100,19 @@ def convert(request: dict[str, Any], job: Path, log: Path, timeout_s: float = TI
         raise TerminalError(
             f"onnx2tf stopped at {where}: {first.removeprefix('onnx2tf: ')}\n{rest}".rstrip()
         ) from exc
+
+
+def operators(tflite: Path, job: Path, log: Path) -> list[dict[str, Any]]:
+    """The .tflite's operators in execution order, read in the tflite venv with LiteRT's own flatbuffer
+    schema (backends/tflite/operators.py): {"op", "outputs", "input_types"} each."""
+    result = run_worker(
+        venv_python(),
+        OPERATORS,
+        {"tflite": str(tflite)},
+        job,
+        log,
+        tool="tflite",
+        timeout_s=600.0,
+        env=base_env(job),
+    )
+    return list(result["operators"])

@@ -290,7 +290,8 @@ def note_for(report: Mapping[str, Any], out: Path) -> str:
 
 class TfliteQuantize:
     """Stage "quantize" for TFLite-taking backends; `allowed` lists the variants the target runs. The
-    artifact `model` is a tar of model.tflite + tflite.json (compile unpacks it, see `tflite_of`)."""
+    artifact `model` is a tar of model.tflite + tflite.json + the ONNX model it was converted from
+    (compile unpacks it, see `tflite_of`, and maps the compiler's account back to that model's nodes)."""
 
     stage = "quantize"
 
@@ -306,10 +307,30 @@ class TfliteQuantize:
         with tempfile.TemporaryDirectory(prefix="npuctl-tflite-out-") as tmp:
             tflite, io_path, report = build(request, self.allowed, Path(tmp))
             note = note_for(report, tflite)
-            bundle = bundles.write(
-                request.workdir / "model.tflite.tar", {"model.tflite": tflite, "tflite.json": io_path}
-            )
+            members: dict[str, bytes | Path] = {
+                "model.tflite": tflite,
+                "tflite.json": io_path,
+                SOURCE: Path(request.inputs["model"]),
+            }
+            bundle = bundles.write(request.workdir / "model.tflite.tar", members)
         return StageOutput(artifacts={"model": bundle}, report=report, note=note)
+
+
+SOURCE = "source.onnx"
+"""The quantize bundle's copy of the ONNX model onnx2tf converted."""
+
+
+def source_onnx(request: StageRequest, tflite: Path) -> Path | None:
+    """The ONNX model compile's TFLite was converted from: compile's own input when it converted here,
+    else the copy in quantize's bundle (unpacked beside the TFLite by `tflite_of`); None in a bundle
+    written before the copy was kept."""
+    given = Path(request.inputs["model"])
+    from backends.sdk import bundles
+
+    if not bundles.is_bundle(given):
+        return given
+    copy = tflite.with_name(SOURCE)
+    return copy if copy.is_file() else None
 
 
 def tflite_of(request: StageRequest, allowed: tuple[str, ...]) -> tuple[Path, Path, dict[str, Any] | None]:

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from backends.catalog import op_table, targets
+from backends.coreml.program import MIL_TO_ONNX
 from backends.sdk import bundles, toolchains
 from reconciler.state.store import Store
 from tests.backends.built_once import built_once
@@ -101,14 +103,24 @@ def test_apply_builds_an_mlpackage_and_says_it_was_not_run(built: Built, name: s
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_record_is_the_packages_own_program_and_input(built: Built, name: str) -> None:
-    """Coverage names only the operations the package's ML Program holds (read back here with
-    coremltools) and claims no figure Core ML alone could give; the recorded input is the package's."""
+    """Coverage counts only the operations the package's ML Program holds (read back here with
+    coremltools), each judged by the op table row of the ONNX operator it implements; the recorded
+    input is the package's."""
     repo, record = built
     tar, _, variant = _package(repo, name, repo / "read-back-2" / name)
     _, _, work, arrays = record["programs"][name]
     coverage = variant["measurements"]["npu_coverage"]
-    assert coverage["value"] is None and coverage["evidence"] == "not measured"
-    assert f"holds {sum(work.values())} operations" in coverage["detail"]
+    assert coverage["evidence"] == "estimated: Core ML EP table on the ML Program"
+    table = op_table(targets()["apple-ane"].op_table)
+    on = sum(
+        n
+        for op, n in work.items()
+        if op in MIL_TO_ONNX
+        and (row := table.lookup(MIL_TO_ONNX[op])) is not None
+        and row.supported in ("yes", "partial")
+    )
+    assert coverage["value"] == round(on / sum(work.values()), 6)
+    assert f"{on}/{sum(work.values())} of the .mlpackage's ML Program operations" in coverage["detail"]
     assert all(f"{op} x{n}" in coverage["detail"] for op, n in work.items())
     assert "batch_norm" not in work  # folded into the convolutions: never counted
     shipped = json.loads(bundles.read(tar, "coreml.json"))["inputs"]

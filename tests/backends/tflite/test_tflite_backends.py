@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -404,7 +405,6 @@ def test_sixteen_bit_activations_are_a_16x8_tflite_that_litert_runs(built: Built
 def _vela_here(tflite: Path, out: Path) -> tuple[dict[str, int], dict[str, str]]:
     """vela run here on the compile stage's int8 TFLite with the catalog's settings for ethos-u55:
     its operator counts (stdout) and its summary CSV row."""
-    import re
     import sys
 
     import ethosu
@@ -463,3 +463,59 @@ def test_artifacts_and_export_name_velas_file_as_the_one_an_app_opens(built: Bui
     assert exported.returncode == 0, exported.stderr
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert [v["artifact"]["file"] for v in manifest["variants"]] == ["model_vela.tflite"]
+
+
+def _builtin_ops(path: Path) -> list[str]:
+    """The builtin operator names of a .tflite in execution order (vela's own flatbuffer schema)."""
+    from ethosu.vela.tflite.BuiltinOperator import BuiltinOperator
+    from ethosu.vela.tflite.Model import Model
+
+    names = {v: k for k, v in vars(BuiltinOperator).items() if not k.startswith("_")}
+    model = Model.GetRootAsModel(path.read_bytes(), 0)
+    codes = [model.OperatorCodes(i) for i in range(model.OperatorCodesLength())]
+    graph = model.Subgraphs(0)
+    ops = [codes[graph.Operators(i).OpcodeIndex()] for i in range(graph.OperatorsLength())]
+    return [names[max(c.BuiltinCode(), c.DeprecatedBuiltinCode())] for c in ops]
+
+
+def _mdla_table() -> dict[str, str]:
+    """TFLite operator -> support, read here from the rows of the catalog's MDLA 3.0 table (each row
+    names the TFLite operators it was mapped from)."""
+    from backends.catalog import op_table, targets
+
+    table = op_table(targets()["mediatek-mdla3"].extra["partial_op_table"])
+    rows = [(r.supported, r.constraints) for r in table.ops.values()]
+    rows += [(r["supported"], r["constraints"]) for r in table.unmapped]
+    out: dict[str, str] = {}
+    for supported, constraints in rows:
+        found = re.search(r"mapped via TFLite ([A-Z0-9_ /]+);", constraints)
+        for name in found.group(1).split("/") if found else ():
+            out[name.strip()] = supported
+    return out
+
+
+@pytest.mark.parametrize("name", ["digits-mtk", "det-mtk"])
+def test_mediatek_coverage_counts_the_tflite_operators_ncc_tflite_is_given(built: Built, name: str) -> None:
+    """After compile, MediaTek's coverage is over the operators of the TFLite that reaches ncc-tflite
+    (read back here with vela's flatbuffer schema), each placed by MediaTek's MDLA table, never the
+    NNAPI op table's count over the ONNX graph; the lock takes compile's figure, and explain lists the
+    nodes where the op table placed otherwise, with the tool as the winner."""
+    repo, _ = built
+    variant = _lock(repo, name)
+    store = Store(repo / ".npuctl" / "store")
+    compiled = variant["stages"]["compile"]
+    ops = _builtin_ops(store.path(compiled["artifacts"]["tflite"]["digest"]))
+    table = _mdla_table()
+    on = sum(1 for op in ops if table.get(op) in ("yes", "partial"))
+    coverage = variant["measurements"]["npu_coverage"]
+    assert coverage["evidence"] == "estimated: MDLA 3.0 guide on the TFLite"
+    assert coverage["value"] == round(on / len(ops), 6)
+    assert f"{on}/{len(ops)} of the TFLite's operators" in coverage["detail"]
+    assert coverage["record"] == compiled["key"]
+    placement = json.loads(store.path(compiled["artifacts"]["tool_placement"]["digest"]).read_text())
+    explained = run_npuctl(repo, "explain", f"specs/{name}.yaml", "compile", "--json")
+    assert explained.returncode == 0, explained.stderr
+    (stage,) = json.loads(explained.stdout)["stages"]
+    assert stage["disagreements"] == placement["disagreements"]
+    assert all(d["won"] == "MDLA 3.0 guide on the TFLite" for d in stage["disagreements"])
+    assert {n["name"] for n in placement["nodes"]}, "mapped back to the ONNX model's nodes"
