@@ -97,28 +97,41 @@ def replay(command: str, paths: tuple[Path, ...], fmt: str, started: float, mode
     file = _file(root, key)
     if file is None:
         return None
+    read_ns = time.time_ns()
     try:
         raw = statcache.read_json(file)
-        if raw is None or raw["key"] != key or not _holds(raw):
+        if raw is None or raw["key"] != key or not _holds(raw, read_ns):
             return None
         printed = Printed(**raw["printed"][command])
         if mode not in printed.codes:
             return None
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    if raw.pop("refreshed", False):
+        statcache.write(file, json.dumps(raw, separators=(",", ":")), ".replay-")
     return show(printed, time.monotonic() - started, mode)
 
 
-def _holds(raw: dict[str, Any]) -> bool:
+def _holds(raw: dict[str, Any], read_ns: int) -> bool:
+    """Whether every witness holds; racy ones that hold on a stat now trusted become plain ones
+    (`raw["refreshed"]` set: the caller writes the file back once, so later runs only stat them)."""
     from reconciler.engine import world
     from reconciler.state.db import stored_identity
-    from reconciler.state.statcache import holds, stat_of
+    from reconciler.state.statcache import holds, refreshed, stat_of
 
     if stored_identity(Path(raw["database"])) != raw["identity"]:
         return False
-    if not all(holds(seen, stat_of(seen[0])) for seen in raw["paths"]):
+    paths = []
+    for seen in raw["paths"]:
+        stat = stat_of(seen[0])
+        if not holds(seen, stat):
+            return False
+        paths.append([seen[0], stat] if refreshed(seen, stat, read_ns) else seen)
+    if not (raw["world"] == world.engine_code(VERSION) and world.impls_hold(raw["impls"])):
         return False
-    return bool(raw["world"] == world.engine_code(VERSION) and world.impls_hold(raw["impls"]))
+    raw["refreshed"] = paths != raw["paths"]
+    raw["paths"] = paths
+    return True
 
 
 def _scanned(targets: list[str]) -> list[str]:

@@ -116,10 +116,17 @@ class Settled:
 
     def _holds(self, index: int) -> bool:
         """Whether the loaded path at `index` still has its recorded stat (stat'd once a run) and, for
-        a racy one, its recorded content."""
+        a racy one, its recorded content. A racy witness that holds on a stat now older than the racy
+        window becomes a plain one (`statcache.refreshed`), and the file is saved: else every later
+        run would read that file again (the lock files an apply wrote, a thousand of them at 1000
+        specs)."""
         if index not in self._ok:
             seen = self._paths[index]
-            self._ok[index] = statcache.holds(seen, self._stat(seen[0]))
+            stat = self._stat(seen[0])
+            self._ok[index] = statcache.holds(seen, stat)
+            if self._ok[index] and statcache.refreshed(seen, stat, self.started):
+                self._paths[index] = [seen[0], stat]  # its content read again now: the stat vouches
+                self.changed = True
         return self._ok[index]
 
     def _loaded(self, entry: Any) -> dict[str, Any] | None:

@@ -151,6 +151,13 @@ def holds(seen: Sequence[Any], stat: Recorded | None) -> bool:
     return len(seen) < 3 or content_digest(seen[0]) == seen[2]
 
 
+def refreshed(seen: Sequence[Any], stat: Recorded | None, at_ns: int) -> bool:
+    """Whether a racy witness that `holds` may become a plain one, `[path, stat]`: its content was read
+    again after `at_ns` and its stat is trusted at `at_ns`, so a later write would change the stat
+    (git refreshing a racily clean index entry)."""
+    return len(seen) > 2 and trusted(stat, at_ns)
+
+
 def folder(state_dir: Path) -> Path | None:
     """The folder of the cache files (`<state_dir>/cache`); None when the caches are off or the state
     folder is refused (a committed `.npuctl` symlink is never read or written through)."""

@@ -3,6 +3,7 @@ file, and any change to what the output stands on goes back to the full path."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -98,3 +99,22 @@ def test_a_changed_environment_or_format_is_not_replayed(git_repo: Path) -> None
     # each its own key, none served another's output
     assert len(_replays(git_repo)) == 3
     assert "exit" in missing.stderr + missing.stdout
+
+
+def test_a_replay_recorded_beside_a_fresh_lock_reads_it_once_then_only_stats_it(git_repo: Path) -> None:
+    copy_digits(git_repo, eval_samples=6, calib_samples=0)
+    (git_repo / "specs" / "one.yaml").write_text(DIGITS_SPEC.format(name="one"))
+    assert run_npuctl(git_repo, "apply").returncode == 0
+    spec = git_repo / "specs" / "one.yaml"
+    spec.write_text(spec.read_text().replace("p90: 1000", "p90: 999"))
+    _settle(git_repo)
+    assert run_npuctl(git_repo, "apply").returncode == 0  # rewrites the lock, records the replay at once
+    (file,) = _replays(git_repo)
+    racy = lambda: [w[0] for w in json.loads(file.read_text())["paths"] if len(w) > 2]  # noqa: E731
+    assert str(git_repo / "specs" / "one.lock.json") in racy()
+    _settle(git_repo)
+    first = run_npuctl(git_repo, "plan")
+    assert first.returncode == 0 and racy() == []  # replayed, and its witnesses kept by stat alone
+    again = run_npuctl(git_repo, "plan")
+    assert again.returncode == 0 and _body(again.stdout) == _body(first.stdout)
+    assert _replays(git_repo) == [file]

@@ -25,7 +25,7 @@ from reconciler.engine.results import SpecResult
 from reconciler.engine.workspace import Workspace
 from reconciler.spec import LoadedSpec, check
 from reconciler.state import statcache
-from tests.conftest import copy_digits, git
+from tests.conftest import copy_digits, git, run_npuctl
 
 BASE = """\
 apiVersion: npuctl/v1
@@ -251,3 +251,26 @@ def test_a_spec_edited_after_it_was_read_is_not_remembered_under_its_new_stat(
     result, full = _plan(repo, monkeypatch)
     assert full == ["one"]
     assert [v.threshold for v in result.slo if v.name == "latency_ms.p90"] == [999]
+
+
+def _racy(repo: Path) -> list[str]:
+    """The paths the settled cache keeps with a content digest (their next check reads them)."""
+    raw = json.loads((repo / ".npuctl" / "cache" / "settled.json").read_text())
+    return [w[0] for w in raw["paths"] if len(w) > 2]
+
+
+def test_the_lock_an_apply_just_wrote_is_read_once_by_the_next_plan_then_only_stat_ed(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = repo / "specs" / "one.yaml"
+    spec.write_text(spec.read_text().replace("p90: 1000", "p90: 999"))
+    assert run_npuctl(repo, "apply").returncode == 0  # rewrites the lock, then settles the spec
+    lock = str(repo / "specs" / "one.lock.json")
+    assert lock in _racy(repo)
+    result, full = _plan(repo, monkeypatch)  # reads the lock again, and keeps its stat alone
+    assert full == [] and _actions(result)["verify"] == "cached"
+    assert _racy(repo) == []
+    with monkeypatch.context() as m:
+        m.setattr(statcache, "content_digest", lambda path: pytest.fail(f"read {path}"))
+        again, full = _plan(repo, monkeypatch)
+    assert full == [] and again.to_json() == result.to_json()
