@@ -275,3 +275,10 @@ def test_a_racy_witness_that_holds_becomes_plain_once_its_stat_is_past_the_windo
     _past_the_window()
     assert statcache.holds(racy, now) and statcache.refreshed(racy, now, time.time_ns())
     assert not statcache.refreshed([str(path), now], now, time.time_ns())  # already plain
+
+
+def test_a_cache_file_is_rewritten_for_its_refreshed_witnesses_only_when_later_runs_save_reading() -> None:
+    size = 8 << 20
+    assert statcache.worth_rewriting(size // statcache.REWRITE_SHARE, size)
+    assert not statcache.worth_rewriting(size // statcache.REWRITE_SHARE - 1, size)
+    assert not statcache.worth_rewriting(0, 0)
