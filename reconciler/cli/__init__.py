@@ -107,8 +107,19 @@ def _stopped_line(signum: int) -> str:
     return f"npuctl: stopped by {name}: the work in progress was discarded and its work folders removed"
 
 
+YOUNG_GC_THRESHOLD = 100_000
+"""Allocations between two passes of the cycle collector over new objects (CPython's default: 700).
+What a command allocates is mostly kept until it ends (the loaded specs, the records and caches it
+reads once), so each pass finds little to free, and each pass that reaches the older generations
+walks all of them again: with the default, a cold `validate` of 10,000 specs spent a third of its CPU
+time in the collector. Garbage cycles are still collected, less often."""
+
+
 def main() -> None:
     """Console entry point; each command returns its exit code."""
+    import gc
+
+    gc.set_threshold(YOUNG_GC_THRESHOLD, *gc.get_threshold()[1:])
     _honour_watch_cancel()
     _stop_on_signals()
     from reconciler.cli._quiet import quiet_third_party

@@ -105,7 +105,7 @@ def to_markdown(results: list[SpecResult], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _columns(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
+def columns(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
     """Plain aligned columns: cheap enough for hundreds of specs, readable in any CI log."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return [
@@ -128,11 +128,11 @@ def text_lines(results: list[SpecResult]) -> list[str]:
             for s in r.stages:
                 log = f" (log: {s.log})" if s.log and s.action == "failed" else ""
                 rows.append((s.name, s.variant, action_word(s.action, s.identity), s.reason + log))
-            lines += _columns(rows)
+            lines += columns(rows)
             lines += [f"  {s.name}: {s.note}" for s in r.stages if s.action == "built" and s.note]
         failing = [v for v in r.slo if v.passed is not True or v.predicted]
         if r.slo and (not settled or failing):
-            lines += _columns([SLO_COLUMNS, *_slo_rows(r.slo)])
+            lines += columns([SLO_COLUMNS, *_slo_rows(r.slo)])
             fps = throughput_line(r)
             lines += [f"  {fps}"] if fps else []
     return lines

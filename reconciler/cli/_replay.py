@@ -97,28 +97,44 @@ def replay(command: str, paths: tuple[Path, ...], fmt: str, started: float, mode
     file = _file(root, key)
     if file is None:
         return None
+    read_ns = time.time_ns()
     try:
         raw = statcache.read_json(file)
-        if raw is None or raw["key"] != key or not _holds(raw):
+        if raw is None or raw["key"] != key or not _holds(raw, read_ns):
             return None
         printed = Printed(**raw["printed"][command])
         if mode not in printed.codes:
             return None
+        rewrite = statcache.worth_rewriting(raw.pop("refreshed"), file.stat().st_size)
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    if rewrite:
+        statcache.write(file, json.dumps(raw, separators=(",", ":")), ".replay-")
     return show(printed, time.monotonic() - started, mode)
 
 
-def _holds(raw: dict[str, Any]) -> bool:
+def _holds(raw: dict[str, Any], read_ns: int) -> bool:
+    """Whether every witness holds; racy ones that hold on a stat now trusted become plain ones
+    (`raw["refreshed"]`: their bytes, which later runs need not read again once the caller writes
+    the file back, when that is worth it)."""
     from reconciler.engine import world
     from reconciler.state.db import stored_identity
-    from reconciler.state.statcache import holds, stat_of
+    from reconciler.state.statcache import holds, refreshed, stat_of
 
     if stored_identity(Path(raw["database"])) != raw["identity"]:
         return False
-    if not all(holds(seen, stat_of(seen[0])) for seen in raw["paths"]):
+    paths, read_again = [], 0
+    for seen in raw["paths"]:
+        stat = stat_of(seen[0])
+        if not holds(seen, stat):
+            return False
+        if stat is not None and refreshed(seen, stat, read_ns):
+            seen, read_again = [seen[0], stat], read_again + stat[2]
+        paths.append(seen)
+    if not (raw["world"] == world.engine_code(VERSION) and world.impls_hold(raw["impls"])):
         return False
-    return bool(raw["world"] == world.engine_code(VERSION) and world.impls_hold(raw["impls"]))
+    raw["refreshed"], raw["paths"] = read_again, paths
+    return True
 
 
 def _scanned(targets: list[str]) -> list[str]:

@@ -160,14 +160,14 @@ def _change(old: float | None, new: float | None) -> str:
 
 def compare_lines(compared: RevisionDiff) -> list[str]:
     """The two revisions' measurements in aligned columns, then the per-layer times that changed most."""
-    from reconciler.cli._render import _columns
+    from reconciler.cli._render import columns
 
     lines = [f"{compared.spec}: {compared.old} -> {compared.new}"]
     rows: list[tuple[str, ...]] = [("measurement", "variant", compared.old, compared.new, "change")]
     rows += [
         (r.name, r.variant, _number(r.old), _number(r.new), _change(r.old, r.new)) for r in compared.rows
     ]
-    lines += _columns(rows) if compared.rows else ["  no measurements recorded at either revision"]
+    lines += columns(rows) if compared.rows else ["  no measurements recorded at either revision"]
     if compared.layers:
         lines.append("per-layer profile (default variant), largest changes first:")
         layer_rows: list[tuple[str, ...]] = [("layer", "op", "old ms", "new ms", "change")]
@@ -175,6 +175,6 @@ def compare_lines(compared: RevisionDiff) -> list[str]:
             (r.name, r.op_type, _number(r.old_ms), _number(r.new_ms), _change(r.old_ms, r.new_ms))
             for r in compared.layers
         ]
-        lines += _columns(layer_rows)
+        lines += columns(layer_rows)
     lines += [f"note: {note}" for note in compared.notes]
     return lines

@@ -96,6 +96,9 @@ class Settled:
         self._paths: list[statcache.Witness] = []
         self._values: list[Any] = []
         self._ok: dict[int, bool] = {}
+        self._refreshed = 0
+        """Bytes of the racy witnesses this run refreshed (`_holds`)."""
+        self._bytes = 0
         self.file: Path | None = None
         self._locks = [str(Layout.lock_file(s.path)) for s in specs]
         self.usable = ws.remote is None and not ws.repair  # fsck rebuilds what a plan would not
@@ -106,6 +109,7 @@ class Settled:
         self.file = folder / "settled.json"
         self.world = [engine_code(), ws.db.identity(), ws.trust.fingerprint()]
         raw = statcache.read_json(self.file)
+        self._bytes = self.file.stat().st_size if raw is not None else 0
         if isinstance(raw, dict) and raw.get("world") == self.world and impls_hold(raw.get("impls")):
             try:
                 self._paths = [[str(w[0]), *w[1:]] for w in raw["paths"]]
@@ -116,10 +120,17 @@ class Settled:
 
     def _holds(self, index: int) -> bool:
         """Whether the loaded path at `index` still has its recorded stat (stat'd once a run) and, for
-        a racy one, its recorded content."""
+        a racy one, its recorded content. A racy witness that holds on a stat now older than the racy
+        window becomes a plain one (`statcache.refreshed`), kept by the next save, which it causes
+        when later runs would otherwise read much again (`statcache.worth_rewriting`: the thousand
+        lock files an apply wrote at 1000 specs)."""
         if index not in self._ok:
             seen = self._paths[index]
-            self._ok[index] = statcache.holds(seen, self._stat(seen[0]))
+            stat = self._stat(seen[0])
+            self._ok[index] = statcache.holds(seen, stat)
+            if self._ok[index] and stat is not None and statcache.refreshed(seen, stat, self.started):
+                self._paths[index] = [seen[0], stat]  # its content read again now: the stat vouches
+                self._refreshed += stat[2]  # its size: what each later run would read again
         return self._ok[index]
 
     def _loaded(self, entry: Any) -> dict[str, Any] | None:
@@ -211,6 +222,7 @@ class Settled:
     def save(self) -> None:
         """Best effort, into an existing `.npuctl` only: a failed write costs the next run the full path.
         Entries whose inputs changed since they were written are dropped."""
+        self.changed |= statcache.worth_rewriting(self._refreshed, self._bytes)
         if not self.changed or self.file is None or not self.file.parent.parent.is_dir():
             return
         paths: dict[str, int] = {}

@@ -38,6 +38,7 @@ class SpecCache:
         """Before any spec of this run was read: the moment the racy rule measures from."""
         self.entries: dict[str, dict[str, Any]] = {}
         self._held: dict[Path, dict[str, Any] | None] = {}
+        self._stats: dict[str, statcache.Recorded | None] = {}
         self.changed = False
         folder = statcache.folder(root / ".npuctl")
         self.file = None if folder is None else folder / "specs.json"
@@ -47,6 +48,12 @@ class SpecCache:
         if isinstance(raw, dict) and raw.get("code") == code_key():
             entries = raw.get("entries")
             self.entries = entries if isinstance(entries, dict) else {}
+
+    def stat(self, path: str) -> statcache.Recorded | None:
+        """`stat_of(path)`, once a run: many specs name one model."""
+        if path not in self._stats:
+            self._stats[path] = stat_of(path)
+        return self._stats[path]
 
     def get(self, path: Path) -> dict[str, Any] | None:
         """The entry of the spec file at `path` while every file it was read from is unchanged (looked

@@ -11,12 +11,13 @@ remembered (the racy rule, reconciler.state.statcache).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from reconciler.spec._cache import SpecCache
 from reconciler.spec._load import LoadedSpec
-from reconciler.state.statcache import stat_of, trusted
+from reconciler.state.statcache import trusted
 
 
 def from_cache(cache: SpecCache, file: Path, root: Path) -> tuple[LoadedSpec, tuple[Path, int, int]] | None:
@@ -49,7 +50,7 @@ def remember(cache: SpecCache, spec: LoadedSpec, name_at: tuple[Path, int, int])
     cache.put(spec.path, spec.sources, data)
 
 
-def _model_key(spec: LoadedSpec) -> list[Any] | None:
+def _model_key(cache: SpecCache, spec: LoadedSpec) -> list[Any] | None:
     from backends import registry
     from backends.catalog import targets
 
@@ -59,20 +60,20 @@ def _model_key(spec: LoadedSpec) -> list[Any] | None:
         return None
     if target.backend not in registry.BUILTIN or (backend is not None and backend not in registry.BUILTIN):
         return None
-    model = spec.path.parent / str(spec.field("model.path"))
-    stat = stat_of(model)
-    return None if stat is None else [str(model), stat]
+    model = os.path.join(os.path.dirname(spec.path), str(spec.field("model.path")))
+    stat = cache.stat(model)
+    return None if stat is None else [model, stat]
 
 
 def model_checked(cache: SpecCache, spec: LoadedSpec) -> bool:
     entry = cache.entries.get(str(spec.path))
-    key = _model_key(spec)
+    key = _model_key(cache, spec) if entry is not None else None
     return entry is not None and key is not None and entry.get("model") == key
 
 
 def mark_model_checked(cache: SpecCache, spec: LoadedSpec) -> None:
     entry = cache.entries.get(str(spec.path))
-    key = _model_key(spec)
+    key = _model_key(cache, spec)
     if entry is None or key is None or entry.get("model") == key or not trusted(key[1], cache.started):
         return
     entry["model"] = key

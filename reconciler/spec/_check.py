@@ -61,7 +61,8 @@ def _check(paths: Sequence[Path], root: Path, semantic: bool) -> list[SpecReport
             spec.read_ns = read_ns
             if semantic:
                 errors = _semantic(spec, root, cache, passed)
-            others = [w for w in claims.get(spec.name, []) if w.file != file]
+            same = str(file)  # strings: cheaper to compare than paths, a thousand times a run
+            others = [w for w in claims.get(spec.name, []) if str(w.file) != same]
             if others:
                 listed = ", ".join(f"{display_path(w.file)}:{w.line}" for w in others)
                 message = f"name {spec.name!r} is also claimed by {listed}: neither spec is built"

@@ -151,6 +151,23 @@ def holds(seen: Sequence[Any], stat: Recorded | None) -> bool:
     return len(seen) < 3 or content_digest(seen[0]) == seen[2]
 
 
+def refreshed(seen: Sequence[Any], stat: Recorded | None, at_ns: int) -> bool:
+    """Whether a racy witness that `holds` may become a plain one, `[path, stat]`: its content was read
+    again after `at_ns` and its stat is trusted at `at_ns`, so a later write would change the stat
+    (git refreshing a racily clean index entry)."""
+    return len(seen) > 2 and trusted(stat, at_ns)
+
+
+REWRITE_SHARE = 8
+"""A cache file is rewritten only for its refreshed witnesses when they would make every later run
+read at least 1/REWRITE_SHARE of its size again (`worth_rewriting`): a thousand lock files an apply
+wrote, yes; the one lock an edit's apply rewrote, not (the rewrite would cost more than it saves)."""
+
+
+def worth_rewriting(refreshed_bytes: int, file_bytes: int) -> bool:
+    return refreshed_bytes > 0 and refreshed_bytes * REWRITE_SHARE >= file_bytes
+
+
 def folder(state_dir: Path) -> Path | None:
     """The folder of the cache files (`<state_dir>/cache`); None when the caches are off or the state
     folder is refused (a committed `.npuctl` symlink is never read or written through)."""

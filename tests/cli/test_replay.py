@@ -3,12 +3,14 @@ file, and any change to what the output stands on goes back to the full path."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from reconciler.state import statcache
 from reconciler.state.statcache import RACY_NS
 from tests.conftest import DIGITS_SPEC, copy_digits, run_npuctl
 
@@ -98,3 +100,25 @@ def test_a_changed_environment_or_format_is_not_replayed(git_repo: Path) -> None
     # each its own key, none served another's output
     assert len(_replays(git_repo)) == 3
     assert "exit" in missing.stderr + missing.stdout
+
+
+def test_a_replay_recorded_beside_a_fresh_lock_reads_it_once_then_only_stats_it(git_repo: Path) -> None:
+    copy_digits(git_repo, eval_samples=6, calib_samples=0)
+    (git_repo / "specs" / "one.yaml").write_text(DIGITS_SPEC.format(name="one"))
+    assert run_npuctl(git_repo, "apply").returncode == 0
+    spec = git_repo / "specs" / "one.yaml"
+    spec.write_text(spec.read_text().replace("p90: 1000", "p90: 999"))
+    _settle(git_repo)
+    assert run_npuctl(git_repo, "apply").returncode == 0  # rewrites the lock, records the replay at once
+    (file,) = _replays(git_repo)
+    racy = lambda: [w[0] for w in json.loads(file.read_text())["paths"] if len(w) > 2]  # noqa: E731
+    lock = git_repo / "specs" / "one.lock.json"
+    assert str(lock) in racy()
+    worth = statcache.worth_rewriting(lock.stat().st_size, file.stat().st_size)
+    _settle(git_repo)
+    first = run_npuctl(git_repo, "plan")
+    # replayed; the lock kept by its stat alone when rewriting the file is worth it, else read again
+    assert first.returncode == 0 and racy() == ([] if worth else [str(lock)])
+    again = run_npuctl(git_repo, "plan")
+    assert again.returncode == 0 and _body(again.stdout) == _body(first.stdout)
+    assert _replays(git_repo) == [file]

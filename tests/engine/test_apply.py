@@ -11,6 +11,8 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -203,9 +205,16 @@ def test_the_cli_apply_records_the_plan_that_follows(repo: Path) -> None:
     assert run_npuctl(repo, "apply").returncode == 0
     replays = list((repo / ".npuctl" / "cache" / "replay").glob("*.json"))
     assert len(replays) == 1  # written by the apply
-    recorded = os.stat(replays[0]).st_mtime_ns
-    replayed = run_npuctl(repo, "plan")
-    assert os.stat(replays[0]).st_mtime_ns == recorded  # replayed, not planned and recorded again
+    # replayed, not planned and recorded again: the planner is never imported
+    probe = (
+        "import sys\nsys.argv = ['npuctl', 'plan']\nfrom reconciler.cli import main\ntry:\n    main()\n"
+        "finally:\n    print('PLANNER', 'reconciler.engine.plan' in sys.modules, file=sys.stderr)\n"
+    )
+    env = {**os.environ, "CI": "1", "NPUCTL_RETRY_BASE_S": "0.05"}  # as run_npuctl: the same replay key
+    replayed = subprocess.run(
+        [sys.executable, "-c", probe], cwd=repo, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert replayed.stderr.splitlines()[-1] == "PLANNER False", replayed.stderr
     full = run_npuctl(repo, "plan", env={"NPUCTL_NO_CACHE": "1"})
     body = [ln for ln in replayed.stdout.splitlines() if not ln.startswith("plan:")]
     assert body == [ln for ln in full.stdout.splitlines() if not ln.startswith("plan:")]

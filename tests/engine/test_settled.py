@@ -25,7 +25,7 @@ from reconciler.engine.results import SpecResult
 from reconciler.engine.workspace import Workspace
 from reconciler.spec import LoadedSpec, check
 from reconciler.state import statcache
-from tests.conftest import copy_digits, git
+from tests.conftest import copy_digits, git, run_npuctl
 
 BASE = """\
 apiVersion: npuctl/v1
@@ -251,3 +251,35 @@ def test_a_spec_edited_after_it_was_read_is_not_remembered_under_its_new_stat(
     result, full = _plan(repo, monkeypatch)
     assert full == ["one"]
     assert [v.threshold for v in result.slo if v.name == "latency_ms.p90"] == [999]
+
+
+def _racy(repo: Path) -> list[str]:
+    """The paths the settled cache keeps with a content digest (their next check reads them)."""
+    raw = json.loads((repo / ".npuctl" / "cache" / "settled.json").read_text())
+    return [w[0] for w in raw["paths"] if len(w) > 2]
+
+
+def test_the_lock_an_apply_just_wrote_is_read_once_by_the_next_plan_then_only_stat_ed(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = repo / "specs" / "one.yaml"
+    spec.write_text(spec.read_text().replace("p90: 1000", "p90: 999"))
+    time.sleep(TICK)  # the edited spec is past the racy window: settled by the apply
+    assert run_npuctl(repo, "apply").returncode == 0  # rewrites the lock, then settles the spec
+    lock = str(repo / "specs" / "one.lock.json")
+    assert lock in _racy(repo)
+    cache = repo / ".npuctl" / "cache" / "settled.json"
+    stamp = os.stat(cache).st_mtime_ns
+    # one lock against the whole cache file: not worth a rewrite, so the lock stays racy
+    monkeypatch.setattr(statcache, "REWRITE_SHARE", os.path.getsize(cache) // os.path.getsize(lock) - 1)
+    result, full = _plan(repo, monkeypatch)
+    assert full == [] and _actions(result)["verify"] == "cached"
+    assert _racy(repo) == [lock] and os.stat(cache).st_mtime_ns == stamp
+    # worth it: the plan that reads it again keeps its stat alone, and later plans never read it
+    monkeypatch.setattr(statcache, "REWRITE_SHARE", os.path.getsize(cache) // os.path.getsize(lock) + 1)
+    again, full = _plan(repo, monkeypatch)
+    assert full == [] and again.to_json() == result.to_json() and _racy(repo) == []
+    with monkeypatch.context() as m:
+        m.setattr(statcache, "content_digest", lambda path: pytest.fail(f"read {path}"))
+        third, full = _plan(repo, monkeypatch)
+    assert full == [] and third.to_json() == result.to_json()

@@ -264,3 +264,21 @@ def test_a_racy_witness_carries_the_content_digest_and_is_checked_by_it(tmp_path
     folder_digest = statcache.content_digest(str(tmp_path))
     (tmp_path / "new.yaml").write_text("")
     assert statcache.content_digest(str(tmp_path)) != folder_digest  # a folder's content: its names
+
+
+def test_a_racy_witness_that_holds_becomes_plain_once_its_stat_is_past_the_window(tmp_path: Path) -> None:
+    path = tmp_path / "lock.json"
+    path.write_text('{"threshold": 8}\n')
+    now = statcache.stat_of(path)
+    racy = [str(path), now, hashlib.sha256(path.read_bytes()).hexdigest()]
+    assert not statcache.refreshed(racy, now, time.time_ns())  # still within the window: keep the digest
+    _past_the_window()
+    assert statcache.holds(racy, now) and statcache.refreshed(racy, now, time.time_ns())
+    assert not statcache.refreshed([str(path), now], now, time.time_ns())  # already plain
+
+
+def test_a_cache_file_is_rewritten_for_its_refreshed_witnesses_only_when_later_runs_save_reading() -> None:
+    size = 8 << 20
+    assert statcache.worth_rewriting(size // statcache.REWRITE_SHARE, size)
+    assert not statcache.worth_rewriting(size // statcache.REWRITE_SHARE - 1, size)
+    assert not statcache.worth_rewriting(0, 0)
