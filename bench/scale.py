@@ -45,19 +45,19 @@ two-node cluster (two raylets of 1 CPU each on 127.0.0.1) against local -j2 agai
 to local -j2 (1.00: as fast; the aim is <= 1.10 at equal CPUs). The two nodes share this machine's
 two cores, so that result shows what spreading over nodes costs, not what a second machine adds.
 
-Measured (2026-12-06 09:53-10:14, `--ray-rounds 3 --specs 4 --targets cpu,intel-npu`: 8 chains, load
-average 18-30 on 2 cores while other sessions built; round 2 of the first part also ran this change's
-Ray tests beside it): Ray on a standing 2-CPU node 1.09x local -j2 (median of the rounds' ratios 1.02,
-2.15, 1.09; 1.15x by the medians' ratio), the private cluster 1.35x (1.02, 2.09, 1.35), two nodes of 1 CPU
-0.99x (1.16, 0.99, 0.89). Where Ray's time goes: the stages themselves take as long or less on Ray (40.9-
-54.2 s against 47.2-58.9 s: a Ray actor with one CPU runs its spec worker with OMP_NUM_THREADS=1, so two
-workers oversubscribe two cores less); the difference is before the first stage: 10.4-17.8 s on a
-standing cluster and 24-28 s with the private one, against 5.5-8.2 s locally, i.e. joining the cluster
-(about 2 s) and Ray starting a worker process for each actor (python + ray + core worker registration:
-2.5 s for two prestarted workers, 10.4 s for two cold ones at load 30, measured apart), and for the
-private cluster starting it (29 s at load 30, 7.7 s at load 3.5). Jobs and outcomes are a few KB of
-JSON and pickles; nothing else moves through Ray. Those start-up seconds are fixed per run: at 8 small
-chains they are 10-15 % of the run, on a longer run they shrink towards the stages' parity.
+Measured (2026-12-06 17:29-17:32, `--ray-rounds 2 --specs 4 --targets cpu,intel-npu`: 8 chains, load
+average 2.5 before and 7.5 after, capacity 1.40): Ray on a standing 2-CPU node 1.02x local -j2 (rounds
+1.03, 1.02; first stage at 1.8 / 1.6 s against 2.2 / 1.0 s), two nodes of 1 CPU 0.79x (0.85, 0.73: the
+two raylets' workers got more of the shared cores than the pool's two; not a gain a test could claim),
+the private cluster 1.76x (1.54, 1.98): its own start, 6.8-7.6 s before the first stage (gcs, the
+dashboard head Ray waits for, raylet and its agents, then the workers), is in the run, and so is its
+shutdown (2.4-2.6 s after the last stage against 0.6-0.8 s). Earlier, before the executor started
+ahead of loading the specs: 1.09x on the standing node under load 18-30, 1.26x in one quiet round.
+What changed: apply starts its executor before it validates and plans, so a Ray actor's worker process
+(python, `import ray`, core worker registration: ~2 s, the largest part of the gap) starts while the
+driver works; the actors' spec workers get the driver's OMP_NUM_THREADS rather than the 1 Ray sets for a
+one-CPU actor, so a stage uses the threads it uses under the local pool. Jobs and outcomes are a few KB
+of JSON and pickles; nothing else moves through Ray.
 
 Run: python bench/scale.py [--specs 2] [--targets cpu,intel-npu,qualcomm-htp-v73] [--skip-ray]
      python bench/scale.py --ray-rounds 3 --specs 4 --targets cpu,intel-npu   (the Ray comparison only)

@@ -39,6 +39,20 @@ def options(func: F) -> F:
     return func
 
 
+def early(name: str, jobs: int | None, address: str | None, paths: tuple[Path, ...]) -> Executor | None:
+    """`make`, before the run loads its specs: the workers (Ray's above all, whose processes the
+    cluster starts after the driver joins) get ready while this process validates and plans, instead
+    of after it. Bounded by the spec files under `paths`, valid or not."""
+    if name == "local" and address is None and (jobs is None or jobs <= 1):
+        return None
+    from reconciler.repo import Layout, find_root
+    from reconciler.spec._discover import discover_with_errors
+
+    root = find_root(Path.cwd())
+    files, _ = discover_with_errors(list(paths) or [Layout(root).default_specs()], root)
+    return make(name, jobs, address, Layout(root).state_dir, len(files))
+
+
 def make(name: str, jobs: int | None, address: str | None, state_dir: Path, specs: int) -> Executor | None:
     """None: the specs run one after another in this process (`-j 1`, the default). Never more
     workers than the run's `specs`: workers start before the first spec, and an idle one costs its

@@ -94,31 +94,34 @@ def command(
     from reconciler.engine.apply import apply_all, lock_stats
     from reconciler.engine.workspace import Workspace
 
-    loaded = _common.load(paths)
-    ws = Workspace.open(loaded.root)
+    executor = _executor.early(executor_name, jobs, address, paths)
     try:
-        if locked:
-            from reconciler.engine.locked import stale_locks
-
-            stale = stale_locks(ws, loaded.specs)
-            if stale:
-                return _refused(loaded.root, stale, loaded, chosen)
-        _remote.attach(ws, remote_url)
-        if saved is not None and plan_file is not None and not _still_current(ws, plan_file, loaded):
-            return 1
-        executor = _executor.make(executor_name, jobs, address, ws.layout.state_dir, len(loaded.specs))
-        locks_before = lock_stats(loaded.specs)
+        loaded = _common.load(paths)
+        ws = Workspace.open(loaded.root)
         try:
+            if locked:
+                from reconciler.engine.locked import stale_locks
+
+                stale = stale_locks(ws, loaded.specs)
+                if stale:
+                    return _refused(loaded.root, stale, loaded, chosen)
+            _remote.attach(ws, remote_url)
+            if saved is not None and plan_file is not None and not _still_current(ws, plan_file, loaded):
+                return 1
+            locks_before = lock_stats(loaded.specs)
             with _common.reporter(_estimator(ws, loaded)) as reporter:
                 results = loaded.invalid + apply_all(
                     ws, loaded.specs, reporter, remeasure=remeasure, executor=executor
                 )
-        finally:
-            if executor is not None:
+            if executor is not None:  # its workers are done: closed before the settled cache is written
                 executor.close()
-        _remember_settled(ws, loaded, results, locks_before, paths, chosen, replayable)
+                executor = None
+            _remember_settled(ws, loaded, results, locks_before, paths, chosen, replayable)
+        finally:
+            ws.close()
     finally:
-        ws.close()
+        if executor is not None:
+            executor.close()
     if ws.close_warning:
         click.echo(f"npuctl: warning: {ws.close_warning}", err=True)
     shown = printed(loaded.root, results, loaded.specs, chosen)

@@ -26,6 +26,10 @@ from reconciler.remote.config import RemoteConfig
 
 MEMORY_PER_JOB = 1536 << 20
 """Memory one spec's build may take (toolchains such as RKNN's need about 1 GiB): bounds `-j`."""
+ATTEMPTS = 3
+"""How many times one spec is sent to a worker when workers die under it (Ray's own `max_retries`
+default for tasks). A retry is safe: a stage's key lock is released when its holder dies, and a stage
+is written whole or not at all."""
 
 
 class Executor(Protocol):
@@ -53,8 +57,15 @@ def jobs_for(root: Path, spec_files: list[Path], remote: RemoteConfig | None, re
     return [Job(str(root), str(p), every, config, remeasure) for p in spec_files]
 
 
+def sent_again(job: Job, why: str, attempt: int) -> str:
+    """The warning for a spec whose worker died under it and that goes to a worker again."""
+    return f"{job.spec_file}: {why}; sent again to another worker (attempt {attempt + 1} of {ATTEMPTS})"
+
+
 class LocalPool:
-    """`-j N` long-lived worker interpreters on this machine, fed one spec at a time."""
+    """`-j N` long-lived worker interpreters on this machine, fed one spec at a time. A worker that
+    dies under a spec (killed, out of memory) is started again and the spec sent to it again, at most
+    `ATTEMPTS` times in all, with a warning naming it; the other workers carry on."""
 
     name = "local"
 
@@ -67,14 +78,24 @@ class LocalPool:
             self._idle.put(worker)
 
     def _one(self, job: Job) -> Outcome:
-        worker = self._idle.get()
-        try:
-            outcome: Outcome = pickle.loads(worker.run(job.to_json()))  # our own worker's answer
+        retried: list[str] = []
+        for attempt in range(1, ATTEMPTS + 1):
+            worker = self._idle.get()
+            try:
+                outcome: Outcome = pickle.loads(worker.run(job.to_json()))  # our own worker's answer
+            except WorkerFailed as exc:  # the worker died: started again by its next run
+                if attempt == ATTEMPTS:
+                    outcome = failed_outcome(job, RuntimeError(f"{exc} ({ATTEMPTS} attempts)"))
+                else:
+                    retried.append(sent_again(job, f"its worker died: {exc}", attempt))
+                    continue
+            except (OSError, pickle.UnpicklingError, EOFError) as exc:
+                outcome = failed_outcome(job, exc)
+            finally:
+                self._idle.put(worker)
+            outcome.warnings.extend(retried)
             return outcome
-        except (OSError, WorkerFailed, pickle.UnpicklingError, EOFError) as exc:
-            return failed_outcome(job, exc)
-        finally:
-            self._idle.put(worker)
+        raise AssertionError("unreachable: the last attempt returns")
 
     def run(self, jobs: list[Job], places: list[Placement]) -> Iterator[Outcome]:
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:

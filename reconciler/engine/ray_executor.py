@@ -21,6 +21,7 @@ a stage's key lock is released when its holder dies, and a stage is written whol
 from __future__ import annotations
 
 import contextlib
+import os
 import pickle
 import sys
 from collections.abc import Callable, Iterator
@@ -28,13 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reconciler.engine.executors import ATTEMPTS, sent_again
 from reconciler.engine.schedule import Placement, dispatch
 from reconciler.engine.spec_worker import Job, Outcome
 
 RESOURCE_PREFIX = "npuctl-backend-"
-ATTEMPTS = 3
-"""How many times one spec is sent to a worker when workers die under it (Ray's own `max_retries`
-default for tasks)."""
+THREAD_VARIABLES = ("OMP_NUM_THREADS",)
+"""What Ray sets in an actor's environment from its `num_cpus` (1 here) and the local pool leaves as
+the user set it: the spec worker gets the driver's value (or none), so a stage uses the same threads
+whichever executor runs it."""
 
 
 class Unplaceable(Exception):
@@ -44,9 +47,16 @@ class Unplaceable(Exception):
 class _Worker:
     """A Ray actor holding one long-lived, isolated spec worker on its node."""
 
-    def __init__(self, python: list[str], cwd: str) -> None:
+    def __init__(self, python: list[str], cwd: str, threads: dict[str, str | None]) -> None:
+        import os
+
         from reconciler.engine.worker_process import WorkerProcess  # shipped by value
 
+        for name, value in threads.items():  # this process is the actor's own: its spec worker inherits
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         self.process = WorkerProcess(python, cwd)
         self.process.start()  # warm before the first spec arrives
 
@@ -91,7 +101,8 @@ class RayExecutor:
         for module in (sys.modules[__name__], worker_process):
             ray.cloudpickle.register_pickle_by_value(module)
         self._actor: Any = ray.remote(max_restarts=0)(_Worker)
-        self._argv = (python_argv(), NEUTRAL_CWD)
+        threads = {name: os.environ.get(name) for name in THREAD_VARIABLES}
+        self._argv = (python_argv(), NEUTRAL_CWD, threads)
         try:
             resources = ray.cluster_resources()
             nodes = ray.nodes()
@@ -212,10 +223,7 @@ class RayExecutor:
                     failed = failed_outcome(flight.job, RuntimeError(f"{answer} ({ATTEMPTS} attempts)"))
                     failed.warnings.extend(retried.pop(handle, []))
                     return handle, failed
-                retried.setdefault(handle, []).append(
-                    f"{flight.job.spec_file}: {answer}; sent again to another worker "
-                    f"(attempt {flight.attempt + 1} of {ATTEMPTS})"
-                )
+                retried.setdefault(handle, []).append(sent_again(flight.job, answer, flight.attempt))
                 flight.attempt += 1
                 ref = self._send(flight)
                 flights[ref] = flight

@@ -1,13 +1,21 @@
 """Executors: specs through a real two-node Ray cluster (two raylets on 127.0.0.1, one CPU each, started
 by the test) run on both nodes at once and give the same lock files as the local process pool with
-as many jobs, and the Ray actors push every build to the remote cache."""
+as many jobs, and the Ray actors push every build to the remote cache. The local pool survives a lost
+worker: a spec worker SIGKILLed while it runs a spec costs that spec one attempt, it is sent again to a
+worker started in its place and built, and the other spec carries on."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from tests.conftest import run_npuctl
@@ -81,3 +89,50 @@ def test_specs_through_two_ray_nodes_give_the_lock_files_of_the_local_pool(tmp_p
     }
     assert keys <= {p.stem for p in (remote / "records").glob("*.json")}  # pushed by the Ray actors
     assert not any(line.startswith("npuctl: warning") for line in through.stderr.splitlines())
+
+
+def _busy_spec_worker(root: psutil.Process) -> psutil.Process | None:
+    """A spec worker with a live child: its stage child, started at its spec's first stage."""
+    for process in root.children(recursive=True):
+        try:
+            if "reconciler.engine.spec_worker" in process.cmdline() and process.children():
+                return process
+        except psutil.NoSuchProcess:
+            continue
+    return None
+
+
+@pytest.mark.slow
+def test_a_killed_local_worker_costs_only_one_attempt_of_its_spec(tmp_path: Path) -> None:
+    names = ["b1", "b2"]
+    repo = specs_repo(tmp_path / "repo", {name: batch for batch, name in enumerate(names, 1)})
+    out, err = tmp_path / "stdout", tmp_path / "stderr"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        apply = subprocess.Popen(
+            [sys.executable, "-m", "reconciler", "apply", "-j", "2", "--json"],
+            cwd=repo,
+            stdout=stdout,
+            stderr=stderr,
+            env={**os.environ, "CI": "1"},
+        )
+        try:
+            victim = None
+            deadline = time.monotonic() + 120
+            while victim is None and apply.poll() is None and time.monotonic() < deadline:
+                victim = _busy_spec_worker(psutil.Process(apply.pid))
+                time.sleep(0.05)
+            assert victim is not None, err.read_text()
+            victim.send_signal(signal.SIGKILL)
+            apply.wait(timeout=300)
+        finally:
+            apply.kill() if apply.poll() is None else None
+
+    log = err.read_text()
+    data = json.loads(out.read_text())
+    assert apply.returncode == 0, log
+    specs = {s["name"]: s for s in data["specs"]}
+    assert sorted(specs) == names and all(s["status"] == "Healthy" for s in specs.values()), specs
+    assert all((repo / "specs" / f"{name}.lock.json").is_file() for name in names)
+    again = [line for line in log.splitlines() if "sent again to another worker (attempt 2 of 3)" in line]
+    assert len(again) == 1 and "its worker died" in again[0], log
+    assert sum(f"specs/{name}.yaml" in again[0] for name in names) == 1, again
