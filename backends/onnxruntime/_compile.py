@@ -77,7 +77,7 @@ def check_ort(
     samples, data = A.check_samples(request, inputs)
     with tempfile.TemporaryDirectory(dir=artifact.parent, prefix=".scratch-ort-check-") as tmp:
         job = Path(tmp)
-        _prepare_job(job, artifact, settings, samples, inputs, {"warmup": 0, "runs": 1})
+        _prepare_job(job, artifact, settings, samples, inputs, {"warmup": 0, "runs": 1}, profile=False)
         result = LocalRunner().run(job, 600.0, request.log)
         outputs = A.runner_outputs(job, result)
     quantized = settings.get("quantization_mode") in ("ptq", "qat") or A.has_qdq(source)

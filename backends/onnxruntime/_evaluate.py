@@ -199,9 +199,12 @@ def _prepare_job(
     inputs: list[InputSpec],
     cfg: Any,
     level: str | None = None,
+    profile: bool = True,
 ) -> None:
     """The benchprog job for `artifact`: the compiled .ort (loaded as saved, profiled, its outputs kept),
-    or, with `level`, a model only timed, loaded at that graph optimization level."""
+    or, with `level`, a model only timed, loaded at that graph optimization level. `profile` False:
+    the outputs without the per-layer profile (and its probes), for a caller that never reads it (the
+    compile's artifact check: its profiled runs and probe timings cost a third of that check)."""
     from backends.runners.benchprog import FORMAT_VERSION
 
     name = "model.ort" if level is None else f"model{artifact.suffix}"
@@ -212,7 +215,7 @@ def _prepare_job(
     measure.write_job_samples(job / "samples.npz", samples, inputs)
     from backends.onnxruntime._profile import probe_model
 
-    if level is None:
+    if level is None and profile:
         (job / PROBE_FILE).write_bytes(probe_model())
         (job / PROBE_BASELINE_FILE).write_bytes(probe_model(1))
     options: dict[str, Any] = {
@@ -242,6 +245,7 @@ def _prepare_job(
     }
     if level is None:
         body["outputs"] = "outputs.npz"
+    if level is None and profile:
         body["profile"] = {
             "runs": measure.profile_runs(cfg),
             "probe": PROBE_FILE,

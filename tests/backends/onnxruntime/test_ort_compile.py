@@ -194,3 +194,24 @@ def test_large_model_paths_build_the_same_artifact(
     assert not list((tmp_path / "large").rglob(".scratch-*")), "the stage's scratch folders are removed"
     assert large.artifacts["ort"].read_bytes() == small.artifacts["ort"].read_bytes()
     assert large.report["check_max_abs_diff"] == small.report["check_max_abs_diff"]
+
+
+def test_the_artifact_check_asks_benchprog_for_outputs_without_a_profile(
+    tmp_path: Path, cls_onnx: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check reads the outputs only: its job holds no profile request and no probe graphs."""
+    from backends.runners.local import LocalRunner
+
+    seen: list[tuple[dict[str, Any], list[str]]] = []
+    real = LocalRunner.run
+
+    def spy(self: LocalRunner, job: Path, timeout_s: float, log: Path | None = None) -> dict[str, Any]:
+        seen.append((json.loads((job / "request.json").read_text()), sorted(p.name for p in job.iterdir())))
+        return real(self, job, timeout_s, log)
+
+    monkeypatch.setattr(LocalRunner, "run", spy)
+    out = compile_model(cls_onnx, tmp_path / "w", level=3)
+    assert out.report["check"]  # the check ran on the outputs it asked for
+    ((request, files),) = seen
+    assert request["outputs"] == "outputs.npz" and "profile" not in request
+    assert not any("probe" in name for name in files)
