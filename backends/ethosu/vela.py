@@ -358,7 +358,7 @@ def vela_error(output: str) -> str:
             detail = [
                 d.lstrip("- ").strip()
                 for d in lines[k + 1 : k + 4]
-                if not d.startswith(("Failed", "Traceback"))
+                if not d.lower().startswith(("failed", "traceback"))
             ]
             return "; ".join([found.group(1).strip(), *detail])[:400]
     return (lines[-1] if lines else "")[:300]
