@@ -96,7 +96,7 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "quantize",
         name="backends.openvino.quantize.NncfQuantize",
-        version="3",
+        version="4",
         ref="backends.openvino.quantize:NncfQuantize",
         fingerprint=(
             _FINGERPRINT,

@@ -58,6 +58,32 @@ def ignored_scope_args(model: Any, rules: Any) -> dict[str, list[str]]:
     return {"names": sorted(set(names)), "patterns": patterns, "types": list(rules.op_types)}
 
 
+def constants_as_initializers(model: Any) -> int:
+    """Turns tensor-valued Constant nodes into initializers of the same name; how many. NNCF's ONNX
+    backend reads a Conv's or Gemm's weight and bias as initializers ("There is no tensor with the
+    name ..." otherwise), and exporters that inline functions or If branches write them as Constant
+    nodes. The values and names are unchanged, so the model computes the same."""
+    kept, moved = [], 0
+    for node in model.graph.node:
+        values = [a for a in node.attribute if a.name == "value"]
+        if (
+            node.op_type == "Constant"
+            and node.domain in ("", "ai.onnx")
+            and len(node.attribute) == 1
+            and values
+        ):
+            tensor = model.graph.initializer.add()
+            tensor.CopyFrom(values[0].t)
+            tensor.name = node.output[0]
+            moved += 1
+        else:
+            kept.append(node)
+    if moved:
+        del model.graph.node[:]
+        model.graph.node.extend(kept)
+    return moved
+
+
 def spec_errors(section: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(field, message) for what this NNCF path cannot do with the spec's quantization section."""
     if section.get("mode") != "ptq":
@@ -152,6 +178,7 @@ class NncfQuantize:
         if source is None:
             raise TerminalError("quantize: no model input")
         model = onnx.load(str(source), load_external_data=False)
+        constants_as_initializers(model)
         rules = policy.sensitive
         refused = spec_errors(section)
         if refused:
@@ -195,7 +222,12 @@ class NncfQuantize:
             try:
                 quantized = nncf.quantize(model, dataset, **kwargs)
             except nncf.ValidationError as exc:
-                raise TerminalError(f"quantization.sensitive_layers: {str(exc).splitlines()[0]}") from exc
+                what = (
+                    "quantization.sensitive_layers"
+                    if scope_args is not None
+                    else "nncf cannot quantize the model"
+                )
+                raise TerminalError(f"{what}: {str(exc).splitlines()[0]}") from exc
         out = request.workdir / "model.onnx"
         onnx.save(quantized, str(out))
         qdq = sum(1 for n in quantized.graph.node if n.op_type == "QuantizeLinear")

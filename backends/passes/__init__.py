@@ -15,7 +15,7 @@ SHARED: dict[str, Registration] = by_stage(
     Registration(
         "import",
         name="backends.onnx.importer.ImportPass",
-        version="2",
+        version="3",
         ref="backends.passes.importer:ImportPass",
         fingerprint=(ONNX,),
     ),

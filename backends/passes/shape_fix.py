@@ -1,8 +1,10 @@
 """Input shapes fixed from the spec and every other shape inferred from them, strictly.
 
-Later stages need every tensor statically shaped; where onnx's own inference stops at a shape
-computation (Shape -> Cast -> Slice ...), a copy with those small computations evaluated fills in the
-output dims.
+Later stages need every tensor statically shaped (QNN refuses a graph with one symbolic inner tensor,
+"Dynamic shape is not supported"); where onnx's own inference stops at a shape computation (Shape ->
+Cast -> Slice -> Reshape ...), a copy with those small computations evaluated gives the dims, and they
+are written into the model's own value_info and outputs: the graph itself is left as the exporter
+wrote it (node names and counts are what the later stages' reports refer to).
 """
 
 from __future__ import annotations
@@ -76,30 +78,40 @@ def infer_shapes(model: onnx.ModelProto, log: Logger = print) -> onnx.ModelProto
     """Strict shape inference from the fixed inputs; output dims that onnx cannot infer by itself
     (shape subgraphs through Cast/Slice) are completed from a copy with those subgraphs folded."""
     del model.graph.value_info[:]
-    for out in model.graph.output:
-        if out.type.HasField("tensor_type") and out.type.tensor_type.HasField("shape"):
-            for dim in out.type.tensor_type.shape.dim:
-                dim.Clear()
+    for out in model.graph.output:  # the exporter's declared output shapes, rank included, are often wrong
+        if out.type.HasField("tensor_type"):
+            out.type.tensor_type.ClearField("shape")
     model = _strict_inference(model)
-    missing = [o.name for o in model.graph.output if _static_shape(o) is None]
-    if missing:
-        try:
-            folded = _fold_shape_computations(model, log)
-        except Exception as exc:  # best effort: the shapes just stay unknown
-            log(f"shape folding failed: {one_line(exc)}")
-            folded = model
-        known = {o.name: _static_shape(o) for o in folded.graph.output}
-        for out in model.graph.output:
-            shape = known.get(out.name)
-            if shape is not None and _static_shape(out) is None and out.type.HasField("tensor_type"):
-                out.type.tensor_type.ClearField("shape")
-                for value in shape:
-                    out.type.tensor_type.shape.dim.add().dim_value = value
+    if all(_static_shape(v) is not None for v in [*model.graph.value_info, *model.graph.output]):
+        return model
+    try:
+        folded = _fold_shape_computations(model, log)
+    except Exception as exc:  # best effort: the shapes just stay unknown
+        log(f"shape folding failed: {one_line(exc)}")
+        folded = model
+    known = {v.name: _static_shape(v) for v in [*folded.graph.value_info, *folded.graph.output]}
+    filled = sum(_set_static(v, known.get(v.name)) for v in [*model.graph.value_info, *model.graph.output])
+    if filled:
         model = _strict_inference(model)
-        still = [o.name for o in model.graph.output if _static_shape(o) is None]
-        if still:
-            log(f"output shapes left data-dependent: {', '.join(still)}")
+        log(f"{filled} tensor shape(s) completed by folding shape computations")
+    still = [o.name for o in model.graph.output if _static_shape(o) is None]
+    if still:
+        log(f"output shapes left data-dependent: {', '.join(still)}")
+    inner = sum(_static_shape(v) is None for v in model.graph.value_info)
+    if inner:
+        log(f"{inner} inner tensor shape(s) left data-dependent")
     return model
+
+
+def _set_static(value_info: Any, shape: list[int] | None) -> bool:
+    """Writes `shape` into a value whose own shape is not static; whether it did."""
+    if shape is None or _static_shape(value_info) is not None or not value_info.type.HasField("tensor_type"):
+        return False
+    value_info.type.tensor_type.ClearField("shape")
+    value_info.type.tensor_type.shape.SetInParent()
+    for value in shape:
+        value_info.type.tensor_type.shape.dim.add().dim_value = value
+    return True
 
 
 def _strict_inference(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -141,7 +153,10 @@ def _fold_once(model: onnx.ModelProto, log: Logger) -> int:
     from onnx import numpy_helper
 
     infos = {v.name: v for v in [*model.graph.value_info, *model.graph.input]}
-    known: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    infos.update(_initializer_infos(model))  # Shape of a weight: its dims, whether or not its bytes are here
+    known: dict[str, np.ndarray] = {  # weights held outside the proto are never shape computations
+        t.name: numpy_helper.to_array(t) for t in model.graph.initializer if t.data_location != t.EXTERNAL
+    }
     keep, count = [], 0
     for node in model.graph.node:
         values = _fold_node(model, node, infos, known, log)
@@ -156,6 +171,15 @@ def _fold_once(model: onnx.ModelProto, log: Logger) -> int:
         del model.graph.node[:]
         model.graph.node.extend(keep)
     return count
+
+
+def _initializer_infos(model: onnx.ModelProto) -> dict[str, Any]:
+    from onnx import helper
+
+    return {
+        t.name: helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+        for t in model.graph.initializer
+    }
 
 
 def _fold_node(

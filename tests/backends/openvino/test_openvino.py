@@ -256,3 +256,49 @@ def test_options_schema_rejects_unknown_and_bad_values() -> None:
     assert not list(v.iter_errors({"performance_hint": "LATENCY", "num_streams": 2}))
     assert list(v.iter_errors({"performance_hint": "FAST"}))
     assert list(v.iter_errors({"threads": 2}))
+
+
+def test_nncf_quantizes_an_export_whose_weights_are_constant_nodes(tmp_path: Path) -> None:
+    """silero-vad's OpenVINO export (MIT) holds its conv weights and biases as Constant nodes of an
+    inlined branch; NNCF reads them as initializers only, so the pass moves them there first."""
+    import numpy as np
+
+    from backends.openvino.quantize import NncfQuantize
+    from tests.backends.tasks.task_models import wheel_file
+
+    path = wheel_file(
+        "silero-vad==6.2.3",
+        "silero_vad",
+        "data/silero_vad_openvino_16k.onnx",
+        ("data/silero_vad_openvino_16k.onnx",),
+    )
+    model, _ = import_model(path, {"input": [1, 576], "state": [2, 1, 128]}, lambda _: None)
+    source = tmp_path / "model.onnx"
+    source.write_bytes(model.SerializeToString(deterministic=True))
+    assert any(
+        n.op_type == "Constant" and n.output[0].endswith("reparam_conv.bias") for n in model.graph.node
+    )
+    calib = tmp_path / "calib"
+    calib.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(4):
+        audio = (0.1 * rng.standard_normal((1, 576))).astype(np.float32)
+        np.savez(calib / f"{i}.npz", input=audio, state=np.zeros((2, 1, 128), np.float32))
+    section = {
+        "mode": "ptq",
+        "weights": "int8",
+        "activations": "int8",
+        "per_channel": True,
+        "calibration": {"data": "calib", "samples": 4, "method": "minmax", "seed": 0},
+    }
+    inputs = {"model": source, "float_model": source, "calibration_data": calib}
+    out = NncfQuantize().run(
+        _request(tmp_path, "quantize", {"quantization": section, "target": "intel-npu"}, inputs)
+    )
+    quantized = onnx.load(str(out.artifacts["model"]))
+    producers = {o: n for n in quantized.graph.node for o in n.output}
+    convs = [n for n in quantized.graph.node if n.op_type == "Conv"]
+    assert convs and all(
+        producers[c.input[1]].op_type == "DequantizeLinear" for c in convs if c.input[1] in producers
+    )
+    assert out.report["quantize_nodes"] > 0
