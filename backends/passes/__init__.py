@@ -29,7 +29,7 @@ SHARED: dict[str, Registration] = by_stage(
     Registration(
         "rewrite",
         name="backends.onnx.rewrite.RewritePass",
-        version="2",
+        version="3",
         ref="backends.passes.rewrite.stage:RewritePass",
         fingerprint=(ONNX, ORT, NUMPY),
     ),

@@ -73,6 +73,7 @@ class RewritePass:
             log=lines.append,
             feeds=feeds,
             source=source,
+            vendor=placement_in,
         )
         out_model = request.workdir / "model.onnx"
         out_model.write_bytes(result.model.SerializeToString(deterministic=True))
@@ -201,13 +202,21 @@ class _Env:
     verifier: Verifier
     result: Result
     log: Logger
+    vendor: Mapping[str, str] = field(default_factory=dict)
+    """node name -> device where the check stage's placement came from the vendor tool's own
+    validation: it wins over the op table for the nodes it names (the nodes a rewrite adds are new
+    names, placed by the table)."""
+    vendor_source: str = ""
     cache: dict[tuple[Any, ...], P.Decision] = field(default_factory=dict)
 
     def analyse(self, model: onnx.ModelProto) -> State:
         from backends.passes.facts import analyse
 
         facts = analyse(model)
-        return State(model, facts, P.table_decisions(facts, self.target, self.precision, self.cache))
+        decisions = P.table_decisions(facts, self.target, self.precision, self.cache)
+        if self.vendor:
+            decisions = P.backend_decisions(facts, self.vendor, self.vendor_source, decisions)
+        return State(model, facts, decisions)
 
 
 def rewrite_model(
@@ -220,10 +229,12 @@ def rewrite_model(
     rewrites: Sequence[Rewrite] | None = None,
     feeds: Sequence[Feed] | None = None,
     source: str = "",
+    vendor: Mapping[str, Any] | None = None,
 ) -> Result:
     """Rewrites `model` for `target`. `config` is the spec's `rewrite` section (fusion, exclude,
     disable); `precision` is check's (placement.json "precision") or an estimate.Precision. `feeds`
-    (named, from `source`) are what rewrites are verified on; without them, seeded feeds."""
+    (named, from `source`) are what rewrites are verified on; without them, seeded feeds. `vendor` is
+    the check stage's placement report: the nodes a vendor tool placed itself keep its verdict."""
     import onnx
 
     from backends.catalog import op_table
@@ -242,7 +253,8 @@ def rewrite_model(
     verifier = _verifier(work, feeds, source, result, log)
     fusion = {k: bool(v) for k, v in dict(config.get("fusion") or {}).items()}
     disabled = {str(n) for n in config.get("disable") or []}
-    env = _Env(target, precision, table, fusion, exclude, verifier, result, log)
+    by_tool, tool = vendor_devices(vendor or {})
+    env = _Env(target, precision, table, fusion, exclude, verifier, result, log, by_tool, tool)
     state = env.analyse(work)
     before = P.build_report(state.facts, target, precision, state.decisions, table_source)
     result.before = before
@@ -270,6 +282,18 @@ def rewrite_model(
     )
     log(f"coverage {result.coverage_before:.4f} -> {result.coverage_after:.4f}")
     return result
+
+
+def vendor_devices(placement: Mapping[str, Any]) -> tuple[dict[str, str], str]:
+    """(node name -> device, the tool) for the nodes of a placement report that a vendor tool placed
+    (support "backend"), not the op table."""
+    found = {
+        str(n["name"]): str(n["device"])
+        for n in placement.get("nodes") or []
+        if n.get("support") == "backend" and n.get("device")
+    }
+    sources = {str(n.get("source")) for n in placement.get("nodes") or [] if n.get("support") == "backend"}
+    return found, ", ".join(sorted(sources))
 
 
 def _verifier(

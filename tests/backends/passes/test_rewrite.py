@@ -267,3 +267,33 @@ def test_rewrites_are_verified_on_the_specs_own_samples(tagger: onnx.ModelProto,
     assert sorted(verified["feeds"]) == ["s0.npz", "s1.npz", "s2.npz"]
     assert [r["name"] for r in verified["rejected"]] == ["a_empty.npz"]
     assert out.report["coverage"]["nodes"]["after"] > out.report["coverage"]["nodes"]["before"]
+
+
+def test_a_node_the_vendor_tool_refused_is_rewritten_though_the_table_accepts_it() -> None:
+    """The check stage's placement names the vendor's own verdicts (support "backend"): the HTP's
+    validation placing every LayerNormalization of khmersm's encoder on the CPU (this test's verdicts,
+    in the report format the QNN check writes) makes them rewrite candidates, though the op table
+    puts them on the HTP."""
+    from backends.passes import placement as P
+    from backends.passes.importer import import_model
+    from tests.backends.tasks.task_models import segmenter, segmenter_feeds
+
+    model, _ = import_model(segmenter(), {"x": [1, 32], "mask": [1, 32]}, log=lambda _: None)
+    htp = target("qualcomm-htp-v75")
+    precision = E.precision_for(htp, QUANT)
+    refused = {n.name for n in model.graph.node if n.op_type == "LayerNormalization"}
+    assert refused, "the encoder has LayerNormalization nodes (else this test shows nothing)"
+    verdicts = {n.name: ("CPU" if n.name in refused else "NPU") for n in model.graph.node}
+    vendor = P.compute(model, htp, QUANT, device_map=verdicts, device_map_source="QNN validation (test)")
+
+    by_table = rewrite_model(model, htp, precision, {}, log=lambda _: None)
+    by_vendor = rewrite_model(model, htp, precision, {}, log=lambda _: None, vendor=vendor)
+    assert "layernorm_decompose" not in {f.name for f in by_table.fired}
+    assert "layernorm_decompose" in {f.name for f in by_vendor.fired}
+    assert not any(n.op_type == "LayerNormalization" for n in by_vendor.model.graph.node)
+    before = {n["name"]: n for n in by_vendor.before["nodes"]}
+    assert all(before[name]["device"] == "CPU" and before[name]["support"] == "backend" for name in refused)
+    for feed in segmenter_feeds(4, seed=5):
+        want = run_model(model, feed)
+        got = run_model(by_vendor.model, feed)
+        assert max(float(np.max(np.abs(w - g))) for w, g in zip(want, got, strict=True)) <= 1e-4
