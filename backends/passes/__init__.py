@@ -22,7 +22,7 @@ SHARED: dict[str, Registration] = by_stage(
     Registration(
         "check",
         name="backends.onnx.check.CheckPass",
-        version="2",
+        version="3",
         ref="backends.passes.check:CheckPass",
         fingerprint=(ONNX, NUMPY),
     ),

@@ -114,7 +114,7 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "check",
         name="backends.qnn.stages.QnnCheck",
-        version="2-qnn",
+        version="3-qnn",
         ref="backends.qnn.stages:QnnCheck",
         fingerprint=(Dist("onnx"), Dist("numpy"), Call(fingerprint)),
     ),

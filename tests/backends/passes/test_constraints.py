@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -130,7 +132,9 @@ def test_htp_matmul_dtype_pairs_follow_the_quantization() -> None:
     text = "Supported input data types on HTP backend: (uint8, uint8), (uint8, uint16), (uint16, uint8)"
     weights = {"w": np.ones((4, 4), np.float32)}
     mm = _model([helper.make_node("MatMul", ["x", "w"], ["y"])], {"x": [2, 4]}, weights)
-    assert _status(text, mm, INT8) == ["failed"]  # (uint8 activations, int8 weights)
+    assert _status(text, mm, INT8) == ["ok"]  # uint8 activations by int8 constant weights: QNN validates it
+    int8_acts = C.Context(npu_dtype="int8", activations="int8", weights="int8", quantized=True, opset=13)
+    assert _status(text, mm, int8_acts) == ["failed"]  # no pair starts with int8 activations
     a16w8 = C.Context(npu_dtype="int16", activations="uint16", weights="uint8", quantized=True, opset=13)
     assert _status(text, mm, a16w8) == ["ok"]
 
@@ -150,3 +154,61 @@ def test_every_row_of_a_table_evaluates_without_crashing(table_id: str) -> None:
     for row in op_table(table_id).ops.values():
         for verdict in C.evaluate(row, node, facts, INT8):
             assert verdict.status in ("ok", "failed", "not_evaluated", "info")
+
+
+def _qdq_matmul(weights: np.ndarray) -> onnx.ModelProto:
+    """uint8 activations by int8 symmetric constant weights, as the QNN quantize pass writes them."""
+    scale = float(np.abs(weights).max() / 127)
+    q = np.clip(np.round(weights / scale), -127, 127).astype(np.int8)
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"], name="qx"),
+        helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"], name="dqx"),
+        helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], name="dqw"),
+        helper.make_node("MatMul", ["xd", "wd"], ["y"], name="mm"),
+        helper.make_node("QuantizeLinear", ["y", "ys", "yz"], ["yq"], name="qy"),
+        helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["out"], name="dqy"),
+    ]
+    inits = {
+        "xs": np.array(0.02, np.float32),
+        "xz": np.array(128, np.uint8),
+        "wq": q,
+        "ws": np.array(scale, np.float32),
+        "wz": np.array(0, np.int8),
+        "ys": np.array(0.1, np.float32),
+        "yz": np.array(128, np.uint8),
+    }
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, weights.shape[0]])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 32, weights.shape[1]])],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    return model
+
+
+def test_the_htp_matmul_pairs_agree_with_qnns_own_validation_on_constant_weights(tmp_path: Path) -> None:
+    """The table's (uint8, uint8)-style pairs are for two activations: QNN's validation takes a MatMul
+    of uint8 activations by int8 constant weights on the HTP, and so must the table's verdict."""
+    from backends.qnn import driver
+    from backends.qnn.validation import parse
+
+    model = _qdq_matmul(np.random.default_rng(0).standard_normal((64, 16)).astype(np.float32))
+    onnx.save(model, str(tmp_path / "model.onnx"))
+    driver.call(
+        {"mode": "validate", "model": "model.onnx", "htp_arch": "75", "soc_model": "57"},
+        tmp_path,
+        tmp_path / "native.log",
+    )
+    found = parse((tmp_path / "native.log").read_text(errors="replace"))
+    assert found.verdicts["mm"].passed, found.verdicts["mm"]
+    row = op_table("qualcomm-qnn-htp").lookup("MatMul", "")
+    assert row is not None
+    verdicts = _verdicts(row.constraints, model, INT8, op="MatMul")
+    assert verdicts and all(v.status != "failed" for v in verdicts), verdicts
+    # two activations still need a listed pair: int8 x int8 activations are not one
+    both = C.Context(npu_dtype="int8", activations="int8", weights="int8", quantized=True, opset=13)
+    dynamic = _model([helper.make_node("MatMul", ["a", "b"], ["y"])], {"a": [1, 4, 8], "b": [1, 8, 4]}, {})
+    assert "failed" in [v.status for v in _verdicts(row.constraints, dynamic, both)]
