@@ -133,7 +133,7 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "compile",
         name="backends.qnn.stages.QnnCompile",
-        version="4-epcontext",
+        version="5-epcontext",
         ref="backends.qnn.stages:QnnCompile",
     ),
     Registration(
