@@ -83,8 +83,7 @@ def check_ort(
     quantized = settings.get("quantization_mode") in ("ptq", "qat") or A.has_qdq(source)
     limit = A.tolerance("f32", quantized)
     what = f"compile: the .ort (level {settings['graph_optimization_level']})"
-    found = A.agreement(A.run_source(source, samples), outputs, A.output_steps(source))
-    return A.require(found, limit, what, data, request.log)
+    return A.judge(request, source, samples, outputs, limit, what, data)
 
 
 def session_settings(config: Any) -> dict[str, Any]:

@@ -385,8 +385,9 @@ def partition_account(source: Path, ctx: Any, request: StageRequest, version: st
 
 def check_context(job: Path, source: Path, chip: Mapping[str, str], request: StageRequest) -> dict[str, Any]:
     """The compiled context model against its source, with the compile check every backend uses
-    (backends.sdk.artifact_check: worst error relative to each output channel's range, the integer or half
-    precision tolerance); TerminalError outside it."""
+    (backends.sdk.artifact_check.judge: errors relative to each output channel's range, the integer or
+    half precision tolerance, then fidelity to the float model beside the CPU int8 model's);
+    TerminalError outside it."""
     from backends.passes import data
     from backends.sdk import artifact_check
 
@@ -408,8 +409,7 @@ def check_context(job: Path, source: Path, chip: Mapping[str, str], request: Sta
     got = _read_outputs(job / "check-out.npz", len(samples), reference)
     limit = artifact_check.tolerance("f16", quantized=artifact_check.has_qdq(source))
     what = "qnn compile: the context model on the HTP simulator"
-    found = artifact_check.agreement(reference, got, artifact_check.output_steps(source))
-    return artifact_check.require(found, limit, what, where, request.log)
+    return artifact_check.judge(request, source, samples, got, limit, what, where, reference)
 
 
 def _write_samples(path: Path, samples: list[list[Any]]) -> None:
