@@ -57,7 +57,9 @@ class CompilePass:
             "session": settings,
             **details,
         }
-        note = f"ORT format, level {settings['graph_optimization_level']}"
+        from backends.sdk.artifact_check import summary
+
+        note = f"ORT format, level {settings['graph_optimization_level']}; {summary(check)}"
         if not details["reproducible"]:
             note += f"; WARNING: bytes not canonical ({details['canonical_error']})"
         return StageOutput(artifacts={"ort": artifact, "session": session_file}, report=report, note=note)

@@ -20,6 +20,7 @@ from backends.passes.quant.policy import Policy
 from backends.passes.quant.stage import QuantizePass
 from backends.qnn import STAGES, adapter, driver, fingerprint
 from backends.qnn.validation import device_map, parse, rejected
+from backends.sdk import artifact_check
 from backends.sdk.base import StageOutput, StageRequest
 from backends.sdk.errors import TerminalError
 from backends.sdk.vocab import NODES_THAT_RUN
@@ -341,7 +342,7 @@ class QnnCompile(adapter.QnnCompile):
         }
         output.note = (
             f"EPContext model + {bin_path.stat().st_size} byte context binary for v{chip['htp_arch']} "
-            f"(soc_model {chip['soc_model']}); SDK bundle beside it"
+            f"(soc_model {chip['soc_model']}); SDK bundle beside it; {artifact_check.summary(agreed)}"
         )
         partitioned = partition_account(source, model, request, str(answer.get("onnxruntime_qnn")))
         output.report["placement"] = partitioned["summary"]
@@ -389,7 +390,6 @@ def check_context(job: Path, source: Path, chip: Mapping[str, str], request: Sta
     half precision tolerance, then fidelity to the float model beside the CPU int8 model's);
     TerminalError outside it."""
     from backends.passes import data
-    from backends.sdk import artifact_check
 
     specs = data.model_inputs(source)
     samples, where = artifact_check.check_samples(request, specs, CONTEXT_SAMPLES)
