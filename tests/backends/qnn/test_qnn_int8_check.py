@@ -1,8 +1,10 @@
 """A real int8 build judged by the compile check's decisive rule: PP-OCRv4 det (rapidocr's wheel) at
 128x128, quantized for the v75 HTP by QNN's own quantize stage and compiled to an EPContext model, checked
 on the HTP simulator on one of bench/zoo.py's rendered text lines. The simulator's map misses the Q/DQ
-source's beyond the tolerance, yet it follows the float model at least as well as ONNX Runtime's CPU int8
-kernels do, so the build passes; the same real models with the text gone from the map still fail."""
+source's beyond the tolerance (0.91 of the map's range at the 99th percentile), yet it follows the float
+model at least as well as ONNX Runtime's CPU int8 kernels do (on this line both int8 maps are far from
+the float one at the text's edges; the HTP's is the closer, 0.82 against 1.0), so the build passes where
+the strict comparison alone failed it. The same real models with the text gone from the map still fail."""
 
 from __future__ import annotations
 
