@@ -143,10 +143,10 @@ PASS_THROUGH = frozenset(
 its values (a monotonic piecewise-linear map of slope at most 1), so an element one step off before
 them is at most one step off after them."""
 
-BOUNDED = {"Sigmoid": 1.0, "HardSigmoid": 1.0, "Softmax": 1.0, "LogSoftmax": 0.0, "Tanh": 2.0}
-"""Float ops after the last DequantizeLinear whose output spans a fixed range (its width here; 0: not
-bounded): an integer compiler runs them on an int8 grid over that range (QNN's Sigmoid and Softmax
-emit 1/256 steps), so one step of it is 1/255 of the width, whatever their input's step."""
+BOUNDED = {"Sigmoid": 1.0, "HardSigmoid": 1.0, "Softmax": 1.0, "Tanh": 2.0}
+"""Float ops after the last DequantizeLinear whose output spans a fixed range (its width here): an
+integer compiler runs them with an int8 output grid over that range, so one step of it is 1/255 of the
+width, whatever their input's step."""
 
 
 def output_steps(model: Path) -> dict[str, float]:
@@ -177,7 +177,7 @@ def output_steps(model: Path) -> dict[str, float]:
             return None
         if node.op_type == "DequantizeLinear":
             return scale_of(node.input[1])
-        if BOUNDED.get(node.op_type):
+        if node.op_type in BOUNDED:
             return BOUNDED[node.op_type] / 255
         if node.op_type not in PASS_THROUGH:
             return None
