@@ -63,10 +63,10 @@ FLOAT_MARGIN = 1.5
 (AgainstFloat): a factor on the channel-relative error at the BULK quantile, and on the noise amplitude
 (20 log10 1.5 = 3.5 dB of SQNR). Measured: builds two integer implementations round differently land
 near 1 (the HTP's PP-OCRv4 det 0.82 of the CPU int8 model's error, its PicoDet layout 0.98 at box F1
-1.0, OpenVINO's PP-OCRv5 det 1.0); the
-HTP's builds this margin rejects are 2.7 times (a 4-class classifier whose background classes move 2.7
-times as far from float over 6 samples, SQNR 2.7 dB below) and 17 times (a YOLOX head 8 int8 steps off
-on a whole objectness channel where the CPU int8 model is exact) as far; a score collapse is many times."""
+1.0, OpenVINO's PP-OCRv5 det 1.0); the HTP's builds this margin rejects are 2.7 times (a 4-class
+classifier whose background classes move 2.7 times as far from float over 6 samples, SQNR 2.7 dB below)
+and 17 times (a YOLOX head 8 int8 steps off on a whole objectness channel where the CPU int8 model is
+exact) as far; a score collapse is many times."""
 QUANTIZED_STEPS = 1 / QUANTIZED_TOLERANCE
 """No channel's scale is taken below this many steps of its output's quantization scale: an element one
 int8 step off its QDQ math is then at most QUANTIZED_TOLERANCE of the scale it is judged against."""
