@@ -57,7 +57,9 @@ class CompilePass:
             "session": settings,
             **details,
         }
-        note = f"ORT format, level {settings['graph_optimization_level']}"
+        from backends.sdk.artifact_check import summary
+
+        note = f"ORT format, level {settings['graph_optimization_level']}; {summary(check)}"
         if not details["reproducible"]:
             note += f"; WARNING: bytes not canonical ({details['canonical_error']})"
         return StageOutput(artifacts={"ort": artifact, "session": session_file}, report=report, note=note)
@@ -83,8 +85,7 @@ def check_ort(
     quantized = settings.get("quantization_mode") in ("ptq", "qat") or A.has_qdq(source)
     limit = A.tolerance("f32", quantized)
     what = f"compile: the .ort (level {settings['graph_optimization_level']})"
-    found = A.agreement(A.run_source(source, samples), outputs, A.output_steps(source))
-    return A.require(found, limit, what, data, request.log)
+    return A.judge(request, source, samples, outputs, limit, what, data)
 
 
 def session_settings(config: Any) -> dict[str, Any]:

@@ -107,8 +107,7 @@ def check_ir(
     precision = str(settings["properties"].get("INFERENCE_PRECISION_HINT", "f32"))
     limit = A.tolerance(precision, quantized=mode in ("ptq", "qat"))
     what = f"compile: the OpenVINO IR ({settings['device']}, {precision})"
-    found = A.agreement(A.run_source(source, samples), outputs, A.output_steps(source))
-    return A.require(found, limit, what, data, request.log)
+    return A.judge(request, source, samples, outputs, limit, what, data)
 
 
 class OpenVinoCompile:
@@ -119,6 +118,8 @@ class OpenVinoCompile:
 
     def run(self, request: StageRequest) -> StageOutput:
         import openvino as ov
+
+        from backends.sdk.artifact_check import summary
 
         source = request.inputs.get("model")
         if source is None:
@@ -155,6 +156,7 @@ class OpenVinoCompile:
             json.dumps({"settings": settings, "effective": effective}, indent=1, sort_keys=True) + "\n"
         )
         check = check_ir(request, xml, settings, Path(source), mode)
+
         report = {
             "check": check,
             "device": dev,
@@ -165,8 +167,7 @@ class OpenVinoCompile:
         }
         note = (
             f"OpenVINO IR for {dev}, {props['INFERENCE_PRECISION_HINT']}, {props['PERFORMANCE_HINT']}; "
-            f"agrees with its source within {check['bulk_channel_error']:.2g} of each channel's range for 99% of "
-            f"elements (tolerance {check['tolerance']:g}; worst {check['worst_channel_error']:.2g})"
+            f"{summary(check)}"
         )
         return StageOutput(
             artifacts={

@@ -20,6 +20,7 @@ from backends.passes.quant.policy import Policy
 from backends.passes.quant.stage import QuantizePass
 from backends.qnn import STAGES, adapter, driver, fingerprint
 from backends.qnn.validation import device_map, parse, rejected
+from backends.sdk import artifact_check
 from backends.sdk.base import StageOutput, StageRequest
 from backends.sdk.errors import TerminalError
 from backends.sdk.vocab import NODES_THAT_RUN
@@ -343,7 +344,7 @@ class QnnCompile(adapter.QnnCompile):
         split = f", {graphs} HTP partitions with the CPU between them" if graphs > 1 else ""
         output.note = (
             f"EPContext model + {bin_path.stat().st_size} byte context binary for v{chip['htp_arch']} "
-            f"(soc_model {chip['soc_model']}{split}); SDK bundle beside it"
+            f"(soc_model {chip['soc_model']}{split}); SDK bundle beside it; {artifact_check.summary(agreed)}"
         )
         partitioned = partition_account(source, model, request, str(answer.get("onnxruntime_qnn")))
         output.report["placement"] = partitioned["summary"]
@@ -387,10 +388,10 @@ def partition_account(source: Path, ctx: Any, request: StageRequest, version: st
 
 def check_context(job: Path, source: Path, chip: Mapping[str, str], request: StageRequest) -> dict[str, Any]:
     """The compiled context model against its source, with the compile check every backend uses
-    (backends.sdk.artifact_check: worst error relative to each output channel's range, the integer or half
-    precision tolerance); TerminalError outside it."""
+    (backends.sdk.artifact_check.judge: errors relative to each output channel's range, the integer or
+    half precision tolerance, then fidelity to the float model beside the CPU int8 model's);
+    TerminalError outside it."""
     from backends.passes import data
-    from backends.sdk import artifact_check
 
     specs = data.model_inputs(source)
     samples, where = artifact_check.check_samples(request, specs, CONTEXT_SAMPLES)
@@ -410,8 +411,7 @@ def check_context(job: Path, source: Path, chip: Mapping[str, str], request: Sta
     got = _read_outputs(job / "check-out.npz", len(samples), reference)
     limit = artifact_check.tolerance("f16", quantized=artifact_check.has_qdq(source))
     what = "qnn compile: the context model on the HTP simulator"
-    found = artifact_check.agreement(reference, got, artifact_check.output_steps(source))
-    return artifact_check.require(found, limit, what, where, request.log)
+    return artifact_check.judge(request, source, samples, got, limit, what, where, reference)
 
 
 def _write_samples(path: Path, samples: list[list[Any]]) -> None:

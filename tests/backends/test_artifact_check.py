@@ -110,3 +110,167 @@ def test_a_heatmap_one_int8_step_off_passes_and_a_lost_peak_fails(tmp_path: Path
         artifact_check.require(
             worse, artifact_check.QUANTIZED_TOLERANCE, "compile", "one map", tmp_path / "log"
         )
+
+
+def _float_tail(path: Path, step: float) -> None:
+    """A Q/DQ trunk ending in float ops after its last DequantizeLinear: moved (Transpose, Reshape),
+    bounded (Sigmoid), joined (Concat) and computed (Exp)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+        helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"]),
+        helper.make_node("Transpose", ["d"], ["t"], perm=[0, 1, 3, 2]),
+        helper.make_node("Reshape", ["t", "shape"], ["moved"]),
+        helper.make_node("Sigmoid", ["d"], ["sig"]),
+        helper.make_node("Transpose", ["sig"], ["probability"], perm=[0, 1, 3, 2]),
+        helper.make_node("Concat", ["d", "sig"], ["joined"], axis=1),
+        helper.make_node("Exp", ["d"], ["computed"]),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("moved", "probability", "joined", "computed")]  # fmt: skip
+    inits = [
+        numpy_helper.from_array(np.float32(step), "s"),
+        numpy_helper.from_array(np.uint8(0), "z"),
+        numpy_helper.from_array(np.array([1, 2, 16], np.int64), "shape"),
+    ]
+    graph = helper.make_graph(nodes, "tail", [x], outs, inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+
+
+def test_an_outputs_step_is_traced_through_the_float_tail(tmp_path: Path) -> None:
+    """Shape ops keep the nearest DequantizeLinear's step; a Sigmoid's output is judged on one int8
+    step of its [0, 1] range (its near-empty map is never judged on its own 1e-6); arithmetic (Exp)
+    gives no step: that output is judged as float."""
+    _float_tail(tmp_path / "tail.onnx", 0.5)
+    steps = artifact_check.output_steps(tmp_path / "tail.onnx")
+    assert steps == {
+        "moved": pytest.approx(0.5),
+        "probability": pytest.approx(1 / 255),
+        "joined": pytest.approx(0.5),
+    }
+    empty = np.zeros((1, 2, 4, 4))
+    empty[0, :, 0, 0] = 1e-6
+    one_step = empty + 1 / 255  # the artifact's sigmoid one int8 step above an empty map
+    found = artifact_check.agreement(
+        _outputs("probability", [empty]), _outputs("probability", [one_step]), steps
+    )
+    assert found.worst == pytest.approx((1 / 255) / (artifact_check.QUANTIZED_STEPS / 255), rel=1e-3)
+    assert found.worst <= artifact_check.QUANTIZED_TOLERANCE
+
+
+def _scaled_pair(folder: Path, step: float) -> tuple[Path, Path]:
+    """A float model y = x * 1 and its Q/DQ source y = DQ(Q(x)) * 1 (the Mul after the last
+    DequantizeLinear: the output has no step floor, so a near-empty channel is judged on its own range)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 8, 8])
+    one = numpy_helper.from_array(np.float32(1.0), "one")
+    qdq = [numpy_helper.from_array(np.float32(step), "s"), numpy_helper.from_array(np.uint8(0), "z")]
+    paths = folder / "float.onnx", folder / "int8.onnx"
+    graphs = [
+        helper.make_graph([helper.make_node("Mul", ["x", "one"], ["y"])], "f", [x], [y], [one]),
+        helper.make_graph(
+            [
+                helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+                helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"]),
+                helper.make_node("Mul", ["d", "one"], ["y"]),
+            ],
+            "q",
+            [x],
+            [y],
+            [one, *qdq],
+        ),
+    ]
+    for path, graph in zip(paths, graphs, strict=True):
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    return paths
+
+
+def _channel_bulk(reference: np.ndarray, other: np.ndarray) -> float:
+    """The BULK quantile of |other - reference| over each channel's max |reference|, for [samples, 1, C, H, W]."""
+    scale = np.abs(reference).max(axis=(0, 1, 3, 4), keepdims=True)
+    return float(np.quantile(np.abs(other - reference) / scale, artifact_check.BULK))
+
+
+@pytest.mark.parametrize("offset", [-0.5, -0.1, 0.1])
+def test_an_int8_build_is_judged_against_float_beside_the_cpu_int8_model(
+    tmp_path: Path, offset: float
+) -> None:
+    """The decisive rule: a build whose elements differ from its Q/DQ source beyond the tolerance passes
+    when it follows the float model as well as the Q/DQ source on ONNX Runtime's CPU kernels does (within
+    FLOAT_MARGIN of its error), and fails naming both figures when it does not. The artifact here errs
+    to the other side of each float value, `k` times as far as the CPU int8 model does (k = FLOAT_MARGIN +
+    offset)."""
+    from backends.passes.data import Sample
+
+    k = artifact_check.FLOAT_MARGIN + offset
+    step = 1 / 32
+    float_model, source = _scaled_pair(tmp_path, step)
+    rng = np.random.default_rng(5)
+    x = rng.uniform(0, 1, (2, 1, 2, 8, 8)).astype(np.float32)
+    x[:, :, 1] *= 2.5 * step  # a near-empty channel: two or three steps its whole range
+    samples = [Sample(f"s{i}", {"x": x[i]}) for i in range(2)]
+    cpu = np.stack([np.round(v / step) * step for v in x]).astype(np.float64)
+    artifact = x - k * (cpu - x)
+    outputs = ModelOutputs(["y"], [[a.astype(np.float32)] for a in artifact])
+    how = artifact_check.Check(
+        artifact_check.QUANTIZED_TOLERANCE, "compile: the build", "two samples", tmp_path / "log"
+    )
+    assert _channel_bulk(cpu, artifact) > artifact_check.QUANTIZED_TOLERANCE  # the strict comparison misses
+    cpu_bulk, artifact_bulk = _channel_bulk(x, cpu), _channel_bulk(x, artifact)
+    assert artifact_bulk == pytest.approx(k * cpu_bulk, rel=1e-4)
+    if k <= artifact_check.FLOAT_MARGIN:
+        record = artifact_check.check(source, float_model, samples, outputs, how)
+        fidelity = record["against_float"]
+        assert record["agrees"] and fidelity["holds"]
+        assert fidelity["cpu_int8"]["bulk_channel_error"] == pytest.approx(cpu_bulk, rel=1e-4)
+        assert fidelity["artifact"]["bulk_channel_error"] == pytest.approx(artifact_bulk, rel=1e-4)
+        assert "as the CPU int8 model does" in artifact_check.summary(record)
+    else:
+        with pytest.raises(TerminalError) as failed:
+            artifact_check.check(source, float_model, samples, outputs, how)
+        text = str(failed.value)
+        assert (
+            f"the artifact errs {artifact_bulk:.3g} " in text
+            and f"the CPU int8 model {cpu_bulk:.3g} " in text
+        )
+        assert f"allowed {artifact_check.FLOAT_MARGIN:g}x" in text
+    # without the float model only the strict comparison exists
+    with pytest.raises(TerminalError, match=r"tolerance 0\.25\); worst: .*; log "):
+        artifact_check.check(source, None, samples, outputs, how)
+
+
+def test_a_score_collapse_fails_against_float_too(tmp_path: Path) -> None:
+    """A broken compile (a channel's scores gone) is far worse than the CPU int8 model against the
+    float model: the fallback never saves it."""
+    from backends.passes.data import Sample
+
+    step = 1 / 32
+    float_model, source = _scaled_pair(tmp_path, step)
+    x = np.random.default_rng(6).uniform(0, 1, (1, 1, 2, 8, 8)).astype(np.float32)
+    collapsed = np.round(x[0] / step) * step
+    collapsed[0, 1][collapsed[0, 1] < 0.6] = 0.0
+    outputs = ModelOutputs(["y"], [[collapsed.astype(np.float32)]])
+    how = artifact_check.Check(
+        artifact_check.QUANTIZED_TOLERANCE, "compile: the build", "one sample", tmp_path / "log"
+    )
+    artifact_bulk = _channel_bulk(x[:1], collapsed[None])
+    with pytest.raises(TerminalError, match=f"the artifact errs {artifact_bulk:.3g} .* allowed"):
+        artifact_check.check(source, float_model, [Sample("s", {"x": x[0]})], outputs, how)
+
+
+def test_the_docs_state_the_checks_figures_from_the_code() -> None:
+    """One tolerance and one margin, stated in the docs as the code defines them."""
+    import math
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "how-it-works.md").read_text()
+    paragraph = " ".join(text[text.index("a compile runs its artifact") :].split("\n\n")[0].split())
+    assert f"{artifact_check.QUANTIZED_TOLERANCE:g} for a quantized model" in paragraph
+    assert artifact_check.QUANTIZED_STEPS == 4 and "less than four of its output's int8 steps" in paragraph
+    margin = artifact_check.FLOAT_MARGIN
+    assert f"at most {margin:g} times the CPU int8 model's" in paragraph
+    assert f"20 log10 {margin:g} = {20 * math.log10(margin):.1f} dB" in paragraph

@@ -87,3 +87,18 @@ def test_the_engine_and_the_backends_name_the_same_stages_in_one_order() -> None
     from reconciler.engine.stages import ORDER
 
     assert ORDER == BACKEND_STAGES
+
+
+def test_compile_reads_the_float_model_its_int8_check_judges_against() -> None:
+    """The compile check judges an int8 build against the model it was quantized from
+    (backends.sdk.artifact_check), so that model is one of compile's inputs and in its key: the one
+    quantize reads as its float reference, the one evaluate scores against."""
+    from reconciler.engine.stages import BY_NAME
+
+    compile_uses = BY_NAME["compile"].uses
+    assert compile_uses["model"] == ("quantize", "model")
+    assert (
+        compile_uses["float_model"]
+        == BY_NAME["quantize"].uses["float_model"]
+        == BY_NAME["evaluate"].uses["float_model"]
+    )
