@@ -348,9 +348,23 @@ def _erf_only(path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("build", [_odd_model, _erf_only], ids=["split", "nothing-left"])
-def test_a_failed_compile_names_the_node_qnn_refused(tmp_path: Path, build: Any) -> None:
-    model = build(tmp_path / "odd.onnx")
+def test_a_graph_split_around_a_refused_node_builds_with_the_cpu_between(tmp_path: Path) -> None:
+    """Erf between two supported regions: two HTP partitions in one context binary, Erf on the CPU."""
+    model = _odd_model(tmp_path / "odd.onnx")
+    work = tmp_path / "work"
+    work.mkdir()
+    target = targets()["qualcomm-htp-v75"]
+    config = {"target": target.id, "quantization.mode": "none", "compile": {"options": {}}}
+    request = StageRequest("compile", target, config, {"model": model}, work, work / "log.txt")
+    out = QnnCompile().run(request)
+    assert out.report["epcontext"]["partitions"] == 2
+    assert "2 HTP partitions with the CPU between them" in out.note
+    ctx = onnx.load(str(out.artifacts["context_model"]))
+    assert [n.op_type for n in ctx.graph.node if n.op_type != "EPContext"] == ["Erf"]
+
+
+def test_a_failed_compile_names_the_node_qnn_refused(tmp_path: Path) -> None:
+    model = _erf_only(tmp_path / "odd.onnx")
     erf = next(n.name for n in onnx.load(str(model)).graph.node if n.op_type == "Erf")
     work = tmp_path / "work"
     work.mkdir()

@@ -10,6 +10,7 @@ shapes fixed (the import stage), every one of these has one explicit static equi
 from __future__ import annotations
 
 from backends.passes.rewrite.rules import CLEANUP, Context, Match, Rewrite, int64_array
+from backends.passes.rewrite.rules.fold import ConstantFolding
 
 _PADDED = ("Conv", "MaxPool", "AveragePool", "LpPool")
 
@@ -104,4 +105,6 @@ class StaticShape(Rewrite):
         return bool(ctx.attr(i, "allowzero", 0)) or any(int(v) in (0, -1) for v in value.reshape(-1))
 
 
-REWRITES: list[Rewrite] = [ExplicitPads(), StaticShape()]
+REWRITES: list[Rewrite] = [ConstantFolding(), ExplicitPads(), StaticShape()]
+"""Constant subgraphs first (a Shape of a weight, its ReduceProd: onnx2tf turns them into values no
+Keras layer outputs), then the forms that read the static shapes folding leaves."""
