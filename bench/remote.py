@@ -13,6 +13,11 @@ Printed per remote: median wall and CPU (user + system of the process) of each s
 per-pair ratios npuctl / fsspec (goal, printed not asserted: <= 1.5), and a push with nothing new:
 its median wall (goal < 0.5 s) and the remote calls it made (stats.remote_calls).
 
+Both sides run as installed code does: this checkout's npuctl (PYTHONPATH), from compiled bytecode
+(a pycache folder of the bench's own, whatever PYTHONDONTWRITEBYTECODE says: pip compiles what it
+installs, and compiling npuctl's modules on every run would be most of the difference), after one
+untimed round that fills it.
+
 Run: python bench/remote.py [--runs 5]
 """
 
@@ -75,30 +80,38 @@ def make_repo(parent: Path) -> Path:
     (repo / ".gitignore").write_text(".npuctl/\n")
     digits_specs(repo, 3)
     write_det_repo(repo, "cpu", data="detdata")
-    env = {**os.environ, "NPUCTL_REMOTE": "none"}
+    env = {**installed_env(parent), "NPUCTL_REMOTE": "none"}
     subprocess.run([sys.executable, "-m", "reconciler", "apply", "-j", "2"], cwd=repo, env=env, check=True)
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "applied")
     return repo
 
 
-def remote_files(repo: Path, parent: Path) -> tuple[Path, list[str]]:
+def remote_files(repo: Path, parent: Path, env: dict[str, str]) -> tuple[Path, list[str]]:
     """What a remote holds after a first push: the folder and its files, relative."""
     golden = parent / "golden"
     npuctl = [sys.executable, "-m", "reconciler", "push", "--remote", f"file://{golden}"]
-    subprocess.run(npuctl, cwd=repo, check=True, capture_output=True)
+    subprocess.run(npuctl, cwd=repo, env=env, check=True, capture_output=True)
     names = sorted(str(p.relative_to(golden)) for p in golden.rglob("*") if p.is_file())
     return golden, names
 
 
+def installed_env(parent: Path) -> dict[str, str]:
+    """The environment of both sides: no remote but the one given, this checkout's code, bytecode
+    written to and read from a folder of the bench's own."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NPUCTL_REMOTE", "PYTHONDONTWRITEBYTECODE")}
+    path = [str(ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**env, "PYTHONPATH": os.pathsep.join(path), "PYTHONPYCACHEPREFIX": str(parent / "pycache")}
+
+
 def compare(kind: str, base_url: str, env: dict[str, str], repo: Path, parent: Path, runs: int) -> None:
     parent.mkdir(parents=True, exist_ok=True)
-    golden, names = remote_files(repo, parent)
+    golden, names = remote_files(repo, parent, env)
     size = sum((golden / n).stat().st_size for n in names)
     pushes, pulls, noops, calls = [], [], [], []
     npuctl = [sys.executable, "-m", "reconciler"]
     copy = [sys.executable, "-c", COPY]
-    for i in range(runs):
+    for i in range(-1, runs):  # round -1: the warm-up, not counted
         url = f"{base_url}/run{i}"
         copy_url = f"{base_url}/copy{i}"
         ours = _timed([*npuctl, "push", "--remote", url], repo, env)
@@ -116,6 +129,7 @@ def compare(kind: str, base_url: str, env: dict[str, str], repo: Path, parent: P
         pulls.append((ours[:2], theirs[:2]))
         shutil.rmtree(fresh)
         shutil.rmtree(down)
+    pushes, pulls, noops, calls = pushes[1:], pulls[1:], noops[1:], calls[1:]
     med = statistics.median
     print(f"{kind}: {len(names)} files, {size / 1e6:.1f} MB")
     for verb, pairs in (("push", pushes), ("pull", pulls)):
@@ -142,7 +156,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="npuctl-remote-bench-") as tmp:
         parent = Path(tmp)
         repo = make_repo(parent)
-        env = {k: v for k, v in os.environ.items() if k != "NPUCTL_REMOTE"}
+        env = installed_env(parent)
         compare("file://", f"file://{parent / 'remote'}", env, repo, parent, args.runs)
 
         import logging

@@ -327,7 +327,7 @@ class Remote:
             why = f"{received} bytes, {size} recorded" if received != size else f"sha256 {actual[:12]}"
             self._corrupt(path, Corrupt(f"object {digest[:12]} does not verify ({why})"))
             return False
-        store.put(local)
+        store.put(local, actual)
         self.stats.objects_fetched += 1
         self.stats.bytes_fetched += received
         return True
@@ -392,6 +392,27 @@ class Remote:
             if _HEX64.match(key) and self.record_path(key) not in self._bad:
                 keys.add(key)
         return keys
+
+    def object_digests(self) -> set[str]:
+        """The digest of every object the remote holds, in one recursive listing (empty when the
+        remote is down or holds none yet); an object found corrupt in this run is left out."""
+        if self.down is not None:
+            return set()
+        try:
+            fs, _ = self._open()
+            names = fs.find(self._path("objects"))
+        except FileNotFoundError:
+            return set()
+        except Exception as exc:  # noqa: BLE001 - any failure of a remote file system is a warning
+            self._fail("listing objects", exc)
+            return set()
+        digests = set()
+        for name in names:
+            parts = str(name).rstrip("/").rsplit("/", 2)
+            digest = "".join(parts[-2:]) if len(parts) == 3 else ""
+            if _HEX64.match(digest) and self.object_path(digest) not in self._bad:
+                digests.add(digest)
+        return digests
 
     def has_record(self, key: str) -> bool:
         if self.down is not None:
