@@ -20,6 +20,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -59,7 +60,7 @@ class RemoteConfig:
     def writable(self) -> bool:
         return self.push and self.scheme not in READ_ONLY
 
-    @property
+    @cached_property
     def identity(self) -> str:
         """What names one remote in this machine's record of what it holds (Database.remote_records):
         the URL, its options and the environment variables that can point the same URL at another
