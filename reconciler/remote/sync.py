@@ -23,7 +23,7 @@ from typing import Any
 from reconciler.engine.workspace import Workspace
 from reconciler.remote import layer
 from reconciler.repo import Layout
-from reconciler.state import lockfile, lockread
+from reconciler.state import lockfile, lockread, statcache
 from reconciler.state.db import Record
 
 
@@ -66,7 +66,8 @@ def recorded(spec_files: Sequence[Path], unreadable: list[str]) -> dict[str, Rec
 
 def push(ws: Workspace, spec_files: Sequence[Path], verify: bool = False) -> SyncResult:
     """Sends what the remote lacks. When this machine's record of the remote (Database.remote_records)
-    already holds every recorded key, nothing is asked: the push sends nothing and says so (`known`).
+    already holds every recorded key, nothing is asked: the push sends nothing and says so (`known`;
+    not with the caches off, statcache.enabled, where every answer is asked for again).
     Otherwise one listing of the records says which are there. `verify` asks whatever the record says,
     lists the objects too and sends again the artifacts a record there lacks; either listing corrects
     the record."""
@@ -74,7 +75,7 @@ def push(ws: Workspace, spec_files: Sequence[Path], verify: bool = False) -> Syn
     result = SyncResult()
     wanted = recorded(spec_files, result.unreadable)
     identity = ws.remote.config.identity
-    known = set() if verify else ws.db.remote_records(identity)
+    known = ws.db.remote_records(identity) if statcache.enabled() and not verify else set()
     if wanted and known.issuperset(wanted):
         result.present, result.known = list(wanted), True
         return result
