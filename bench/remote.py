@@ -11,7 +11,8 @@ Remotes: file:// (a local folder) and an S3 API served by moto's ThreadedMotoSer
 (an emulator, not S3; the endpoint reaches both sides through FSSPEC_S3_ENDPOINT_URL).
 Printed per remote: median wall and CPU (user + system of the process) of each side, the median of the
 per-pair ratios npuctl / fsspec (goal, printed not asserted: <= 1.5), and a push with nothing new:
-its median wall (goal < 0.5 s) and the remote calls it made (stats.remote_calls).
+its median wall (goal < 0.5 s) and the remote calls it made (stats.remote_calls), plain (this
+machine's record of the remote answers) and with `--verify` (the remote lists its records and objects).
 
 Both sides run as installed code does: this checkout's npuctl (PYTHONPATH), from compiled bytecode
 (a pycache folder of the bench's own, whatever PYTHONDONTWRITEBYTECODE says: pip compiles what it
@@ -108,7 +109,7 @@ def compare(kind: str, base_url: str, env: dict[str, str], repo: Path, parent: P
     parent.mkdir(parents=True, exist_ok=True)
     golden, names = remote_files(repo, parent, env)
     size = sum((golden / n).stat().st_size for n in names)
-    pushes, pulls, noops, calls = [], [], [], []
+    pushes, pulls, noops, calls, verified, verified_calls = [], [], [], [], [], []
     npuctl = [sys.executable, "-m", "reconciler"]
     copy = [sys.executable, "-c", COPY]
     for i in range(-1, runs):  # round -1: the warm-up, not counted
@@ -120,6 +121,9 @@ def compare(kind: str, base_url: str, env: dict[str, str], repo: Path, parent: P
         noop = _timed([*npuctl, "push", "--remote", url, "--json"], repo, env)
         noops.append(noop[:2])
         calls.append(json.loads(noop[2])["stats"]["remote_calls"])
+        listed = _timed([*npuctl, "push", "--remote", url, "--verify", "--json"], repo, env)
+        verified.append(listed[:2])
+        verified_calls.append(json.loads(listed[2])["stats"]["remote_calls"])
         fresh = parent / f"fresh{i}"
         git(parent, "clone", "-q", str(repo), str(fresh))
         down = parent / f"down{i}"
@@ -130,6 +134,7 @@ def compare(kind: str, base_url: str, env: dict[str, str], repo: Path, parent: P
         shutil.rmtree(fresh)
         shutil.rmtree(down)
     pushes, pulls, noops, calls = pushes[1:], pulls[1:], noops[1:], calls[1:]
+    verified, verified_calls = verified[1:], verified_calls[1:]
     med = statistics.median
     print(f"{kind}: {len(names)} files, {size / 1e6:.1f} MB")
     for verb, pairs in (("push", pushes), ("pull", pulls)):
@@ -141,12 +146,13 @@ def compare(kind: str, base_url: str, env: dict[str, str], repo: Path, parent: P
             f"ratio wall {wall:.2f}x, CPU {cpu:.2f}x "
             f"(goal <= {GOAL_RATIO}: {'met' if max(wall, cpu) <= GOAL_RATIO else 'NOT met'})"
         )
-    noop_wall, noop_cpu = med(n[0] for n in noops), med(n[1] for n in noops)
-    print(
-        f"  push with nothing new: {noop_wall:.2f} s wall, {noop_cpu:.2f} s CPU (goal < {GOAL_NOOP_S} s: "
-        f"{'met' if noop_wall < GOAL_NOOP_S else 'NOT met'}), {max(calls)} remote call(s)",
-        flush=True,
-    )
+    for label, timings, counts in (("", noops, calls), (" --verify", verified, verified_calls)):
+        wall, cpu = med(n[0] for n in timings), med(n[1] for n in timings)
+        print(
+            f"  push{label} with nothing new: {wall:.2f} s wall, {cpu:.2f} s CPU (goal < {GOAL_NOOP_S} s: "
+            f"{'met' if wall < GOAL_NOOP_S else 'NOT met'}), {max(counts)} remote call(s)",
+            flush=True,
+        )
 
 
 def main() -> None:
