@@ -65,6 +65,8 @@ def test_a_push_with_nothing_new_asks_nothing_and_a_pull_moves_bytes_without_rea
     listed, _ = _sync(git_repo, "push", "--remote", url, "--verify")
     assert listed["done"] == [] and set(listed["present"]) == keys and "present_by_record" not in listed
     assert listed["stats"]["remote_calls"] == 2  # one listing of the records, one of the objects
+    uncached = run_npuctl(git_repo, "push", "--remote", url, "--json", env={"NPUCTL_NO_CACHE": "1"})
+    assert json.loads(uncached.stdout)["stats"]["remote_calls"] == 1  # the caches off: the remote answers
 
     fresh = clone(git_repo, tmp_path / "fresh")
     pulled, heavy = _sync(fresh, "pull", "--remote", url)
