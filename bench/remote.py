@@ -11,7 +11,13 @@ Remotes: file:// (a local folder) and an S3 API served by moto's ThreadedMotoSer
 (an emulator, not S3; the endpoint reaches both sides through FSSPEC_S3_ENDPOINT_URL).
 Printed per remote: median wall and CPU (user + system of the process) of each side, the median of the
 per-pair ratios npuctl / fsspec (goal, printed not asserted: <= 1.5), and a push with nothing new:
-its median wall (goal < 0.5 s) and the remote calls it made (stats.remote_calls).
+its median wall (goal < 0.5 s) and the remote calls it made (stats.remote_calls), plain (this
+machine's record of the remote answers) and with `--verify` (the remote lists its records and objects).
+
+Both sides run as installed code does: this checkout's npuctl (PYTHONPATH), from compiled bytecode
+(a pycache folder of the bench's own, whatever PYTHONDONTWRITEBYTECODE says: pip compiles what it
+installs, and compiling npuctl's modules on every run would be most of the difference), after one
+untimed round that fills it.
 
 Run: python bench/remote.py [--runs 5]
 """
@@ -75,30 +81,38 @@ def make_repo(parent: Path) -> Path:
     (repo / ".gitignore").write_text(".npuctl/\n")
     digits_specs(repo, 3)
     write_det_repo(repo, "cpu", data="detdata")
-    env = {**os.environ, "NPUCTL_REMOTE": "none"}
+    env = {**installed_env(parent), "NPUCTL_REMOTE": "none"}
     subprocess.run([sys.executable, "-m", "reconciler", "apply", "-j", "2"], cwd=repo, env=env, check=True)
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "applied")
     return repo
 
 
-def remote_files(repo: Path, parent: Path) -> tuple[Path, list[str]]:
+def remote_files(repo: Path, parent: Path, env: dict[str, str]) -> tuple[Path, list[str]]:
     """What a remote holds after a first push: the folder and its files, relative."""
     golden = parent / "golden"
     npuctl = [sys.executable, "-m", "reconciler", "push", "--remote", f"file://{golden}"]
-    subprocess.run(npuctl, cwd=repo, check=True, capture_output=True)
+    subprocess.run(npuctl, cwd=repo, env=env, check=True, capture_output=True)
     names = sorted(str(p.relative_to(golden)) for p in golden.rglob("*") if p.is_file())
     return golden, names
 
 
+def installed_env(parent: Path) -> dict[str, str]:
+    """The environment of both sides: no remote but the one given, this checkout's code, bytecode
+    written to and read from a folder of the bench's own."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NPUCTL_REMOTE", "PYTHONDONTWRITEBYTECODE")}
+    path = [str(ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**env, "PYTHONPATH": os.pathsep.join(path), "PYTHONPYCACHEPREFIX": str(parent / "pycache")}
+
+
 def compare(kind: str, base_url: str, env: dict[str, str], repo: Path, parent: Path, runs: int) -> None:
     parent.mkdir(parents=True, exist_ok=True)
-    golden, names = remote_files(repo, parent)
+    golden, names = remote_files(repo, parent, env)
     size = sum((golden / n).stat().st_size for n in names)
-    pushes, pulls, noops, calls = [], [], [], []
+    pushes, pulls, noops, calls, verified, verified_calls = [], [], [], [], [], []
     npuctl = [sys.executable, "-m", "reconciler"]
     copy = [sys.executable, "-c", COPY]
-    for i in range(runs):
+    for i in range(-1, runs):  # round -1: the warm-up, not counted
         url = f"{base_url}/run{i}"
         copy_url = f"{base_url}/copy{i}"
         ours = _timed([*npuctl, "push", "--remote", url], repo, env)
@@ -107,6 +121,9 @@ def compare(kind: str, base_url: str, env: dict[str, str], repo: Path, parent: P
         noop = _timed([*npuctl, "push", "--remote", url, "--json"], repo, env)
         noops.append(noop[:2])
         calls.append(json.loads(noop[2])["stats"]["remote_calls"])
+        listed = _timed([*npuctl, "push", "--remote", url, "--verify", "--json"], repo, env)
+        verified.append(listed[:2])
+        verified_calls.append(json.loads(listed[2])["stats"]["remote_calls"])
         fresh = parent / f"fresh{i}"
         git(parent, "clone", "-q", str(repo), str(fresh))
         down = parent / f"down{i}"
@@ -116,6 +133,8 @@ def compare(kind: str, base_url: str, env: dict[str, str], repo: Path, parent: P
         pulls.append((ours[:2], theirs[:2]))
         shutil.rmtree(fresh)
         shutil.rmtree(down)
+    pushes, pulls, noops, calls = pushes[1:], pulls[1:], noops[1:], calls[1:]
+    verified, verified_calls = verified[1:], verified_calls[1:]
     med = statistics.median
     print(f"{kind}: {len(names)} files, {size / 1e6:.1f} MB")
     for verb, pairs in (("push", pushes), ("pull", pulls)):
@@ -127,12 +146,13 @@ def compare(kind: str, base_url: str, env: dict[str, str], repo: Path, parent: P
             f"ratio wall {wall:.2f}x, CPU {cpu:.2f}x "
             f"(goal <= {GOAL_RATIO}: {'met' if max(wall, cpu) <= GOAL_RATIO else 'NOT met'})"
         )
-    noop_wall, noop_cpu = med(n[0] for n in noops), med(n[1] for n in noops)
-    print(
-        f"  push with nothing new: {noop_wall:.2f} s wall, {noop_cpu:.2f} s CPU (goal < {GOAL_NOOP_S} s: "
-        f"{'met' if noop_wall < GOAL_NOOP_S else 'NOT met'}), {max(calls)} remote call(s)",
-        flush=True,
-    )
+    for label, timings, counts in (("", noops, calls), (" --verify", verified, verified_calls)):
+        wall, cpu = med(n[0] for n in timings), med(n[1] for n in timings)
+        print(
+            f"  push{label} with nothing new: {wall:.2f} s wall, {cpu:.2f} s CPU (goal < {GOAL_NOOP_S} s: "
+            f"{'met' if wall < GOAL_NOOP_S else 'NOT met'}), {max(counts)} remote call(s)",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -142,7 +162,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="npuctl-remote-bench-") as tmp:
         parent = Path(tmp)
         repo = make_repo(parent)
-        env = {k: v for k, v in os.environ.items() if k != "NPUCTL_REMOTE"}
+        env = installed_env(parent)
         compare("file://", f"file://{parent / 'remote'}", env, repo, parent, args.runs)
 
         import logging

@@ -49,9 +49,12 @@ def attach(ws: Workspace, url: str | None, fetch: bool = True) -> None:
     ws.remote_fetch = fetch
 
 
-def sync_command(verb: str, paths: tuple[Path, ...], remote_url: str | None, as_json: bool) -> int:
+def sync_command(
+    verb: str, paths: tuple[Path, ...], remote_url: str | None, as_json: bool, verify: bool = False
+) -> int:
     """push and pull: move every stage the lock files record; exit 1 when there is no remote or it
-    failed. `verb` is "push" or "pull" (reconciler.remote.sync's function of that name)."""
+    failed. `verb` is "push" or "pull" (reconciler.remote.sync's function of that name); `verify`:
+    push lists the remote whatever this machine's record of it says."""
     import json
 
     from reconciler.engine.workspace import Workspace
@@ -78,7 +81,7 @@ def sync_command(verb: str, paths: tuple[Path, ...], remote_url: str | None, as_
     ws = Workspace.open(root)
     try:
         ws.remote = remote
-        result = (sync.push if verb == "push" else sync.pull)(ws, spec_files)
+        result = sync.push(ws, spec_files, verify) if verb == "push" else sync.pull(ws, spec_files)
     finally:
         ws.close()
     if as_json:
@@ -89,6 +92,11 @@ def sync_command(verb: str, paths: tuple[Path, ...], remote_url: str | None, as_
             "stats": remote.stats.to_json(),
         }
         click.echo(json.dumps(data, indent=2, sort_keys=True))
+    elif result.known:
+        click.echo(
+            f"push {remote.url}: nothing new since the last push or pull here ({len(result.present)} "
+            "already there by this machine's record; --verify lists the remote)"
+        )
     else:
         absent = "not built here" if verb == "push" else "not on the remote"
         click.echo(

@@ -146,6 +146,10 @@ class RemoteSyncOutput(Record):
     unreadable: Omittable[list[str]] = optional(
         "lock files that could not be read (FILE:LINE:COL: why): their specs were skipped, exit 1"
     )
+    present_by_record: Omittable[bool] = optional(
+        "push: `present` is this machine's record of what it pushed, fetched or saw listed there, not "
+        "an answer of the remote (it was not asked; `--verify` asks it)"
+    )
     stats: dict[str, Count]
 
 

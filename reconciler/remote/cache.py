@@ -198,6 +198,8 @@ class Remote:
     """Remote paths found corrupt in this run: a push replaces them."""
     broken: set[str] = field(default_factory=set)
     """Keys whose remote copy (record or artifacts) did not verify in this run."""
+    _made: set[str] = field(default_factory=set)
+    """Remote folders made in this run."""
 
     @property
     def url(self) -> str:
@@ -247,20 +249,30 @@ class Remote:
         self.warn(f"remote {self.url}: {exc}: ignored, the stage is built here")
 
     def _put(self, local: Path, path: str) -> None:
+        """Uploads `local` to `path`: in one PUT on an object store, else to `tmp/` and renamed into
+        place (an upload that did not move is removed)."""
         fs, _ = self._open()
-        parent = path.rsplit("/", 1)[0]
         if self.config.scheme in _OBJECT_STORES:
             fs.put_file(str(local), path)
             return
         tmp = self._path("tmp", f"{uuid.uuid4().hex}.part")
-        fs.makedirs(tmp.rsplit("/", 1)[0], exist_ok=True)
-        fs.makedirs(parent, exist_ok=True)
+        self._makedirs(fs, tmp.rsplit("/", 1)[0])
+        self._makedirs(fs, path.rsplit("/", 1)[0])
         fs.put_file(str(local), tmp)
+        moved = False
         try:
             fs.mv(tmp, path)
+            moved = True
         finally:
-            if fs.exists(tmp):
+            if not moved and fs.exists(tmp):
                 fs.rm_file(tmp)
+
+    def _makedirs(self, fs: Any, folder: str) -> None:
+        """Makes a remote folder once a run: a folder is made before the first upload into it, not
+        before each (every call is a round trip)."""
+        if folder not in self._made:
+            fs.makedirs(folder, exist_ok=True)
+            self._made.add(folder)
 
     # reading -------------------------------------------------------------------------------------
     def record(self, key: str, trust: Trust) -> Record | None:
@@ -327,7 +339,7 @@ class Remote:
             why = f"{received} bytes, {size} recorded" if received != size else f"sha256 {actual[:12]}"
             self._corrupt(path, Corrupt(f"object {digest[:12]} does not verify ({why})"))
             return False
-        store.put(local)
+        store.put(local, actual)
         self.stats.objects_fetched += 1
         self.stats.bytes_fetched += received
         return True
@@ -392,6 +404,27 @@ class Remote:
             if _HEX64.match(key) and self.record_path(key) not in self._bad:
                 keys.add(key)
         return keys
+
+    def object_digests(self) -> set[str]:
+        """The digest of every object the remote holds, in one recursive listing (empty when the
+        remote is down or holds none yet); an object found corrupt in this run is left out."""
+        if self.down is not None:
+            return set()
+        try:
+            fs, _ = self._open()
+            names = fs.find(self._path("objects"))
+        except FileNotFoundError:
+            return set()
+        except Exception as exc:  # noqa: BLE001 - any failure of a remote file system is a warning
+            self._fail("listing objects", exc)
+            return set()
+        digests = set()
+        for name in names:
+            parts = str(name).rstrip("/").rsplit("/", 2)
+            digest = "".join(parts[-2:]) if len(parts) == 3 else ""
+            if _HEX64.match(digest) and self.object_path(digest) not in self._bad:
+                digests.add(digest)
+        return digests
 
     def has_record(self, key: str) -> bool:
         if self.down is not None:

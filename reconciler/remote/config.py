@@ -15,15 +15,18 @@ repository. The CLI option beats the environment, which beats the file; `none` t
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from reconciler.spec import _yaml
-from reconciler.spec._errors import SpecError, SpecErrors
+if TYPE_CHECKING:
+    from reconciler.spec import _yaml
 
 CONFIG_FILE = ".npuctl.yaml"
 ENV_URL = "NPUCTL_REMOTE"
@@ -33,6 +36,8 @@ SCHEMES = ("file", "sftp", "ssh", "s3", "s3a", "gs", "gcs", "http", "https")
 READ_ONLY = ("http", "https")
 _SECRET = re.compile(r"(pass|secret|token|credential|key|auth|session|cert)", re.IGNORECASE)
 _ALLOWED_KEYS = {"url", "options", "push"}
+_STEERING = re.compile(r"^FSSPEC_|ENDPOINT|EMULATOR_HOST")
+"""Environment variables that can send one URL to another server (RemoteConfig.identity)."""
 _AUTH_METHODS = {"token": {"anon", "google_default", "cloud"}}
 """Secret-sounding option keys whose value may name how to authenticate, never a credential: gcsfs's
 `token: anon` (no credentials, for public buckets and emulators) or `google_default` / `cloud` (the
@@ -55,16 +60,30 @@ class RemoteConfig:
     def writable(self) -> bool:
         return self.push and self.scheme not in READ_ONLY
 
+    @cached_property
+    def identity(self) -> str:
+        """What names one remote in this machine's record of what it holds (Database.remote_records):
+        the URL, its options and the environment variables that can point the same URL at another
+        server (fsspec's configuration, endpoints, emulator hosts). Another value is another remote,
+        of which nothing is known yet. Hashed: such a variable may hold a credential."""
+        steering = {k: v for k, v in os.environ.items() if _STEERING.search(k)}
+        text = json.dumps([self.options, steering], sort_keys=True, separators=(",", ":"), default=str)
+        return f"{self.url} {hashlib.sha256(text.encode()).hexdigest()}"
+
 
 class ConfigError(ValueError):
     """A remote configuration that must not be used; the message is one line."""
 
 
 def _error(file: Path, node: _yaml.Node, field_path: str, message: str) -> ConfigError:
+    from reconciler.spec._errors import SpecError
+
     return ConfigError(str(SpecError(file, node.mark.line, node.mark.column, field_path, message)))
 
 
 def _plain(node: _yaml.Node) -> Any:
+    from reconciler.spec import _yaml
+
     if isinstance(node, _yaml.Scalar):
         return node.value
     if isinstance(node, _yaml.Seq):
@@ -87,6 +106,9 @@ def check_url(url: str) -> str | None:
 
 def _check_options(file: Path, node: _yaml.Node, path: str) -> None:
     """Options nest (s3fs's client_kwargs); every key at every depth is checked."""
+    from reconciler.spec import _yaml
+    from reconciler.spec._errors import SpecError
+
     if isinstance(node, _yaml.Map):
         for key, (mark, value) in node.entries.items():
             method = value.value if isinstance(value, _yaml.Scalar) else None
@@ -105,10 +127,15 @@ def _check_options(file: Path, node: _yaml.Node, path: str) -> None:
 
 
 def read_file(root: Path) -> RemoteConfig | None:
-    """The committed configuration, or None when the repository has none (or no `remote` in it)."""
+    """The committed configuration, or None when the repository has none (or no `remote` in it).
+    The YAML reader is imported only here: a URL given on the command line or in the environment
+    needs none of it."""
     file = root / CONFIG_FILE
     if not file.exists() and not file.is_symlink():
         return None
+    from reconciler.spec import _yaml
+    from reconciler.spec._errors import SpecError, SpecErrors
+
     try:
         tree = _yaml.read(file)
     except SpecErrors as exc:

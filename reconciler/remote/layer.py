@@ -4,6 +4,7 @@
 every artifact the local store lacks (each verified), then records it in state.db: from there on the
 stage is an ordinary local cache hit. In plan (`ws.remote_fetch` False) it reads only the record, so
 plan can say "in the remote cache" without moving artifacts. `publish` pushes what a build produced.
+Both note the key in this machine's record of what the remote holds (Database.remote_records).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def lookup(ws: Workspace, key: str, key_inputs: dict[str, Any], lock_record: Rec
             remote.miss(key, broken=remote.down is None)  # until this run pushes a good copy
             return None
     ws.db.put_record(record)
+    ws.db.saw_on_remote(remote.config.identity, [key])
     return record
 
 
@@ -56,4 +58,7 @@ def publish(ws: Workspace, record: Record) -> bool:
     """Pushes a record built (or verified) here; False when there is no writable remote or it failed."""
     if ws.remote is None or not ws.usable(record):
         return False
-    return ws.remote.push(record, ws.store, ws.layout.tmp, ws.trust)
+    if not ws.remote.push(record, ws.store, ws.layout.tmp, ws.trust):
+        return False
+    ws.db.saw_on_remote(ws.remote.config.identity, [record.key])
+    return True

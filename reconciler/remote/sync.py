@@ -7,7 +7,10 @@ store lacks (verified). Identity stages are not moved: any machine re-derives th
 Moving bytes needs no spec to be valid: the lock file beside each spec file names what to move, so
 neither validates a spec nor reads a model (a fresh clone would otherwise summarise every model
 before its first byte moved). Push asks the remote which records it holds in one listing, so a
-push with nothing new costs one remote call whatever the number of stages.
+push with nothing new costs one remote call whatever the number of stages; none at all when this
+machine already pushed, fetched or saw listed there every recorded stage (Database.remote_records),
+which is what a push right after a build or a pull finds. That record can only be wrong when someone
+else removes records from the remote; `push --verify` lists the remote and corrects it.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 from reconciler.engine.workspace import Workspace
 from reconciler.remote import layer
 from reconciler.repo import Layout
-from reconciler.state import lockfile, lockread
+from reconciler.state import lockfile, lockread, statcache
 from reconciler.state.db import Record
 
 
@@ -33,10 +36,13 @@ class SyncResult:
     """Not at the source (push: not built here; pull: not on the remote)."""
     unreadable: list[str] = field(default_factory=list)
     """Lock files that could not be read (`FILE:LINE:COL: why`): their specs were skipped."""
+    known: bool = False
+    """`present` is this machine's record of the remote, not an answer of the remote (push)."""
 
     def to_json(self) -> dict[str, Any]:
         unreadable = {"unreadable": self.unreadable} if self.unreadable else {}
-        return {"done": self.done, "present": self.present, "absent": self.absent, **unreadable}
+        known = {"present_by_record": True} if self.known else {}
+        return {"done": self.done, "present": self.present, "absent": self.absent, **unreadable, **known}
 
 
 def recorded(spec_files: Sequence[Path], unreadable: list[str]) -> dict[str, Record]:
@@ -58,15 +64,29 @@ def recorded(spec_files: Sequence[Path], unreadable: list[str]) -> dict[str, Rec
     return dict(sorted(out.items()))
 
 
-def push(ws: Workspace, spec_files: Sequence[Path]) -> SyncResult:
+def push(ws: Workspace, spec_files: Sequence[Path], verify: bool = False) -> SyncResult:
+    """Sends what the remote lacks. When this machine's record of the remote (Database.remote_records)
+    already holds every recorded key, nothing is asked: the push sends nothing and says so (`known`;
+    not with the caches off, statcache.enabled, where every answer is asked for again).
+    Otherwise one listing of the records says which are there. `verify` asks whatever the record says,
+    lists the objects too and sends again the artifacts a record there lacks; either listing corrects
+    the record."""
     assert ws.remote is not None
     result = SyncResult()
     wanted = recorded(spec_files, result.unreadable)
-    there = ws.remote.record_keys() if wanted and ws.remote.config.writable else set()
+    identity = ws.remote.config.identity
+    known = ws.db.remote_records(identity) if statcache.enabled() and not verify else set()
+    if wanted and known.issuperset(wanted):
+        result.present, result.known = list(wanted), True
+        return result
+    if not wanted or not ws.remote.config.writable:
+        return result
+    there = ws.remote.record_keys()
+    objects = ws.remote.object_digests() if verify else None
     if ws.remote.down is not None:
         return result
-    for key in wanted:
-        if key in there:
+    for key, lock_record in wanted.items():
+        if key in there and (objects is None or _whole(lock_record, objects)):
             result.present.append(key)
             continue
         local = ws.db.record(key)
@@ -78,7 +98,14 @@ def push(ws: Workspace, spec_files: Sequence[Path]) -> SyncResult:
             result.done.append(key)
         if ws.remote.down is not None:
             break
+    gone = (ws.db.remote_records(identity) - there - set(result.done)) | set(result.absent)
+    ws.db.saw_on_remote(identity, set(result.present), gone)
     return result
+
+
+def _whole(record: Record, objects: set[str]) -> bool:
+    """Every artifact `record` names is among `objects`."""
+    return all(meta.get("digest") in objects for meta in record.artifacts.values())
 
 
 def pull(ws: Workspace, spec_files: Sequence[Path]) -> SyncResult:

@@ -23,14 +23,51 @@ Public surface used by the engine and the CLI (implemented in the private module
   file, cached under .npuctl/cache/onnx-summary/; raises ModelError for a file that is not ONNX.
 """
 
-from reconciler.spec._check import SpecReport, check, load_all
-from reconciler.spec._discover import discover
-from reconciler.spec._errors import SpecError, SpecErrors
-from reconciler.spec._load import LoadedSpec, load
-from reconciler.spec._paths import model_file, resolve_path
-from reconciler.spec._semantic import semantic_errors
-from reconciler.spec._summary import InputInfo, ModelError, ModelSummary
-from reconciler.spec._summary import summary as model_summary
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from reconciler.spec._check import SpecReport, check, load_all
+    from reconciler.spec._discover import discover
+    from reconciler.spec._errors import SpecError, SpecErrors
+    from reconciler.spec._load import LoadedSpec, load
+    from reconciler.spec._paths import model_file, resolve_path
+    from reconciler.spec._semantic import semantic_errors
+    from reconciler.spec._summary import InputInfo, ModelError, ModelSummary
+    from reconciler.spec._summary import summary as model_summary
+
+_HOMES: dict[str, tuple[str, str]] = {
+    "SpecReport": ("_check", "SpecReport"),
+    "check": ("_check", "check"),
+    "load_all": ("_check", "load_all"),
+    "discover": ("_discover", "discover"),
+    "SpecError": ("_errors", "SpecError"),
+    "SpecErrors": ("_errors", "SpecErrors"),
+    "LoadedSpec": ("_load", "LoadedSpec"),
+    "load": ("_load", "load"),
+    "model_file": ("_paths", "model_file"),
+    "resolve_path": ("_paths", "resolve_path"),
+    "semantic_errors": ("_semantic", "semantic_errors"),
+    "InputInfo": ("_summary", "InputInfo"),
+    "ModelError": ("_summary", "ModelError"),
+    "ModelSummary": ("_summary", "ModelSummary"),
+    "model_summary": ("_summary", "summary"),
+}
+"""Public name -> (the private module defining it, its name there). Loaded on first use: a command
+that needs one module of the package (push and pull find spec files, nothing more) does not import
+the loader, the checks and their dependencies."""
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home[0]}"), home[1])
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "InputInfo",

@@ -14,7 +14,7 @@ import re
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +75,11 @@ CREATE TABLE IF NOT EXISTS ledger (
     data TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS ledger_spec ON ledger (spec, time_ns);
+CREATE TABLE IF NOT EXISTS remote_records (
+    remote TEXT NOT NULL,
+    key TEXT NOT NULL,
+    PRIMARY KEY (remote, key)
+);
 """
 
 
@@ -228,6 +233,24 @@ class Database:
             self.conn.execute("ROLLBACK")
             raise
         self.conn.execute("COMMIT")
+
+    # what a remote holds, as far as this machine saw ---------------------------------------------------
+    def remote_records(self, remote: str) -> set[str]:
+        """The keys this machine pushed to, fetched from or saw listed at `remote` (a
+        RemoteConfig.identity): what a push may take as there without asking."""
+        rows = self.conn.execute("SELECT key FROM remote_records WHERE remote = ?", (remote,))
+        return {row[0] for row in rows}
+
+    def saw_on_remote(self, remote: str, present: Iterable[str], gone: Iterable[str] = ()) -> None:
+        """Records what the remote was seen to hold: `present` keys are there, `gone` keys (listed as
+        known here, absent from a fresh listing) are not."""
+        with self.transaction() as conn:
+            conn.executemany(
+                "DELETE FROM remote_records WHERE remote = ? AND key = ?", [(remote, k) for k in gone]
+            )
+            conn.executemany(
+                "INSERT OR IGNORE INTO remote_records VALUES (?, ?)", [(remote, k) for k in present]
+            )
 
     # records -------------------------------------------------------------------------------------
     def record(self, key: str) -> Record | None:

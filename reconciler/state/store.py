@@ -43,9 +43,11 @@ class Store:
     def has(self, digest: str) -> bool:
         return self.path(digest).is_file()
 
-    def put(self, source: Path) -> str:
-        """Add a file; returns its digest. The source is consumed (moved when on the same device)."""
-        digest = sha256_file(source)
+    def put(self, source: Path, digest: str | None = None) -> str:
+        """Add a file; returns its digest. The source is consumed (moved when on the same device).
+        `digest`: what the caller hashed from these very bytes (a download it verified), so they are
+        not read again."""
+        digest = digest or sha256_file(source)
         final = self.path(digest)
         if final.is_file():
             source.unlink()

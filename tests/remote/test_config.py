@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.remote.config import ENV_URL, ConfigError, read_file, resolve
+from reconciler.remote.config import ENV_URL, ConfigError, RemoteConfig, read_file, resolve
 
 
 def _write(root: Path, text: str) -> Path:
@@ -98,3 +98,23 @@ def test_cli_beats_environment_beats_file_and_none_turns_it_off(
     assert resolve(tmp_path) is None
     with pytest.raises(ConfigError, match=r"--remote: .*password"):
         resolve(tmp_path, "s3://k:s@bucket/x")
+
+
+def test_a_remote_is_another_when_its_url_options_or_endpoint_variables_differ(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What this machine records of a remote's records is kept per identity: one bucket name behind
+    another endpoint is another remote, and a variable that may hold a credential is hashed, not kept."""
+    monkeypatch.delenv("FSSPEC_S3_ENDPOINT_URL", raising=False)
+    base = RemoteConfig("s3://bucket/cache").identity
+    assert base == RemoteConfig("s3://bucket/cache").identity
+    assert base.startswith("s3://bucket/cache ")
+    assert RemoteConfig("s3://bucket/other").identity != base
+    assert RemoteConfig("s3://bucket/cache", {"endpoint_url": "http://127.0.0.1:9"}).identity != base
+    monkeypatch.setenv("FSSPEC_S3_ENDPOINT_URL", "http://127.0.0.1:9")
+    assert RemoteConfig("s3://bucket/cache").identity != base
+    monkeypatch.setenv("FSSPEC_S3_SECRET", "hunter2")
+    steered = RemoteConfig("s3://bucket/cache").identity
+    assert "hunter2" not in steered
+    monkeypatch.setenv("UNRELATED_SETTING", "1")
+    assert RemoteConfig("s3://bucket/cache").identity == steered

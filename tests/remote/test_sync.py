@@ -1,7 +1,8 @@
-"""`npuctl push` / `pull` on a file:// remote, counted rather than timed: a push with nothing new asks
-the remote once whatever the number of stages; a pull in a fresh clone sends two calls per record and
-per object it moves, and neither imports what the URL does not need (a model library, the spec
-models, another file system's client)."""
+"""`npuctl push` / `pull` on a file:// remote, counted rather than timed: a push with nothing new since
+this machine's last push asks the remote nothing, and once (one listing) whatever the number of
+stages when told to `--verify`; a pull in a fresh clone sends two calls per record and per object it
+moves, and neither imports what the URL does not need (a model library, the spec models, another file
+system's client)."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def _recorded_keys(repo: Path) -> set[str]:
     return keys
 
 
-def test_a_push_with_nothing_new_is_one_call_and_a_pull_moves_bytes_without_reading_models(
+def test_a_push_with_nothing_new_asks_nothing_and_a_pull_moves_bytes_without_reading_models(
     git_repo: Path, tmp_path: Path
 ) -> None:
     digits_specs(git_repo, 2)
@@ -58,9 +59,14 @@ def test_a_push_with_nothing_new_is_one_call_and_a_pull_moves_bytes_without_read
     first, _ = _sync(git_repo, "push", "--remote", url)
     assert set(first["done"]) == keys
     again, heavy = _sync(git_repo, "push", "--remote", url)
-    assert again["done"] == [] and set(again["present"]) == keys
-    assert again["stats"]["remote_calls"] == 1  # one listing of the records, not a lookup per stage
+    assert again["done"] == [] and set(again["present"]) == keys and again["present_by_record"]
+    assert again["stats"]["remote_calls"] == 0  # this machine just sent them all
     assert heavy == []
+    listed, _ = _sync(git_repo, "push", "--remote", url, "--verify")
+    assert listed["done"] == [] and set(listed["present"]) == keys and "present_by_record" not in listed
+    assert listed["stats"]["remote_calls"] == 2  # one listing of the records, one of the objects
+    uncached = run_npuctl(git_repo, "push", "--remote", url, "--json", env={"NPUCTL_NO_CACHE": "1"})
+    assert json.loads(uncached.stdout)["stats"]["remote_calls"] == 1  # the caches off: the remote answers
 
     fresh = clone(git_repo, tmp_path / "fresh")
     pulled, heavy = _sync(fresh, "pull", "--remote", url)
@@ -71,3 +77,37 @@ def test_a_push_with_nothing_new_is_one_call_and_a_pull_moves_bytes_without_read
     assert pulled["stats"]["remote_calls"] == 2 * len(keys) + 2 * len(objects)
     assert heavy == []
     assert git(fresh, "status", "--porcelain") == ""
+
+
+def test_push_verify_sends_again_what_someone_removed_from_the_remote(git_repo: Path, tmp_path: Path) -> None:
+    """This machine's record of the remote cannot see a removal made elsewhere: a plain push says
+    nothing is new, and says it from the record; `--verify` lists the remote and sends the record
+    and the object that are gone, and a new stage makes a plain push list the remote again."""
+    digits_specs(git_repo, 2)
+    assert run_npuctl(git_repo, "apply").returncode == 0
+    commit(git_repo)
+    shared = tmp_path / "shared"
+    url = f"file://{shared}"
+    _sync(git_repo, "push", "--remote", url)
+    gone_record = sorted((shared / "records").iterdir())[0]
+    gone_record.unlink()
+    gone_object = sorted(p for p in (shared / "objects").rglob("*") if p.is_file())[0]
+    gone_object.unlink()
+
+    stale = run_npuctl(git_repo, "push", "--remote", url)
+    assert stale.returncode == 0 and "nothing new since the last push or pull here" in stale.stdout
+    assert "--verify" in stale.stdout
+
+    verified, _ = _sync(git_repo, "push", "--remote", url, "--verify")
+    assert gone_record.stem in verified["done"]
+    assert verified["stats"]["records_pushed"] == 1 and verified["stats"]["objects_pushed"] == 1
+    assert gone_record.is_file() and gone_object.is_file()
+    again, _ = _sync(git_repo, "push", "--remote", url)
+    assert again["stats"]["remote_calls"] == 0 and again["done"] == []
+
+    digits_specs(git_repo, 3)
+    assert run_npuctl(git_repo, "apply", "--remote", "none").returncode == 0
+    commit(git_repo, "a third spec")
+    grown, _ = _sync(git_repo, "push", "--remote", url)
+    assert len(grown["done"]) == 1 and "present_by_record" not in grown
+    assert grown["stats"]["remote_calls"] > 0
