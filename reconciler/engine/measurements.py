@@ -50,9 +50,13 @@ def runner_identity(report: dict[str, Any]) -> str | None:
 
 
 def _signed(record: Record, measurement: dict[str, Any], runner: str | None) -> dict[str, Any]:
-    if "digest" in measurement:
-        return measurement  # read from a lock file: kept as recorded, checked by integrity
-    out = {**measurement, "record": record.key}
+    """The measurement named after `record`. One read from a lock file is kept as recorded (integrity
+    checks it) while it names this very record; one a record carries over from an earlier key (a
+    stage rebuilt to the same outputs keeps its report) names the record it now belongs to, so no
+    measurement points at a record the lock no longer holds."""
+    if "digest" in measurement and measurement.get("record") == record.key:
+        return measurement
+    out = {k: v for k, v in measurement.items() if k != "digest"} | {"record": record.key}
     if runner and record.stage == "evaluate" and not Evidence.parse(out.get("evidence", "")).is_estimate:
         out["runner"] = runner
     out["digest"] = digest(out)

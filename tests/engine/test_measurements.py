@@ -48,3 +48,16 @@ def test_collected_measurements_carry_their_record_and_digest() -> None:
         )[name]
         == measured
     ), "a measurement read back from a lock keeps its recorded digest"
+
+
+def test_a_measurement_carried_into_a_record_of_a_new_key_names_that_record() -> None:
+    """A stage rebuilt under a new key to the same outputs keeps its report, lock-read measurements
+    included: each names the record it now belongs to, with its digest over that name, so the lock
+    never holds a measurement of a record it no longer has."""
+    old = {"value": 0.9, "evidence": "estimated: op table", "detail": "d", "record": "a" * 64, "digest": "x"}
+    record = Record("b" * 64, "check", {}, {}, {"measurements": {"npu_coverage": old}}, "", "")
+    measured = collect({"check": record})["npu_coverage"]
+    assert measured["record"] == "b" * 64 and measured["value"] == 0.9
+    signed = {k: measured.get(k) for k in ("record", "value", "evidence", "detail", "runner")}
+    text = json.dumps(signed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert measured["digest"] == hashlib.sha256(text.encode()).hexdigest()
