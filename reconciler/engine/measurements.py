@@ -49,12 +49,14 @@ def runner_identity(report: dict[str, Any]) -> str | None:
     return "; ".join(parts)
 
 
-def _signed(record: Record, measurement: dict[str, Any], runner: str | None) -> dict[str, Any]:
+def _signed(
+    record: Record, measurement: dict[str, Any], runner: str | None, held: frozenset[str] = frozenset()
+) -> dict[str, Any]:
     """The measurement named after `record`. One read from a lock file is kept as recorded (integrity
-    checks it) while it names this very record; one a record carries over from an earlier key (a
-    stage rebuilt to the same outputs keeps its report) names the record it now belongs to, so no
-    measurement points at a record the lock no longer holds."""
-    if "digest" in measurement and measurement.get("record") == record.key:
+    checks it) while it names a record the variant still holds (`held`: a lock-read evaluate record
+    carries every measurement of its variant); one that names a key no record has any more (a stage
+    rebuilt under a new key to the same outputs keeps its report) names `record`, where it now is."""
+    if "digest" in measurement and measurement.get("record") in (held or {record.key}):
         return measurement
     out = {k: v for k, v in measurement.items() if k != "digest"} | {"record": record.key}
     if runner and record.stage == "evaluate" and not Evidence.parse(out.get("evidence", "")).is_estimate:
@@ -67,6 +69,7 @@ def collect(records: dict[str, Record], compile_failed: bool = False) -> dict[st
     """The variant's measurements. After a failed compile there is no estimate (the roofline would
     describe an artifact that does not exist); a bundle whose vendor tool did not run has no size."""
     merged: dict[str, dict[str, Any]] = {}
+    held = frozenset(r.key for r in records.values())
     for stage in SOURCES:
         record = records.get(stage)
         if record is None:
@@ -74,7 +77,7 @@ def collect(records: dict[str, Record], compile_failed: bool = False) -> dict[st
         runner = runner_identity(record.report) if stage == "evaluate" else None
         for name, measurement in (record.report.get("measurements") or {}).items():
             if isinstance(measurement, dict):
-                merged[name] = _signed(record, measurement, runner)
+                merged[name] = _signed(record, measurement, runner, held)
     if compile_failed:
         for name in [n for n, m in merged.items() if Evidence.parse(m.get("evidence", "")).is_estimate]:
             if name.startswith("latency_ms."):

@@ -61,3 +61,14 @@ def test_a_measurement_carried_into_a_record_of_a_new_key_names_that_record() ->
     signed = {k: measured.get(k) for k in ("record", "value", "evidence", "detail", "runner")}
     text = json.dumps(signed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     assert measured["digest"] == hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_a_lock_read_record_keeps_the_measurements_of_the_records_it_names() -> None:
+    """Read from a lock, evaluate's record carries every measurement of its variant, each naming the
+    record that made it: those that name a record the variant holds stay as recorded."""
+    check = {"value": 0.5, "evidence": "estimated", "detail": "d", "record": "c" * 64, "digest": "kept"}
+    records = {
+        "check": Record("c" * 64, "check", {}, {}, {}, "", ""),
+        "evaluate": Record("e" * 64, "evaluate", {}, {}, {"measurements": {"npu_coverage": check}}, "", ""),
+    }
+    assert collect(records)["npu_coverage"] == check
