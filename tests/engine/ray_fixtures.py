@@ -12,7 +12,7 @@ import secrets
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,3 +101,47 @@ def ray_cluster(workdir: Path, nodes: list[dict[str, Any]]) -> Iterator[RayClust
         child.kill() if child.poll() is None else None
         child.wait(timeout=60)
         subprocess.run(["rm", "-rf", temp], check=False)
+
+
+@dataclass(frozen=True)
+class Killed:
+    """What `apply --json` said after one of its busy workers was SIGKILLed."""
+
+    returncode: int
+    log: str
+    """stderr"""
+    data: dict[str, Any]
+    """stdout, parsed: it must be exactly one JSON document"""
+
+
+def apply_killing_one(
+    repo: Path, executor_args: list[str], busy: Callable[[Any], Any], wait_s: float, poll_s: float
+) -> Killed:
+    """Runs `npuctl apply --json` with `executor_args`, SIGKILLs the first process `busy(psutil
+    process of the apply)` finds (a worker running a spec) and waits for the apply to finish."""
+    import signal
+    import time
+
+    import psutil
+
+    out, err = repo.parent / "stdout", repo.parent / "stderr"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        apply = subprocess.Popen(
+            [sys.executable, "-m", "reconciler", "apply", *executor_args, "--json"],
+            cwd=repo,
+            stdout=stdout,
+            stderr=stderr,
+            env={**os.environ, "CI": "1"},
+        )
+        try:
+            victim = None
+            deadline = time.monotonic() + wait_s
+            while victim is None and apply.poll() is None and time.monotonic() < deadline:
+                victim = busy(psutil.Process(apply.pid))
+                time.sleep(poll_s)
+            assert victim is not None, err.read_text()
+            victim.send_signal(signal.SIGKILL)
+            apply.wait(timeout=300)
+        finally:
+            apply.kill() if apply.poll() is None else None
+    return Killed(apply.returncode, err.read_text(), json.loads(out.read_text()))

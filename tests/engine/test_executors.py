@@ -7,11 +7,6 @@ worker started in its place and built, and the other spec carries on."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +14,7 @@ import psutil
 import pytest
 
 from tests.conftest import run_npuctl
-from tests.engine.ray_fixtures import ray_cluster, specs_repo
+from tests.engine.ray_fixtures import apply_killing_one, ray_cluster, specs_repo
 
 SPECS = {f"s{n}": 1 + n % 2 for n in range(6)}
 """Two distinct builds (batch 1 and 2), shared by half the specs each."""
@@ -106,30 +101,9 @@ def _busy_spec_worker(root: psutil.Process) -> psutil.Process | None:
 def test_a_killed_local_worker_costs_only_one_attempt_of_its_spec(tmp_path: Path) -> None:
     names = ["b1", "b2"]
     repo = specs_repo(tmp_path / "repo", {name: batch for batch, name in enumerate(names, 1)})
-    out, err = tmp_path / "stdout", tmp_path / "stderr"
-    with out.open("w") as stdout, err.open("w") as stderr:
-        apply = subprocess.Popen(
-            [sys.executable, "-m", "reconciler", "apply", "-j", "2", "--json"],
-            cwd=repo,
-            stdout=stdout,
-            stderr=stderr,
-            env={**os.environ, "CI": "1"},
-        )
-        try:
-            victim = None
-            deadline = time.monotonic() + 120
-            while victim is None and apply.poll() is None and time.monotonic() < deadline:
-                victim = _busy_spec_worker(psutil.Process(apply.pid))
-                time.sleep(0.05)
-            assert victim is not None, err.read_text()
-            victim.send_signal(signal.SIGKILL)
-            apply.wait(timeout=300)
-        finally:
-            apply.kill() if apply.poll() is None else None
-
-    log = err.read_text()
-    data = json.loads(out.read_text())
-    assert apply.returncode == 0, log
+    killed = apply_killing_one(repo, ["-j", "2"], _busy_spec_worker, wait_s=120, poll_s=0.05)
+    log, data = killed.log, killed.data
+    assert killed.returncode == 0, log
     specs = {s["name"]: s for s in data["specs"]}
     assert sorted(specs) == names and all(s["status"] == "Healthy" for s in specs.values()), specs
     assert all((repo / "specs" / f"{name}.lock.json").is_file() for name in names)

@@ -6,18 +6,12 @@ output is still exactly one JSON document."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.engine.ray_fixtures import specs_repo
+from tests.engine.ray_fixtures import apply_killing_one, specs_repo
 
 RUNNING = "ray::_Worker.run"
 """The title Ray gives an actor's process while it runs that method: a spec in flight."""
@@ -38,30 +32,9 @@ def test_a_killed_ray_worker_costs_only_one_attempt_of_its_spec(tmp_path: Path) 
     names = ["b1", "b2"]
     repo = specs_repo(tmp_path / "repo", {name: batch for batch, name in enumerate(names, 1)})  # 2 builds
 
-    out, err = tmp_path / "stdout", tmp_path / "stderr"
-    with out.open("w") as stdout, err.open("w") as stderr:
-        apply = subprocess.Popen(
-            [sys.executable, "-m", "reconciler", "apply", "--executor", "ray", "-j", "2", "--json"],
-            cwd=repo,
-            stdout=stdout,
-            stderr=stderr,
-            env={**os.environ, "CI": "1"},
-        )
-        try:
-            victim = None
-            deadline = time.monotonic() + 300
-            while victim is None and apply.poll() is None and time.monotonic() < deadline:
-                victim = _running_actor(psutil.Process(apply.pid))
-                time.sleep(0.1)
-            assert victim is not None, err.read_text()
-            victim.send_signal(signal.SIGKILL)
-            apply.wait(timeout=300)
-        finally:
-            apply.kill() if apply.poll() is None else None
-
-    log = err.read_text()
-    data = json.loads(out.read_text())  # only npuctl's JSON on stdout
-    assert apply.returncode == 0, log
+    killed = apply_killing_one(repo, ["--executor", "ray", "-j", "2"], _running_actor, wait_s=300, poll_s=0.1)
+    log, data = killed.log, killed.data  # only npuctl's JSON on stdout
+    assert killed.returncode == 0, log
     specs = {s["name"]: s for s in data["specs"]}
     assert sorted(specs) == names and all(s["status"] == "Healthy" for s in specs.values()), specs
     assert all((repo / "specs" / f"{name}.lock.json").is_file() for name in names)
