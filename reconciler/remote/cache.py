@@ -387,39 +387,33 @@ class Remote:
     def record_keys(self) -> set[str]:
         """The keys of every record the remote holds, in one listing (empty when the remote is down
         or holds none yet); a record found corrupt in this run is left out, so a push replaces it."""
-        if self.down is not None:
-            return set()
-        try:
-            fs, _ = self._open()
-            names = fs.ls(self._path("records"), detail=False)
-        except FileNotFoundError:
-            return set()
-        except Exception as exc:  # noqa: BLE001 - any failure of a remote file system is a warning
-            self._fail("listing records", exc)
-            return set()
         keys = set()
-        for name in names:
+        for name in self._listing("records", lambda fs: fs.ls(self._path("records"), detail=False)):
             base = str(name).rstrip("/").rsplit("/", 1)[-1]
             key = base[: -len(".json")] if base.endswith(".json") else ""
             if _HEX64.match(key) and self.record_path(key) not in self._bad:
                 keys.add(key)
         return keys
 
+    def _listing(self, what: str, list_names: Callable[[Any], list[Any]]) -> list[Any]:
+        """The names `list_names(fs)` gives; none when the remote is down, holds no `what` folder
+        yet, or fails the listing (a warning, as every remote failure is)."""
+        if self.down is not None:
+            return []
+        try:
+            fs, _ = self._open()
+            return list(list_names(fs))
+        except FileNotFoundError:
+            return []
+        except Exception as exc:  # noqa: BLE001 - any failure of a remote file system is a warning
+            self._fail(f"listing {what}", exc)
+            return []
+
     def object_digests(self) -> set[str]:
         """The digest of every object the remote holds, in one recursive listing (empty when the
         remote is down or holds none yet); an object found corrupt in this run is left out."""
-        if self.down is not None:
-            return set()
-        try:
-            fs, _ = self._open()
-            names = fs.find(self._path("objects"))
-        except FileNotFoundError:
-            return set()
-        except Exception as exc:  # noqa: BLE001 - any failure of a remote file system is a warning
-            self._fail("listing objects", exc)
-            return set()
         digests = set()
-        for name in names:
+        for name in self._listing("objects", lambda fs: fs.find(self._path("objects"))):
             parts = str(name).rstrip("/").rsplit("/", 2)
             digest = "".join(parts[-2:]) if len(parts) == 3 else ""
             if _HEX64.match(digest) and self.object_path(digest) not in self._bad:
