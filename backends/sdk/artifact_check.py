@@ -258,7 +258,8 @@ def check_samples(request: StageRequest, inputs: Any, count: int = CHECK_SAMPLES
 
 
 def require(found: Agreement, limit: float, what: str, data: str, log: Path) -> dict[str, Any]:
-    """The check's record for the report; a TerminalError when the artifact disagrees."""
+    """The strict comparison alone: the check's record for the report; a TerminalError when the
+    artifact disagrees with its source beyond `limit`."""
     record = {**found.as_dict(), "tolerance": limit, "data": data, "agrees": found.bulk <= limit}
     if found.bulk > limit:
         raise TerminalError(f"{_disagrees(found, limit, what, data)}; log {log}")
@@ -366,17 +367,14 @@ def check(
     steps = output_steps(source)
     reference = reference if reference is not None else run_source(source, samples)
     found = agreement(reference, outputs, steps)
-    agrees = found.bulk <= how.limit
-    record: dict[str, Any] = {**found.as_dict(), "tolerance": how.limit, "data": how.data, "agrees": agrees}
-    if agrees:
-        return record
-    line = _disagrees(found, how.limit, how.what, how.data)
-    if float_model is None or not has_qdq(source):
-        raise TerminalError(f"{line}; log {how.log}")
+    if found.bulk <= how.limit or float_model is None or not has_qdq(source):
+        return require(found, how.limit, how.what, how.data, how.log)
     fidelity = against_float(run_source(Path(float_model), samples), reference, outputs, steps)
     if not fidelity.holds:
+        line = _disagrees(found, how.limit, how.what, how.data)
         raise TerminalError(f"{line}; {fidelity.describe()}; log {how.log}")
-    return {**record, "agrees": True, "against_float": fidelity.as_dict()}
+    record = {**found.as_dict(), "tolerance": how.limit, "data": how.data, "agrees": True}
+    return {**record, "against_float": fidelity.as_dict()}
 
 
 def summary(record: Mapping[str, Any]) -> str:
