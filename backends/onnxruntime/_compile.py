@@ -68,20 +68,27 @@ class CompilePass:
 def check_ort(
     request: StageRequest, artifact: Path, settings: dict[str, Any], source: Path
 ) -> dict[str, Any]:
-    """The .ort run through the local runner (benchprog, the shared harness) on the check samples,
-    against the source ONNX; a disagreement fails this compile (backends.sdk.artifact_check)."""
-    from backends.onnxruntime._evaluate import _prepare_job
+    """The .ort loaded as evaluate loads it (benchprog's session class and options) and run on the
+    check samples, against the source ONNX; a disagreement fails this compile
+    (backends.sdk.artifact_check). In this stage's own process: the outputs are all it needs (no
+    timing, no memory), and the stage is already a child the engine survives a crash of."""
+    from backends.onnxruntime._evaluate import load_options
+    from backends.passes.accuracy import ModelOutputs
     from backends.passes.data import model_inputs
-    from backends.runners.local import LocalRunner
+    from backends.runners.bench_common import BenchError
+    from backends.runners.bench_ort import OrtSession
     from backends.sdk import artifact_check as A
 
     inputs = model_inputs(source)
     samples, data = A.check_samples(request, inputs)
-    with tempfile.TemporaryDirectory(dir=artifact.parent, prefix=".scratch-ort-check-") as tmp:
-        job = Path(tmp)
-        _prepare_job(job, artifact, settings, samples, inputs, {"warmup": 0, "runs": 1}, profile=False)
-        result = LocalRunner().run(job, 600.0, request.log)
-        outputs = A.runner_outputs(job, result)
+    try:
+        session = OrtSession(artifact, load_options(settings))
+        outputs = ModelOutputs(session.output_names, [session.infer(s.feed) for s in samples])
+    except BenchError as exc:
+        raise TerminalError(f"compile: {exc}") from exc
+    except Exception as exc:  # ORT raises its own exception types on a feed it refuses
+        raise TerminalError(f"compile: the .ort cannot run the check samples: {one_line(exc)}") from exc
+    del session
     quantized = settings.get("quantization_mode") in ("ptq", "qat") or A.has_qdq(source)
     limit = A.tolerance("f32", quantized)
     what = f"compile: the .ort (level {settings['graph_optimization_level']})"

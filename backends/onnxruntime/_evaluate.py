@@ -40,14 +40,15 @@ class EvaluatePass:
         samples, data_source = measure.samples(request, inputs)
         task, labels = task_and_labels(request, samples, reference_model)
         threads = int(settings.get("intra_op_num_threads", 0))
+        baseline = reference_model if _integer(model) else None
         with tempfile.TemporaryDirectory(prefix="npuctl-eval-") as tmp:
             job = Path(tmp)
-            _prepare_job(job, artifact, settings, samples, inputs, cfg)
+            _prepare_job(job, artifact, settings, samples, inputs, cfg, baseline=baseline)
             result = runner.run(job, float(cfg.get("timeout_s", 600)), request.log)
             accuracy = score_job(job, result, reference_model, samples, labels, task, threads)
         found = measurements(result, runner, accuracy, artifact, data_source)
-        if _integer(model):
-            found[FLOAT_MEAN] = _float_mean(reference_model, settings, samples, inputs, cfg, runner, request)
+        if baseline is not None:
+            found[FLOAT_MEAN] = _float_mean(baseline, settings, result, runner.evidence)
         about_host(found, request.target, f"onnxruntime CPU on {cpu_name(result)} via {runner.describe()}")
         report = {
             "measurements": found,
@@ -99,29 +100,28 @@ def _integer(model: Path) -> bool:
 
 
 def _float_mean(
-    reference: Path,
-    settings: dict[str, Any],
-    samples: Samples,
-    inputs: list[InputSpec],
-    cfg: Any,
-    runner: Any,
-    request: StageRequest,
+    reference: Path, settings: dict[str, Any], result: dict[str, Any], evidence: str
 ) -> dict[str, Any]:
-    """The float model's mean latency, timed right after the int8 artifact by the same runner, harness,
-    samples and session settings (the compile's optimization level applied at load, as the .ort had it
-    applied before saving): the comparison an int8 build is made for."""
-    level = str(settings.get("graph_optimization_level", "all"))
-    with tempfile.TemporaryDirectory(prefix="npuctl-eval-float-") as tmp:
-        job = Path(tmp)
-        _prepare_job(job, reference, settings, samples, inputs, cfg, level=level)
-        result = runner.run(job, float(cfg.get("timeout_s", 600)), request.log)
-    lat = result["latency_ms"]
+    """The float model's mean latency, timed right after the int8 artifact in the same benchprog run
+    (same runner, harness, feed and session settings; the compile's optimization level applied at
+    load, as the .ort had it applied before saving): the comparison an int8 build is made for."""
+    timed = result.get("baseline")
+    if not isinstance(timed, dict):
+        raise TerminalError(
+            "the runner's benchprog did not time the float model (no 'baseline' in its answer)"
+        )
+    lat = timed["latency_ms"]
     return {
         "value": round(float(lat["mean"]), 6),
-        "evidence": runner.evidence,
+        "evidence": evidence,
         "detail": f"the float model ({reference.name}) under the same runner and settings, graph optimization "
-        f"{level} at load; {lat.get('runs')} runs after {lat.get('warmup')} warm-up",
+        f"{_load_level(settings)} at load; {lat.get('runs')} runs after {lat.get('warmup')} warm-up",
     }
+
+
+def _load_level(settings: dict[str, Any]) -> str:
+    """The float model's optimization level at load: the one the compile applied to the .ort."""
+    return str(settings.get("graph_optimization_level", "all"))
 
 
 def record_profile(
@@ -198,26 +198,50 @@ def _prepare_job(
     samples: Samples,
     inputs: list[InputSpec],
     cfg: Any,
-    level: str | None = None,
     profile: bool = True,
+    baseline: Path | None = None,
 ) -> None:
-    """The benchprog job for `artifact`: the compiled .ort (loaded as saved, profiled, its outputs kept),
-    or, with `level`, a model only timed, loaded at that graph optimization level. `profile` False:
-    the outputs without the per-layer profile (and its probes), for a caller that never reads it (the
-    compile's artifact check: its profiled runs and probe timings cost a third of that check)."""
+    """The benchprog job for `artifact`, the compiled .ort: loaded as saved, profiled, its outputs
+    kept. `profile` False: the outputs without the per-layer profile (and its probes), for a caller
+    that never reads it (the compile's artifact check). `baseline`: the float model, timed after it in
+    the same run, loaded at the compile's optimization level."""
     from backends.runners.benchprog import FORMAT_VERSION
 
-    name = "model.ort" if level is None else f"model{artifact.suffix}"
-    try:
-        os.link(artifact, job / name)
-    except OSError:
-        shutil.copyfile(artifact, job / name)
+    _place(artifact, job / "model.ort")
     measure.write_job_samples(job / "samples.npz", samples, inputs)
     from backends.onnxruntime._profile import probe_model
 
-    if level is None and profile:
+    if profile:
         (job / PROBE_FILE).write_bytes(probe_model())
         (job / PROBE_BASELINE_FILE).write_bytes(probe_model(1))
+    options = load_options(settings)
+    body: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "runtime": "onnxruntime",
+        "model": "model.ort",
+        "options": options,
+        "warmup": int(cfg.get("warmup", 10)),
+        "runs": int(cfg.get("runs", 100)),
+        "seed": 0,
+        "samples": "samples.npz",
+        "sample_inputs": [spec.name for spec in inputs],
+        "outputs": "outputs.npz",
+    }
+    if baseline is not None:
+        name = f"baseline{baseline.suffix}"
+        _place(baseline, job / name)
+        body["baseline"] = {"model": name, "options": {"graph_optimization_level": _load_level(settings)}}
+    if profile:
+        body["profile"] = {
+            "runs": measure.profile_runs(cfg),
+            "probe": PROBE_FILE,
+            "probe_baseline": PROBE_BASELINE_FILE,
+        }
+    write_request(job, body)
+
+
+def load_options(settings: dict[str, Any]) -> dict[str, Any]:
+    """benchprog's session options for the compiled .ort, from session.json: loaded as saved."""
     options: dict[str, Any] = {
         key: settings[key]
         for key in (
@@ -231,27 +255,16 @@ def _prepare_job(
         )
         if key in settings
     }
-    options["graph_optimization_level"] = level or settings.get("load_optimization_level", "disable_all")
-    body: dict[str, Any] = {
-        "format_version": FORMAT_VERSION,
-        "runtime": "onnxruntime",
-        "model": name,
-        "options": options,
-        "warmup": int(cfg.get("warmup", 10)),
-        "runs": int(cfg.get("runs", 100)),
-        "seed": 0,
-        "samples": "samples.npz",
-        "sample_inputs": [spec.name for spec in inputs],
-    }
-    if level is None:
-        body["outputs"] = "outputs.npz"
-    if level is None and profile:
-        body["profile"] = {
-            "runs": measure.profile_runs(cfg),
-            "probe": PROBE_FILE,
-            "probe_baseline": PROBE_BASELINE_FILE,
-        }
-    write_request(job, body)
+    options["graph_optimization_level"] = settings.get("load_optimization_level", "disable_all")
+    return options
+
+
+def _place(source: Path, target: Path) -> None:
+    """`source` in the job folder: a hard link where the file system allows it, else a copy."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
 
 
 PROBE_FILE = "profiler-probe.onnx"

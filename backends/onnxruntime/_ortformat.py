@@ -181,17 +181,23 @@ def _flags(scalar: str) -> Any:
     return getattr(number_types, _SCALARS[scalar][0])
 
 
-def read(buf: bytes | memoryview) -> dict[str, Any]:
-    """The InferenceSession as nested dicts (absent fields absent; strings and scalar vectors as bytes)."""
+Only = dict[str, frozenset[str]]
+"""Per table, the fields to read (a table not named is read whole): a reader that needs a few fields
+of a large file skips the rest unread."""
+
+
+def read(buf: bytes | memoryview, only: Only | None = None) -> dict[str, Any]:
+    """The InferenceSession as nested dicts (absent fields absent; strings and scalar vectors as bytes);
+    with `only`, just those fields of the tables it names."""
     from flatbuffers import encode, number_types
 
     if len(buf) < 8 or buf[4:8] != FILE_IDENTIFIER:
         raise ValueError("not an ORT-format model (no ORTM identifier)")
     root = encode.Get(number_types.UOffsetTFlags.packer_type, buf, 0)
-    return _read_table(buf, root, "InferenceSession")
+    return _read_table(buf, root, "InferenceSession", only or {})
 
 
-def _read_table(buf: bytes | memoryview, pos: int, name: str) -> dict[str, Any]:
+def _read_table(buf: bytes | memoryview, pos: int, name: str, only: Only) -> dict[str, Any]:
     from flatbuffers import number_types, table
 
     tab = table.Table(buf, pos)
@@ -201,17 +207,18 @@ def _read_table(buf: bytes | memoryview, pos: int, name: str) -> dict[str, Any]:
     if any(tab.Offset(4 + 2 * s) for s in range(known, present)):
         raise UnknownField(f"{name} has fields beyond the {known} this schema knows")
     fields: dict[str, Any] = {}
+    wanted = only.get(name)
     slot = 0
     for field, kind in TABLES[name]:
         if kind is not None and kind.startswith("union:"):
             type_off, value_off = tab.Offset(4 + 2 * slot), tab.Offset(6 + 2 * slot)
             slot += 2
-            if value_off:
+            if value_off and (wanted is None or field in wanted):
                 utype = tab.Get(_flags("uint8"), tab.Pos + type_off) if type_off else 0
                 member = UNIONS[kind[6:]].get(utype)
                 if member is None:
                     raise UnknownField(f"{name}.{field} has union type {utype}")
-                fields[field] = (utype, _read_table(buf, tab.Indirect(tab.Pos + value_off), member))
+                fields[field] = (utype, _read_table(buf, tab.Indirect(tab.Pos + value_off), member, only))
             continue
         off = tab.Offset(4 + 2 * slot)
         slot += 1
@@ -219,17 +226,18 @@ def _read_table(buf: bytes | memoryview, pos: int, name: str) -> dict[str, Any]:
             continue
         if kind is None:
             raise UnknownField(f"{name}.{field} is deprecated but present")
-        fields[field] = _read_value(buf, tab, off, kind)
+        if wanted is None or field in wanted:
+            fields[field] = _read_value(buf, tab, off, kind, only)
     return fields
 
 
-def _read_value(buf: bytes | memoryview, tab: Any, off: int, kind: str) -> Any:
+def _read_value(buf: bytes | memoryview, tab: Any, off: int, kind: str, only: Only) -> Any:
     if kind in _SCALARS:
         return tab.Get(_flags(kind), tab.Pos + off)
     if kind == "string":
         return bytes(tab.String(tab.Pos + off))
     if kind in TABLES:
-        return _read_table(buf, tab.Indirect(tab.Pos + off), kind)
+        return _read_table(buf, tab.Indirect(tab.Pos + off), kind, only)
     element = kind[1:-1]
     start, length = tab.Vector(off), tab.VectorLen(off)
     if element in _SCALARS:  # a view, not a copy: a 300 MB initializer is held once
@@ -238,7 +246,7 @@ def _read_value(buf: bytes | memoryview, tab: Any, off: int, kind: str) -> Any:
     if element == "string":
         return [bytes(tab.String(start + 4 * i)) for i in range(length)]
     if element in TABLES:
-        return [_read_table(buf, tab.Indirect(start + 4 * i), element) for i in range(length)]
+        return [_read_table(buf, tab.Indirect(start + 4 * i), element, only) for i in range(length)]
     if element in STRUCTS:
         return [_read_struct(tab, start + i * _struct_size(element), element) for i in range(length)]
     raise ValueError(f"schema type {kind!r} unknown")

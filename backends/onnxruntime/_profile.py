@@ -19,13 +19,21 @@ from google.protobuf.message import DecodeError
 from backends.passes.facts import load_light
 from backends.sdk.errors import TerminalError
 
+GRAPH_NODES = {
+    "InferenceSession": frozenset({"model"}),
+    "Model": frozenset({"graph"}),
+    "Graph": frozenset({"nodes"}),
+    "Node": frozenset({"name", "op_type", "inputs", "outputs"}),
+}
+"""The fields of the .ort the mapping reads: its weights and resolver stay unread."""
+
 
 def ort_graph(artifact: Path) -> list[dict[str, Any]]:
     """The .ort file's nodes as {"name", "op_type", "inputs", "outputs"} (text)."""
     from backends.onnxruntime import _ortformat
 
     try:
-        session = _ortformat.read(artifact.read_bytes())
+        session = _ortformat.read(artifact.read_bytes(), GRAPH_NODES)
     except (OSError, ValueError, KeyError) as exc:
         raise TerminalError(f"cannot read the graph of {artifact.name}: {exc}") from exc
     nodes = ((session.get("model") or {}).get("graph") or {}).get("nodes") or []

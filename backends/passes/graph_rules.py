@@ -30,13 +30,23 @@ def known_domains() -> frozenset[str]:
     return frozenset({*domains, *_DEFAULT_DOMAINS} - {"vendor"})
 
 
+OPSET_EVERY_ONNX_KNOWS = 21
+"""The newest opset of the oldest onnx npuctl accepts (pyproject: onnx>=1.16 knows opset 21): a model
+at or under it is known to whatever onnx is installed, without importing onnx to ask."""
+
+
 def opset_problem(opset_imports: Iterable[Any]) -> str | None:
     """The default-domain opset when the installed onnx does not know it."""
+    entries = [
+        e for e in opset_imports if e.domain in _DEFAULT_DOMAINS and e.version > OPSET_EVERY_ONNX_KNOWS
+    ]
+    if not entries:
+        return None
     import onnx
 
     newest = onnx.defs.onnx_opset_version()
-    for entry in opset_imports:
-        if entry.domain in _DEFAULT_DOMAINS and entry.version > newest:
+    for entry in entries:
+        if entry.version > newest:
             return (
                 f"opset {entry.version} is newer than the installed onnx {onnx.__version__} knows "
                 f"(up to {newest}): no stage can read its ops"
@@ -45,10 +55,9 @@ def opset_problem(opset_imports: Iterable[Any]) -> str | None:
 
 
 def domain_problem(nodes: Iterable[Any]) -> str | None:
-    """The first node whose op domain nothing installed knows."""
-    known = known_domains()
+    """The first node whose op domain nothing installed knows (the default domain needs no lookup)."""
     for node in nodes:
-        if node.domain not in known:
+        if node.domain not in _DEFAULT_DOMAINS and node.domain not in (known := known_domains()):
             return (
                 f"node {node.name or node.op_type} is {node.domain}:{node.op_type}, an op of a custom domain "
                 f"no installed schema or op table knows ({', '.join(sorted(d for d in known if d))} are known)"

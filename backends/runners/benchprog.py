@@ -15,10 +15,13 @@ Request (paths relative to the request file's folder):
      "warmup": 10, "runs": 100, "seed": 0,
      "samples": "samples.npz" | null, "sample_inputs": ["x"], "outputs": "outputs.npz" | null,
      "profile": {"runs": 20, "probe": "probe.onnx", "probe_baseline": "probe1.onnx" (both optional)}
-                | absent}
+                | absent,
+     "baseline": {"model": "float.onnx", "options": {...}} | absent}
 `samples.npz` holds key "s{i:06d}_{j}" = sample i's array for sample_inputs[j]. Timing uses sample 0,
 or a random feed from `seed` when there are no samples. With `outputs`, every sample is run once more
-after timing and its outputs are written as "s{i:06d}_{k}" for the k-th output name.
+after timing and its outputs are written as "s{i:06d}_{k}" for the k-th output name. With `baseline`,
+a second model (the float source of an int8 build) is then timed on the same feed, warm-up and runs,
+on its own session with `options` over the request's: one process and one runtime import for both.
 
 Response (one JSON line on stdout):
     {"format_version": 1, "ok": true, "runtime": "onnxruntime", "runtime_version": "1.32.0",
@@ -29,6 +32,7 @@ Response (one JSON line on stdout):
                     "cpu_p50" (the calling thread's CPU time), "samples": [ms, ...]},
      "memory": {"peak_rss_mb", "baseline_rss_mb", "delta_mb", "peak_reset"}, "load_ms": 12.3,
      "outputs": {"file": "outputs.npz", "names": [...], "samples": 3} | null,
+     "baseline": {"latency_ms": {as above, without samples}, "load_ms": 20.1} (only when requested),
      "profile": {"available": true, "how", "layers": [{"name", "op_type", "provider", "time_us"}],
                  "runs": [{"kernels_us", "runtime_us", "wall_us"}],
                  "calibration": {"base_us", "per_tensor_us", "per_dim_us", "run_fixed_us",
@@ -45,6 +49,7 @@ import importlib
 import importlib.util
 import json
 import sys
+import time
 import traceback
 from collections.abc import Iterable
 from pathlib import Path
@@ -130,6 +135,26 @@ def write_outputs(path: Path, session: Any, samples: Iterable[dict[str, Any]]) -
     return {"file": path.name, "names": session.output_names, "samples": count}
 
 
+def time_baseline(
+    runtime: Any, base: Path, request: dict[str, Any], feed: Any, warmup: int, runs: int
+) -> dict[str, Any]:
+    """The baseline model timed like the main one (same harness, feed, warm-up and runs), after it."""
+    spec = request["baseline"]
+    if not isinstance(spec, dict):
+        raise BenchError("request field 'baseline' must be an object")
+    model = _resolve(base, spec.get("model"), "baseline.model")
+    options = {**dict(request.get("options", {})), **dict(spec.get("options") or {})}
+    harness = common.harness()
+    start = time.perf_counter_ns()
+    session = runtime(model, options)
+    load_ms = (time.perf_counter_ns() - start) / 1e6
+    try:
+        steady = harness.time_steady(session.infer, feed, warmup, runs)
+    except Exception as exc:  # the runtime rejected the feed: deterministic, not worth a retry
+        raise BenchError(f"inference of the baseline failed: {common.first_line(exc)}") from exc
+    return {"latency_ms": harness.latency_ms(steady.timing, steady.as_dict(), False), "load_ms": load_ms}
+
+
 def _resolve(base: Path, value: Any, what: str) -> Path:
     if not isinstance(value, str) or not value:
         raise BenchError(f"request field {what!r} must be a file name")
@@ -196,12 +221,14 @@ def run(request_path: Path) -> dict[str, Any]:
         if not samples:
             raise BenchError("outputs requested without samples")
         response["outputs"] = write_outputs(_resolve(base, request["outputs"], "outputs"), session, samples)
+    feed = make_feed()
+    # the timed session is done with: its weights would sit beside the next session's copy
+    del session
+    holder.clear()
+    if request.get("baseline"):
+        response["baseline"] = time_baseline(runtime, base, request, feed, warmup, runs)
     profile = request.get("profile")
     if profile:
-        feed = make_feed()
-        # the timed session is done with: its weights would sit beside the profile session's copy
-        del session
-        holder.clear()
         response["profile"] = run_profile(
             runtime, model, dict(request.get("options", {})), feed, dict(profile), base
         )

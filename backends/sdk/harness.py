@@ -218,16 +218,22 @@ class BenchResult:
     """Steady.as_dict(): the tail ratio, and the rounds timed when noise was suspected."""
 
     def as_dict(self, with_samples: bool = True) -> dict[str, Any]:
-        latency: dict[str, Any] = dict(self.timing.summary_ms())
-        latency["runs"] = len(self.timing.samples_ns)
-        latency["warmup"] = self.timing.warmup
-        if self.timing.cpu_ns:
-            latency["cpu_p50"] = statistics.median(ns / 1e6 for ns in self.timing.cpu_ns)
-        if self.noise is not None:
-            latency["noise"] = self.noise
-        if with_samples:
-            latency["samples"] = [round(ms, 6) for ms in self.timing.samples_ms()]
+        latency = latency_ms(self.timing, self.noise, with_samples)
         return {"latency_ms": latency, "memory": self.memory.as_dict(), "load_ms": self.load_ms}
+
+
+def latency_ms(timing: Timing, noise: dict[str, Any] | None, with_samples: bool = True) -> dict[str, Any]:
+    """A response's "latency_ms": the summary, runs, warm-up, the thread's CPU p50, the noise seen."""
+    latency: dict[str, Any] = dict(timing.summary_ms())
+    latency["runs"] = len(timing.samples_ns)
+    latency["warmup"] = timing.warmup
+    if timing.cpu_ns:
+        latency["cpu_p50"] = statistics.median(ns / 1e6 for ns in timing.cpu_ns)
+    if noise is not None:
+        latency["noise"] = noise
+    if with_samples:
+        latency["samples"] = [round(ms, 6) for ms in timing.samples_ms()]
+    return latency
 
 
 def benchmark(

@@ -1,7 +1,8 @@
 """A small JSON summary of an ONNX model (inputs, nodes), cached so validation stays fast; read
 without the initializer bytes (backends.passes.skim), so a 1 GB model costs a few kilobytes of reads.
 
-Importing onnx alone takes about 0.4 s, so the summary is computed once per model file version and
+Reading it needs ONNX's message classes only (backends.passes.onnx_proto, not the onnx package, whose
+import takes about 0.5 s); the summary is still computed once per model file version and
 kept under `<root>/.npuctl/cache/onnx-summary/`, one file per (absolute path, stat key). A client of
 reconciler.state.statcache: a model that changed within the racy window of being read is not cached.
 """
@@ -109,14 +110,14 @@ def _read_cache(cache: Path) -> ModelSummary | None:
 
 
 def summarize(path: Path) -> ModelSummary:
-    """Read the model with onnx (imported here: it is slow to import) and summarize it."""
-    import onnx
-
+    """Read the model with ONNX's protobuf messages (not the onnx package: slow to import) and
+    summarize it."""
+    from backends.passes.onnx_proto import model_proto
     from backends.passes.skim import skim
 
     try:
         with pathpolicy.open_regular(path) as fh:
-            model = onnx.ModelProto.FromString(skim(fh, os.fstat(fh.fileno()).st_size))
+            model = model_proto().FromString(skim(fh, os.fstat(fh.fileno()).st_size))
     except pathpolicy.PathRefused as exc:
         raise OSError(str(exc)) from None
     except Exception as exc:  # protobuf raises several unrelated types for a corrupt file

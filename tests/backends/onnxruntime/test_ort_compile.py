@@ -196,22 +196,32 @@ def test_large_model_paths_build_the_same_artifact(
     assert large.report["check_max_abs_diff"] == small.report["check_max_abs_diff"]
 
 
-def test_the_artifact_check_asks_benchprog_for_outputs_without_a_profile(
+def test_the_artifact_check_runs_the_ort_in_the_stage_process_as_evaluate_loads_it(
     tmp_path: Path, cls_onnx: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The check reads the outputs only: its job holds no profile request and no probe graphs."""
+    """The check needs outputs only: no benchprog child is started for it, and the .ort is loaded by
+    benchprog's own session class with the options evaluate's job gives it."""
+    from backends.onnxruntime._evaluate import load_options
+    from backends.runners import bench_ort
     from backends.runners.local import LocalRunner
 
-    seen: list[tuple[dict[str, Any], list[str]]] = []
-    real = LocalRunner.run
+    started: list[Path] = []
+    loaded: list[tuple[str, dict[str, Any]]] = []
+    real_run, real_init = LocalRunner.run, bench_ort.OrtSession.__init__
 
-    def spy(self: LocalRunner, job: Path, timeout_s: float, log: Path | None = None) -> dict[str, Any]:
-        seen.append((json.loads((job / "request.json").read_text()), sorted(p.name for p in job.iterdir())))
-        return real(self, job, timeout_s, log)
+    def spy_run(self: LocalRunner, job: Path, timeout_s: float, log: Path | None = None) -> dict[str, Any]:
+        started.append(job)
+        return real_run(self, job, timeout_s, log)
 
-    monkeypatch.setattr(LocalRunner, "run", spy)
+    def spy_init(self: bench_ort.OrtSession, model: Path, options: dict[str, Any]) -> None:
+        loaded.append((Path(model).suffix, dict(options)))
+        real_init(self, model, options)
+
+    monkeypatch.setattr(LocalRunner, "run", spy_run)
+    monkeypatch.setattr(bench_ort.OrtSession, "__init__", spy_init)
     out = compile_model(cls_onnx, tmp_path / "w", level=3)
-    assert out.report["check"]  # the check ran on the outputs it asked for
-    ((request, files),) = seen
-    assert request["outputs"] == "outputs.npz" and "profile" not in request
-    assert not any("probe" in name for name in files)
+    assert out.report["check"]["samples"] >= 1  # the check ran on the .ort's outputs
+    assert started == []
+    settings = json.loads(out.artifacts["session"].read_text())
+    assert loaded == [(".ort", load_options(settings))]
+    assert loaded[0][1]["graph_optimization_level"] == "disable_all"  # loaded as saved

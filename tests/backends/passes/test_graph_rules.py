@@ -80,3 +80,47 @@ def test_validate_refuses_what_import_refuses_naming_the_field(git_repo: Path) -
         line = next(ln for ln in done.stdout.splitlines() if ln.startswith(f"specs/{kind}.yaml:"))
         assert line.startswith(f"specs/{kind}.yaml:7:17: spec.model.path: "), line
         assert BREAKS[kind][1] in line and "the import stage refuses it" in line, line
+
+
+def test_the_opset_every_onnx_knows_is_the_newest_of_the_oldest_accepted_onnx() -> None:
+    """A model at or under OPSET_EVERY_ONNX_KNOWS is not checked against the installed onnx (no import):
+    that holds only while the oldest onnx pyproject accepts knows that opset (1.16: opset 21)."""
+    import re
+
+    import onnx
+    import tomllib
+
+    from backends.passes.graph_rules import OPSET_EVERY_ONNX_KNOWS
+
+    project = tomllib.loads((Path(__file__).resolve().parents[3] / "pyproject.toml").read_text())
+    (pin,) = [d for d in project["project"]["dependencies"] if re.match(r"onnx\b(?!runtime)", d)]
+    assert pin == "onnx>=1.16"
+    opset_of_onnx = {(1, 14): 19, (1, 15): 20, (1, 16): 21, (1, 17): 22, (1, 18): 23, (1, 19): 24}
+    assert OPSET_EVERY_ONNX_KNOWS == opset_of_onnx[(1, 16)] <= onnx.defs.onnx_opset_version()
+
+
+def test_validation_reads_a_model_without_importing_onnx(tmp_path: Path) -> None:
+    """The summary validation needs (inputs, nodes, problems) is read with ONNX's message classes
+    alone, so `npuctl validate` and a first `plan` do not pay onnx's import; a problem (nodes out of
+    order) is still found."""
+    import subprocess
+    import sys
+
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["r"], ["z"], name="a"), helper.make_node("Relu", ["x"], ["r"], name="b")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "n"])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 2])],
+    )
+    model = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(model))
+    code = (
+        "import sys; from pathlib import Path; from reconciler.spec._summary import summarize; "
+        f"s = summarize(Path({str(model)!r})); "
+        "print(sys.modules.get('onnx') is None, s.inputs[0].dims, [n for n, _ in s.nodes], len(s.problems))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split("\n")[0] == "True (1, 'n') ['a', 'b'] 1", done.stdout + done.stderr

@@ -64,6 +64,29 @@ def test_local_runner_measures_a_real_model(tmp_path: Path, cls_onnx: Path) -> N
     assert result["outputs"]["names"] == expected.names
 
 
+def test_a_baseline_is_timed_in_the_same_run_like_the_model(tmp_path: Path, cls_onnx: Path) -> None:
+    """The float model of an int8 build is timed after it by the same process: the same feed, warm-up
+    and runs, its own session with its options over the request's; the main answer is unchanged."""
+    rng = np.random.default_rng(0)
+    samples = [rng.standard_normal((1, 3, 48, 192)).astype(np.float32) for _ in range(2)]
+    job = _job(
+        tmp_path,
+        cls_onnx,
+        samples,
+        baseline={"model": "float.onnx", "options": {"graph_optimization_level": "disable_all"}},
+    )
+    shutil.copyfile(cls_onnx, job / "float.onnx")
+    result = LocalRunner().run(job, timeout_s=120)
+    timed = result["baseline"]["latency_ms"]
+    assert timed["runs"] == 15 and timed["warmup"] == 2 and "samples" not in timed
+    assert 0 < timed["min"] <= timed["p50"] <= timed["max"] and timed["mean"] > 0
+    assert result["baseline"]["load_ms"] > 0
+    assert result["latency_ms"]["runs"] == 15 and result["outputs"]["samples"] == 2
+    (job / "float.onnx").write_bytes(b"not a model")
+    with pytest.raises(TerminalError, match=r"cannot load float\.onnx"):
+        LocalRunner().run(job, timeout_s=120)
+
+
 def test_random_feed_when_no_samples(tmp_path: Path, cls_onnx: Path) -> None:
     result = LocalRunner().run(_job(tmp_path, cls_onnx), timeout_s=120)
     assert result["timed_feed"] == "random, seed 0" and result["outputs"] is None
