@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
 import threading
 import uuid
@@ -62,11 +63,16 @@ def hidden_failure(exc: FileNotFoundError) -> RemoteAnswered | None:
     """The server failure behind a FileNotFoundError, or None when the path is really absent. fsspec's
     HTTP file system raises FileNotFoundError for every failed request (a 500 as well as a 404), with
     the response error as its cause."""
-    cause = exc.__cause__
-    status = getattr(cause, "status", None)
+    return http_failure(exc.__cause__)
+
+
+def http_failure(error: BaseException | None) -> RemoteAnswered | None:
+    """An HTTP client's response error (it carries `status`) as the server's failure; None for
+    another error or a status that says the path is absent."""
+    status = getattr(error, "status", None)
     if not isinstance(status, int) or status in ABSENT_STATUSES:
         return None
-    reason = getattr(cause, "message", "") or ""
+    reason = getattr(error, "message", "") or ""
     return RemoteAnswered(f"HTTP {status} {reason}".strip())
 
 
@@ -146,39 +152,54 @@ TIMEOUT_S = float(os.environ.get("NPUCTL_REMOTE_TIMEOUT_S", "120"))
 was never closed, a hung mount) is dropped like one that refuses."""
 
 
-def _deadline(seconds: float, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """`fn(*args, **kwargs)`, or TimeoutError after `seconds` (the call is left behind in a daemon
-    thread: a hung file system call cannot be interrupted, only abandoned)."""
-    box: dict[str, Any] = {}
+class _Deadlines:
+    """Remote calls with a deadline, run one at a time on one daemon thread that serves them all (a
+    thread per call cost more than a local file system's call). A call past its deadline raises
+    TimeoutError and its thread is abandoned: a hung file system call cannot be interrupted, and the
+    next call gets a thread of its own. Daemon, so an abandoned call never holds up the exit."""
 
-    def call() -> None:
-        try:
-            box["value"] = fn(*args, **kwargs)
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-            box["error"] = exc
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Any] | None = None
 
-    worker = threading.Thread(target=call, name="npuctl-remote", daemon=True)
-    worker.start()
-    worker.join(seconds)
-    if worker.is_alive():
-        raise TimeoutError(f"no answer in {seconds:.0f} s")
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
+    def _serve(self, jobs: queue.SimpleQueue[Any]) -> None:
+        while True:
+            fn, args, kwargs, box, done = jobs.get()
+            try:
+                box["value"] = fn(*args, **kwargs)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                box["error"] = exc
+            done.set()
+
+    def call(self, seconds: float, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """`fn(*args, **kwargs)`, or TimeoutError after `seconds`."""
+        if self._jobs is None:
+            self._jobs = queue.SimpleQueue()
+            threading.Thread(
+                target=self._serve, args=(self._jobs,), name="npuctl-remote", daemon=True
+            ).start()
+        box: dict[str, Any] = {}
+        done = threading.Event()
+        self._jobs.put((fn, args, kwargs, box, done))
+        if not done.wait(seconds):
+            self._jobs = None
+            raise TimeoutError(f"no answer in {seconds:.0f} s")
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
 
 
 class _Timed:
     """A file system whose every method call has a deadline, counted in `stats.remote_calls`."""
 
-    def __init__(self, fs: Any, seconds: float, stats: Stats) -> None:
-        self._fs, self._seconds, self._stats = fs, seconds, stats
+    def __init__(self, fs: Any, seconds: float, stats: Stats, deadlines: _Deadlines) -> None:
+        self._fs, self._seconds, self._stats, self._deadlines = fs, seconds, stats, deadlines
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._fs, name)
 
         def call(*args: Any, **kwargs: Any) -> Any:
             self._stats.remote_calls += 1
-            return _deadline(self._seconds, method, *args, **kwargs)
+            return self._deadlines.call(self._seconds, method, *args, **kwargs)
 
         return call
 
@@ -223,8 +244,9 @@ class Remote:
                 # key after whichever scheme was asked first in the process, so FSSPEC_SFTP would
                 # not apply to an ssh:// URL: one scheme, one configuration key
                 url = "sftp" + url[len("ssh") :]
-            fs, root = _deadline(self.timeout_s, url_to_fs, url, **options)
-            self._fs = _Timed(fs, self.timeout_s, self.stats)
+            deadlines = _Deadlines()
+            fs, root = deadlines.call(self.timeout_s, url_to_fs, url, **options)
+            self._fs = _Timed(fs, self.timeout_s, self.stats, deadlines)
             self._root = str(root).rstrip("/")
         return self._fs, self._root
 
@@ -240,6 +262,7 @@ class Remote:
 
     def _fail(self, what: str, exc: BaseException) -> None:
         """A failure of the remote itself: warn once, stop using it for the rest of the run."""
+        exc = http_failure(exc) or exc  # a read that raises the response error itself (cat_file)
         message = str(exc).splitlines()[0] if str(exc) else ""
         self.down = f"{type(exc).__name__}: {message}"[:300]
         self.warn(f"remote {self.url}: {what} failed ({self.down}); continuing without the remote")
@@ -283,8 +306,7 @@ class Remote:
         try:
             fs, _ = self._open()
             path = self.record_path(key)
-            size = fs.info(path).get("size") or 0
-            raw = b"" if size > MAX_RECORD_BYTES else fs.cat_file(path)
+            raw = fs.cat_file(path, start=0, end=MAX_RECORD_BYTES + 1)  # one call, bounded
         except FileNotFoundError as exc:
             failure = hidden_failure(exc)
             if failure is not None:
@@ -295,7 +317,7 @@ class Remote:
         except Exception as exc:  # noqa: BLE001 - any failure of a remote file system is a warning
             self._fail(f"reading record {key[:12]}", exc)
             return None
-        if size > MAX_RECORD_BYTES or len(raw) > MAX_RECORD_BYTES:
+        if len(raw) > MAX_RECORD_BYTES:
             self._corrupt(path, Corrupt(f"record {key[:12]} exceeds {MAX_RECORD_BYTES} bytes"))
             self.miss(key, broken=True)
             return None

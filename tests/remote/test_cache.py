@@ -14,7 +14,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
+import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from reconciler.engine import keys
@@ -170,6 +172,34 @@ def test_a_remote_that_stops_answering_is_dropped_after_its_deadline(tmp_path: P
     assert remote.down is not None and "no answer in 1 s" in remote.down
     assert remote.record("b" * 64, TRUST) is None  # not asked again
     assert len(warnings) == 1
+
+
+def test_a_record_larger_than_the_bound_is_refused_without_reading_past_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record is read in one call bounded at MAX_RECORD_BYTES + 1 bytes: a bigger file is a corrupt
+    copy (built here), and no more of it than the bound is read."""
+    from reconciler.remote import cache
+
+    monkeypatch.setattr(cache, "MAX_RECORD_BYTES", 1000)
+    key = "d" * 64
+    (tmp_path / "remote" / "records").mkdir(parents=True)
+    (tmp_path / "remote" / "records" / f"{key}.json").write_bytes(b"{" + b" " * 50_000 + b"}")
+    warnings: list[str] = []
+    remote = Remote(RemoteConfig(f"file://{tmp_path}/remote"), warnings.append)
+    fs, _ = remote._open()
+    reads: list[tuple[Any, ...]] = []
+    real = fs._fs.cat_file
+
+    def spy(path: str, start: Any = None, end: Any = None, **kwargs: Any) -> bytes:
+        data = real(path, start=start, end=end, **kwargs)
+        reads.append((start, end, len(data)))
+        return bytes(data)
+
+    monkeypatch.setattr(fs._fs, "cat_file", spy)
+    assert remote.record(key, TRUST) is None and remote.down is None
+    assert reads == [(0, 1001, 1001)] and remote.stats.remote_calls == 1
+    assert any("exceeds 1000 bytes" in w for w in warnings), warnings
 
 
 def test_an_http_remote_is_read_only_and_verified(tmp_path: Path) -> None:
