@@ -43,7 +43,7 @@ SHARED: dict[str, Registration] = by_stage(
     Registration(
         "quantize",
         name="backends.onnx.quantize.QuantizePass",
-        version="10",
+        version="11",
         ref="backends.passes.quant.stage:QuantizePass",
         fingerprint=(ONNX, ORT, NUMPY),
     ),

@@ -47,13 +47,13 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "quantize",
         name="backends.rknn.stages.RknnQuantize",
-        version="1",
+        version="2",
         ref="backends.rknn.stages:RknnQuantize",
     ),
     Registration(
         "compile",
         name="backends.rknn.stages.RknnCompile",
-        version="3",
+        version="4",
         ref="backends.rknn.stages:RknnCompile",
     ),
     Registration(

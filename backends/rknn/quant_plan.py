@@ -49,8 +49,9 @@ def quant_plan(config: Mapping[str, Any], target: Any, model: Any) -> tuple[dict
         "seed": policy.seed,
     }
     rules = policy.sensitive
+    kept: dict[str, str] = {}
     if rules is not None and rules.explicit:
-        kept = quant_policy.match_rules(model, rules)
+        kept = dict(quant_policy.match_rules(model, rules))
         plan["hybrid"] = {
             "custom_hybrid": _hybrid_pairs(model, kept),
             "dtype": _keep_dtype(rules.keep, notes),
@@ -61,7 +62,92 @@ def quant_plan(config: Mapping[str, Any], target: Any, model: Any) -> tuple[dict
         plan["auto_hybrid_cos_thresh"] = quant_fit.AUTO_HYBRID_COS
         plan["auto_mapping"] = quant_fit.auto_hybrid_note(rules)
         notes.append(plan["auto_mapping"])
+    elif policy.placement == "target" and quant_policy.has_float(target):
+        _keep_tail(plan, model, kept, notes)
     return plan, notes
+
+
+def _keep_tail(plan: dict[str, Any], model: Any, kept: Mapping[str, str], notes: list[str]) -> None:
+    """`placement: target` on RKNN: the tail after the last compute op (a detector's decode, its
+    concat of boxes in pixels and scores in 0-1) is a custom hybrid in float16, as the QDQ placement
+    keeps it float (backends.passes.quant.qdq_placement): under one int8 scale every score of such a
+    concat rounds to zero. The toolkit renames or folds most tensors (shape arithmetic becomes
+    constants, Split becomes slices), so each region is anchored where its names survive: from the
+    outputs of the compute ops (or graph inputs) that feed the tail's data path, to the graph outputs
+    the tail makes. With `auto` the toolkit's auto_hybrid decides alone (it takes no custom layers)."""
+    from backends.passes.quant.qdq_placement import tail_nodes
+
+    data = _data_tensors(model)
+    by_name = {node.name: node for node in model.graph.node}
+    tail = [
+        name
+        for name in tail_nodes(model)
+        if name not in kept and by_name[name].output and by_name[name].output[0] in data
+    ]
+    outputs = [o.name for o in model.graph.output if o.name in {t for n in tail for t in by_name[n].output}]
+    if not tail or not outputs:
+        return
+    region = set(tail)
+    entries = sorted(
+        {
+            start
+            for name in tail
+            for t in by_name[name].input
+            if t in data and _producer(model, t) not in region
+            for start in _anchors(model, t)
+        }
+    )
+    hybrid = plan.setdefault("hybrid", {"custom_hybrid": [], "dtype": "float16"})
+    hybrid["custom_hybrid"] = [*hybrid["custom_hybrid"], *([e, o] for e in entries for o in outputs)]
+    plan["tail_nodes"] = tail
+    notes.append(
+        f"placement target: the {len(tail)} tail node(s) after the last compute op kept "
+        f"{hybrid['dtype']} (custom hybrid from {len(entries)} compute output(s) to the outputs), as a "
+        "decode's mixed ranges need"
+    )
+
+
+def _producer(model: Any, tensor: str) -> str | None:
+    return next((n.name for n in model.graph.node if tensor in n.output), None)
+
+
+def _anchors(model: Any, tensor: str) -> set[str]:
+    """The compute ops' outputs (or graph inputs) `tensor` is computed from through non-compute nodes:
+    names the toolkit keeps."""
+    from backends.passes.quant.policy import COMPUTE_OPS
+
+    producers = {t: n for n in model.graph.node for t in n.output if t}
+    weights = {t.name for t in model.graph.initializer}
+    found: set[str] = set()
+    todo, seen = [tensor], set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name in weights:
+            continue
+        seen.add(name)
+        node = producers.get(name)
+        if node is None or node.op_type in COMPUTE_OPS:
+            found.add(name)
+        else:
+            todo.extend(t for t in node.input if t)
+    return found
+
+
+def _data_tensors(model: Any) -> set[str]:
+    """Tensors computed from the graph's inputs' values (not only from their shapes or constants)."""
+    weights = {t.name for t in model.graph.initializer}
+    data = {i.name for i in model.graph.input if i.name not in weights}
+    changed = True
+    while changed:  # a fixed point: the node order need not be topological
+        changed = False
+        for node in model.graph.node:
+            if node.op_type in ("Shape", "Size") or not any(t in data for t in node.input):
+                continue
+            fresh = [t for t in node.output if t and t not in data]
+            if fresh:
+                data.update(fresh)
+                changed = True
+    return data
 
 
 def _keep_dtype(keep: str, notes: list[str]) -> str:

@@ -65,8 +65,9 @@ def outputs(sim: Path, like: ModelOutputs, count: int) -> ModelOutputs:
 class CheckPlan:
     """The compile's check of its int8 build: the first few evaluation samples (random inputs, seed 0,
     without evaluation data) simulated after the build, scored against the float source in ONNX Runtime
-    on the broken-model bound (RKNN's auto is the toolkit's auto_hybrid, not the spec's budget). A
-    disagreement is a failed compile, never an accuracy drop."""
+    with the declared task (a detector's boxes, not the raw tensor's cosine) on the broken-model bound
+    (RKNN's auto is the toolkit's auto_hybrid, not the spec's budget). A disagreement is a failed
+    compile, never an accuracy drop."""
 
     samples: list[Sample]
     raw: list[InputSpec]
@@ -95,9 +96,12 @@ class CheckPlan:
     def check(self, stage_request: Any, prep: B.Prepared) -> dict[str, Any]:
         from backends.passes import accuracy
         from backends.passes.quant import check as quantize_check
+        from backends.tasks.setup import declared
 
         want = reference(prep.onnx, self.samples, self.raw, prep.meta)
-        scored = accuracy.score(outputs(self.sim, want, len(self.samples)), want)
+        task = declared({"task": stage_request.config.get("evaluate.task")}, stage_request.inputs, prep.onnx)
+        got = outputs(self.sim, want, len(self.samples))
+        scored = accuracy.score(got, want, task=task, samples=self.samples)
         record: dict[str, Any] = {
             "metric": f"{scored.task} {scored.metric}",
             "quantized": round(scored.accuracy, 6),

@@ -78,7 +78,12 @@ class RknnQuantize:
         request.log.write_text(json.dumps({"plan": plan, "notes": notes}, indent=1, sort_keys=True) + "\n")
         note = (
             f"rknn {plan.get('quantized_dtype', 'float16')} plan; the build runs in compile"
-            + (f" ({len(plan.get('sensitive_nodes', []))} layers hybrid)" if plan.get("hybrid") else "")
+            + (
+                f" ({len(plan['sensitive_nodes'])} sensitive layers hybrid)"
+                if plan.get("sensitive_nodes")
+                else ""
+            )
+            + (f"; {len(plan['tail_nodes'])} tail nodes float16" if plan.get("tail_nodes") else "")
             + (f"; {plan['auto_mapping']}" if plan.get("auto_mapping") else "")
         )
         return StageOutput(

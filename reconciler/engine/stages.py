@@ -113,9 +113,10 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "compile",
-        # evaluate.data: its first samples check the artifact against its source; float_model: an int8
-        # build is also judged against the float model beside the CPU int8 model
-        reads=("target", "compile", "rewrite.fusion", "quantization.mode", "evaluate.data"),
+        # evaluate.data: its first samples check the artifact against its source, read the way
+        # evaluate.task says (a simulator's int8 build); float_model: an int8 build is also judged
+        # against the float model beside the CPU int8 model
+        reads=("target", "compile", "rewrite.fusion", "quantization.mode", "evaluate.data", "evaluate.task"),
         uses={"model": ("quantize", "model"), "float_model": ("preprocess", "model")},
     ),
     Stage(

@@ -52,9 +52,44 @@ def prepare(source: Path, scratch: Path, log: Logger) -> tuple[Path, dict[str, A
     renamed = _name_nodes(model)
     if renamed:
         report["renamed_nodes"] += renamed
+    flattened = flatten_gemm_biases(model)
+    if flattened:
+        report["gemm_biases_flattened"] = flattened
     save_deterministic(model, prepared)
     report["nodes"] = len(model.graph.node)
     return prepared, report
+
+
+def flatten_gemm_biases(model: onnx.ModelProto) -> list[str]:
+    """Gemm biases given as a [1, N] initializer, rewritten as the [N] they broadcast the same as.
+    quant_pre_process writes them so when it fuses MatMul + Add (a row vector added), and ONNX Runtime's
+    quantizer reads a per-channel weight's bias one element per channel: a [1, N] bias makes it raise
+    ("The truth value of an array ... is ambiguous", a jax2tf export). A bias another node also reads
+    gets a copy of its own. Returns the Gemm nodes changed."""
+    from onnx import numpy_helper
+
+    initializers = {t.name: t for t in model.graph.initializer}
+    readers: dict[str, int] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            readers[name] = readers.get(name, 0) + 1
+    changed = []
+    for node in model.graph.node:
+        if node.op_type != "Gemm" or len(node.input) < 3 or node.input[2] not in initializers:
+            continue
+        bias = initializers[node.input[2]]
+        if len(bias.dims) != 2 or bias.dims[0] != 1:
+            continue
+        flat = numpy_helper.from_array(numpy_helper.to_array(bias).reshape(-1), bias.name)
+        if readers[bias.name] > 1:
+            flat.name = f"{bias.name}_flat_{node.name}"
+            model.graph.initializer.append(flat)
+            initializers[flat.name] = flat
+            node.input[2] = flat.name
+        else:
+            bias.CopyFrom(flat)
+        changed.append(node.name)
+    return changed
 
 
 def _pre_process(raised: Path, prepared: Path, log: Logger) -> str:

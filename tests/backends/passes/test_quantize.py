@@ -249,3 +249,57 @@ def test_fp16_keep_on_an_npu_target_converts_the_kept_nodes(tmp_path: Path) -> N
     assert graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT
     xs, labels = eval_set()
     assert top1(model, xs, labels) - top1(out.artifacts["model"], xs, labels) <= 0.01
+
+
+def _row_bias_gemm(folder: Path, shared: bool) -> tuple[Path, Path]:
+    """x [1, 16] -> MatMul by a [16, 8] weight + a [1, 8] row bias (what quant_pre_process fuses into a
+    Gemm whose C is [1, 8], as it does in a real jax2tf export), then Relu; calibration samples beside."""
+    rng = np.random.default_rng(0)
+    weight = numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "w")
+    bias = numpy_helper.from_array((rng.standard_normal((1, 8)) * 3).astype(np.float32), "b")
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["mm"], name="mm"),
+        helper.make_node("Add", ["mm", "b"], ["h"], name="add"),
+        helper.make_node("Relu", ["h"], ["y"], name="relu"),
+    ]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])]
+    if shared:  # the bias read by another node too: the Gemm gets a copy of its own
+        nodes.append(helper.make_node("Mul", ["b", "b"], ["b2"], name="square"))
+        outputs.append(helper.make_tensor_value_info("b2", TensorProto.FLOAT, [1, 8]))
+    graph = helper.make_graph(
+        nodes,
+        "row_bias",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+        outputs,
+        [weight, bias],
+    )
+    folder.mkdir(parents=True)
+    model = folder / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    calib = folder / "calib"
+    calib.mkdir()
+    for i in range(16):
+        np.save(calib / f"{i:02d}.npy", rng.standard_normal((1, 16)).astype(np.float32))
+    return model, calib
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_row_vector_gemm_bias_quantizes_per_channel(tmp_path: Path, shared: bool) -> None:
+    """ONNX Runtime's quantizer raises on a per-channel Gemm whose bias is [1, N] ("truth value of an
+    array ... ambiguous"); the prepared model carries it as the [N] it broadcasts the same as, and the
+    int8 build computes what the float model does."""
+    model, calib = _row_bias_gemm(tmp_path / "model", shared)
+    out = run_quantize(ptq_config(16, per_channel=True), model, tmp_path / "q", calib=calib)
+    (fused,) = out.report["prepare"]["gemm_biases_flattened"]  # the Gemm ORT fused from mm + add
+    assert fused.startswith("mm")
+    built = onnx.load(str(out.artifacts["model"]))
+    assert {n.op_type for n in built.graph.node} >= {"Gemm", "QuantizeLinear", "DequantizeLinear"}
+    x = np.random.default_rng(1).standard_normal((1, 16)).astype(np.float32)
+    float_out = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    int8_out = ort.InferenceSession(str(out.artifacts["model"]), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x}
+    )
+    for want, got in zip(float_out, int8_out, strict=True):
+        assert got.shape == want.shape
+        step = (want.max() - want.min()) / 255  # one uint8 step of the output's range
+        assert np.abs(got - want).max() <= 4 * step + 1e-6

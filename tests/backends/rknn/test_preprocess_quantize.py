@@ -94,7 +94,10 @@ def test_quant_plan_maps_the_spec(tiny_model: Path) -> None:
     t = targets()["rk3588"]
     plan, _ = quant_plan(_policy(), t, model)
     assert plan["quantized_dtype"] == "w8a8" and plan["quantized_algorithm"] == "normal"
-    assert plan["quantized_method"] == "channel" and "hybrid" not in plan
+    # the tail after the last Conv (pooling, flatten) stays float16, from conv2's output to the output
+    assert plan["quantized_method"] == "channel" and plan["tail_nodes"] == ["gap", "flat"]
+    assert plan["hybrid"] == {"custom_hybrid": [["c2", "y"]], "dtype": "float16"}
+    assert "hybrid" not in quant_plan(_policy(placement="every_op"), t, model)[0]
     plan, _notes = quant_plan(_policy(per_channel=False), t, model)
     assert plan["quantized_method"] == "layer"
     with pytest.raises(TerminalError, match="does not support uint8"):
@@ -109,9 +112,47 @@ def test_quant_plan_maps_the_spec(tiny_model: Path) -> None:
     }
     hybrid = _policy(sensitive_layers={"keep": "fp16", "nodes": ["conv2"], "op_types": ["Relu"]})
     plan, _ = quant_plan(hybrid, t, model)
-    assert plan["hybrid"] == {"custom_hybrid": [["c1", "r1"], ["r1", "c2"]], "dtype": "float16"}
+    assert plan["hybrid"] == {"custom_hybrid": [["c1", "r1"], ["r1", "c2"], ["c2", "y"]], "dtype": "float16"}
     with pytest.raises(TerminalError, match="matches no node"):
         quant_plan(_policy(sensitive_layers={"nodes": ["nope*"]}), t, model)
+
+
+def test_a_decode_tail_is_kept_float16_from_names_the_toolkit_keeps() -> None:
+    """A YOLOv8-style tail: Conv -> Split into boxes and scores -> Sigmoid / scale -> Concat, with a
+    value made from Shape arithmetic (the toolkit folds it to a constant and names none of it). The
+    hybrid region runs from the Conv's output to the graph output; the shape nodes are not in it."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from backends.catalog import targets
+
+    weight = numpy_helper.from_array(np.ones((6, 3, 1, 1), np.float32), "w")
+    scale = numpy_helper.from_array(np.array(8.0, np.float32), "k")
+    index = numpy_helper.from_array(np.array(2, np.int64), "i")
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+        helper.make_node("Split", ["c"], ["a", "b"], axis=1, num_outputs=2, name="split"),
+        helper.make_node("Sigmoid", ["b"], ["s"], name="sig"),
+        helper.make_node("Mul", ["a", "k"], ["m"], name="mul"),
+        helper.make_node("Shape", ["c"], ["shape"], name="shape"),
+        helper.make_node("Gather", ["shape", "i"], ["h"], name="gather"),
+        helper.make_node("Cast", ["h"], ["hf"], to=TensorProto.FLOAT, name="cast"),
+        helper.make_node("Add", ["m", "hf"], ["m2"], name="add"),
+        helper.make_node("Concat", ["m2", "s"], ["y"], axis=1, name="concat"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "tail",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 4, 4])],
+        [weight, scale, index],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    plan, notes = quant_plan(_policy(), targets()["rk3588"], model)
+    assert plan["tail_nodes"] == ["split", "sig", "mul", "add", "concat"]
+    assert plan["hybrid"]["custom_hybrid"] == [["c", "y"]]
+    assert any("5 tail node(s)" in n for n in notes), notes
+    auto = _policy(sensitive_layers={"keep": "fp16", "auto": {}})
+    assert "hybrid" not in quant_plan(auto, targets()["rk3588"], model)[0]  # auto_hybrid decides alone
 
 
 def test_auto_is_recorded_as_what_rknn_does_and_chip_limits_are_refused(tiny_model: Path) -> None:

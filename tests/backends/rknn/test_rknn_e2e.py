@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,57 @@ def test_the_toolkits_placement_wins_and_explain_and_report_show_where_the_op_ta
     assert page["placement"]["source"] == "compile"
     assert page["placement"]["report"]["disagreements"] == found
     assert page["placement_before"]["report"]["coverage"]["nodes"]["fraction"] < 1.0
+
+
+def test_a_yolov8_export_keeps_its_decode_tail_float16_and_its_boxes(git_repo: Path) -> None:
+    """NudeNet's YOLOv8n export on rk3588 with defaults: its output concatenates boxes in pixels and
+    scores in 0-1, which one int8 scale rounds to zero scores (box F1 0). The tail after the last Conv
+    is a float16 custom hybrid, and the compile's check reads the simulator's outputs as detections
+    (the declared task), so a build that lost its boxes could not pass it."""
+    import numpy as np
+
+    from tests.backends.passes.npu_models import photo
+    from tests.backends.tasks.task_models import NUDENET, wheel_file
+
+    (git_repo / "models").mkdir()
+    (git_repo / "models" / "320n.onnx").write_bytes(
+        wheel_file(NUDENET, "nudenet", "320n.onnx", ("320n.onnx",)).read_bytes()
+    )
+    from skimage import transform
+
+    for kind, names in (
+        ("calib", ("astronaut", "coffee", "chelsea", "rocket")),
+        ("eval", ("astronaut", "chelsea")),
+    ):
+        folder = git_repo / "data" / kind
+        folder.mkdir(parents=True)
+        for name in names:
+            image = transform.resize(photo(name), (320, 320), preserve_range=True, anti_aliasing=True)
+            np.save(folder / f"{name}.npy", (image / 255.0).astype(np.float32).transpose(2, 0, 1)[None])
+    (git_repo / "specs" / "det.yaml").write_text(
+        """\
+apiVersion: npuctl/v1
+kind: Deployment
+metadata: {name: det}
+spec:
+  model: {path: ../models/320n.onnx}
+  target: rk3588
+  inputs: {images: [1, 3, 320, 320]}
+  quantization:
+    mode: ptq
+    calibration: {data: ../data/calib, samples: 4}
+  evaluate:
+    data: ../data/eval
+    task: {type: detection}
+"""
+    )
+    result = run_npuctl(git_repo, "apply", "--json")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    lock = json.loads((git_repo / "specs" / "det.lock.json").read_text())["variants"]["default"]
+    with sqlite3.connect(git_repo / ".npuctl" / "state.db") as db:
+        reports = {stage: json.loads(r) for stage, r in db.execute("select stage, report from records")}
+    plan = reports["quantize"]["rknn_quantization"]
+    assert "/model.22/Concat_25" in plan["tail_nodes"] and "/model.22/Sigmoid" in plan["tail_nodes"]
+    check = reports["compile"]["check"]
+    assert check["metric"] == "detection box_f1@0.5" and check["passed"] is True
+    assert lock["measurements"]["accuracy"]["value"] >= 0.9
