@@ -127,7 +127,7 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "quantize",
         name="backends.qnn.stages.QnnQuantize",
-        version="1+record+htp4",
+        version="1+record+htp5",
         ref="backends.qnn.stages:QnnQuantize",
     ),
     Registration(

@@ -194,6 +194,7 @@ def build_request(prep: Prepared, target: Target, compile_cfg: Mapping[str, Any]
         "quantize": bool(quant.get("quantize")),
         "dataset": prep.dataset if quant.get("quantize") else None,
         "hybrid": quant.get("hybrid"),
+        "tail_hybrid": quant.get("tail_hybrid"),
         "auto_hybrid": bool(quant.get("auto_hybrid", False)),
         "rknn_batch_size": batch if batch > 1 else None,
         "output": "model.rknn",

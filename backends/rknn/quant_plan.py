@@ -68,13 +68,14 @@ def quant_plan(config: Mapping[str, Any], target: Any, model: Any) -> tuple[dict
 
 
 def _keep_tail(plan: dict[str, Any], model: Any, kept: Mapping[str, str], notes: list[str]) -> None:
-    """`placement: target` on RKNN: the tail after the last compute op (a detector's decode, its
-    concat of boxes in pixels and scores in 0-1) is a custom hybrid in float16, as the QDQ placement
-    keeps it float (backends.passes.quant.qdq_placement): under one int8 scale every score of such a
-    concat rounds to zero. The toolkit renames or folds most tensors (shape arithmetic becomes
-    constants, Split becomes slices), so each region is anchored where its names survive: from the
-    outputs of the compute ops (or graph inputs) that feed the tail's data path, to the graph outputs
-    the tail makes. With `auto` the toolkit's auto_hybrid decides alone (it takes no custom layers)."""
+    """`placement: target` on RKNN: a tail after the last compute op that joins several tensors (a
+    detector's decode concatenating boxes in pixels and scores in 0-1) is asked to stay float16, as
+    the QDQ placement keeps it float (backends.passes.quant.qdq_placement): under one int8 scale every
+    score of such a concat rounds to zero. The toolkit renames or folds most tensors (shape arithmetic
+    becomes constants, fused ops take new names), so the region is anchored where names are likeliest
+    to survive: from the outputs of the compute ops (or graph inputs) feeding the tail's data path to
+    the graph outputs it makes. The worker keeps it only if the toolkit knows those names, and says
+    which (`tail_hybrid` in its result). With `auto` the toolkit's auto_hybrid decides alone."""
     from backends.passes.quant.qdq_placement import tail_nodes
 
     data = _data_tensors(model)
@@ -84,8 +85,11 @@ def _keep_tail(plan: dict[str, Any], model: Any, kept: Mapping[str, str], notes:
         for name in tail_nodes(model)
         if name not in kept and by_name[name].output and by_name[name].output[0] in data
     ]
+    joins = any(
+        by_name[n].op_type == "Concat" and sum(t in data for t in by_name[n].input) >= 2 for n in tail
+    )
     outputs = [o.name for o in model.graph.output if o.name in {t for n in tail for t in by_name[n].output}]
-    if not tail or not outputs:
+    if not joins or not outputs:
         return
     region = set(tail)
     entries = sorted(
@@ -97,13 +101,11 @@ def _keep_tail(plan: dict[str, Any], model: Any, kept: Mapping[str, str], notes:
             for start in _anchors(model, t)
         }
     )
-    hybrid = plan.setdefault("hybrid", {"custom_hybrid": [], "dtype": "float16"})
-    hybrid["custom_hybrid"] = [*hybrid["custom_hybrid"], *([e, o] for e in entries for o in outputs)]
-    plan["tail_nodes"] = tail
+    plan["tail_hybrid"] = {"custom_hybrid": [[e, o] for e in entries for o in outputs], "nodes": tail}
     notes.append(
-        f"placement target: the {len(tail)} tail node(s) after the last compute op kept "
-        f"{hybrid['dtype']} (custom hybrid from {len(entries)} compute output(s) to the outputs), as a "
-        "decode's mixed ranges need"
+        f"placement target: the {len(tail)} tail node(s) after the last compute op, which join the "
+        "decode's tensors, asked to stay float16 (custom hybrid from the compute outputs feeding them to "
+        "the outputs)"
     )
 
 

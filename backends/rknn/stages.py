@@ -83,7 +83,11 @@ class RknnQuantize:
                 if plan.get("sensitive_nodes")
                 else ""
             )
-            + (f"; {len(plan['tail_nodes'])} tail nodes float16" if plan.get("tail_nodes") else "")
+            + (
+                f"; {len(plan['tail_hybrid']['nodes'])} tail nodes asked float16"
+                if plan.get("tail_hybrid")
+                else ""
+            )
             + (f"; {plan['auto_mapping']}" if plan.get("auto_mapping") else "")
         )
         return StageOutput(
@@ -181,6 +185,14 @@ class RknnCompile:
         if checked is not None:
             report["check"] = checked
         note = f"{req['config']['target_platform']} .rknn ({meta['quantized_dtype'] or 'float16'}), {result['rknn']['size']} bytes"
+        tail = result.get("tail_hybrid")
+        if tail is not None:
+            report["tail_hybrid"] = tail
+            note += (
+                f"; decode tail float16 ({tail['nodes']} nodes)"
+                if tail["kept"]
+                else f"; decode tail left int8: the toolkit named none of its anchors ({tail['why']})"
+            )
         artifacts = {"rknn": rknn_path, "rknn_meta": meta_path}
         if told is None:
             report["placement"] = {"source": f"{OP_TABLE}: the build log holds no layer table"}

@@ -12,6 +12,8 @@ Request (paths relative to the request file's folder):
      "config": {...rknn.config keyword arguments...},
      "quantize": false, "dataset": "dataset.txt" | null,
      "hybrid": {"custom_hybrid": [["in", "out"], ...], "dtype": "float16"} | null,
+     "tail_hybrid": {"custom_hybrid": [["in", "out"], ...], "nodes": [...]} | null  (kept beside
+         `hybrid` when the toolkit knows every name; else built without it, and the result says why),
      "output": "model.rknn"}
 and optionally rknn-after.json in the parent folder (read after the build; files the build does not read
 stay out of its folder, since the toolkit's output bytes change with the folder's contents):
@@ -78,42 +80,36 @@ def _set_hybrid_dtype(cfg: Path, dtype: str) -> list[str]:
     return layers
 
 
-def _build(rknn: Any, req: dict[str, Any], base: Path, result: dict[str, Any]) -> Path:
-    config = dict(req.get("config") or {})
-    _check("config", rknn.config(**config))
-    model = base / req["model"]
+def _load(rknn: Any, req: dict[str, Any], base: Path) -> None:
+    _check("config", rknn.config(**dict(req.get("config") or {})))
     _check(
         "load_onnx",
-        rknn.load_onnx(model=str(model), inputs=req.get("inputs"), input_size_list=req.get("input_shapes")),
+        rknn.load_onnx(
+            model=str(base / req["model"]), inputs=req.get("inputs"), input_size_list=req.get("input_shapes")
+        ),
     )
+
+
+def _build(rknn: Any, req: dict[str, Any], base: Path, result: dict[str, Any]) -> Path:
+    _load(rknn, req, base)
     dataset = str(base / req["dataset"]) if req.get("dataset") else None
-    hybrid = req.get("hybrid")
-    if req.get("quantize") and hybrid:
-        cwd = os.getcwd()
-        os.chdir(base)  # step 1 writes <model>.model/.data/.quantization.cfg into the working folder
+    hybrid = dict(req.get("hybrid") or {})
+    tail = req.get("tail_hybrid") if req.get("quantize") else None
+    pairs = list(hybrid.get("custom_hybrid") or [])
+    if tail:
         try:
-            _check(
-                "hybrid_quantization_step1",
-                rknn.hybrid_quantization_step1(
-                    dataset=dataset, proposal=False, custom_hybrid=hybrid["custom_hybrid"]
-                ),
-            )
-        finally:
-            os.chdir(cwd)
-        stem = model.stem
-        cfg = base / f"{stem}.quantization.cfg"
-        result["hybrid_layers"] = _set_hybrid_dtype(cfg, str(hybrid.get("dtype", "float16")))
-        rknn.release()
-        rknn = _new_rknn()
-        _check(
-            "hybrid_quantization_step2",
-            rknn.hybrid_quantization_step2(
-                model_input=str(base / f"{stem}.model"),
-                data_input=str(base / f"{stem}.data"),
-                model_quantization_cfg=str(cfg),
-            ),
-        )
-    else:
+            rknn = _hybrid(rknn, [*pairs, *tail["custom_hybrid"]], dataset, req, base, result)
+            result["tail_hybrid"] = {"kept": True, "nodes": len(tail["nodes"])}
+        except (ValueError, WorkerError) as exc:  # the toolkit renamed or folded an anchor tensor
+            lines = [line for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+            result["tail_hybrid"] = {"kept": False, "why": lines[-1].strip()[:300]}  # the toolkit's own line
+            rknn.release()
+            rknn = _new_rknn()
+            _load(rknn, req, base)
+            tail = None
+    if req.get("quantize") and pairs and not tail:
+        rknn = _hybrid(rknn, pairs, dataset, req, base, result)
+    elif not tail:
         kwargs: dict[str, Any] = {"do_quantization": bool(req.get("quantize")), "dataset": dataset}
         if req.get("auto_hybrid"):
             kwargs["auto_hybrid"] = True
@@ -125,6 +121,42 @@ def _build(rknn: Any, req: dict[str, Any], base: Path, result: dict[str, Any]) -
     result["rknn"] = {"file": out.name, "sha256": _sha256(out), "size": out.stat().st_size}
     result["_rknn"] = rknn
     return out
+
+
+def _hybrid(
+    rknn: Any,
+    pairs: list[list[str]],
+    dataset: str | None,
+    req: dict[str, Any],
+    base: Path,
+    result: dict[str, Any],
+) -> Any:
+    """Hybrid quantization with `pairs` kept at the request's dtype (float16 unless said): step 1 on the
+    loaded model, the config's layers set to the dtype, step 2 on a fresh toolkit. Returns the toolkit
+    holding the built model."""
+    cwd = os.getcwd()
+    os.chdir(base)  # step 1 writes <model>.model/.data/.quantization.cfg into the working folder
+    try:
+        _check(
+            "hybrid_quantization_step1",
+            rknn.hybrid_quantization_step1(dataset=dataset, proposal=False, custom_hybrid=pairs),
+        )
+    finally:
+        os.chdir(cwd)
+    stem = Path(req["model"]).stem
+    cfg = base / f"{stem}.quantization.cfg"
+    result["hybrid_layers"] = _set_hybrid_dtype(cfg, str((req.get("hybrid") or {}).get("dtype", "float16")))
+    rknn.release()
+    rknn = _new_rknn()
+    _check(
+        "hybrid_quantization_step2",
+        rknn.hybrid_quantization_step2(
+            model_input=str(base / f"{stem}.model"),
+            data_input=str(base / f"{stem}.data"),
+            model_quantization_cfg=str(cfg),
+        ),
+    )
+    return rknn
 
 
 def _new_rknn() -> Any:

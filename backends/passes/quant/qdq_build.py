@@ -130,6 +130,8 @@ class Builder:
     op_types: list[str]
     placed_float: Sequence[str] = ()
     """Nodes the placement leaves float in every build (the tail, mixed-range concats)."""
+    placed_wide: Sequence[str] = ()
+    """Tensors the placement quantizes at 16 bits in every build (mixed-range concats, integer targets)."""
     shifts: Sequence[bias_correction.Shift] = ()
     """Measured bias shifts every build gets (backends.passes.quant.bias_correction), once measured."""
     counter: int = 0
@@ -159,7 +161,7 @@ class Builder:
             tuple(sorted(set(float_nodes))),
             tuple(wide),
             explicit_activations,
-            tuple(sorted(wide_tensors)),
+            tuple(sorted({*wide_tensors, *self.placed_wide})),
         )
         built = self._uncorrected.get(args)
         if built is None:

@@ -11,8 +11,10 @@ here (`placement: target`, the default):
 - the tail, every node from which no compute op (Conv, MatMul, Gemm, ...) is reachable, only
   rearranges, decodes or post-processes: it stays float on a target that runs float layers;
 - a Concat whose inputs' calibrated ranges differ by more than MIX_FACTOR (the range-mixing check) is
-  kept float there; on a target without float it is reported with the fix to apply (split the concat,
-  its inputs quantized apart), because one integer scale cannot hold both.
+  kept float there; on a target that runs the graph in integer but has 16-bit activations (QNN's HTP:
+  A16W8) its inputs and output are quantized at 16 bits, where a score in 0-1 beside pixel
+  coordinates keeps ~200 levels instead of none; elsewhere it is reported with the fix to apply
+  (split the concat, its inputs quantized apart), because one 8-bit scale cannot hold both.
 
 `placement: every_op` is ONNX Runtime's own default (every op it knows, tails included).
 """
@@ -69,6 +71,8 @@ class Placement:
     mixed: list[Mixed] = field(default_factory=list)
     float_tail: bool = True
     """False when the target (or its backend) runs the whole graph in integer."""
+    wide_tensors: list[str] = field(default_factory=list)
+    """Tensors quantized at 16 bits in every build (mixed-range concats on an integer-only target)."""
 
     def report(self) -> dict[str, Any]:
         tail = sorted(n for n, why in self.float_nodes.items() if why == "tail")
@@ -79,6 +83,7 @@ class Placement:
             "float_nodes": dict(sorted(self.float_nodes.items())),
             "tail_nodes": len(tail),
             "range_mixing": [m.as_dict() for m in self.mixed],
+            **({"wide_tensors": self.wide_tensors} if self.wide_tensors else {}),
         }
 
     def text(self) -> str:
@@ -113,15 +118,20 @@ def plan(
     rule: str,
     known_ops: Sequence[str],
     integer_graph: bool = False,
+    wide: str | None = None,
 ) -> Placement:
     """The placement of `rule` for `model` on `target`, given the calibrated ranges (a TensorsData file).
     `integer_graph`: the backend runs the whole graph in integer (QNN's HTP context), so nothing stays
-    float whatever the target's precisions say."""
+    float whatever the target's precisions say. `wide`: the 16-bit activation type the build would use,
+    quantizing a mixed-range concat there when nothing can stay float (kept only if the target lists it)."""
     float_ok = has_float(target) and not integer_graph
+    widen = not float_ok and rule == "target" and wide is not None and wide in target.precisions
     if float_ok and rule == "target":
         fix = "kept float (its inputs quantized apart)"
     elif float_ok:
         fix = "suggested: placement target (keeps it float, its inputs quantized apart)"
+    elif widen:
+        fix = f"its inputs and output quantized at {wide} (the target runs this graph in integer)"
     else:
         fix = (
             f"suggested: split the concat into separate outputs and quantize its inputs apart (target "
@@ -140,7 +150,8 @@ def plan(
             floats.setdefault(m.node, "range mixing")
     for name, why in unbounded.items():
         floats.setdefault(name, why)
-    return Placement(rule, ops, floats, mixed, float_ok)
+    widened = sorted({t for m in mixed for t in (m.output, *(name for name, _ in m.widths))}) if widen else []
+    return Placement(rule, ops, floats, mixed, float_ok, widened)
 
 
 UNBOUNDED = "unbounded range"

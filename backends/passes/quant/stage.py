@@ -194,13 +194,25 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
         log(f"calibration: {calib.cache}, {len(calib.samples)} samples, digest {calib.digest[:16]}")
         report["calibration"] = calib.report()
         placement = qdq_placement.plan(
-            model, calib.ranges, request.target, policy.placement, ops, policy.integer_graph
+            model,
+            calib.ranges,
+            request.target,
+            policy.placement,
+            ops,
+            policy.integer_graph,
+            policy.wide_activations,
         )
         report["placement"] = placement.report()
         report["placement"]["channel_ranges"] = _channel_check(model, files, placement, request, policy)
         log(qdq_placement.note(report["placement"]))
         builder = Builder(
-            prepared, calib.ranges, policy, scratch, placement.op_types, list(placement.float_nodes)
+            prepared,
+            calib.ranges,
+            policy,
+            scratch,
+            placement.op_types,
+            list(placement.float_nodes),
+            placement.wide_tensors,
         )
         keep = rules.keep if rules is not None else "fp32"
         kept: dict[str, tuple[str, str]] = {name: (keep, rule) for name, rule in explicit.items()}

@@ -77,9 +77,33 @@ def test_sensitive_layers_go_through_hybrid_quantization(
         tmp_path, make_request, calib_folder, sensitive_layers={"keep": "fp16", "nodes": ["conv2"]}
     )
     meta = json.loads(_compile(make_request, bundle)["rknn_meta"].read_text())
-    # conv2, then the tail after it (pooling, flatten: placement target keeps it float16 too)
-    assert meta["hybrid_layers"][0] == "c2" and meta["hybrid_layers"][-1] == "y"
-    assert meta["build_request"]["hybrid"]["custom_hybrid"] == [["r1", "c2"], ["c2", "y"]]
+    assert meta["hybrid_layers"] == ["c2"]
+    assert meta["build_request"]["hybrid"]["custom_hybrid"] == [["r1", "c2"]]
+
+
+def test_a_tail_the_toolkit_cannot_name_is_built_without_it_and_said(
+    tmp_path: Path, make_request: Request, calib_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The decode tail's anchors are ONNX names the toolkit may have renamed or folded: then the build
+    goes on without the float16 tail (what it was before) and the compile's report and note say why."""
+    from backends.rknn import stages
+
+    real = stages.quant_plan
+
+    def with_tail(*args: object) -> tuple[dict[str, object], list[str]]:
+        plan, notes = real(*args)  # type: ignore[arg-type]
+        plan["tail_hybrid"] = {"custom_hybrid": [["no_such_tensor", "y"]], "nodes": ["gap", "flat"]}
+        return plan, notes
+
+    monkeypatch.setattr(stages, "quant_plan", with_tail)
+    _, bundle = _quantized(tmp_path, make_request, calib_folder)
+    config = {"target": "rk3588", "compile": COMPILE, "rewrite.fusion": {}, "quantization.mode": "ptq"}
+    out = RknnCompile().run(make_request("compile", config, {"model": bundle}, targets()["rk3588"]))
+    tail = out.report["tail_hybrid"]
+    assert tail["kept"] is False and "no_such_tensor" in tail["why"], tail
+    assert "decode tail left int8" in out.note
+    assert out.artifacts["rknn"].read_bytes()[:4] == b"RKNN"
+    assert json.loads(out.artifacts["rknn_meta"].read_text())["hybrid_layers"] == []
 
 
 def test_simulator_accuracy_against_the_float_model(

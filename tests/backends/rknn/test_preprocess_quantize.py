@@ -94,10 +94,8 @@ def test_quant_plan_maps_the_spec(tiny_model: Path) -> None:
     t = targets()["rk3588"]
     plan, _ = quant_plan(_policy(), t, model)
     assert plan["quantized_dtype"] == "w8a8" and plan["quantized_algorithm"] == "normal"
-    # the tail after the last Conv (pooling, flatten) stays float16, from conv2's output to the output
-    assert plan["quantized_method"] == "channel" and plan["tail_nodes"] == ["gap", "flat"]
-    assert plan["hybrid"] == {"custom_hybrid": [["c2", "y"]], "dtype": "float16"}
-    assert "hybrid" not in quant_plan(_policy(placement="every_op"), t, model)[0]
+    # a classifier's tail (pooling, flatten) joins nothing: it is quantized like the rest
+    assert plan["quantized_method"] == "channel" and "hybrid" not in plan and "tail_hybrid" not in plan
     plan, _notes = quant_plan(_policy(per_channel=False), t, model)
     assert plan["quantized_method"] == "layer"
     with pytest.raises(TerminalError, match="does not support uint8"):
@@ -112,7 +110,7 @@ def test_quant_plan_maps_the_spec(tiny_model: Path) -> None:
     }
     hybrid = _policy(sensitive_layers={"keep": "fp16", "nodes": ["conv2"], "op_types": ["Relu"]})
     plan, _ = quant_plan(hybrid, t, model)
-    assert plan["hybrid"] == {"custom_hybrid": [["c1", "r1"], ["r1", "c2"], ["c2", "y"]], "dtype": "float16"}
+    assert plan["hybrid"] == {"custom_hybrid": [["c1", "r1"], ["r1", "c2"]], "dtype": "float16"}
     with pytest.raises(TerminalError, match="matches no node"):
         quant_plan(_policy(sensitive_layers={"nodes": ["nope*"]}), t, model)
 
@@ -148,11 +146,14 @@ def test_a_decode_tail_is_kept_float16_from_names_the_toolkit_keeps() -> None:
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     plan, notes = quant_plan(_policy(), targets()["rk3588"], model)
-    assert plan["tail_nodes"] == ["split", "sig", "mul", "add", "concat"]
-    assert plan["hybrid"]["custom_hybrid"] == [["c", "y"]]
-    assert any("5 tail node(s)" in n for n in notes), notes
+    assert plan["tail_hybrid"] == {
+        "custom_hybrid": [["c", "y"]],
+        "nodes": ["split", "sig", "mul", "add", "concat"],
+    }
+    assert "hybrid" not in plan and any("5 tail node(s)" in n for n in notes), notes
     auto = _policy(sensitive_layers={"keep": "fp16", "auto": {}})
-    assert "hybrid" not in quant_plan(auto, targets()["rk3588"], model)[0]  # auto_hybrid decides alone
+    assert "tail_hybrid" not in quant_plan(auto, targets()["rk3588"], model)[0]  # auto_hybrid decides
+    assert "tail_hybrid" not in quant_plan(_policy(placement="every_op"), targets()["rk3588"], model)[0]
 
 
 def test_auto_is_recorded_as_what_rknn_does_and_chip_limits_are_refused(tiny_model: Path) -> None:

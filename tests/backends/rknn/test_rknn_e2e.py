@@ -172,8 +172,9 @@ spec:
     lock = json.loads((git_repo / "specs" / "det.lock.json").read_text())["variants"]["default"]
     with sqlite3.connect(git_repo / ".npuctl" / "state.db") as db:
         reports = {stage: json.loads(r) for stage, r in db.execute("select stage, report from records")}
-    plan = reports["quantize"]["rknn_quantization"]
-    assert "/model.22/Concat_25" in plan["tail_nodes"] and "/model.22/Sigmoid" in plan["tail_nodes"]
+    tail = reports["quantize"]["rknn_quantization"]["tail_hybrid"]["nodes"]
+    assert "/model.22/Concat_25" in tail and "/model.22/Sigmoid" in tail
+    assert reports["compile"]["tail_hybrid"] == {"kept": True, "nodes": len(tail)}
     check = reports["compile"]["check"]
     assert check["metric"] == "detection box_f1@0.5" and check["passed"] is True
     assert lock["measurements"]["accuracy"]["value"] >= 0.9
