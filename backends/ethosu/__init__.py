@@ -83,7 +83,7 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "quantize",
         name="backends.tflite.stages.TfliteQuantize",
-        version="5-onnx2tf",
+        version="6-onnx2tf",
         ref="backends.ethosu:tflite_quantize",
     ),
     Registration(

@@ -76,20 +76,15 @@ def _keep_tail(plan: dict[str, Any], model: Any, kept: Mapping[str, str], notes:
     to survive: from the outputs of the compute ops (or graph inputs) feeding the tail's data path to
     the graph outputs it makes. The worker keeps it only if the toolkit knows those names, and says
     which (`tail_hybrid` in its result). With `auto` the toolkit's auto_hybrid decides alone."""
-    from backends.passes.quant.qdq_placement import tail_nodes
+    from backends.passes.quant.qdq_placement import data_tail, data_tensors, joining_concats
 
-    data = _data_tensors(model)
+    if not joining_concats(model):
+        return
+    data = data_tensors(model)
     by_name = {node.name: node for node in model.graph.node}
-    tail = [
-        name
-        for name in tail_nodes(model)
-        if name not in kept and by_name[name].output and by_name[name].output[0] in data
-    ]
-    joins = any(
-        by_name[n].op_type == "Concat" and sum(t in data for t in by_name[n].input) >= 2 for n in tail
-    )
+    tail = [name for name in data_tail(model) if name not in kept]
     outputs = [o.name for o in model.graph.output if o.name in {t for n in tail for t in by_name[n].output}]
-    if not joins or not outputs:
+    if not outputs:
         return
     region = set(tail)
     entries = sorted(
@@ -133,23 +128,6 @@ def _anchors(model: Any, tensor: str) -> set[str]:
         else:
             todo.extend(t for t in node.input if t)
     return found
-
-
-def _data_tensors(model: Any) -> set[str]:
-    """Tensors computed from the graph's inputs' values (not only from their shapes or constants)."""
-    weights = {t.name for t in model.graph.initializer}
-    data = {i.name for i in model.graph.input if i.name not in weights}
-    changed = True
-    while changed:  # a fixed point: the node order need not be topological
-        changed = False
-        for node in model.graph.node:
-            if node.op_type in ("Shape", "Size") or not any(t in data for t in node.input):
-                continue
-            fresh = [t for t in node.output if t and t not in data]
-            if fresh:
-                data.update(fresh)
-                changed = True
-    return data
 
 
 def _keep_dtype(keep: str, notes: list[str]) -> str:

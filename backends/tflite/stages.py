@@ -5,7 +5,9 @@ quantize picks one variant from the spec: mode none -> float32, fp16 -> float16,
 (16x8) when the spec asks for 16-bit activations or keeps sensitive layers at int16. onnx2tf writes the
 float32 TFLite and its SavedModel; the worker quantizes that SavedModel into the one variant asked for.
 Sensitive layers kept in float (keep: fp16/fp32) stay float32 ops inside the int8 model (LiteRT's
-selective quantization); an int16 keep widens every layer (TFLite has no per-layer 16x8). Every written
+selective quantization), and so do, with `placement: target`, a decode's concats that join several
+tensors (decode_concats); a kept layer that writes a model output leaves that output float32. An int16
+keep widens every layer (TFLite has no per-layer 16x8). Every written
 variant is checked against the ONNX model on a few samples before anything is recorded (backends.tflite.check).
 """
 
@@ -134,6 +136,15 @@ def build(
     if policy.sensitive is not None and policy.sensitive.explicit and policy.mode == "ptq":
         kept = match_rules(onnx.load(str(source), load_external_data=False), policy.sensitive)
     float_keep = sorted(kept) if policy.sensitive is not None and policy.sensitive.keep in FLOAT_KEEPS else []
+    if variant == "full_int8" and policy.placement == "target":
+        joins = decode_concats(source, kept)
+        kept.update(joins)
+        float_keep = sorted({*float_keep, *joins})
+        if joins:
+            notes.append(
+                f"placement target: {len(joins)} decode concat(s) joining the tail's tensors kept float32, "
+                "their inputs quantized apart (the model's output stays float where one of them writes it)"
+            )
     files = calibration_files(request, policy) if policy.mode == "ptq" else []
     samples, labels, task, where = check_data(request, source, files)
     with tempfile.TemporaryDirectory(prefix="npuctl-tflite-") as tmp:
@@ -180,6 +191,19 @@ def build(
         report["notes"] = notes
     log(json.dumps(report, indent=1, sort_keys=True))
     return out, io_path, report
+
+
+def decode_concats(source: Path, kept: Mapping[str, str]) -> dict[str, str]:
+    """`placement: target` on a TFLite target: the tail's concats that join several tensors (a detector's
+    boxes in pixels beside scores in 0-1, backends.passes.quant.qdq_placement.joining_concats), to keep
+    float32 with their inputs quantized apart: TF's converter calibrates by itself, one int8 scale per
+    tensor, and under one scale every score of such a concat rounds to zero (NudeNet's box F1 0)."""
+    import onnx
+
+    from backends.passes.quant.qdq_placement import joining_concats
+
+    model = onnx.load(str(source), load_external_data=False)
+    return {n: "placement target: a decode's concat" for n in joining_concats(model) if n not in kept}
 
 
 def kept_layers(

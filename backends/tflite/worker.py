@@ -167,13 +167,27 @@ def quantized(saved_model: Path, request: dict[str, Any], variant: str) -> tuple
     kept_layout = set(request.get("channels_last") or [])
     first = {name: np_first(path, name in kept_layout) for name, path in request["calibration"].items()}
     kept = _sibling("keep_locate").locate(request["model"], calibrated, keep, first)
-    body = tf_convert.mlir_quantize(
-        calibrated,
-        fully_quantize=True,
-        input_data_type=io_type,
-        output_data_type=io_type,
-        denylisted_nodes=sorted({k["tflite"] for k in kept.values()}),
-    )
+    denied = sorted({k["tflite"] for k in kept.values()})
+    outputs = {d["name"] for d in tf.lite.Interpreter(model_content=calibrated).get_output_details()}
+    if outputs & set(denied):
+        # a kept layer that writes a model output leaves that output float: an int8 output would
+        # quantize it again under one scale, which is what keeping it float is for (a decode's
+        # concat). The quantizer keeps a fully quantized model's outputs integer, so the body is
+        # quantized alone and the interface set after: inputs int8, outputs float32
+        from tensorflow.lite.python import util as tf_util
+
+        body = tf_convert.mlir_quantize(calibrated, fully_quantize=False, denylisted_nodes=denied)
+        body = tf_util.modify_model_io_type(
+            body, inference_input_type=io_type, inference_output_type=tf.float32
+        )
+    else:
+        body = tf_convert.mlir_quantize(
+            calibrated,
+            fully_quantize=True,
+            input_data_type=io_type,
+            output_data_type=io_type,
+            denylisted_nodes=denied,
+        )
     _no_flex(body, variant)
     dtypes = _sibling("keep_locate").tensor_dtypes(body)
     for found in kept.values():

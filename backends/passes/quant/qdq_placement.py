@@ -204,6 +204,44 @@ def tail_nodes(model: onnx.ModelProto) -> list[str]:
     return [n.name for n, f in zip(nodes, feeds, strict=True) if not f]
 
 
+def data_tensors(model: onnx.ModelProto) -> set[str]:
+    """Tensors computed from the graph inputs' values, not only from their shapes or constants (a
+    converter folds shape arithmetic, such as anchor grids made from Shape, into constants)."""
+    weights = {t.name for t in model.graph.initializer}
+    data = {i.name for i in model.graph.input if i.name not in weights}
+    changed = True
+    while changed:  # a fixed point: the node order need not be topological
+        changed = False
+        for node in model.graph.node:
+            if node.op_type in ("Shape", "Size") or not any(t in data for t in node.input):
+                continue
+            fresh = [t for t in node.output if t and t not in data]
+            if fresh:
+                data.update(fresh)
+                changed = True
+    return data
+
+
+def data_tail(model: onnx.ModelProto) -> list[str]:
+    """The tail's nodes on the data path (tail_nodes less the shape arithmetic), in graph order."""
+    data = data_tensors(model)
+    by_name = {node.name: node for node in model.graph.node}
+    return [n for n in tail_nodes(model) if by_name[n].output and by_name[n].output[0] in data]
+
+
+def joining_concats(model: onnx.ModelProto) -> list[str]:
+    """The tail's Concats that join two or more data tensors: where a decode puts values of different
+    ranges (box coordinates, scores) under one tensor, and so under one integer scale. Found from the
+    graph alone, for converters that calibrate by themselves (no ranges to compare)."""
+    data = data_tensors(model)
+    by_name = {node.name: node for node in model.graph.node}
+    return [
+        n
+        for n in data_tail(model)
+        if by_name[n].op_type == "Concat" and sum(t in data for t in by_name[n].input) >= 2
+    ]
+
+
 def load_widths(ranges: Path) -> dict[str, float]:
     """Tensor -> calibrated range width (max(hi, 0) - min(lo, 0), what one 8-bit scale must span)."""
     import numpy as np

@@ -55,6 +55,17 @@ def test_tail_is_every_node_after_the_last_compute_op(tmp_path: Path) -> None:
     assert qdq_placement.tail_nodes(model) == ["sig", "scale", "cat", "tr"]
 
 
+def test_the_joining_concat_is_found_from_the_graph_alone(tmp_path: Path) -> None:
+    """For converters that calibrate by themselves: the tail's data path (shape arithmetic left out)
+    and the concat in it that joins two data tensors, without any calibrated range."""
+    model = onnx.load(str(_toy(tmp_path / "toy.onnx")))
+    shape = helper.make_node("Shape", ["c2"], ["shp"], name="shape")
+    model.graph.node.insert(3, shape)  # a Shape of the last conv's output: not on the data path
+    assert qdq_placement.data_tail(model) == ["sig", "scale", "cat", "tr"]
+    assert qdq_placement.joining_concats(model) == ["cat"]
+    assert "shp" not in qdq_placement.data_tensors(model) and "box" in qdq_placement.data_tensors(model)
+
+
 def test_range_mixing_names_the_concat_from_calibrated_ranges(tmp_path: Path) -> None:
     model = onnx.load(str(_toy(tmp_path / "toy.onnx")))
     widths = {"box": 300.0, "s": 1.0, "r1": 5.0}

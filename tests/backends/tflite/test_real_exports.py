@@ -121,3 +121,54 @@ def test_same_shape_outputs_tie_by_name(built: tuple[Path, dict[str, Any]], tmp_
     assert [o["signature"] for o in outputs] == ["output_0", "output_1", "output_2", "output_3"]
     assert len({o["name"] for o in outputs}) == 4
     assert record["io"]["inputs"][0]["onnx"] == "input.1"
+
+
+def test_a_yolov8_export_keeps_its_decode_concats_float_on_an_ethos_u(tmp_path: Path) -> None:
+    """NudeNet's YOLOv8n export on an Ethos-U55 with defaults: TF's converter puts one int8 scale on
+    the output concat of boxes in pixels and scores in 0-1, every score rounds to zero and the quantize
+    check refused the build (box F1 0 against float). With placement target the decode's joining
+    concats stay float32, their inputs quantized apart, and the output they write is float32."""
+    import sqlite3
+
+    from skimage import transform
+
+    from tests.backends.tasks.task_models import NUDENET, wheel_file
+
+    repo = tmp_path / "repo"
+    (repo / "models").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "specs").mkdir()
+    (repo / "models" / "320n.onnx").write_bytes(
+        wheel_file(NUDENET, "nudenet", "320n.onnx", ("320n.onnx",)).read_bytes()
+    )
+    frames = [
+        (transform.resize(photo(n), (320, 320), preserve_range=True) / 255.0)
+        .astype(np.float32)
+        .transpose(2, 0, 1)[None]
+        for n in ("astronaut", "coffee", "chelsea", "rocket", "astronaut", "chelsea")
+    ]
+    _write_samples(repo / "data" / "photos", frames)
+    spec = SPEC.format(
+        name="yolo",
+        model="320n.onnx",
+        target="ethos-u55",
+        input="images",
+        shape=[1, 3, 320, 320],
+        data="photos",
+    )
+    (repo / "specs" / "yolo.yaml").write_text(
+        spec.replace("  evaluate: {", "  evaluate: {task: {type: detection}, ")
+    )
+    result = run_npuctl(repo, "apply", "--json")
+    assert result.returncode in (0, 3), result.stdout[-3000:] + result.stderr[-3000:]
+    with sqlite3.connect(repo / ".npuctl" / "state.db") as db:
+        (report,) = [
+            json.loads(r) for (r,) in db.execute("select report from records where stage = 'quantize'")
+        ]
+    kept = {k["node"]: k for k in report["kept"]}
+    assert "/model.22/Concat_25" in kept and kept["/model.22/Concat_25"]["precision"] == "fp32"
+    assert kept["/model.22/Concat_25"]["rule"] == "placement target: a decode's concat"
+    (output,) = report["tflite"]["outputs"]
+    assert output["dtype"] == "float32"
+    check = report["checks"]["full_int8"]
+    assert check["metric"].startswith("detection") and check["passed"] and check["quantized"] >= 0.5, check
