@@ -22,6 +22,7 @@ from typing import Any
 
 from backends.catalog import Target
 from backends.passes.quant.policy import FLOAT_KEEPS, Policy, calibration_folder, match_rules, resolve
+from backends.passes.quant.qdq_placement import MIX_FACTOR
 from backends.sdk.base import StageLog, StageOutput, StageRequest
 from backends.sdk.errors import TerminalError
 from backends.tflite import convert, fingerprint
@@ -136,16 +137,17 @@ def build(
     if policy.sensitive is not None and policy.sensitive.explicit and policy.mode == "ptq":
         kept = match_rules(onnx.load(str(source), load_external_data=False), policy.sensitive)
     float_keep = sorted(kept) if policy.sensitive is not None and policy.sensitive.keep in FLOAT_KEEPS else []
+    files = calibration_files(request, policy) if policy.mode == "ptq" else []
     if variant == "full_int8" and policy.placement == "target":
-        joins = decode_concats(source, kept)
+        joins = decode_concats(source, kept, files)
         kept.update(joins)
         float_keep = sorted({*float_keep, *joins})
         if joins:
             notes.append(
-                f"placement target: {len(joins)} decode concat(s) joining the tail's tensors kept float32, "
-                "their inputs quantized apart (the model's output stays float where one of them writes it)"
+                f"placement target: {len(joins)} decode concat(s) joining ranges over "
+                f"{MIX_FACTOR:g}x apart kept float32, their inputs quantized apart (a model output one "
+                "of them writes stays float32)"
             )
-    files = calibration_files(request, policy) if policy.mode == "ptq" else []
     samples, labels, task, where = check_data(request, source, files)
     with tempfile.TemporaryDirectory(prefix="npuctl-tflite-") as tmp:
         job = Path(tmp)
@@ -193,17 +195,28 @@ def build(
     return out, io_path, report
 
 
-def decode_concats(source: Path, kept: Mapping[str, str]) -> dict[str, str]:
-    """`placement: target` on a TFLite target: the tail's concats that join several tensors (a detector's
-    boxes in pixels beside scores in 0-1, backends.passes.quant.qdq_placement.joining_concats), to keep
-    float32 with their inputs quantized apart: TF's converter calibrates by itself, one int8 scale per
-    tensor, and under one scale every score of such a concat rounds to zero (NudeNet's box F1 0)."""
+def decode_concats(source: Path, kept: Mapping[str, str], files: list[Path]) -> dict[str, str]:
+    """`placement: target` on a TFLite target: the tail's concats that join tensors whose ranges,
+    measured on the float model over the first calibration samples, are over MIX_FACTOR apart (a
+    detector's boxes in pixels beside scores in 0-1; backends.passes.quant.qdq_placement.mixed_joins),
+    to keep float32 with their inputs quantized apart. TF's converter calibrates by itself, one int8
+    scale per tensor, and under one scale every score of such a concat rounds to zero (NudeNet's box
+    F1 0); a concat of like ranges stays int8 on the NPU."""
     import onnx
 
-    from backends.passes.quant.qdq_placement import joining_concats
+    from backends.passes import data
+    from backends.passes.quant.channel_ranges import SAMPLES
+    from backends.passes.quant.qdq_placement import mixed_joins
 
     model = onnx.load(str(source), load_external_data=False)
-    return {n: "placement target: a decode's concat" for n in joining_concats(model) if n not in kept}
+    specs = data.model_inputs(source)
+    samples = [data.read_sample(p, specs) for p in files[:SAMPLES]]
+    found = mixed_joins(model, samples, "kept float32, its inputs quantized apart")
+    return {
+        m.node: f"placement target: a decode's concat of ranges {m.ratio:.0f}x apart"
+        for m in found
+        if m.node not in kept
+    }
 
 
 def kept_layers(

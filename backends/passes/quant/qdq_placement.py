@@ -242,6 +242,27 @@ def joining_concats(model: onnx.ModelProto) -> list[str]:
     ]
 
 
+def mixed_joins(model: onnx.ModelProto, samples: Sequence[Any], fix: str) -> list[Mixed]:
+    """The joining concats (joining_concats) whose inputs' ranges, measured on the float model over
+    `samples`, differ by more than MIX_FACTOR: for converters that calibrate by themselves, the same
+    rule as range_mixing on ranges measured here."""
+    import numpy as np
+
+    from backends.passes.quant.points import float_values
+
+    joins = set(joining_concats(model))
+    if not joins or not samples:
+        return []
+    names = sorted({t for n in model.graph.node if n.name in joins for t in n.input if t})
+    widths: dict[str, float] = {}
+    for values in float_values(model, names, samples):
+        for name, value in values.items():
+            if value.dtype.kind == "f" and value.size:
+                width = max(float(np.max(value)), 0.0) - min(float(np.min(value)), 0.0)
+                widths[name] = max(widths.get(name, 0.0), width)
+    return [m for m in range_mixing(model, widths, fix) if m.node in joins]
+
+
 def load_widths(ranges: Path) -> dict[str, float]:
     """Tensor -> calibrated range width (max(hi, 0) - min(lo, 0), what one 8-bit scale must span)."""
     import numpy as np

@@ -66,6 +66,27 @@ def test_the_joining_concat_is_found_from_the_graph_alone(tmp_path: Path) -> Non
     assert "shp" not in qdq_placement.data_tensors(model) and "box" in qdq_placement.data_tensors(model)
 
 
+def test_a_joining_concat_is_mixed_only_when_its_measured_ranges_are(tmp_path: Path) -> None:
+    """For a converter that calibrates by itself, the joining concat's input ranges are measured on the
+    float model: boxes scaled by 320 beside 0-1 scores are mixed; scaled by 2, they are not."""
+    rng = np.random.default_rng(0)
+    samples = [
+        data.Sample(f"s{i}", {"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)}) for i in range(4)
+    ]
+    model = onnx.load(str(_toy(tmp_path / "toy.onnx")))
+    (mixed,) = qdq_placement.mixed_joins(model, samples, "kept float")
+    widths = dict(mixed.widths)
+    assert (
+        mixed.node == "cat"
+        and mixed.ratio == pytest.approx(widths["box"] / widths["s"])
+        and mixed.ratio > 100
+    )
+    for init in model.graph.initializer:
+        if init.name == "k":
+            init.CopyFrom(numpy_helper.from_array(np.array(2.0, np.float32), "k"))
+    assert qdq_placement.mixed_joins(model, samples, "kept float") == []
+
+
 def test_range_mixing_names_the_concat_from_calibrated_ranges(tmp_path: Path) -> None:
     model = onnx.load(str(_toy(tmp_path / "toy.onnx")))
     widths = {"box": 300.0, "s": 1.0, "r1": 5.0}
