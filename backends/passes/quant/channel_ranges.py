@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from backends.passes.quant.policy import spec_name
+
 if TYPE_CHECKING:
     import numpy as np
     import onnx
@@ -49,7 +51,7 @@ class Spread:
     def as_dict(self) -> dict[str, Any]:
         return {
             "tensor": self.tensor,
-            "consumer": self.consumer,
+            "consumer": spec_name(self.consumer),
             "channels": self.channels,
             "ratio": round(self.ratio, 2),
             "fix": self.fix,

@@ -245,6 +245,14 @@ def compute_nodes(model: onnx.ModelProto) -> list[str]:
     return [n.name for n in model.graph.node if n.op_type in COMPUTE_OPS]
 
 
+def spec_name(node: str) -> str:
+    """The name a spec gives `node`: ONNX Runtime's pre-processing names a node it fused after the one
+    it kept ("p2o.MatMul.0/MatMulAddFusion" for a MatMul and its Add), a name the user's model never
+    had; a spec names the node it came from."""
+    head, _, last = node.rpartition("/")
+    return head if head and last.endswith("Fusion") else node
+
+
 def match_rules(model: onnx.ModelProto, rules: SensitiveRules) -> dict[str, str]:
     """node name -> the rule that keeps it (first matching rule wins). A rule matching nothing is an error."""
     nodes = list(model.graph.node)
@@ -260,7 +268,11 @@ def match_rules(model: onnx.ModelProto, rules: SensitiveRules) -> dict[str, str]
 
     for i, pattern in enumerate(rules.nodes):
         add(
-            (n.name for n in nodes if n.name == pattern or fnmatch.fnmatchcase(n.name, pattern)),
+            (
+                n.name
+                for n in nodes
+                if pattern in (n.name, spec_name(n.name)) or fnmatch.fnmatchcase(spec_name(n.name), pattern)
+            ),
             f"nodes[{i}] {pattern!r}",
         )
     for i, op_type in enumerate(rules.op_types):

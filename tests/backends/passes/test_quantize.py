@@ -303,3 +303,22 @@ def test_a_row_vector_gemm_bias_quantizes_per_channel(tmp_path: Path, shared: bo
         assert got.shape == want.shape
         step = (want.max() - want.min()) / 255  # one uint8 step of the output's range
         assert np.abs(got - want).max() <= 4 * step + 1e-6
+
+
+def test_a_node_fused_by_pre_processing_is_kept_by_the_name_it_had(tmp_path: Path) -> None:
+    """quant_pre_process fuses MatMul `mm` and its Add into a Gemm it names `mm/MatMulAddFusion`, a name
+    the user's model never had; `sensitive_layers.nodes: [mm]` (what validation accepts, the model's own
+    name) keeps that Gemm float, and the channel-range report names consumers the same way."""
+    from backends.passes.quant.policy import spec_name
+
+    assert spec_name("mm/MatMulAddFusion") == "mm" and spec_name("/model.22/Concat") == "/model.22/Concat"
+    model, calib = _row_bias_gemm(tmp_path / "model", shared=False)
+    config = ptq_config(16, sensitive_layers={"keep": "fp32", "nodes": ["mm"]})
+    out = run_quantize(config, model, tmp_path / "q", calib=calib)
+    kept = {k["node"]: k["rule"] for k in out.report["kept"]}
+    (fused,) = kept
+    assert fused.startswith("mm/") and fused.endswith("Fusion") and kept[fused] == "nodes[0] 'mm'"
+    built = onnx.load(str(out.artifacts["model"]))
+    gemm = next(n for n in built.graph.node if n.op_type == "Gemm")
+    weights = {t.name: t for t in built.graph.initializer}
+    assert weights[gemm.input[1]].data_type == TensorProto.FLOAT  # kept float: no int8 weight behind it
