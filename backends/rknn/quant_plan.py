@@ -86,14 +86,16 @@ def _keep_tail(plan: dict[str, Any], model: Any, kept: Mapping[str, str], notes:
     outputs = [o.name for o in model.graph.output if o.name in {t for n in tail for t in by_name[n].output}]
     if not outputs:
         return
+    producers = {t: n for n in model.graph.node for t in n.output if t}
+    weights = {t.name for t in model.graph.initializer}
     region = set(tail)
     entries = sorted(
         {
             start
             for name in tail
             for t in by_name[name].input
-            if t in data and _producer(model, t) not in region
-            for start in _anchors(model, t)
+            if t in data and (t not in producers or producers[t].name not in region)
+            for start in _anchors(t, producers, weights)
         }
     )
     plan["tail_hybrid"] = {"custom_hybrid": [[e, o] for e in entries for o in outputs], "nodes": tail}
@@ -104,17 +106,11 @@ def _keep_tail(plan: dict[str, Any], model: Any, kept: Mapping[str, str], notes:
     )
 
 
-def _producer(model: Any, tensor: str) -> str | None:
-    return next((n.name for n in model.graph.node if tensor in n.output), None)
-
-
-def _anchors(model: Any, tensor: str) -> set[str]:
+def _anchors(tensor: str, producers: Mapping[str, Any], weights: set[str]) -> set[str]:
     """The compute ops' outputs (or graph inputs) `tensor` is computed from through non-compute nodes:
     names the toolkit keeps."""
     from backends.passes.quant.policy import COMPUTE_OPS
 
-    producers = {t: n for n in model.graph.node for t in n.output if t}
-    weights = {t.name for t in model.graph.initializer}
     found: set[str] = set()
     todo, seen = [tensor], set()
     while todo:

@@ -271,7 +271,9 @@ def match_rules(model: onnx.ModelProto, rules: SensitiveRules) -> dict[str, str]
             (
                 n.name
                 for n in nodes
-                if pattern in (n.name, spec_name(n.name)) or fnmatch.fnmatchcase(spec_name(n.name), pattern)
+                if pattern in (n.name, spec_name(n.name))
+                or fnmatch.fnmatchcase(n.name, pattern)
+                or fnmatch.fnmatchcase(spec_name(n.name), pattern)
             ),
             f"nodes[{i}] {pattern!r}",
         )
