@@ -29,13 +29,11 @@ if TYPE_CHECKING:
 RANDOM_SAMPLES = 8
 """Samples drawn (seed 0) for fidelity when the spec gives no evaluation data."""
 
-PROFILE_RUNS = 10
+PROFILE_RUNS = 30
 """Profiled iterations at most (fewer when the spec times fewer): run after the timed ones. Each layer's
-time is a middle mean over them, in whole microseconds: 10 keep PP-OCR's classifier and detector
-within 15 % of the timed runs' CPU time on a busy 2-core host (tests/e2e/test_profile_sums.py). More
-cost more than they settle: each profiled run is ~1.5x a timed one and ORT's trace of it (three events
-per node) is parsed afterwards, so 30 runs made the profile cost as much as 50 timed runs
-(bench/profile.py)."""
+time is a middle mean over them, in whole microseconds: 30 kept PP-OCR's classifier and detector
+within 15 % of the timed runs' CPU time on a busy 2-core host
+(tests/e2e/test_profile_sums.py); what they add to evaluate's time: bench/profile.py."""
 
 LATENCY_KEYS = ("p50", "p90", "p95", "p99", "mean")
 """The latency statistics every timed evaluate records, as `latency_ms.<key>`."""
