@@ -23,6 +23,7 @@ from typing import Any
 from backends.catalog import Target
 from backends.sdk.base import StageImpl
 from backends.sdk.registration import Registration, by_stage
+from backends.tflite.keys import QUANTIZE_VERSION
 
 NAME = "ethos-u"
 INSTALL = "pip install 'npuctl[ethos-u]' (ethos-u-vela)"
@@ -83,7 +84,7 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "quantize",
         name="backends.tflite.stages.TfliteQuantize",
-        version="6-onnx2tf",
+        version=QUANTIZE_VERSION,
         ref="backends.ethosu:tflite_quantize",
     ),
     Registration(

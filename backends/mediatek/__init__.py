@@ -19,6 +19,7 @@ from backends.catalog import Target
 from backends.sdk.base import StageImpl
 from backends.sdk.registration import Registration, by_stage
 from backends.sdk.vendor_bundle import Sdk
+from backends.tflite.keys import QUANTIZE_VERSION
 
 NAME = "mediatek"
 ADAPTER_VERSION = "3"
@@ -64,7 +65,7 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "quantize",
         name="backends.tflite.stages.TfliteQuantize",
-        version="6-onnx2tf",
+        version=QUANTIZE_VERSION,
         ref="backends.mediatek:tflite_quantize",
     ),
     Registration(

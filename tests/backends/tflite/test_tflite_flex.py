@@ -64,3 +64,66 @@ def test_flex_ops_in_an_int8_tflite_fail_naming_them(tmp_path: Path) -> None:
         "ERROR the full_int8 TFLite holds 1 Select-TF (Flex) ops, which integer kernels cannot run: "
         "FlexMatrixDeterminant x1"
     ) in done.stdout, done.stdout
+
+
+UNSIGNED = """
+import importlib.util, json, sys
+from pathlib import Path
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+spec = importlib.util.spec_from_file_location("worker", sys.argv[1])
+worker = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(worker)
+out = Path(sys.argv[2])
+
+x = tf_keras.Input((6, 6, 3), batch_size=1, name="image")
+small = tf_keras.layers.Conv2D(2, 3, name="small")(x)
+large = tf_keras.layers.Conv2D(2, 3, name="large")(x * 10.0)
+model = tf_keras.Model(x, [small, large])
+archive = tf_keras.export.ExportArchive()
+archive.track(model)
+archive.add_endpoint(name="serving_default", fn=lambda *i: model(i),
+                     input_signature=[tf.TensorSpec([1, 6, 6, 3], tf.float32, "image")])
+archive.write_out(str(out))
+
+fn = tf.function(lambda t: model(t), input_signature=[tf.TensorSpec([1, 6, 6, 3], tf.float32)])
+converter = tf.lite.TFLiteConverter.from_concrete_functions([fn.get_concrete_function()])
+path = out / "model_float32.tflite"
+path.write_bytes(converter.convert())  # what onnx2tf writes when its Keras conversion raises
+before = bool(tf.lite.Interpreter(model_path=str(path)).get_signature_list())
+worker.signed_float(path, out)
+feed = np.random.default_rng(0).random((1, 6, 6, 3), dtype=np.float32)
+runner = tf.lite.Interpreter(model_path=str(path)).get_signature_runner()
+got = runner(image=feed)
+want = model(feed)
+print("RESULT", json.dumps({
+    "before": before,
+    "keys": sorted(got),
+    "tied": [bool(np.allclose(got[f"output_{k}"], want[k].numpy(), atol=1e-4)) for k in range(2)],
+}))
+"""
+
+
+def test_a_float_tflite_without_signature_is_keyed_from_the_saved_model(tmp_path: Path) -> None:
+    """onnx2tf's float32 TFLite carries no serving signature where its Keras conversion raised (the
+    PicoDet layout model's eight outputs): the worker writes it again from the SavedModel, so each
+    output has the key its quantized variant is tied by, and that key's values are that output's."""
+    import json
+
+    python = toolchains.python(toolchains.TFLITE)
+    assert python is not None
+    done = subprocess.run(
+        [str(python), "-I", "-c", UNSIGNED, str(WORKER), str(tmp_path / "saved")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env={"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    result = json.loads(line.removeprefix("RESULT "))
+    assert result == {"before": False, "keys": ["output_0", "output_1"], "tied": [True, True]}, result
