@@ -1,5 +1,5 @@
 """The TFLite path's quantize version, shared by every backend whose quantize stage is this
-module's conversion (Ethos-U, MediaTek): one number moves both keys when the conversion changes."""
+package's conversion (Ethos-U, MediaTek): one number moves both keys when the conversion's output
+would change (the worker, the converter forms it reads, the names it gives onnx2tf)."""
 
 QUANTIZE_VERSION = "7-onnx2tf"
-"""7: the float32 TFLite keyed by the SavedModel's signature where onnx2tf's own has none."""

@@ -400,3 +400,20 @@ def test_static_shape_for_reshape_and_expand() -> None:
         [2, 1, 2, 3, 4],
         [2, 24],
     ]
+
+
+def test_a_global_pool_over_tokens_becomes_a_reduce_over_the_last_axis() -> None:
+    """tf2onnx's LayerNorm mean (GlobalAveragePool of [1, tokens, features]) and a GlobalMaxPool of the
+    same rank become ReduceMean / ReduceMax over the last axis with the same values, at opset 14 and 18;
+    an image's GlobalAveragePool stays a pool."""
+    for opset in (14, 18):
+        nodes = [
+            N("GlobalAveragePool", ["x"], ["mean"]),
+            N("GlobalMaxPool", ["x"], ["peak"]),
+            N("GlobalAveragePool", ["image"], ["pooled"]),
+        ]
+        m = model(
+            nodes, {"x": [1, 5, 16], "image": [1, 3, 4, 4]}, outputs=["mean", "peak", "pooled"], opset=opset
+        )
+        new = assert_equivalent(convertible.GlobalPoolReduce(), m, expect=2)
+        assert sorted(ops(new)) == ["GlobalAveragePool", "ReduceMax", "ReduceMean"], opset

@@ -222,3 +222,36 @@ def test_a_picodet_whose_float_tflite_has_no_signature_builds_int8_on_an_ethos_u
     assert outputs == {f"output_{k}" for k in range(8)}, outputs
     check = report["checks"]["full_int8"]
     assert check["metric"].startswith("detection") and check["passed"], check
+
+
+def test_a_tf2onnx_bert_builds_int8_for_mediatek(tmp_path: Path) -> None:
+    """g2p-id's BERT (tf2onnx: int64 token ids, each LayerNorm's mean and variance a GlobalAveragePool
+    of [1, 32, 64]): onnx2tf read those pools as 1-D pools over channels-first data and stopped at the
+    LayerNorm's next Sub ("axes don't match array"). The converter forms write them as ReduceMean over
+    the last axis, and the model builds int8 for the MDLA, its TFLite fed int64 ids."""
+    import sqlite3
+
+    from tests.backends.tasks.task_models import G2P_ID, wheel_file
+
+    repo = tmp_path / "repo"
+    (repo / "models").mkdir(parents=True)
+    (repo / "specs").mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    bert = wheel_file(G2P_ID, "g2p_id", "models/bert/bert_mlm.onnx", ("models/bert/bert_mlm.onnx",))
+    (repo / "models" / "bert.onnx").write_bytes(bert.read_bytes())
+    rng = np.random.default_rng(0)
+    _write_samples(repo / "data" / "ids", [rng.integers(1, 32, (1, 32), dtype=np.int64) for _ in range(6)])
+    spec = SPEC.format(
+        name="bert", model="bert.onnx", target="mediatek-mdla3", input="input_1", shape=[1, 32], data="ids"
+    )
+    (repo / "specs" / "bert.yaml").write_text(spec)
+    result = run_npuctl(repo, "apply", "--json")
+    assert result.returncode in (0, 3), result.stdout[-3000:] + result.stderr[-3000:]
+    with sqlite3.connect(repo / ".npuctl" / "state.db") as db:
+        (report,) = [
+            json.loads(r) for (r,) in db.execute("select report from records where stage = 'quantize'")
+        ]
+    assert "global_pool_reduce x8" in report["converter_forms"], report["converter_forms"]
+    (tied,) = report["tflite"]["inputs"]
+    assert tied["dtype"] == "int64", tied
+    assert report["checks"]["full_int8"]["passed"], report["checks"]["full_int8"]

@@ -3,7 +3,10 @@
 Keras and TF exports keep `auto_pad: SAME_UPPER/SAME_LOWER` (onnx2torch: "not implemented"); PyTorch
 writes `Reshape allowzero=1` (onnx2torch: "not implemented"); exporters compute Reshape and Expand
 shapes at run time from `Shape` ops, or with `0`/`-1` entries, which converters that trace the graph at
-their own size resolve wrongly (onnx2tf reshaping 5248 elements to [1,4,16,64]). With the model's input
+their own size resolve wrongly (onnx2tf reshaping 5248 elements to [1,4,16,64]); TF exports (tf2onnx)
+take a mean or max over the last axis of a `[batch, tokens, features]` tensor with GlobalAveragePool or
+GlobalMaxPool, which converters read as a 1-D pool over channels-first data (onnx2tf transposes it
+and stops at the LayerNorm's next Sub; coremltools has no GlobalMaxPool). With the model's input
 shapes fixed (the import stage), every one of these has one explicit static equivalent. All are exact.
 """
 
@@ -105,6 +108,36 @@ class StaticShape(Rewrite):
         return bool(ctx.attr(i, "allowzero", 0)) or any(int(v) in (0, -1) for v in value.reshape(-1))
 
 
-REWRITES: list[Rewrite] = [ConstantFolding(), ExplicitPads(), StaticShape()]
+_REDUCE = {"GlobalAveragePool": "ReduceMean", "GlobalMaxPool": "ReduceMax"}
+
+
+class GlobalPoolReduce(Rewrite):
+    """GlobalAveragePool / GlobalMaxPool of a rank-3 tensor -> ReduceMean / ReduceMax over its last axis,
+    kept (the same values: a global pool averages every axis after the second). Image pools (rank 4)
+    stay pools, which every converter maps to its own pooling op."""
+
+    name = "global_pool_reduce"
+    family = "converter forms"
+    kind = CLEANUP
+    exact = True
+
+    def find(self, ctx: Context) -> list[Match]:
+        out = []
+        for i in ctx.runtime(tuple(_REDUCE)):
+            node = ctx.nodes[i]
+            if ctx.facts.rank(node.input[0]) != 3:
+                continue
+            m = Match(self.name, ctx.facts.names[i], [i])
+            op = _REDUCE[node.op_type]
+            if ctx.facts.opset >= 18:
+                axes = ctx.const(m, f"{m.anchor}/axes", int64_array([2]))
+                ctx.node(m, op, [node.input[0], axes], list(node.output), keepdims=1)
+            else:
+                ctx.node(m, op, [node.input[0]], list(node.output), axes=[2], keepdims=1)
+            out.append(m)
+        return out
+
+
+REWRITES: list[Rewrite] = [ConstantFolding(), ExplicitPads(), StaticShape(), GlobalPoolReduce()]
 """Constant subgraphs first (a Shape of a weight, its ReduceProd: onnx2tf turns them into values no
 Keras layer outputs), then the forms that read the static shapes folding leaves."""
