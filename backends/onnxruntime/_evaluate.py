@@ -230,10 +230,15 @@ def _prepare_job(
     if baseline is not None:
         name = f"baseline{baseline.suffix}"
         _place(baseline, job / name)
-        body["baseline"] = {"model": name, "options": {"graph_optimization_level": _load_level(settings)}}
+        body["baseline"] = {
+            "model": name,
+            "options": {"graph_optimization_level": _load_level(settings)},
+            "budget_ms": measure.BASELINE_BUDGET_MS,
+            "least": measure.BASELINE_LEAST,
+        }
     if profile:
         body["profile"] = {
-            "runs": measure.profile_runs(cfg),
+            **measure.profile_request(cfg),
             "probe": PROBE_FILE,
             "probe_baseline": PROBE_BASELINE_FILE,
         }

@@ -41,7 +41,7 @@ def prepare_job(
 ) -> None:
     from backends.runners import write_request
     from backends.runners.benchprog import FORMAT_VERSION
-    from backends.sdk.measure import profile_runs, write_job_samples
+    from backends.sdk.measure import profile_request, write_job_samples
 
     shutil.copyfile(xml, job / "model.xml")
     shutil.copyfile(binary, job / "model.bin")
@@ -59,7 +59,7 @@ def prepare_job(
             "samples": "samples.npz",
             "sample_inputs": [spec.name for spec in inputs],
             "outputs": "outputs.npz",
-            "profile": {"runs": profile_runs(cfg)},
+            "profile": profile_request(cfg),
         },
     )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import math
 import re
 import sys
 from pathlib import Path
@@ -70,6 +71,16 @@ def _load_file(name: str, path: Path) -> ModuleType:
 def harness() -> ModuleType:
     """The one timing harness (backends.sdk.harness)."""
     return load("backends.sdk", "harness")
+
+
+def runs_within(budget_ms: float, run_ms: float, least: int, most: int) -> int:
+    """How many runs of `run_ms` fit `budget_ms`, within least..most. A run's noise (the timer, the
+    scheduler) is tens of microseconds whatever the model, so it is small against a slow model's run:
+    a few runs measure a 100 ms model as well as many measure a 1 ms one, whose layers take
+    microseconds."""
+    if run_ms <= 0:
+        return most
+    return max(least, min(most, math.ceil(budget_ms / run_ms)))
 
 
 def median(values: list[float]) -> float:

@@ -14,14 +14,18 @@ Request (paths relative to the request file's folder):
                  "providers": ["CPUExecutionProvider"]},
      "warmup": 10, "runs": 100, "seed": 0,
      "samples": "samples.npz" | null, "sample_inputs": ["x"], "outputs": "outputs.npz" | null,
-     "profile": {"runs": 20, "probe": "probe.onnx", "probe_baseline": "probe1.onnx" (both optional)}
-                | absent,
-     "baseline": {"model": "float.onnx", "options": {...}} | absent}
+     "profile": {"runs": 20, "probe": "probe.onnx", "probe_baseline": "probe1.onnx" (both optional),
+                 "budget_ms": 300, "least": 10 (both optional)} | absent,
+     "baseline": {"model": "float.onnx", "options": {...}, "budget_ms": 2000, "least": 10 (both
+                  optional)} | absent}
 `samples.npz` holds key "s{i:06d}_{j}" = sample i's array for sample_inputs[j]. Timing uses sample 0,
 or a random feed from `seed` when there are no samples. With `outputs`, every sample is run once more
 after timing and its outputs are written as "s{i:06d}_{k}" for the k-th output name. With `baseline`,
 a second model (the float source of an int8 build) is then timed on the same feed, warm-up and runs,
 on its own session with `options` over the request's: one process and one runtime import for both.
+With `budget_ms` and `least`, the profile's and the baseline's runs are as many as fit that budget at
+the timed p50, within least..runs (bench_common.runs_within): a slow model is profiled and its
+baseline timed in fewer runs, a fast one in all of them.
 
 Response (one JSON line on stdout):
     {"format_version": 1, "ok": true, "runtime": "onnxruntime", "runtime_version": "1.32.0",
@@ -96,13 +100,28 @@ RUNTIMES: dict[str, Any] = {
 }
 
 
+def _bounded(request: dict[str, Any], runs: int, timed_ms: float) -> int:
+    """`runs`, or as many as fit the request's `budget_ms` at `timed_ms` a run (at least `least`)."""
+    if "budget_ms" not in request:
+        return runs
+    least = min(runs, int(request.get("least", 1)))
+    return int(common.runs_within(float(request["budget_ms"]), timed_ms, least, runs))
+
+
 def run_profile(
-    runtime: Any, model: Path, options: dict[str, Any], feed: Any, request: dict[str, Any], folder: Path
+    runtime: Any,
+    model: Path,
+    options: dict[str, Any],
+    feed: Any,
+    request: dict[str, Any],
+    folder: Path,
+    timed_ms: float = 0.0,
 ) -> dict[str, Any]:
-    """The runtime's own per-layer profile, or why there is none."""
+    """The runtime's own per-layer profile, or why there is none; `timed_ms`: the timed p50."""
     if not hasattr(runtime, "profile"):
         return {"available": False, "reason": f"benchprog has no profiler for {runtime.name}"}
-    runs = int(request.get("runs", 20))
+    most = int(request.get("runs", 20))
+    runs = _bounded(request, most, timed_ms)
     extra = {
         key: _resolve(folder, request[key], f"profile.{key}")
         for key in ("probe", "probe_baseline")
@@ -115,6 +134,11 @@ def run_profile(
         f"({common.PROFILE_WARMUP} warm-up): the timed latency was taken without the profiler; "
         "each layer's time is the mean of the middle half of its times over those runs"
     )
+    if runs < most:
+        out["how"] += (
+            f" ({runs} of at most {most}: as many as fit {request['budget_ms']:g} ms at the timed p50 "
+            f"of {timed_ms:.3f} ms)"
+        )
     if out.get("layer_runs") is not None and out["layer_runs"] < runs:
         out["how"] += (
             f" (the {out['layer_runs']} runs the machine preempted least: wall time within "
@@ -136,12 +160,14 @@ def write_outputs(path: Path, session: Any, samples: Iterable[dict[str, Any]]) -
 
 
 def time_baseline(
-    runtime: Any, base: Path, request: dict[str, Any], feed: Any, warmup: int, runs: int
+    runtime: Any, base: Path, request: dict[str, Any], feed: Any, warmup: int, runs: int, timed_ms: float
 ) -> dict[str, Any]:
-    """The baseline model timed like the main one (same harness, feed, warm-up and runs), after it."""
+    """The baseline model timed like the main one (same harness, feed and warm-up), after it: its runs
+    within the request's budget at the main model's p50 `timed_ms`."""
     spec = request["baseline"]
     if not isinstance(spec, dict):
         raise BenchError("request field 'baseline' must be an object")
+    runs = _bounded(spec, runs, timed_ms)
     model = _resolve(base, spec.get("model"), "baseline.model")
     options = {**dict(request.get("options", {})), **dict(spec.get("options") or {})}
     harness = common.harness()
@@ -225,12 +251,13 @@ def run(request_path: Path) -> dict[str, Any]:
     # the timed session is done with: its weights would sit beside the next session's copy
     del session
     holder.clear()
+    timed_ms = float(response["latency_ms"]["p50"])
     if request.get("baseline"):
-        response["baseline"] = time_baseline(runtime, base, request, feed, warmup, runs)
+        response["baseline"] = time_baseline(runtime, base, request, feed, warmup, runs, timed_ms)
     profile = request.get("profile")
     if profile:
         response["profile"] = run_profile(
-            runtime, model, dict(request.get("options", {})), feed, dict(profile), base
+            runtime, model, dict(request.get("options", {})), feed, dict(profile), base, timed_ms
         )
     if samples:
         samples.close()

@@ -61,9 +61,24 @@ def task_and_labels(
     return for_request(request.config.get("evaluate"), request.inputs, reference_model, names)
 
 
+PROFILE_BUDGET_MS, PROFILE_LEAST = 300.0, 10
+"""The profiled runs of a model: as many as fit 300 ms at its timed p50, at least 10 (at most
+`profile_runs`): a 17 ms detector is profiled 18 times, a 100 ms model 10 times, a millisecond model
+PROFILE_RUNS times (bench_common.runs_within says why fewer runs of a slow model suffice)."""
+BASELINE_BUDGET_MS, BASELINE_LEAST = 2000.0, 10
+"""The float model's timed runs beside an int8 build: as many as fit 2 s at the int8 model's p50, at
+least 10, at most the spec's runs: a mean to compare with, not the spec's own latency."""
+
+
 def profile_runs(cfg: Any) -> int:
     """The profiled iterations for an evaluate section: as many as the timed runs, within 3..PROFILE_RUNS."""
     return max(3, min(PROFILE_RUNS, int(cfg.get("runs", 100))))
+
+
+def profile_request(cfg: Any) -> dict[str, Any]:
+    """benchprog's `profile` field for an evaluate section: at most `profile_runs`, fewer for a slow
+    model (PROFILE_BUDGET_MS)."""
+    return {"runs": profile_runs(cfg), "budget_ms": PROFILE_BUDGET_MS, "least": PROFILE_LEAST}
 
 
 def write_job_samples(path: Path, found: Samples, inputs: list[InputSpec]) -> None:

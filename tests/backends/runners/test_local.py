@@ -87,6 +87,39 @@ def test_a_baseline_is_timed_in_the_same_run_like_the_model(tmp_path: Path, cls_
         LocalRunner().run(job, timeout_s=120)
 
 
+def test_a_slow_models_profile_and_baseline_take_the_runs_that_fit_their_budget(
+    tmp_path: Path, cls_onnx: Path
+) -> None:
+    """With `budget_ms` and `least`, the profile and the float baseline run as many times as fit the
+    budget at the timed p50, never fewer than `least` nor more than asked: a budget far below one run
+    gives `least`, a budget of a thousand runs every run asked for."""
+    import math
+
+    rng = np.random.default_rng(0)
+    samples = [rng.standard_normal((1, 3, 48, 192)).astype(np.float32)]
+    (tmp_path / "probe").mkdir()
+    probe = _job(tmp_path / "probe", cls_onnx, samples)
+    p50 = LocalRunner().run(probe, timeout_s=120)["latency_ms"]["p50"]
+    job = _job(
+        tmp_path,
+        cls_onnx,
+        samples,
+        baseline={"model": "float.onnx", "budget_ms": 1e-6, "least": 4},
+        profile={"runs": 12, "budget_ms": 1e-6, "least": 3},
+    )
+    shutil.copyfile(cls_onnx, job / "float.onnx")
+    result = LocalRunner().run(job, timeout_s=120)
+    assert result["baseline"]["latency_ms"]["runs"] == 4
+    assert len(result["profile"]["runs"]) == 3 and "3 of at most 12" in result["profile"]["how"]
+    budget = 1000 * p50  # a thousand runs' worth at the probe's p50: more than asked, so all of them
+    request = json.loads((job / REQUEST_FILE).read_text())
+    request["profile"]["budget_ms"] = request["baseline"]["budget_ms"] = budget
+    write_request(job, request)
+    result = LocalRunner().run(job, timeout_s=120)
+    assert math.ceil(budget / result["latency_ms"]["p50"]) > 15
+    assert result["baseline"]["latency_ms"]["runs"] == 15 and len(result["profile"]["runs"]) == 12
+
+
 def test_random_feed_when_no_samples(tmp_path: Path, cls_onnx: Path) -> None:
     result = LocalRunner().run(_job(tmp_path, cls_onnx), timeout_s=120)
     assert result["timed_feed"] == "random, seed 0" and result["outputs"] is None
