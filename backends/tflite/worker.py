@@ -97,7 +97,7 @@ def convert(request: dict[str, Any]) -> dict[str, Any]:
     files = {"float32": signed_float(out / f"{stem}{VARIANTS['float32']}", out)}
     kept: dict[str, Any] = {}
     if wanted == "float16":
-        files["float16"] = out / f"{stem}{VARIANTS['float16']}"
+        files["float16"] = signed_float(out / f"{stem}{VARIANTS['float16']}", out, half=True)
     elif wanted in QUANTIZED:
         path = out / f"{stem}{VARIANTS[wanted]}"
         body, kept = quantized(out, request, wanted)
@@ -124,11 +124,11 @@ def convert(request: dict[str, Any]) -> dict[str, Any]:
 QUANTIZED = ("full_int8", "int16_act")
 
 
-def signed_float(path: Path, saved_model: Path) -> Path:
-    """onnx2tf's float32 TFLite, written again by TF's converter from the SavedModel when it has no
-    serving signature (onnx2tf falls back to a concrete function where the Keras conversion raises,
-    and that TFLite keys nothing): the float model then carries the keys the quantized variants,
-    converted from the same SavedModel, are tied by."""
+def signed_float(path: Path, saved_model: Path, half: bool = False) -> Path:
+    """onnx2tf's float32 (`half`: float16) TFLite, written again by TF's converter from the SavedModel
+    when it has no serving signature (onnx2tf falls back to a concrete function where the Keras
+    conversion raises, and that TFLite keys nothing): the float model then carries the keys the
+    quantized variants, converted from the same SavedModel, are tied by."""
     from ai_edge_litert.interpreter import Interpreter
 
     if Interpreter(model_path=str(path)).get_signature_list():
@@ -137,6 +137,9 @@ def signed_float(path: Path, saved_model: Path) -> Path:
 
     converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_model))
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS, tf.lite.OpsSet.SELECT_TF_OPS]
+    if half:  # what onnx2tf's float16 file is: weights stored in half precision
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.target_spec.supported_types = [tf.float16]
     path.write_bytes(converter.convert())
     return path
 
