@@ -30,16 +30,41 @@ Its modules, imported by name where they are needed:
 
 from __future__ import annotations
 
-from backends.sdk.base import STAGES, Backend, StageImpl, StageLog, StageOutput, StageRequest
-from backends.sdk.errors import (
-    BackendError,
-    TerminalError,
-    ToolchainMissing,
-    TransientError,
-    UnsupportedStage,
-)
-from backends.sdk.registration import Call, Dist, Registration, by_stage
-from backends.sdk.vocab import Evidence, EvidenceKind, Tone, Verdict
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from backends.sdk.base import STAGES, Backend, StageImpl, StageLog, StageOutput, StageRequest
+    from backends.sdk.errors import (
+        BackendError,
+        TerminalError,
+        ToolchainMissing,
+        TransientError,
+        UnsupportedStage,
+    )
+    from backends.sdk.registration import Call, Dist, Registration, by_stage
+    from backends.sdk.vocab import Evidence, EvidenceKind, Tone, Verdict
+
+_HOME = {
+    **dict.fromkeys(("STAGES", "Backend", "StageImpl", "StageLog", "StageOutput", "StageRequest"), "base"),
+    **dict.fromkeys(
+        ("BackendError", "TerminalError", "ToolchainMissing", "TransientError", "UnsupportedStage"), "errors"
+    ),
+    **dict.fromkeys(("Call", "Dist", "Registration", "by_stage"), "registration"),
+    **dict.fromkeys(("Evidence", "EvidenceKind", "Tone", "Verdict"), "vocab"),
+}
+"""Each exported name's module: imported when the name is first read, so importing one of this
+package's modules (pathpolicy, child_call) does not import the others."""
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "STAGES",

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 ENV_KEY = "NPUCTL_SIGNING_KEY"
@@ -71,9 +70,7 @@ class SigningKey:
 
     @property
     def public(self) -> PublicKey:
-        raw = self.private.public_key().public_bytes(
-            serialization.Encoding.Raw, serialization.PublicFormat.Raw
-        )
+        raw = self.private.public_key().public_bytes_raw()
         return PublicKey(PREFIX + base64.b64encode(raw).decode())
 
     def sign(self, data: bytes) -> str:
@@ -92,6 +89,8 @@ def key_path() -> Path:
 
 
 def _parse_private(pem: bytes, source: str) -> SigningKey:
+    from cryptography.hazmat.primitives import serialization  # keys' file formats: only to sign
+
     try:
         key = serialization.load_pem_private_key(pem, password=None)
     except (ValueError, TypeError) as exc:
@@ -102,6 +101,8 @@ def _parse_private(pem: bytes, source: str) -> SigningKey:
 
 
 def pem(key: SigningKey) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
     return key.private.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
