@@ -110,6 +110,21 @@ def check_ir(
     return A.judge(request, source, samples, outputs, limit, what, data)
 
 
+def converted(source: Path) -> Any:
+    """`ov.convert_model` of the ONNX file (see the module doc: read_model alone lost boxes). It reads
+    a path with a comma as a list of paths, so such a file is read through a link to its folder from a
+    scratch folder without one (its external data files resolve beside it, as in its own folder)."""
+    import openvino as ov
+
+    if "," not in str(source):
+        return ov.convert_model(str(source))
+    from backends.sdk import outside_tmp
+
+    with outside_tmp.folder("npuctl-openvino-") as scratch:
+        (scratch / "model").symlink_to(source.resolve().parent, target_is_directory=True)
+        return ov.convert_model(str(scratch / "model" / source.name))
+
+
 class OpenVinoCompile:
     stage = "compile"
 
@@ -130,7 +145,7 @@ class OpenVinoCompile:
         dev = device(compile_cfg.get("options") or {}, list(core.available_devices))
         props = properties(compile_cfg, mode)
         try:
-            model = ov.convert_model(str(source))  # see the module doc: read_model alone lost boxes
+            model = converted(Path(source))
             canonical_names(model, onnx_names(Path(source)))
             compiled = core.compile_model(model, dev, props)
         except Exception as exc:

@@ -78,6 +78,20 @@ def test_compile_saves_an_uncompressed_ir_with_its_properties(tmp_path: Path, di
     assert again.artifacts["openvino_xml"].read_bytes() == xml.read_bytes()
 
 
+def test_a_model_in_a_folder_with_a_comma_compiles_to_the_same_ir(tmp_path: Path, digits: Path) -> None:
+    """ov.convert_model reads "a,b" as two paths ("/tmp/x" does not exist): a repository whose path
+    holds a comma compiles through a link, to the same IR bytes as anywhere else."""
+    folder = tmp_path / "models, v2"
+    folder.mkdir()
+    (folder / "model.onnx").write_bytes(digits.read_bytes())
+    here = OpenVinoCompile().run(_request(tmp_path, "compile", _compile_config(), {"model": digits}))
+    there = OpenVinoCompile().run(
+        _request(tmp_path, "compile", _compile_config(), {"model": folder / "model.onnx"})
+    )
+    for key in ("openvino_xml", "openvino_bin"):
+        assert there.artifacts[key].read_bytes() == here.artifacts[key].read_bytes(), key
+
+
 def test_fp16_compresses_weights(tmp_path: Path, digits: Path) -> None:
     out = OpenVinoCompile().run(_request(tmp_path, "compile", _compile_config("fp16"), {"model": digits}))
     assert json.loads(out.artifacts["openvino_config"].read_text())["compress_to_fp16"] is True
