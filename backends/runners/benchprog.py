@@ -21,8 +21,9 @@ Request (paths relative to the request file's folder):
 `samples.npz` holds key "s{i:06d}_{j}" = sample i's array for sample_inputs[j]. Timing uses sample 0,
 or a random feed from `seed` when there are no samples. With `outputs`, every sample is run once more
 after timing and its outputs are written as "s{i:06d}_{k}" for the k-th output name. With `baseline`,
-a second model (the float source of an int8 build) is then timed on the same feed, warm-up and runs,
-on its own session with `options` over the request's: one process and one runtime import for both.
+a second model (the float source of an int8 build) is then timed on the same feed and warm-up, on its
+own session with `options` over the request's, in alternation with the main model on a second session
+of it (its paired timing): one process and one runtime import for both, and no bias of order.
 With `budget_ms` and `least`, the profile's and the baseline's runs are as many as fit that budget at
 the timed p50, within least..runs (bench_common.runs_within): a slow model is profiled and its
 baseline timed in fewer runs, a fast one in all of them.
@@ -36,7 +37,8 @@ Response (one JSON line on stdout):
                     "cpu_p50" (the calling thread's CPU time), "samples": [ms, ...]},
      "memory": {"peak_rss_mb", "baseline_rss_mb", "delta_mb", "peak_reset"}, "load_ms": 12.3,
      "outputs": {"file": "outputs.npz", "names": [...], "samples": 3} | null,
-     "baseline": {"latency_ms": {as above, without samples}, "load_ms": 20.1} (only when requested),
+     "baseline": {"latency_ms": {as above, without samples}, "paired_ms": {the main model's, timed in
+                  alternation with it}, "load_ms": 20.1} (only when requested),
      "profile": {"available": true, "how", "layers": [{"name", "op_type", "provider", "time_us"}],
                  "runs": [{"kernels_us", "runtime_us", "wall_us"}],
                  "calibration": {"base_us", "per_tensor_us", "per_dim_us", "run_fixed_us",
@@ -160,25 +162,40 @@ def write_outputs(path: Path, session: Any, samples: Iterable[dict[str, Any]]) -
 
 
 def time_baseline(
-    runtime: Any, base: Path, request: dict[str, Any], feed: Any, warmup: int, runs: int, timed_ms: float
+    runtime: Any,
+    base: Path,
+    request: dict[str, Any],
+    feed: Any,
+    warmup: int,
+    runs: int,
+    timed_ms: float,
+    model: Path,
 ) -> dict[str, Any]:
-    """The baseline model timed like the main one (same harness, feed and warm-up), after it: its runs
-    within the request's budget at the main model's p50 `timed_ms`."""
+    """The baseline model (the float source of an int8 build) and the main `model` again, timed in
+    alternation on the same feed (harness.time_pair), after the main model's own timing: the
+    comparison without the bias of which ran first. Its runs are within the request's budget at the
+    main model's p50 `timed_ms`; the main model's recorded latency stays its own timing."""
     spec = request["baseline"]
     if not isinstance(spec, dict):
         raise BenchError("request field 'baseline' must be an object")
     runs = _bounded(spec, runs, timed_ms)
-    model = _resolve(base, spec.get("model"), "baseline.model")
-    options = {**dict(request.get("options", {})), **dict(spec.get("options") or {})}
+    other = _resolve(base, spec.get("model"), "baseline.model")
+    main_options = dict(request.get("options", {}))
+    options = {**main_options, **dict(spec.get("options") or {})}
     harness = common.harness()
     start = time.perf_counter_ns()
-    session = runtime(model, options)
+    session = runtime(other, options)
     load_ms = (time.perf_counter_ns() - start) / 1e6
+    again = runtime(model, main_options)
     try:
-        steady = harness.time_steady(session.infer, feed, warmup, runs)
+        paired, timed = harness.time_pair(again.infer, session.infer, feed, warmup, runs)
     except Exception as exc:  # the runtime rejected the feed: deterministic, not worth a retry
         raise BenchError(f"inference of the baseline failed: {common.first_line(exc)}") from exc
-    return {"latency_ms": harness.latency_ms(steady.timing, steady.as_dict(), False), "load_ms": load_ms}
+    return {
+        "latency_ms": harness.latency_ms(timed, None, False),
+        "paired_ms": harness.latency_ms(paired, None, False),
+        "load_ms": load_ms,
+    }
 
 
 def _resolve(base: Path, value: Any, what: str) -> Path:
@@ -253,7 +270,7 @@ def run(request_path: Path) -> dict[str, Any]:
     holder.clear()
     timed_ms = float(response["latency_ms"]["p50"])
     if request.get("baseline"):
-        response["baseline"] = time_baseline(runtime, base, request, feed, warmup, runs, timed_ms)
+        response["baseline"] = time_baseline(runtime, base, request, feed, warmup, runs, timed_ms, model)
     profile = request.get("profile")
     if profile:
         response["profile"] = run_profile(

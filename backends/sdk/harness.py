@@ -90,6 +90,35 @@ def time_runs(
     return Timing(samples, max(0, warmup), cpu)
 
 
+def time_pair(
+    first: Callable[[Feed], Any], second: Callable[[Feed], Any], feed: Feed, warmup: int, runs: int
+) -> tuple[Timing, Timing]:
+    """Two models timed in alternation on one feed: `warmup` untimed calls of each, then `runs` timed
+    calls of each, which one goes first swapping every pair. Both see the same process and machine
+    (the caches, the clock, whatever else runs), so their ratio carries no order bias: timed one after
+    the other, the model timed second ran 15-20 % faster than when timed first (a 1 ms detector)."""
+    if runs <= 0:
+        raise ValueError("runs must be > 0")
+    for _ in range(max(0, warmup)):
+        first(feed)
+        second(feed)
+    took: tuple[list[int], list[int]] = ([], [])
+    cpu: tuple[list[int], list[int]] = ([], [])
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for i in range(runs):
+            for k in (0, 1) if i % 2 == 0 else (1, 0):
+                start, thread = time.perf_counter_ns(), time.thread_time_ns()
+                (first, second)[k](feed)
+                took[k].append(time.perf_counter_ns() - start)
+                cpu[k].append(time.thread_time_ns() - thread)
+    finally:
+        if enabled:
+            gc.enable()
+    return Timing(took[0], max(0, warmup), cpu[0]), Timing(took[1], max(0, warmup), cpu[1])
+
+
 def _noisy(timing: Timing) -> bool:
     summary = timing.summary_ms()
     tail = summary["p90"] - summary["p50"]

@@ -133,3 +133,14 @@ def test_a_model_that_is_simply_spread_keeps_its_spread(monkeypatch: pytest.Monk
     steady = _timed(monkeypatch, spread * 3)
     assert len(steady.rounds) == harness.MAX_ROUNDS
     assert steady.timing.summary_ms()["p90"] == pytest.approx(float(np.percentile(spread, 90)))
+
+
+def test_two_models_are_timed_in_alternation_each_first_in_turn() -> None:
+    """time_pair warms both, then times `runs` calls of each, swapping which goes first every pair, so
+    neither is always the one that runs after the other."""
+    calls: list[str] = []
+    first, second = (lambda feed: calls.append("a")), (lambda feed: calls.append("b"))
+    a, b = harness.time_pair(first, second, None, warmup=2, runs=4)
+    assert calls == ["a", "b"] * 2 + ["a", "b", "b", "a", "a", "b", "b", "a"]
+    assert len(a.samples_ns) == len(b.samples_ns) == 4 and a.warmup == b.warmup == 2
+    assert len(a.cpu_ns) == len(b.cpu_ns) == 4

@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from backends.sdk.vocab import FLOAT_MEAN, Evidence, EvidenceKind, Tone, Verdict, slower_than_float
+from backends.sdk.vocab import (
+    FLOAT_MEAN,
+    PAIRED_MEAN,
+    Evidence,
+    EvidenceKind,
+    Tone,
+    Verdict,
+    slower_than_float,
+)
 from reconciler.engine import health
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -179,3 +187,14 @@ def test_a_faster_or_equal_build_or_one_without_a_float_timing_says_nothing() ->
     assert slower_than_float(_measured(0.42, 4.31)) is None
     assert slower_than_float(_measured(1.0, 1.0)) is None
     assert slower_than_float(_measured(1.0, None)) is None
+
+
+def test_the_comparison_reads_the_builds_time_in_alternation_with_its_float_model() -> None:
+    """The build's own mean was taken first in a fresh process; the float model ran after it, warmer.
+    The verdict compares the two timed in alternation: slower there is slower, faster there is not."""
+    found = _measured(1.6, 0.7)
+    found[PAIRED_MEAN] = {"value": 0.9, "evidence": "measured:host"}
+    said = slower_than_float(found)
+    assert said is not None and f"{0.9:.4f} ms vs {0.7:.4f} ms float" in said
+    found[PAIRED_MEAN] = {"value": 0.6, "evidence": "measured:host"}
+    assert slower_than_float(found) is None
