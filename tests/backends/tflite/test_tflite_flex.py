@@ -46,11 +46,12 @@ except ValueError as exc:
 """
 
 
-def test_flex_ops_in_an_int8_tflite_fail_naming_them(tmp_path: Path) -> None:
+def _in_venv(script: str, tmp_path: Path, *args: str) -> str:
+    """`script` run by the tflite venv's interpreter with the worker's path and `args`; its stdout."""
     python = toolchains.python(toolchains.TFLITE)
     assert python is not None
     done = subprocess.run(
-        [str(python), "-I", "-c", SCRIPT, str(WORKER)],
+        [str(python), "-I", "-c", script, str(WORKER), *args],
         capture_output=True,
         text=True,
         timeout=600,
@@ -58,12 +59,17 @@ def test_flex_ops_in_an_int8_tflite_fail_naming_them(tmp_path: Path) -> None:
         env={"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
         check=False,
     )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "FOUND {'FlexMatrixDeterminant': 1}" in done.stdout, done.stdout
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_flex_ops_in_an_int8_tflite_fail_naming_them(tmp_path: Path) -> None:
+    stdout = _in_venv(SCRIPT, tmp_path)
+    assert "FOUND {'FlexMatrixDeterminant': 1}" in stdout, stdout
     assert (
         "ERROR the full_int8 TFLite holds 1 Select-TF (Flex) ops, which integer kernels cannot run: "
         "FlexMatrixDeterminant x1"
-    ) in done.stdout, done.stdout
+    ) in stdout, stdout
 
 
 UNSIGNED = """
@@ -117,19 +123,8 @@ def test_a_float_tflite_without_signature_is_keyed_from_the_saved_model(tmp_path
     output has the key its quantized variant is tied by, and that key's values are that output's."""
     import json
 
-    python = toolchains.python(toolchains.TFLITE)
-    assert python is not None
-    done = subprocess.run(
-        [str(python), "-I", "-c", UNSIGNED, str(WORKER), str(tmp_path / "saved")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=tmp_path,
-        env={"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    (line,) = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    stdout = _in_venv(UNSIGNED, tmp_path, str(tmp_path / "saved"))
+    (line,) = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
     result = json.loads(line.removeprefix("RESULT "))
     assert result == {
         "before": False,
