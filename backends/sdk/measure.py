@@ -66,8 +66,9 @@ PROFILE_BUDGET_MS, PROFILE_LEAST = 300.0, 10
 `profile_runs`): a 17 ms detector is profiled 18 times, a 100 ms model 10 times, a millisecond model
 PROFILE_RUNS times (bench_common.runs_within says why fewer runs of a slow model suffice)."""
 BASELINE_BUDGET_MS, BASELINE_LEAST = 2000.0, 10
-"""The float model's timed runs beside an int8 build: as many as fit 2 s at the int8 model's p50, at
-least 10, at most the spec's runs: a mean to compare with, not the spec's own latency."""
+"""The runs of the float model and of the int8 build timed in alternation with it: as many of each as
+the int8 build's p50 fits in 2 s, at least 10, at most the spec's runs: the comparison, not the spec's
+own latency (its own timed runs are that)."""
 
 
 def profile_runs(cfg: Any) -> int:
