@@ -40,7 +40,7 @@ from reconciler.spec import LoadedSpec
 from reconciler.state import statcache
 from reconciler.state.statcache import stat_of
 
-VERSION = 2
+VERSION = 3
 Stat = statcache.Recorded | None
 """None: the path could not be stat'd."""
 
@@ -62,6 +62,42 @@ def _pack(result: dict[str, Any], values: list[Any], index: dict[str, int]) -> d
 def _unpack(packed: dict[str, Any], values: list[Any]) -> dict[str, Any]:
     measured = {v: {n: values[i] for n, i in m.items()} for v, m in packed["measurements"].items()}
     return {**packed, "measurements": measured}
+
+
+ABSENT = "-absent"
+"""In a stored apply result: the plan result's keys it does not have (no result field starts with -)."""
+
+
+def _delta(base: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    """`other` as written beside `base`: the fields it has that differ, its stage rows that `base` has
+    too as their index there, and the fields it lacks. A settled spec's apply result is its plan
+    result less the verify row, so this stores a few integers instead of a second result."""
+    out: dict[str, Any] = {}
+    for key, value in other.items():
+        if key in base and base[key] == value:
+            continue
+        rows = base.get(key)
+        if key == "stages" and isinstance(value, list) and isinstance(rows, list):
+            out[key] = [rows.index(row) if row in rows else row for row in value]
+        else:
+            out[key] = value
+    missing = [key for key in base if key not in other]
+    if missing:
+        out[ABSENT] = missing
+    return out
+
+
+def _undelta(base: dict[str, Any], delta: dict[str, Any]) -> dict[str, Any]:
+    absent = set(delta.get(ABSENT, ()))
+    out = {key: value for key, value in base.items() if key not in absent}
+    for key, value in delta.items():
+        if key == ABSENT:
+            continue
+        if key == "stages" and isinstance(value, list):
+            out[key] = [base[key][row] if isinstance(row, int) else row for row in value]
+        else:
+            out[key] = value
+    return out
 
 
 def is_settled(result: SpecResult) -> bool:
@@ -139,7 +175,8 @@ class Settled:
             if not entry["inputs"] or not all(self._holds(i) for i in entry["inputs"]):
                 return None
             inputs = [list(self._paths[i]) for i in entry["inputs"]]
-            kinds = {k: _unpack(entry[k], self._values) for k in ("plan", "apply")}
+            applied = _undelta(entry["plan"], entry["apply"])
+            kinds = {"plan": _unpack(entry["plan"], self._values), "apply": _unpack(applied, self._values)}
         except (KeyError, TypeError, IndexError, AttributeError):
             return None
         return {"inputs": inputs, **kinds, "new": True}
@@ -238,8 +275,12 @@ class Settled:
             for witness in full["inputs"]:
                 inputs.append(paths.setdefault(witness[0], len(paths)))
                 seen.setdefault(witness[0], witness)
-            kinds = {k: _pack(full[k], values, index) for k in ("plan", "apply")}
-            entries[name] = {"inputs": inputs, **kinds}
+            plan = _pack(full["plan"], values, index)
+            entries[name] = {
+                "inputs": inputs,
+                "plan": plan,
+                "apply": _delta(plan, _pack(full["apply"], values, index)),
+            }
         table = [seen[p] for p in paths]
         data = {"world": self.world, "impls": impl_table(), "paths": table, "values": values}
         text = json.dumps({**data, "entries": entries}, separators=(",", ":"))

@@ -283,3 +283,19 @@ def test_the_lock_an_apply_just_wrote_is_read_once_by_the_next_plan_then_only_st
         m.setattr(statcache, "content_digest", lambda path: pytest.fail(f"read {path}"))
         third, full = _plan(repo, monkeypatch)
     assert full == [] and third.to_json() == result.to_json()
+
+
+def test_an_apply_result_is_stored_as_what_differs_from_the_plan_result() -> None:
+    """A settled spec's apply result is its plan result less the verify row: stored as the indexes of
+    the plan's rows it keeps, it reads back equal, whatever else differs or is missing."""
+    from reconciler.engine.settled import ABSENT, _delta, _undelta
+
+    rows = [{"name": s, "action": "cached", "key": s * 8} for s in ("import", "compile", "evaluate")]
+    plan = {"name": "d", "stages": [*rows, {"name": "verify", "action": "cached"}], "note": "n", "x": 1}
+    apply = {"name": "d", "stages": rows, "note": "built"}
+    stored = _delta(plan, apply)
+    assert stored == {"stages": [0, 1, 2], "note": "built", ABSENT: ["x"]}
+    assert _undelta(plan, stored) == apply
+    assert _undelta(plan, _delta(plan, plan)) == plan and _delta(plan, plan) == {}
+    reordered = {**plan, "stages": [{"name": "new", "action": "built"}, rows[1]]}
+    assert _undelta(plan, _delta(plan, reordered)) == reordered
