@@ -73,14 +73,15 @@ class Loaded:
     invalid: list[SpecResult]
 
 
-def load(paths: tuple[Path, ...], semantic: bool = True) -> Loaded:
-    """Every spec under the paths; invalid ones become Stalled results carrying their errors."""
+def load(paths: tuple[Path, ...], semantic: bool = True, siblings: bool = True) -> Loaded:
+    """Every spec under the paths; invalid ones become Stalled results carrying their errors.
+    `siblings`: as reconciler.spec.check."""
     from reconciler.spec import check
 
     root = find_root(Path.cwd())
     targets = list(paths) or [Layout(root).default_specs()]
     specs, invalid = [], []
-    reports = check(targets, root, semantic=semantic)
+    reports = check(targets, root, semantic=semantic, siblings=siblings)
     from reconciler.cli import _ci
 
     _ci.annotate(_ci.spec_error_annotations(e for r in reports for e in r.errors))

@@ -1,17 +1,25 @@
-"""A no-op plan or apply of a settled repository prints what the last identical run printed.
+"""A no-op plan or apply of a settled repository prints what the last identical run printed; a plan
+after an edit reads only the specs that changed.
 
 Per spec, a settled run still costs loading, validating and looking up every spec; at 1000 specs that
-is most of a no-op. When every spec of a plan is settled (reconciler.engine.settled), the plan also
-writes what it and the apply of the same invocation print, with a witness (reconciler.state.statcache)
-of every file the output stands on: each spec's settled inputs (spec, bases, lock, model, data, store
-objects), the scanned spec folders and every YAML file in them (an added or re-kinded spec), the
-remote's config file, the trust policy and this machine's key file; and the state database's identity and the engine's code, interpreter and
-toolchain identities (as the settled cache checks them). The next plan or apply of the same invocation (the same paths, format, working
-directory and the environment variables npuctl reads) stats those files and, when none changed,
-prints the stored output: what a stat-based build tool's no-op costs (one stat per input), and the
-same bytes the full path prints (a test holds them equal). Anything changed, changed within the
-racy window of the run that recorded it without a digest of its content, or not settled -> the full
-path. Plan writes the file; a no-op apply only reads it.
+is most of a no-op. A plan (and an apply that changed something) also writes, per spec in output
+order, the witnesses (reconciler.state.statcache) its settled result (reconciler.engine.settled)
+stands on (spec, bases, lock, model, data, store objects; none for a spec not settled), beside what
+the whole output stands on: the scanned spec folders' listings and every other YAML file in them (an
+added or re-kinded spec), the remote's config file, the trust policy and this machine's key file,
+the state database's identity and the engine's code, interpreter and toolchain identities (as the
+settled cache checks them). When every spec is settled it keeps what the plan and the apply of the
+same invocation print too.
+
+The next plan or apply of the same invocation (the same paths, format, working directory and the
+environment variables npuctl reads) stats those files. None changed and every spec settled: it
+prints the stored output, what a stat-based build tool's no-op costs (one stat per input), the same
+bytes the full path prints (a test holds them equal). Some specs changed (or not settled) and the
+rest held, for a plan of spec folders: those specs are read and planned, the others' results come
+from the settled cache unread (reconciler.engine.plan.plan_partly), and the output is rendered from
+them all, as the full path renders it. Anything else (the folders, the world, a changed spec that no
+longer loads or claims another's name, a witness changed within the racy window of the run that
+recorded it without a digest of its content) -> the full path. A no-op apply only reads the file.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ if TYPE_CHECKING:
     from reconciler.engine.settled import Settled
     from reconciler.engine.workspace import Workspace
 
-VERSION = 4
+VERSION = 5
 KEPT_ENV = ("CI", "GITHUB_ACTIONS", "HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "PATH", "PYTHONPATH")
 """Besides every NPUCTL_* variable: what the commands read (remote, toolchains, annotations)."""
 
@@ -88,8 +96,27 @@ def _file(root: Path, key: dict[str, Any]) -> Path | None:
     return folder / "replay" / f"{digest}.json"
 
 
-def replay(command: str, paths: tuple[Path, ...], fmt: str, started: float, mode: str = "") -> int | None:
-    """The exit code after printing the recorded output of this invocation; None: run it in full."""
+@dataclass(frozen=True)
+class Partial:
+    """A plan whose recorded output holds for all but some specs: those are read and planned, the
+    others' results come from the settled cache (reconciler.engine.plan.plan_partly)."""
+
+    changed: list[str]
+    """Spec files to read: changed since the record, or not settled when it was made."""
+    order: list[str]
+    """Every spec file of the recorded run, in its output order."""
+    stats: dict[str, Any]
+    """What each recorded path's stat was found to be (the settled cache need not stat it again)."""
+    file: Path
+    raw: dict[str, Any]
+    """The record as read: `record_partly` keeps what held."""
+
+
+def replay(
+    command: str, paths: tuple[Path, ...], fmt: str, started: float, mode: str = ""
+) -> int | Partial | None:
+    """The exit code after printing the recorded output of this invocation; for a plan whose record
+    holds for some specs only, which to read again (Partial); None: run it in full."""
     from reconciler.state import statcache
 
     root = find_root(Path.cwd())
@@ -100,41 +127,51 @@ def replay(command: str, paths: tuple[Path, ...], fmt: str, started: float, mode
     read_ns = time.time_ns()
     try:
         raw = statcache.read_json(file)
-        if raw is None or raw["key"] != key or not _holds(raw, read_ns):
+        if raw is None or raw["key"] != key:
             return None
-        printed = Printed(**raw["printed"][command])
-        if mode not in printed.codes:
+        stats: dict[str, Any] = {}
+        held = _held(raw, read_ns, stats)
+        if held is None or not all(held[i] for i in raw["outside"]):
             return None
-        rewrite = statcache.worth_rewriting(raw.pop("refreshed"), file.stat().st_size)
+        fresh = [inputs is not None and all(held[i] for i in inputs) for _, inputs in raw["specs"]]
+        if all(fresh) and command in raw["printed"]:
+            printed = Printed(**raw["printed"][command])
+            if mode in printed.codes:
+                rewrite = statcache.worth_rewriting(raw.pop("refreshed"), file.stat().st_size)
+                if rewrite:
+                    statcache.write(file, json.dumps(raw, separators=(",", ":")), ".replay-")
+                return show(printed, time.monotonic() - started, mode)
+        if command != "plan" or not any(fresh) or not all(map(os.path.isdir, key["targets"])):
+            return None  # a named spec file's siblings' names count, and they are not witnessed
+        order = [str(spec_file) for spec_file, _ in raw["specs"]]
+        changed = [f for f, ok in zip(order, fresh, strict=True) if not ok]
+        return Partial(changed, order, stats, file, raw)
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if rewrite:
-        statcache.write(file, json.dumps(raw, separators=(",", ":")), ".replay-")
-    return show(printed, time.monotonic() - started, mode)
 
 
-def _holds(raw: dict[str, Any], read_ns: int) -> bool:
-    """Whether every witness holds; racy ones that hold on a stat now trusted become plain ones
-    (`raw["refreshed"]`: their bytes, which later runs need not read again once the caller writes
-    the file back, when that is worth it)."""
+def _held(raw: dict[str, Any], read_ns: int, stats: dict[str, Any]) -> list[bool] | None:
+    """Per recorded path, whether its witness holds; None when the state database, the engine's code
+    or a stage implementation moved. Racy witnesses that hold on a stat now trusted become plain ones
+    (`raw["refreshed"]`: their bytes, which later runs need not read again once the caller writes the
+    file back, when that is worth it)."""
     from reconciler.engine import world
     from reconciler.state.db import stored_identity
     from reconciler.state.statcache import holds, refreshed, stat_of
 
     if stored_identity(Path(raw["database"])) != raw["identity"]:
-        return False
-    paths, read_again = [], 0
+        return None
+    paths, read_again, held = [], 0, []
     for seen in raw["paths"]:
-        stat = stat_of(seen[0])
-        if not holds(seen, stat):
-            return False
-        if stat is not None and refreshed(seen, stat, read_ns):
+        stat = stats[seen[0]] = stat_of(seen[0])
+        held.append(holds(seen, stat))
+        if held[-1] and stat is not None and refreshed(seen, stat, read_ns):
             seen, read_again = [seen[0], stat], read_again + stat[2]
         paths.append(seen)
     if not (raw["world"] == world.engine_code(VERSION) and world.impls_hold(raw["impls"])):
-        return False
+        return None
     raw["refreshed"], raw["paths"] = read_again, paths
-    return True
+    return held
 
 
 def _scanned(targets: list[str]) -> list[str]:
@@ -160,17 +197,18 @@ def _listing(path: str) -> str | None:
 def record(
     ws: Workspace,
     settled: Settled,
-    specs: list[Any],
+    spec_files: list[str],
     paths: tuple[Path, ...],
     fmt: str,
     printed: dict[str, Printed],
 ) -> bool:
-    """Keeps `printed` for the next identical invocation, when every spec is settled; best effort."""
+    """Keeps, for the next identical invocation, what each spec's settled result stands on and
+    `printed` (the whole run's output, kept only when every spec is settled); best effort."""
     from reconciler.engine import world
     from reconciler.remote.config import CONFIG_FILE
     from reconciler.state import statcache
 
-    if ws.remote is not None or not settled.usable or not specs:
+    if ws.remote is not None or not settled.usable or not spec_files:
         return False
     root = ws.layout.root
     key = _key(root, paths, fmt)
@@ -180,23 +218,83 @@ def record(
     from reconciler.trust import keys, policy
 
     trust_files = [str(root / policy.FILE), str(keys.key_path())]  # whose records count
+    own = set(spec_files)  # each witnessed with its spec's inputs, or read again every run
     outside = [str(root / CONFIG_FILE), *trust_files, *_scanned(_targets(root, paths))]
-    seen = [statcache.witness(p, statcache.stat_of(p), settled.started, _listing) for p in outside]
-    for spec in specs:
-        held = settled.inputs_of(spec)
-        if held is None:
-            return False
-        seen += held
+    seen = [
+        statcache.witness(p, statcache.stat_of(p), settled.started, _listing) for p in outside if p not in own
+    ]
     if any(w is None for w in seen):
         return False  # changed during (or just before) this run: a same-tick rewrite keeps its stat
-    stats = list({w[0]: w for w in seen if w is not None}.values())
+    table: dict[str, int] = {}
+    stats: list[statcache.Witness] = []
+    outside_at = [_place(stats, table, w) for w in seen if w is not None]
+    specs = [[f, _placed(stats, table, settled.inputs_of(f))] for f in spec_files]
+    if all(s[1] is None for s in specs):
+        return False  # nothing a later run could reuse
     data = {
         "key": key,
         "database": str(ws.layout.database),
         "identity": settled.world[1],  # read before the run read any record
         "paths": stats,
+        "outside": outside_at,
+        "specs": specs,
         "world": world.engine_code(VERSION),
         "impls": world.impl_table(),
-        "printed": {name: asdict(p) for name, p in printed.items()},
+        "printed": _kept(printed, specs),
     }
     return statcache.write(file, json.dumps(data, separators=(",", ":")), ".replay-")
+
+
+def record_partly(settled: Settled, partial: Partial, printed: dict[str, Printed]) -> bool:
+    """Keeps the record `partial` was read from with the changed specs' witnesses now (and `printed`,
+    when every spec has them); written only when that differs from what was read."""
+    from reconciler.state import statcache
+
+    raw = partial.raw
+    raw.pop("refreshed", None)
+    table = {w[0]: i for i, w in enumerate(raw["paths"])}
+    changed, before = set(partial.changed), json.dumps(raw["specs"])
+    for entry in raw["specs"]:
+        if entry[0] in changed:
+            entry[1] = _placed(raw["paths"], table, settled.inputs_of(entry[0]))
+    kept = _kept(printed, raw["specs"])
+    if json.dumps(raw["specs"]) == before and kept == raw["printed"]:
+        return False
+    raw["printed"] = kept
+    return statcache.write(partial.file, json.dumps(_pruned(raw), separators=(",", ":")), ".replay-")
+
+
+def _kept(printed: dict[str, Printed], specs: list[list[Any]]) -> dict[str, Any]:
+    """The output kept: only when every spec's result has its witnesses (else no run replays it)."""
+    return {name: asdict(p) for name, p in printed.items()} if all(s[1] is not None for s in specs) else {}
+
+
+def _placed(paths: list[Any], table: dict[str, int], held: list[Any] | None) -> list[int] | None:
+    """A spec's witnesses as indices into the record's table; None when it has none to stand on (not
+    settled, or one changed within the racy window without a digest): read again every run."""
+    if held is None or any(w is None for w in held):
+        return None
+    return [_place(paths, table, w) for w in held]
+
+
+def _place(paths: list[Any], table: dict[str, int], seen: Any) -> int:
+    """The index of `seen`'s path in the record's table, its witness now `seen`."""
+    if seen[0] in table:
+        paths[table[seen[0]]] = seen
+    else:
+        table[seen[0]] = len(paths)
+        paths.append(seen)
+    return table[seen[0]]
+
+
+def _pruned(raw: dict[str, Any]) -> dict[str, Any]:
+    """The record with only the paths something in it refers to."""
+    used = sorted({*raw["outside"], *(i for _, inputs in raw["specs"] for i in inputs or ())})
+    at = {old: new for new, old in enumerate(used)}
+    specs = [[f, None if inputs is None else [at[i] for i in inputs]] for f, inputs in raw["specs"]]
+    return {
+        **raw,
+        "paths": [raw["paths"][i] for i in used],
+        "outside": [at[i] for i in raw["outside"]],
+        "specs": specs,
+    }

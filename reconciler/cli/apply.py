@@ -89,7 +89,7 @@ def command(
     replayable = saved is None and remote_url is None
     if replayable and not remeasure and executor_name == "local" and jobs in (None, 1) and address is None:
         replayed = _replay.replay("apply", paths, chosen, started, "strict" if strict else "")
-        if replayed is not None:
+        if isinstance(replayed, int):
             return replayed
     from reconciler.engine.apply import apply_all, lock_stats
     from reconciler.engine.workspace import Workspace

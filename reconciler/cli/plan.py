@@ -80,6 +80,8 @@ def command(
     replayable = base_ref is None and remote_url is None and not fail_on_regression and out is None
     if replayable:
         replayed = _replay.replay("plan", paths, chosen, started)
+        if isinstance(replayed, _replay.Partial):
+            replayed = _plan_partly(replayed, paths, chosen, started)
         if replayed is not None:
             return replayed
     from reconciler.cli import _ci
@@ -111,6 +113,37 @@ def command(
         _ci.summary_line(results, "plan", time.monotonic() - started) + f"; exit {code}", err=chosen != "text"
     )
     return code
+
+
+def _plan_partly(partial: _replay.Partial, paths: tuple[Path, ...], fmt: str, started: float) -> int | None:
+    """The plan read from the changed specs and the settled results of the others; None (nothing
+    printed) where the full path must decide: a changed spec that no longer loads as one, a name
+    now claimed twice, an unread spec's result that does not hold, a remote."""
+    from reconciler.engine.plan import plan_partly
+    from reconciler.engine.settled import is_settled
+    from reconciler.engine.workspace import Workspace
+
+    loaded = _common.load(tuple(Path(f) for f in partial.changed), siblings=False)
+    if loaded.invalid or {str(s.path) for s in loaded.specs} != set(partial.changed):
+        return None
+    ws = Workspace.open(loaded.root, reading=True)
+    try:
+        _remote.attach(ws, None, fetch=False)
+        planned = (
+            plan_partly(ws, loaded.specs, [Path(f) for f in partial.order]) if ws.remote is None else None
+        )
+        if planned is None:
+            return None
+        results, settled = planned
+        if len({r.name for r in results}) != len(results):
+            return None  # the full path names both files
+        shown = printed(results, fmt)
+        code = _replay.show(shown, time.monotonic() - started)
+        kept = {"plan": shown} if all(is_settled(r) for r in results) else {}
+        _replay.record(ws, settled, partial.order, paths, fmt, kept)
+        return code
+    finally:
+        ws.close()
 
 
 def _save(ws: Workspace, loaded: _common.Loaded, planned: list[SpecResult], out: Path) -> None:
@@ -148,21 +181,21 @@ def keep(
     fmt: str,
     results: list[SpecResult],
 ) -> None:
-    """A run of settled specs only: its output, and the apply's, for the next identical invocation."""
+    """What each settled spec's result stands on, for the next identical invocation; with the run's
+    output and the apply's when every spec is settled."""
     from reconciler.cli import apply as apply_command
     from reconciler.engine.settled import is_settled
 
-    if not all(is_settled(r) for r in results):
-        return
-    applied = [settled.get(spec, "apply") for spec in loaded.specs]
-    done = [r for r in applied if r is not None]
-    if len(done) != len(applied):
-        return
-    kept = {
-        "plan": printed(results, fmt),
-        "apply": apply_command.printed(loaded.root, done, loaded.specs, fmt),
-    }
-    _replay.record(ws, settled, loaded.specs, paths, fmt, kept)
+    kept: dict[str, _replay.Printed] = {}
+    if all(is_settled(r) for r in results):
+        applied = [settled.get(spec, "apply") for spec in loaded.specs]
+        done = [r for r in applied if r is not None]
+        if len(done) == len(applied):
+            kept = {
+                "plan": printed(results, fmt),
+                "apply": apply_command.printed(loaded.root, done, loaded.specs, fmt),
+            }
+    _replay.record(ws, settled, [str(s.path) for s in loaded.specs], paths, fmt, kept)
 
 
 def _say_regressions(results: list[SpecResult], fail_on_regression: bool) -> None:

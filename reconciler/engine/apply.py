@@ -248,7 +248,7 @@ def apply_all(
             results.append(hit)
             continue
         if not indexed:
-            index_locks(ws, specs)
+            index_locks(ws, [s.path for s in specs])
             indexed = True
         try:
             results.append(apply_spec(ws, spec, reporter, policy, remeasure))

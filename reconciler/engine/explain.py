@@ -44,7 +44,7 @@ def explain(ws: Workspace, spec: LoadedSpec, stage: str | None = None) -> list[S
     """Against the committed lock's record when it holds the key inputs (any clone gives the same
     answer), else this machine's last build; up to date exactly when plan says cached."""
     target = targets()[spec.target]
-    index_locks(ws, [spec])
+    index_locks(ws, [spec.path])
     lock, problems = ws.committed_lock(Layout.lock_file(spec.path))
     if problems:
         lock = None

@@ -38,7 +38,7 @@ def stale_locks(ws: Workspace, specs: list[LoadedSpec]) -> list[StaleLock]:
     """Every spec whose committed lock file apply would change, in the order given."""
     remote, ws.remote = ws.remote, None
     try:
-        index_locks(ws, specs)
+        index_locks(ws, [s.path for s in specs])
         out = []
         for spec in specs:
             lock = Layout.lock_file(spec.path)

@@ -33,6 +33,9 @@ from reconciler.state.lockfile import LockUnreadable
 from reconciler.state.lockread import LockedVariant, LockView
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
     from reconciler.engine.settled import Settled
 
 
@@ -179,14 +182,50 @@ def plan_all(ws: Workspace, specs: list[LoadedSpec]) -> list[SpecResult]:
 
 def plan_settled(ws: Workspace, specs: list[LoadedSpec]) -> tuple[list[SpecResult], Settled]:
     """plan_all, with the run's settled-spec cache (which holds each settled spec's apply result)."""
-    from reconciler.engine.settled import Settled, is_settled
+    from reconciler.engine.settled import Settled
 
     settled = Settled(ws, specs)
     results: list[SpecResult | None] = [settled.get(spec, "plan") for spec in specs]
+    _plan_rest(ws, settled, specs, results, [s.path for s in specs])
+    return [r for r in results if r is not None], settled
+
+
+def plan_partly(
+    ws: Workspace, read: list[LoadedSpec], order: list[Path]
+) -> tuple[list[SpecResult], Settled] | None:
+    """The plan of the spec files `order` when only `read` were loaded (the others unchanged since a
+    run recorded them: reconciler.cli._replay): the others' results from the settled cache, the
+    read ones as plan_settled plans them. None when an unread spec's settled result does not hold."""
+    from reconciler.engine.settled import Settled
+
+    settled = Settled(ws, read, order)
+    by_file = {str(s.path): s for s in read}
+    results: list[SpecResult | None] = []
+    for file in map(str, order):
+        spec = by_file.get(file)
+        results.append(settled.get(spec, "plan") if spec is not None else settled.get_at(file, "plan"))
+        if spec is None and results[-1] is None:
+            return None
+    specs = [by_file.get(str(file)) for file in order]
+    _plan_rest(ws, settled, specs, results, order)
+    return [r for r in results if r is not None], settled
+
+
+def _plan_rest(
+    ws: Workspace,
+    settled: Settled,
+    specs: Sequence[LoadedSpec | None],
+    results: list[SpecResult | None],
+    spec_files: list[Path],
+) -> None:
+    """Plans in full each spec without a result (and remembers those found settled, with the dry
+    apply's result, for the next plan or apply); then writes the settled cache."""
+    from reconciler.engine.settled import is_settled
+
     if any(r is None for r in results):
-        index_locks(ws, specs)
+        index_locks(ws, spec_files)
     for index, spec in enumerate(specs):
-        if results[index] is not None:
+        if results[index] is not None or spec is None:
             continue
         with settled.tracking(ws):
             result = plan_spec(ws, spec)
@@ -199,4 +238,3 @@ def plan_settled(ws: Workspace, specs: list[LoadedSpec]) -> tuple[list[SpecResul
         results[index] = result
     ws.hasher.flush()
     settled.save()
-    return [r for r in results if r is not None], settled

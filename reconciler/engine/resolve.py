@@ -18,9 +18,10 @@ ordinary local record), plan only reads the record (`remote`).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 from backends.catalog import Target
@@ -31,7 +32,6 @@ from reconciler.engine.walk import Artifacts, identity_outputs, link_upstream
 from reconciler.engine.workspace import Workspace
 from reconciler.remote import layer
 from reconciler.repo import Layout
-from reconciler.spec import LoadedSpec
 from reconciler.state.db import Record
 from reconciler.state.lockfile import LockUnreadable
 from reconciler.state.lockread import LockedVariant, LockView
@@ -224,14 +224,14 @@ def first_to_build(
     return None
 
 
-def index_locks(ws: Workspace, specs: list[LoadedSpec]) -> None:
-    """Adds every spec's committed lock file to `ws.locks` on its first lookup, skipping any that fails
-    its integrity checks or cannot be read (that spec stalls on it; the others go on)."""
+def index_locks(ws: Workspace, spec_files: Sequence[Path]) -> None:
+    """Adds the committed lock file of every spec file to `ws.locks` on its first lookup, skipping any
+    that fails its integrity checks or cannot be read (that spec stalls on it; the others go on)."""
 
     def locks() -> Iterator[LockView | None]:
-        for spec in specs:
+        for file in spec_files:
             try:
-                lock, problems = ws.committed_lock(Layout.lock_file(spec.path))
+                lock, problems = ws.committed_lock(Layout.lock_file(file))
             except LockUnreadable:
                 continue
             if lock is not None and not problems:

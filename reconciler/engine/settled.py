@@ -117,12 +117,21 @@ def engine_code() -> list[Any]:
 class Settled:
     """One run's view of the cache file: read once, written back once if an entry was added."""
 
-    def __init__(self, ws: Workspace, specs: list[LoadedSpec]) -> None:
+    def __init__(
+        self,
+        ws: Workspace,
+        specs: list[LoadedSpec],
+        every: list[Path] | None = None,
+        stats: dict[str, Stat] | None = None,
+    ) -> None:
+        """`specs`: those this run read; `every`: the spec files of the whole run when it read only
+        some of them (a partial replay, reconciler.cli._replay), whose lock files a shared lookup
+        depends on; `stats`: paths this run has stat'd already."""
         self.started = min([time.time_ns(), *(s.read_ns for s in specs if s.read_ns is not None)])
         """The racy rule's moment: before the specs were read, so a spec edited after it was read (its
         result computed from the old text) is never recorded under its new stat."""
         self._ws = ws
-        self._stats: dict[str, Stat] = {}
+        self._stats: dict[str, Stat] = dict(stats or {})
         self.entries: dict[str, Any] = {}
         self.changed = False
         self.added = 0
@@ -136,7 +145,7 @@ class Settled:
         """Bytes of the racy witnesses this run refreshed (`_holds`)."""
         self._bytes = 0
         self.file: Path | None = None
-        self._locks = [str(Layout.lock_file(s.path)) for s in specs]
+        self._locks = [str(Layout.lock_file(f)) for f in (every or [s.path for s in specs])]
         self.usable = ws.remote is None and not ws.repair  # fsck rebuilds what a plan would not
         folder = statcache.folder(ws.layout.state_dir) if self.usable else None
         if folder is None:
@@ -181,10 +190,10 @@ class Settled:
             return None
         return {"inputs": inputs, **kinds, "new": True}
 
-    def inputs_of(self, spec: LoadedSpec) -> list[statcache.Witness] | None:
-        """The witnesses the spec's entry holds on (None without an entry): what a replay of the whole
-        run must find unchanged (reconciler.cli._replay)."""
-        entry = self.entries.get(str(spec.path)) if self.usable else None
+    def inputs_of(self, spec_file: str) -> list[statcache.Witness] | None:
+        """The witnesses the entry of the spec in `spec_file` holds on (None without an entry): what a
+        replay must find unchanged (reconciler.cli._replay)."""
+        entry = self.entries.get(spec_file) if self.usable else None
         if not isinstance(entry, dict):
             return None
         try:
@@ -203,11 +212,15 @@ class Settled:
 
     def get(self, spec: LoadedSpec, kind: str) -> SpecResult | None:
         """The `kind` ("plan" or "apply") result recorded for the spec, while nothing it read changed."""
-        entry = self.entries.get(str(spec.path)) if self.usable else None
+        return self.get_at(str(spec.path), kind)
+
+    def get_at(self, spec_file: str, kind: str) -> SpecResult | None:
+        """`get` for the spec in `spec_file`, which this run need not have read."""
+        entry = self.entries.get(spec_file) if self.usable else None
         if isinstance(entry, dict) and not entry.get("new"):
             entry = self._loaded(entry)
             if entry is not None:
-                self.entries[str(spec.path)] = entry  # restored once: plan and apply both ask
+                self.entries[spec_file] = entry  # restored once: plan and apply both ask
         if entry is None:
             return None
         try:

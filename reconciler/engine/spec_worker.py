@@ -79,7 +79,7 @@ def run(job: Job, child: Any = None) -> Outcome:
         if job.remote is not None:
             ws.remote = Remote(RemoteConfig(**job.remote), warnings.append)
         others = [r.spec for r in check([Path(p) for p in job.all_specs], root, semantic=False) if r.spec]
-        index_locks(ws, others)
+        index_locks(ws, [s.path for s in others])
         result = apply_spec(ws, report.spec, Reporter(), RetryPolicy.from_env(), job.remeasure)
     finally:
         ws.child = own_child

@@ -32,19 +32,23 @@ class SpecReport:
         return self.spec is not None and not self.errors
 
 
-def check(paths: Sequence[Path], root: Path, semantic: bool = True) -> list[SpecReport]:
+def check(
+    paths: Sequence[Path], root: Path, semantic: bool = True, siblings: bool = True
+) -> list[SpecReport]:
     """A report per spec file under `paths`, with schema and (if `semantic`) semantic errors.
 
     A `metadata.name` claimed by two specs is an error in both, each naming the other's file and line,
     so neither is built: a new spec can never take over another's name, heads and ledger. Specs beside
     an explicitly named file count too (watch applies one file at a time). Specs unchanged since they
     last validated come from the cache (reconciler.spec._cache), their data folders checked again.
+    With `siblings` False only the named files' names are compared: the caller compares them with
+    the others' (a partial replay, which knows the names of the specs it did not read).
     """
     with pathpolicy.remembered():
-        return _check(paths, root, semantic)
+        return _check(paths, root, semantic, siblings)
 
 
-def _check(paths: Sequence[Path], root: Path, semantic: bool) -> list[SpecReport]:
+def _check(paths: Sequence[Path], root: Path, semantic: bool, siblings: bool) -> list[SpecReport]:
     read_ns = time.time_ns()
     cache = SpecCache(root)
     files, missing = discover_with_errors(paths, root, lambda path: cache.get(path) is not None)
@@ -52,7 +56,7 @@ def _check(paths: Sequence[Path], root: Path, semantic: bool) -> list[SpecReport
     attempts = {file: _attempt(file, root, cache) for file in files}
     claims = _claims(attempts.values())
     passed: Passed = set()
-    for file in _siblings(paths, files, root):
+    for file in _siblings(paths, files, root) if siblings else []:
         for claimed, where in _claims([_attempt(file, root, cache)]).items():
             claims.setdefault(claimed, []).extend(where)
     for file, tried in attempts.items():

@@ -122,3 +122,79 @@ def test_a_replay_recorded_beside_a_fresh_lock_reads_it_once_then_only_stats_it(
     again = run_npuctl(git_repo, "plan")
     assert again.returncode == 0 and _body(again.stdout) == _body(first.stdout)
     assert _replays(git_repo) == [file]
+
+
+_COUNTING = """\
+import sys
+sys.argv = ['npuctl', *sys.argv[1:]]
+import reconciler.engine.plan as engine_plan
+calls = []
+for name in ('plan_partly', 'plan_settled'):
+    def counted(*args, _orig=getattr(engine_plan, name), _name=name):
+        read = args[1]
+        calls.append((_name, sorted(getattr(s, 'path', s).name for s in read)))
+        return _orig(*args)
+    setattr(engine_plan, name, counted)
+from reconciler.cli import main
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+print('CALLS', calls, 'EXIT', code)
+"""
+
+
+def _counted_plan(repo: Path) -> tuple[list[str], str]:
+    """`npuctl plan` as run_npuctl runs it (same interpreter and environment: the same replay key),
+    with the planner's entry points counted: (its output lines, the calls line)."""
+    env = {**os.environ, "CI": "1", "NPUCTL_RETRY_BASE_S": "0.05"}
+    done = subprocess.run(
+        [sys.executable, "-c", _COUNTING, "plan"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = done.stdout.splitlines()
+    return _body("\n".join(lines[:-1])), lines[-1]
+
+
+def test_a_plan_after_an_edit_reads_only_the_changed_spec_and_prints_what_the_full_path_prints(
+    git_repo: Path,
+) -> None:
+    copy_digits(git_repo, eval_samples=6, calib_samples=0)
+    for name in ("one", "two", "three"):
+        (git_repo / "specs" / f"{name}.yaml").write_text(DIGITS_SPEC.format(name=name))
+    assert run_npuctl(git_repo, "apply").returncode == 0
+    _settle(git_repo)
+    for _ in range(3):
+        assert run_npuctl(git_repo, "plan").returncode == 0
+        if _replays(git_repo):
+            break
+    spec = git_repo / "specs" / "one.yaml"
+    spec.write_text(spec.read_text().replace("p90: 1000", "p90: 999"))
+    full = run_npuctl(git_repo, "plan", env={"NPUCTL_NO_CACHE": "1"})
+    assert full.returncode == 2 and "rejudge" in full.stdout, full.stdout
+
+    for _ in range(2):  # the edited spec is not settled until applied: read again by every plan
+        body, calls = _counted_plan(git_repo)
+        assert calls == "CALLS [('plan_partly', ['one.yaml'])] EXIT 2", calls
+        assert body == _body(full.stdout)
+
+    # a changed spec that now claims another's name: found once planned, then the full path, which
+    # names both files
+    spec.write_text(spec.read_text().replace("name: one", "name: two"))
+    body, calls = _counted_plan(git_repo)
+    assert "('plan_settled', ['three.yaml'])]" in calls and calls.endswith("EXIT 1"), calls
+    assert any("is also claimed by" in line for line in body), body
+    # an invalid spec: the full path too, with the spec's error
+    spec.write_text(spec.read_text().replace("target: cpu", "target: no-such-npu"))
+    body, calls = _counted_plan(git_repo)
+    assert calls.startswith("CALLS [('plan_settled', ") and calls.endswith("EXIT 1"), calls
+
+    spec.write_text(DIGITS_SPEC.format(name="one").replace("p90: 1000", "p90: 999"))
+    assert run_npuctl(git_repo, "apply").returncode == 0
+    _settle(git_repo)
+    body, calls = _counted_plan(git_repo)  # settled again: the whole output replayed, nothing planned
+    assert calls == "CALLS [] EXIT 0", calls
