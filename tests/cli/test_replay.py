@@ -34,6 +34,20 @@ def _replays(repo: Path) -> list[Path]:
     return sorted((repo / ".npuctl" / "cache" / "replay").glob("*.json"))
 
 
+def _recorded(repo: Path, names: tuple[str, ...]) -> None:
+    """The digits specs `names` applied, settled past the racy window and planned until a plan
+    records the replay file."""
+    copy_digits(repo, eval_samples=6, calib_samples=0)
+    for name in names:
+        (repo / "specs" / f"{name}.yaml").write_text(DIGITS_SPEC.format(name=name))
+    assert run_npuctl(repo, "apply").returncode == 0
+    _settle(repo)
+    for _ in range(3):
+        assert run_npuctl(repo, "plan").returncode == 0
+        if _replays(repo):
+            break
+
+
 def test_replayed_output_is_the_full_paths_and_a_change_goes_back_to_it(git_repo: Path) -> None:
     copy_digits(git_repo, eval_samples=6, calib_samples=0)
     for name in ("one", "two"):
@@ -85,14 +99,7 @@ def test_replayed_output_is_the_full_paths_and_a_change_goes_back_to_it(git_repo
 
 
 def test_a_changed_environment_or_format_is_not_replayed(git_repo: Path) -> None:
-    copy_digits(git_repo, eval_samples=6, calib_samples=0)
-    (git_repo / "specs" / "one.yaml").write_text(DIGITS_SPEC.format(name="one"))
-    assert run_npuctl(git_repo, "apply").returncode == 0
-    _settle(git_repo)
-    for _ in range(3):
-        assert run_npuctl(git_repo, "plan").returncode == 0
-        if _replays(git_repo):
-            break
+    _recorded(git_repo, ("one",))
     as_json = run_npuctl(git_repo, "plan", "--json")
     assert as_json.stdout.lstrip().startswith(("{", "["))
     missing = run_npuctl(git_repo, "plan", env={"NPUCTL_REMOTE": str(git_repo / "no-such-remote")})
@@ -163,15 +170,7 @@ def _counted_plan(repo: Path) -> tuple[list[str], str]:
 def test_a_plan_after_an_edit_reads_only_the_changed_spec_and_prints_what_the_full_path_prints(
     git_repo: Path,
 ) -> None:
-    copy_digits(git_repo, eval_samples=6, calib_samples=0)
-    for name in ("one", "two", "three"):
-        (git_repo / "specs" / f"{name}.yaml").write_text(DIGITS_SPEC.format(name=name))
-    assert run_npuctl(git_repo, "apply").returncode == 0
-    _settle(git_repo)
-    for _ in range(3):
-        assert run_npuctl(git_repo, "plan").returncode == 0
-        if _replays(git_repo):
-            break
+    _recorded(git_repo, ("one", "two", "three"))
     spec = git_repo / "specs" / "one.yaml"
     spec.write_text(spec.read_text().replace("p90: 1000", "p90: 999"))
     full = run_npuctl(git_repo, "plan", env={"NPUCTL_NO_CACHE": "1"})
