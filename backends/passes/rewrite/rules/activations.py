@@ -8,6 +8,7 @@ recomposed, one that lacks it wants the elementwise form. Both directions are ex
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from backends.passes.rewrite.rules import Context, Match, Rewrite, float_array
 
@@ -107,6 +108,52 @@ class HardSwishDecompose(Rewrite):
         return out
 
 
+@dataclass(frozen=True)
+class ErfGelu:
+    """An exported exact GELU, 0.5 * x * (1 + Erf(x / sqrt 2)): its nodes, input and output."""
+
+    nodes: list[int]
+    """The scale into Erf, Erf, the Add of 1, the Mul by (x or 0.5 x), then the Mul by 0.5."""
+    x: str
+    y: str
+
+
+def erf_gelu(ctx: Context, erf: int) -> ErfGelu | None:
+    """The GELU around Erf node `erf` in its usual exported orders ((x * (1 + erf)) * 0.5 and
+    (0.5 * x) * (1 + erf), the scale a Div by sqrt 2 or a Mul by its inverse); None for another use."""
+    pre = ctx.producer(ctx.nodes[erf].input[0])
+    if (
+        pre is None
+        or not _scaled_by(ctx, pre, 1 / math.sqrt(2))
+        or ctx.only_consumer(ctx.nodes[pre].output[0]) != erf
+    ):
+        return None
+    x = next(t for t in ctx.nodes[pre].input if not ctx.facts.is_const(t))
+    add = ctx.only_consumer(ctx.nodes[erf].output[0])
+    if (
+        add is None
+        or ctx.nodes[add].op_type != "Add"
+        or not _close(ctx.scalar(ctx.other_input(add, ctx.nodes[erf].output[0]) or ""), 1.0)
+    ):
+        return None
+    a = ctx.nodes[add].output[0]
+    m1 = ctx.only_consumer(a)
+    if m1 is None or ctx.nodes[m1].op_type != "Mul":
+        return None
+    other = ctx.other_input(m1, a)
+    if other == x:  # (x * (1 + erf)) * 0.5
+        m2 = ctx.only_consumer(ctx.nodes[m1].output[0])
+        if m2 is None or not _scaled_by(ctx, m2, 0.5):
+            return None
+        return ErfGelu([pre, erf, add, m1, m2], x, ctx.nodes[m2].output[0])
+    half = ctx.producer(other or "")  # (0.5 * x) * (1 + erf)
+    if half is None or not _scaled_by(ctx, half, 0.5) or x not in ctx.nodes[half].input:
+        return None
+    if ctx.only_consumer(ctx.nodes[half].output[0]) != m1:
+        return None
+    return ErfGelu([pre, erf, add, m1, half], x, ctx.nodes[m1].output[0])
+
+
 class GeluRecompose(Rewrite):
     """0.5 * x * (1 + Erf(x / sqrt 2)) in its usual exported orders -> Gelu(x) (opset 20)."""
 
@@ -117,50 +164,12 @@ class GeluRecompose(Rewrite):
     def find(self, ctx: Context) -> list[Match]:
         out = []
         for erf in ctx.runtime("Erf"):
-            m = self._match(ctx, erf)
-            if m is not None:
+            found = erf_gelu(ctx, erf)
+            if found is not None:
+                m = Match(self.name, ctx.facts.names[erf], found.nodes)
+                ctx.node(m, "Gelu", [found.x], [found.y])
                 out.append(m)
         return out
-
-    def _match(self, ctx: Context, erf: int) -> Match | None:
-        pre = ctx.producer(ctx.nodes[erf].input[0])
-        if (
-            pre is None
-            or not _scaled_by(ctx, pre, 1 / math.sqrt(2))
-            or ctx.only_consumer(ctx.nodes[pre].output[0]) != erf
-        ):
-            return None
-        x = next(t for t in ctx.nodes[pre].input if not ctx.facts.is_const(t))
-        add = ctx.only_consumer(ctx.nodes[erf].output[0])
-        if (
-            add is None
-            or ctx.nodes[add].op_type != "Add"
-            or not _close(ctx.scalar(ctx.other_input(add, ctx.nodes[erf].output[0]) or ""), 1.0)
-        ):
-            return None
-        a = ctx.nodes[add].output[0]
-        m1 = ctx.only_consumer(a)
-        if m1 is None or ctx.nodes[m1].op_type != "Mul":
-            return None
-        other = ctx.other_input(m1, a)
-        nodes = [pre, erf, add, m1]
-        if other == x:  # (x * (1 + erf)) * 0.5
-            m2 = ctx.only_consumer(ctx.nodes[m1].output[0])
-            if m2 is None or not _scaled_by(ctx, m2, 0.5):
-                return None
-            nodes.append(m2)
-            y = ctx.nodes[m2].output[0]
-        else:  # (0.5 * x) * (1 + erf)
-            half = ctx.producer(other or "")
-            if half is None or not _scaled_by(ctx, half, 0.5) or x not in ctx.nodes[half].input:
-                return None
-            if ctx.only_consumer(ctx.nodes[half].output[0]) != m1:
-                return None
-            nodes.append(half)
-            y = ctx.nodes[m1].output[0]
-        m = Match(self.name, ctx.facts.names[erf], nodes)
-        ctx.node(m, "Gelu", [x], [y])
-        return m
 
 
 class GeluDecompose(Rewrite):

@@ -12,7 +12,10 @@ shapes fixed (the import stage), every one of these has one explicit static equi
 
 from __future__ import annotations
 
-from backends.passes.rewrite.rules import CLEANUP, Context, Match, Rewrite, int64_array
+import math
+
+from backends.passes.rewrite.rules import CLEANUP, Context, Match, Rewrite, float_array, int64_array
+from backends.passes.rewrite.rules.activations import ErfGelu, erf_gelu
 from backends.passes.rewrite.rules.fold import ConstantFolding
 
 _PADDED = ("Conv", "MaxPool", "AveragePool", "LpPool")
@@ -205,6 +208,53 @@ class PReluRank4(Rewrite):
         return out
 
 
+class GeluAsConverted(Rewrite):
+    """An exact GELU written with Erf -> the one spelling converters recognise as GELU: Div(x, [sqrt 2])
+    -> Erf -> Add([1]) -> Mul(x, .) -> Mul([0.5]), its constants one-element tensors. onnx2tf maps that
+    chain to TF's GELU (TFLite's builtin, quantized to int8) and anything else to Erf, which TFLite has
+    only as a Select-TF (Flex) op no integer kernel runs; it compares a 0-d constant with sqrt 2 in
+    float64 and misses Paddle's and PyTorch's float32 scalars (PP-OCRv6: FlexErf x13)."""
+
+    name = "gelu_as_converted"
+    family = "converter forms"
+    kind = CLEANUP
+
+    def find(self, ctx: Context) -> list[Match]:
+        out = []
+        for erf in ctx.runtime("Erf"):
+            found = erf_gelu(ctx, erf)
+            if found is None or self._spelled(ctx, found):
+                continue
+            m = Match(self.name, ctx.facts.names[erf], found.nodes)
+            one_was = ctx.facts.value(ctx.other_input(found.nodes[2], ctx.nodes[erf].output[0]) or "")
+            dtype = None if one_was is None else one_was.dtype  # the model's float type (fp16 exports too)
+            scaled = ctx.node(
+                m, "Div", [found.x, ctx.const(m, f"{m.anchor}/sqrt2", float_array([math.sqrt(2)], dtype))]
+            )
+            one = ctx.node(
+                m,
+                "Add",
+                [ctx.node(m, "Erf", [scaled]), ctx.const(m, f"{m.anchor}/one", float_array([1.0], dtype))],
+            )
+            times = ctx.node(m, "Mul", [found.x, one])
+            ctx.node(
+                m, "Mul", [times, ctx.const(m, f"{m.anchor}/half", float_array([0.5], dtype))], [found.y]
+            )
+            out.append(m)
+        return out
+
+    @staticmethod
+    def _spelled(ctx: Context, found: ErfGelu) -> bool:
+        """Already in that spelling, constants and input order included."""
+        pre, _, add, m1, m2 = (ctx.nodes[i] for i in found.nodes)
+        ones = [ctx.facts.value(n.input[1]) for n in (pre, add, m2)]
+        return (
+            pre.op_type == "Div"
+            and m1.input[0] == found.x
+            and all(v is not None and v.shape == (1,) for v in ones)
+        )
+
+
 _REDUCE = {"GlobalAveragePool": "ReduceMean", "GlobalMaxPool": "ReduceMax"}
 
 
@@ -240,6 +290,7 @@ REWRITES: list[Rewrite] = [
     SameShape(),
     ClampByConstant(),
     PReluRank4(),
+    GeluAsConverted(),
     ExplicitPads(),
     StaticShape(),
     GlobalPoolReduce(),
