@@ -469,3 +469,37 @@ def test_a_prelu_with_per_unit_slopes_runs_at_rank_4() -> None:
     m = model(nodes, inputs, inits, outputs=["a", "b", "c", "d"])
     new = assert_equivalent(convertible.PReluRank4(), m, expect=2)
     assert ops(new).count("PRelu") == 4 and ops(new).count("Reshape") == 4
+
+
+def _erf_gelu(
+    x: str, y: str, scalar_shape: tuple[int, ...], mul_form: bool = False
+) -> tuple[list[onnx.NodeProto], dict[str, np.ndarray]]:
+    """0.5 * x * (1 + erf(x / sqrt 2)) as Paddle2ONNX writes it (0-d constants) or as a Mul by 1/sqrt 2."""
+    c = {
+        f"{y}_s": np.full(scalar_shape, 1 / math.sqrt(2) if mul_form else math.sqrt(2), np.float32),
+        f"{y}_one": np.full(scalar_shape, 1.0, np.float32),
+        f"{y}_half": np.full(scalar_shape, 0.5, np.float32),
+    }
+    nodes = [
+        N("Mul" if mul_form else "Div", [x, f"{y}_s"], [f"{y}_d"]),
+        N("Erf", [f"{y}_d"], [f"{y}_e"]),
+        N("Add", [f"{y}_e", f"{y}_one"], [f"{y}_a"]),
+        N("Mul", [x, f"{y}_a"], [f"{y}_m"]),
+        N("Mul", [f"{y}_m", f"{y}_half"], [y]),
+    ]
+    return nodes, c
+
+
+def test_an_erf_gelu_is_spelled_the_way_onnx2tf_maps_to_gelu() -> None:
+    """Paddle's GELU with 0-d constants and one scaled by a Mul become Div(x, [sqrt 2]) -> Erf ->
+    Add([1]) -> Mul(x, .) -> Mul([0.5]) with the same values; a GELU already spelled so is left, and
+    the rewritten model matches nothing more."""
+    a_nodes, a_c = _erf_gelu("x", "a", ())
+    b_nodes, b_c = _erf_gelu("a", "b", (), mul_form=True)
+    c_nodes, c_c = _erf_gelu("b", "c", (1,))
+    m = model([*a_nodes, *b_nodes, *c_nodes], {"x": [1, 6, 8]}, {**a_c, **b_c, **c_c})
+    new = assert_equivalent(convertible.GeluAsConverted(), m, expect=2)
+    assert rewritten(convertible.GeluAsConverted(), new)[1] == 0
+    divs = [n for n in new.graph.node if n.op_type == "Div"]
+    values = {t.name: numpy_helper.to_array(t) for t in new.graph.initializer}
+    assert len(divs) == 3 and all(values[d.input[1]].shape == (1,) for d in divs)
