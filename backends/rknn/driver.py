@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from backends.sdk import outside_tmp, toolchains
-from backends.sdk.errors import ToolchainMissing
+from backends.sdk.errors import TerminalError, ToolchainMissing
 from backends.sdk.worker import run_worker
 
 WORKER = Path(__file__).with_name("worker.py")
@@ -68,6 +69,17 @@ def job_folder() -> Iterator[Path]:
         yield path / "job"
 
 
+_SUGGESTED = re.compile(r"disable_rules=\[([^\]]*)\] in rknn\.config\(\)")
+RULE_RETRIES = 3
+"""At most this many builds with more of the toolkit's suggested rules disabled."""
+
+
+def suggested_rules(text: str) -> set[str]:
+    """The graph-optimizer rules rknn-toolkit2 names when one of them fails ("You can add
+    disable_rules=['fuse_...'] in rknn.config() to temporarily disable the error rule!")."""
+    return {name for group in _SUGGESTED.findall(text) for name in re.findall(r"'([\w.-]+)'", group)}
+
+
 def run(
     request: dict[str, Any],
     job_dir: Path,
@@ -76,7 +88,37 @@ def run(
     timeout_s: float = 1800.0,
 ) -> dict[str, Any]:
     """Runs one worker request in `job_dir` (from job_folder()); `after` holds the actions on the built
-    model (simulate, analysis). Returns the worker's result (ok: true)."""
+    model (simulate, analysis). Returns the worker's result (ok: true).
+
+    When the toolkit's own graph optimizer fails in one of its fusion rules it names the rule and says
+    it can be disabled; the build is then made again with it disabled (up to RULE_RETRIES times, each
+    a fresh process: the same inputs give the same bytes, so evaluate's rebuild takes the same path),
+    and the result says which (`disabled_rules`). The compile's check then judges that build."""
+    for _ in range(RULE_RETRIES):
+        start = log.stat().st_size if log.exists() else 0
+        try:
+            result = _run_once(request, job_dir, log, after, timeout_s)
+        except TerminalError:
+            with log.open("rb") as fh:
+                fh.seek(start)
+                told = suggested_rules(fh.read().decode("utf-8", "replace"))
+            have = set(request["config"].get("disable_rules") or [])
+            if told <= have:
+                raise
+            request = {**request, "config": {**request["config"], "disable_rules": sorted(have | told)}}
+            with log.open("a") as fh:
+                fh.write(
+                    f"npuctl: building again with rknn.config(disable_rules={sorted(have | told)}), as the toolkit suggests\n"
+                )
+            continue
+        disabled = request["config"].get("disable_rules")
+        return {**result, "disabled_rules": disabled} if disabled else result
+    return _run_once(request, job_dir, log, after, timeout_s)
+
+
+def _run_once(
+    request: dict[str, Any], job_dir: Path, log: Path, after: dict[str, Any] | None, timeout_s: float
+) -> dict[str, Any]:
     python = venv_python()
     if after:
         job_dir.mkdir(parents=True, exist_ok=True)

@@ -185,6 +185,10 @@ class RknnCompile:
         if checked is not None:
             report["check"] = checked
         note = f"{req['config']['target_platform']} .rknn ({meta['quantized_dtype'] or 'float16'}), {result['rknn']['size']} bytes"
+        disabled = result.get("disabled_rules")
+        if disabled:
+            report["disabled_rules"] = disabled
+            note += f"; built with the toolkit's rule(s) {', '.join(disabled)} disabled, as it suggested after one failed"
         tail = result.get("tail_hybrid")
         if tail is not None:
             report["tail_hybrid"] = tail
