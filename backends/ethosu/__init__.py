@@ -97,7 +97,7 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "evaluate",
         name="backends.ethosu.vela.VelaEvaluate",
-        version="3-vela",
+        version="4-vela",
         ref="backends.ethosu.vela:VelaEvaluate",
     ),
 )

@@ -129,7 +129,7 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "evaluate",
         name="backends.onnxruntime._evaluate.EvaluatePass",
-        version="9",
+        version="10",
         ref="backends.onnxruntime._evaluate:EvaluatePass",
         fingerprint=(Call(fingerprint),),
     ),

@@ -115,7 +115,7 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "evaluate",
         name="backends.openvino.evaluate.OpenVinoEvaluate",
-        version="7",
+        version="8",
         ref="backends.openvino.evaluate:OpenVinoEvaluate",
         fingerprint=(_FINGERPRINT,),
     ),

@@ -139,7 +139,7 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "evaluate",
         name="backends.qnn.evaluate.QnnEvaluate",
-        version="5-simulator",
+        version="6-simulator",
         ref="backends.qnn.evaluate:QnnEvaluate",
     ),
 )

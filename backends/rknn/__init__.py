@@ -59,7 +59,7 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "evaluate",
         name="backends.rknn.stages.RknnEvaluate",
-        version="8",
+        version="9",
         ref="backends.rknn.stages:RknnEvaluate",
     ),
 )

@@ -4,7 +4,10 @@ Heads, decided from the output shapes (and `evaluate.task.head` when given):
 - YOLOv8-style anchor-free, one output [1, 4+C, N] (attributes before anchors): boxes cx, cy, w, h,
   then C class scores; a box's score is its best class score.
 - YOLOX/YOLOv5-style with objectness, one output [1, N, 5+C] (anchors before attributes): box, object
-  score, C class scores; a box's score is objectness times its best class score. A YOLOX head whose
+  score, C class scores; a box's score is objectness times its best class score.
+- Their segmentation forms (YOLOv8-seg, YOLOv5-seg): the same output beside a prototype output
+  [1, K, H, W]; the head's last K attributes are mask coefficients, not classes, and are left out
+  (boxes are scored, masks are not). A YOLOX head whose
   graph stops before the grid decode (no Exp after its last convolution; `config.resolve`) gets it here:
   centre = (offset + cell) * stride, size = exp(raw) * stride.
 - SSD-style, two outputs: boxes [1, N, 4] (x1, y1, x2, y2) and scores [1, N, C] (an optional
@@ -40,6 +43,10 @@ def head_of(config: Detection, shapes: Sequence[tuple[int, ...]]) -> str:
     """yolov8 | yolox | ssd | gfl | centernet | grid, from the config or the output shapes."""
     if config.head != "auto":
         return config.head
+    seg = _segmentation(shapes)
+    if seg is not None:
+        rows, cols = _matrix_shape(shapes[seg[0]])
+        return "yolov8" if rows < cols else "yolox"
     on_maps = maps.head_of(shapes)
     if on_maps is not None:
         return on_maps
@@ -54,6 +61,18 @@ def head_of(config: Detection, shapes: Sequence[tuple[int, ...]]) -> str:
         )
     rows, cols = _matrix_shape(shapes[0])
     return "yolov8" if rows < cols else "yolox"
+
+
+def _segmentation(shapes: Sequence[tuple[int, ...]]) -> tuple[int, int] | None:
+    """(index of the head output, K) for a YOLO segmentation head: one [1, A, B] output beside one
+    prototype output [1, K, H, W] whose K the head's attributes (the shorter of A, B) exceed by more
+    than a box; None otherwise."""
+    heads = [i for i, s in enumerate(shapes) if len(s) == 3 and s[0] == 1]
+    protos = [s for s in shapes if len(s) == 4 and s[0] == 1]
+    if len(shapes) != 2 or len(heads) != 1 or len(protos) != 1:
+        return None
+    attributes, k = min(shapes[heads[0]][1:]), protos[0][1]
+    return (heads[0], k) if attributes > 4 + k else None
 
 
 def _ssd_pair(shapes: Sequence[tuple[int, ...]]) -> tuple[int, int] | None:
@@ -108,14 +127,16 @@ def decode(config: Detection, names: Sequence[str], outputs: Sequence[Any]) -> D
         boxes, scores = _on_maps(config, head, chosen)
         return _threshold_nms(config, boxes, scores)
     else:
-        rows, cols = _matrix_shape(chosen[0].shape)
-        table = chosen[0].reshape(rows, cols)
+        seg = _segmentation([a.shape for a in chosen])
+        at, masks = seg if seg is not None else (0, 0)
+        rows, cols = _matrix_shape(chosen[at].shape)
+        table = chosen[at].reshape(rows, cols)
         if head == "yolov8":
             table = table.T
-            boxes, scores = table[:, :4], table[:, 4:]
+            boxes, scores = table[:, :4], table[:, 4 : table.shape[1] - masks]
         else:
             table = _grid_decoded(config, table)
-            boxes, objectness, scores = table[:, :4], table[:, 4:5], table[:, 5:]
+            boxes, objectness, scores = table[:, :4], table[:, 4:5], table[:, 5 : table.shape[1] - masks]
         fmt = "cxcywh" if config.box_format == "auto" else config.box_format
     if scores.shape[1] == 0:
         raise TerminalError(f"the {head} head has no class scores (shape {list(chosen[0].shape)})")

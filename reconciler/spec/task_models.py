@@ -72,7 +72,8 @@ class DetectionTask(_Strict):
     head: Head = Field(
         default=Detection.head,
         description="Head layout. auto decides from the output shapes: one [1, 4+C, N] output is YOLOv8-style "
-        "(no objectness), one [1, N, 5+C] output is YOLOX/YOLOv5-style (objectness x class score), a boxes "
+        "(no objectness), one [1, N, 5+C] output is YOLOX/YOLOv5-style (objectness x class score), either beside a "
+        "prototype output [1, K, H, W] is its segmentation form (the last K attributes are mask coefficients), a boxes "
         "[1, N, 4] and a scores [1, N, C] output are SSD-style; per feature level a scores [1, N, C] and a box-distribution "
         "[1, N, 4*(R+1)] output are GFL-style (PicoDet, NanoDet). A YOLOX head without the grid decode in its "
         "graph (no Exp after its last convolution) is decoded with strides 8, 16, 32. Outputs that are maps "

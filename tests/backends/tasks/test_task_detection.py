@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 from independent import f1_and_ap, nms, v8_rows, yolox_rows
+from independent import iou as independent_iou
 from task_models import ddddocr_model, noisy, run, text_frames, yolov8_head
 
 from backends.passes.accuracy import ModelOutputs, score
@@ -172,3 +173,53 @@ def test_a_head_without_its_sigmoids_is_read_as_logits(detector: dict[str, Any],
     assert (
         got.accuracy == pytest.approx(want.accuracy, abs=1e-6) and got.extra["boxes"] == want.extra["boxes"]
     )
+
+
+CAPTCHA = "captcha-recognizer==1.0.2"
+
+
+def _slider_frames(count: int) -> tuple[list[np.ndarray], list[list[float]]]:
+    """scikit-image's photographs (0..1, NCHW) each with a slider captcha's gap: a darkened 90-pixel
+    square with a light outline, and where it is [x1, y1, x2, y2]."""
+    from skimage import data, transform
+
+    rng = np.random.default_rng(4)
+    frames, gaps = [], []
+    for name in ("chelsea", "coffee", "rocket", "astronaut")[:count]:
+        photo = np.asarray(getattr(data, name)(), np.float32) / 255.0
+        img = transform.resize(photo, (640, 640), anti_aliasing=True).astype(np.float32)
+        y, x = int(rng.integers(60, 500)), int(rng.integers(250, 520))
+        img[y : y + 90, x : x + 90] *= 0.35
+        for part in (img[y : y + 90, x : x + 3], img[y : y + 90, x + 87 : x + 90]):
+            part[...] = 0.95
+        for part in (img[y : y + 3, x : x + 90], img[y + 87 : y + 90, x : x + 90]):
+            part[...] = 0.95
+        frames.append(img.transpose(2, 0, 1)[None])
+        gaps.append([float(x), float(y), float(x + 90), float(y + 90)])
+    return frames, gaps
+
+
+def test_a_yolov8_seg_head_scores_its_classes_not_its_mask_coefficients() -> None:
+    """captcha-recognizer's YOLOv8-seg ([1, 4+1+32, 8400] beside prototypes [1, 32, 160, 160]): npuctl
+    decodes the boxes the test decodes from the class column alone, the gap each time; read as 33
+    classes, the mask coefficients would put boxes above the threshold on hundreds of anchors."""
+    from task_models import wheel_file
+
+    from backends.tasks.detection import decode
+
+    model = wheel_file(CAPTCHA, "captcha_recognizer", "models/slider.onnx", ("models/slider.onnx",))
+    frames, gaps = _slider_frames(3)
+    outputs = run(model, [{"images": f} for f in frames])
+    task = resolve(Detection(), model)
+    assert isinstance(task, Detection)
+    hits = 0
+    for (head, protos), gap in zip(outputs, gaps, strict=True):
+        assert head.shape == (1, 37, 8400) and protos.shape == (1, 32, 160, 160)
+        found = decode(task, ["output0", "output1"], [head, protos])
+        table = head[0][:5]  # box and the one class: the mask coefficients left out
+        expected = nms(v8_rows(table[None]), THRESHOLD, NMS_IOU)
+        assert len(found) == len(expected)
+        assert np.allclose(found.boxes[np.argsort(-found.scores)], [r[:4] for r in expected], atol=1e-3)
+        hits += any(independent_iou([*box, 0.0, 0], [*gap, 0.0, 0]) > 0.7 for box in found.boxes.tolist())
+        assert int((head[0][5:].max(0) > THRESHOLD).sum()) > 100  # what the coefficients would have added
+    assert hits >= 2, "the class column finds the gaps the test drew"
