@@ -43,7 +43,7 @@ SHARED: dict[str, Registration] = by_stage(
     Registration(
         "quantize",
         name="backends.onnx.quantize.QuantizePass",
-        version="11",
+        version="12",
         ref="backends.passes.quant.stage:QuantizePass",
         fingerprint=(ONNX, ORT, NUMPY),
     ),

@@ -127,7 +127,7 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "quantize",
         name="backends.qnn.stages.QnnQuantize",
-        version="1+record+htp5",
+        version="1+record+htp6",
         ref="backends.qnn.stages:QnnQuantize",
     ),
     Registration(

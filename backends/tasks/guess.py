@@ -167,6 +167,12 @@ def _from_shapes(outputs: list[tuple[str, Dims]], proto: Any) -> Guess:
     tokens = _token_inputs(proto)
     if rank == 4 and dims[1] == 1:
         return Guess({"type": "dense"}, f"{shown} is a single-channel map")
+    if rank == 3 and sum(len(d) == 3 for _, d in outputs) > 1:
+        why = (
+            f"{len(outputs)} outputs of the same rank ({', '.join(_text(d) for _, d in outputs)}): a YOLO head "
+            "is one [1, 4+C, N] or [1, N, 5+C] output, and these form no SSD or GFL head"
+        )
+        return Guess({"type": "regression"}, f"{why}; the generic measure compares each output")
     if rank == 3:
         found = _three(dims, shown, op, tokens)
         if found is not None:

@@ -52,6 +52,9 @@ def prepare(source: Path, scratch: Path, log: Logger) -> tuple[Path, dict[str, A
     renamed = _name_nodes(model)
     if renamed:
         report["renamed_nodes"] += renamed
+    unshared = unshare_biases(model)
+    if unshared:
+        report["biases_unshared"] = unshared
     flattened = flatten_gemm_biases(model)
     if flattened:
         report["gemm_biases_flattened"] = flattened
@@ -90,6 +93,44 @@ def flatten_gemm_biases(model: onnx.ModelProto) -> list[str]:
             bias.CopyFrom(flat)
         changed.append(node.name)
     return changed
+
+
+_BIASED = ("Conv", "ConvTranspose", "Gemm")
+
+
+def unshare_biases(model: onnx.ModelProto) -> int:
+    """Each Conv / ConvTranspose / Gemm reading a bias initializer another of them reads too gets a copy
+    of its own, named after the node and unlike any tensor of the graph. ONNX Runtime's quantizer makes
+    such a copy itself (each bias is quantized at its node's input scale) but names it `<bias><n>`,
+    checking only initializers: tf2onnx names a Conv's output `<scope>/conv1d_25<n>` beside the shared
+    bias `<scope>/conv1d_25`, and the copy took the output's name (basic-pitch: a Concat of rank-4 and
+    rank-1 inputs). Returns the copies made."""
+    import onnx
+
+    initializers = {t.name: t for t in model.graph.initializer}
+    taken = set(initializers) | {x for n in model.graph.node for x in [*n.input, *n.output]}
+    taken |= {v.name for v in [*model.graph.input, *model.graph.output]}
+    seen: set[str] = set()
+    made = 0
+    for node in model.graph.node:
+        if node.op_type not in _BIASED or len(node.input) < 3 or node.input[2] not in initializers:
+            continue
+        bias = node.input[2]
+        if bias not in seen:
+            seen.add(bias)
+            continue
+        name, k = f"{bias}/for/{node.name}", 0
+        while name in taken:
+            k += 1
+            name = f"{bias}/for/{node.name}/{k}"
+        copy = onnx.TensorProto()
+        copy.CopyFrom(initializers[bias])
+        copy.name = name
+        model.graph.initializer.append(copy)
+        taken.add(name)
+        node.input[2] = name
+        made += 1
+    return made
 
 
 def _pre_process(raised: Path, prepared: Path, log: Logger) -> str:

@@ -322,3 +322,44 @@ def test_a_node_fused_by_pre_processing_is_kept_by_the_name_it_had(tmp_path: Pat
     gemm = next(n for n in built.graph.node if n.op_type == "Gemm")
     weights = {t.name: t for t in built.graph.initializer}
     assert weights[gemm.input[1]].data_type == TensorProto.FLOAT  # kept float: no int8 weight behind it
+
+
+def test_a_bias_two_convolutions_share_is_copied_under_a_name_no_tensor_has(tmp_path: Path) -> None:
+    """Two Convs read one bias `b`, and the second writes a tensor named `b0` (tf2onnx names outputs
+    after the scope its shared bias has: basic-pitch's `.../conv1d_25` and `.../conv1d_252`). ONNX
+    Runtime's quantizer copies a shared bias itself, naming the copies `b0`, `b1`... from the
+    initializers alone: the int8 model then reads that Conv's output as a constant. The prepared model
+    gives each Conv its own bias first."""
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w1"),
+        numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w2"),
+        numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b"], ["a"], name="conv_a", pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["x", "w2", "b"], ["b0"], name="conv_b", pads=[1, 1, 1, 1]),
+        helper.make_node("Concat", ["a", "b0"], ["y"], name="cat", axis=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "shared_bias",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])],
+        inits,
+    )
+    folder = tmp_path / "model"
+    (folder / "calib").mkdir(parents=True)
+    model = folder / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    for i in range(8):
+        np.save(folder / "calib" / f"{i}.npy", rng.standard_normal((1, 3, 8, 8)).astype(np.float32))
+    out = run_quantize(ptq_config(8, per_channel=True), model, tmp_path / "q", calib=folder / "calib")
+    x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    (want,) = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    (got,) = ort.InferenceSession(str(out.artifacts["model"]), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x}
+    )
+    step = (want.max() - want.min()) / 255  # one uint8 step of the output's range
+    assert got.shape == want.shape and np.percentile(np.abs(got - want), 99) <= 4 * step
+    assert out.report["prepare"]["biases_unshared"] == 1

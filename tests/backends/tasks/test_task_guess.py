@@ -72,3 +72,24 @@ def test_a_sequence_tagger_s_padding_mask_and_its_convention_come_from_running_i
     inverted = padding_mask_inverted(segmenter(), tmp_path / "pad.onnx")
     found = guess(inverted, {"x": [1, 32], "pad": [1, 32]})
     assert found.task == {"type": "tokens", "mask": "pad", "pad_value": 1}, found.why
+
+
+def test_several_same_rank_outputs_are_no_yolo_head() -> None:
+    """basic-pitch's transcription net (note, onset and contour posteriorgrams [1, 172, 88/264]): its
+    first output read alone looked like 172 anchors of a YOLOX head; three outputs of rank 3 that form
+    no SSD or GFL head are left to the generic measure. A YOLOv8-seg head (rank 3 beside its rank-4
+    mask prototypes) is still a detector."""
+    from task_models import wheel_file
+
+    pitch = wheel_file(
+        "basic-pitch==0.4.0",
+        "basic_pitch",
+        "saved_models/icassp_2022/nmp.onnx",
+        ("saved_models/icassp_2022/nmp.onnx",),
+    )
+    found = guess(pitch, {"serving_default_input_2:0": [1, 43844, 1]})
+    assert found.task == {"type": "regression"} and "no SSD or GFL head" in found.why, found.why
+    seg = wheel_file(
+        "captcha-recognizer==1.0.2", "captcha_recognizer", "models/slider.onnx", ("models/slider.onnx",)
+    )
+    assert guess(seg).task == {"type": "detection"}
