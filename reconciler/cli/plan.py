@@ -129,9 +129,8 @@ def _plan_partly(partial: _replay.Partial, paths: tuple[Path, ...], fmt: str, st
     ws = Workspace.open(loaded.root, reading=True)
     try:
         _remote.attach(ws, None, fetch=False)
-        planned = (
-            plan_partly(ws, loaded.specs, [Path(f) for f in partial.order]) if ws.remote is None else None
-        )
+        order = [Path(f) for f in partial.order]
+        planned = plan_partly(ws, loaded.specs, order, partial.stats) if ws.remote is None else None
         if planned is None:
             return None
         results, settled = planned
@@ -139,8 +138,7 @@ def _plan_partly(partial: _replay.Partial, paths: tuple[Path, ...], fmt: str, st
             return None  # the full path names both files
         shown = printed(results, fmt)
         code = _replay.show(shown, time.monotonic() - started)
-        kept = {"plan": shown} if all(is_settled(r) for r in results) else {}
-        _replay.record(ws, settled, partial.order, paths, fmt, kept)
+        _replay.record_partly(settled, partial, {"plan": shown} if all(map(is_settled, results)) else {})
         return code
     finally:
         ws.close()

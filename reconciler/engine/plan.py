@@ -9,7 +9,7 @@ after apply". With recorded measurements, verify predicts the verdicts under the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from backends.catalog import targets
 from backends.sdk.errors import ToolchainMissing
@@ -191,14 +191,15 @@ def plan_settled(ws: Workspace, specs: list[LoadedSpec]) -> tuple[list[SpecResul
 
 
 def plan_partly(
-    ws: Workspace, read: list[LoadedSpec], order: list[Path]
+    ws: Workspace, read: list[LoadedSpec], order: list[Path], stats: dict[str, Any]
 ) -> tuple[list[SpecResult], Settled] | None:
     """The plan of the spec files `order` when only `read` were loaded (the others unchanged since a
-    run recorded them: reconciler.cli._replay): the others' results from the settled cache, the
-    read ones as plan_settled plans them. None when an unread spec's settled result does not hold."""
+    run recorded them: reconciler.cli._replay, which found `stats`): the others' results from the
+    settled cache, the read ones as plan_settled plans them. None when an unread spec's settled
+    result does not hold."""
     from reconciler.engine.settled import Settled
 
-    settled = Settled(ws, read, order)
+    settled = Settled(ws, read, order, stats)
     by_file = {str(s.path): s for s in read}
     results: list[SpecResult | None] = []
     for file in map(str, order):

@@ -176,10 +176,13 @@ def test_a_plan_after_an_edit_reads_only_the_changed_spec_and_prints_what_the_fu
     full = run_npuctl(git_repo, "plan", env={"NPUCTL_NO_CACHE": "1"})
     assert full.returncode == 2 and "rejudge" in full.stdout, full.stdout
 
+    kept = []
     for _ in range(2):  # the edited spec is not settled until applied: read again by every plan
         body, calls = _counted_plan(git_repo)
         assert calls == "CALLS [('plan_partly', ['one.yaml'])] EXIT 2", calls
         assert body == _body(full.stdout)
+        kept.append([(f, f.stat().st_mtime_ns, f.stat().st_ino) for f in _replays(git_repo)])
+    assert kept[1] == kept[0]  # the second found the record as the first left it: not written again
 
     # a changed spec that now claims another's name: found once planned, then the full path, which
     # names both files
