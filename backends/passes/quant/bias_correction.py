@@ -106,6 +106,20 @@ def _layers(qdq: onnx.ModelProto, float_tensors: set[str], float_nodes: Mapping[
     return found
 
 
+def _at_opset_of(prepared: onnx.ModelProto, qdq: onnx.ModelProto) -> onnx.ModelProto:
+    """`prepared` at the QDQ model's ONNX opset. ONNX Runtime's quantizer converts the model it
+    quantizes to opset 21 for 16-bit Q/DQ (ONNX's version converter), so the probe's float nodes must
+    be in that opset's forms too (a ReduceMin's axes attribute became an input at 18)."""
+    import onnx
+
+    def default(model: onnx.ModelProto) -> int:
+        return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+    if default(qdq) <= default(prepared):
+        return prepared
+    return onnx.version_converter.convert_version(prepared, default(qdq))
+
+
 def _probe(prepared: onnx.ModelProto, qdq: onnx.ModelProto, layers: Sequence[_Layer]) -> onnx.ModelProto:
     """The float model plus, per layer, its int8 copy fed the float input and the mean over every axis
     but the channel of (copy - float): one small output per layer."""
@@ -165,8 +179,8 @@ def measure(qdq_path: Path, prepared_path: Path, samples: Sequence[Sample], scra
     import onnxruntime as ort
     from onnx import numpy_helper
 
-    prepared = onnx.load(str(prepared_path))
     qdq = onnx.load(str(qdq_path))
+    prepared = _at_opset_of(onnx.load(str(prepared_path)), qdq)
     float_tensors = {t for n in prepared.graph.node for t in n.output} | {
         i.name for i in prepared.graph.input
     }

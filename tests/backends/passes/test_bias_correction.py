@@ -144,3 +144,37 @@ def test_the_stage_corrects_every_layer_and_says_so(tmp_path: Path) -> None:
 def test_no_samples_measures_nothing(tmp_path: Path) -> None:
     prepared, built, _ = _build(tmp_path)
     assert bias_correction.measure(built, prepared, [], tmp_path) == []
+
+
+def test_a_16_bit_build_of_an_older_opset_model_is_probed_in_the_opset_it_was_converted_to(
+    tmp_path: Path,
+) -> None:
+    """A Conv then a ReduceMin with its axes as an attribute (opset 15, as tf2onnx writes basic-pitch's
+    log-normalisation): with 16-bit activations ONNX Runtime's quantizer converts the model to opset
+    21, where those axes are an input. The bias-correction probe copies the float model's nodes, so it
+    converts them too (before, the probe was an invalid model and the stage failed)."""
+    rng = np.random.default_rng(0)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+            helper.make_node("ReduceMin", ["c"], ["low"], name="low", axes=[2, 3], keepdims=1),
+            helper.make_node("Sub", ["c", "low"], ["y"], name="shift"),
+        ],
+        "reduce_attr",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4, 8, 8])],
+        [
+            numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"),
+            numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b"),
+        ],
+    )
+    folder = tmp_path / "m"
+    (folder / "calib").mkdir(parents=True)
+    model = folder / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)]), str(model))
+    for i in range(8):
+        np.save(folder / "calib" / f"{i}.npy", rng.standard_normal((1, 3, 8, 8)).astype(np.float32))
+    out = run_quantize(ptq_config(8, activations="uint16"), model, tmp_path / "q", calib=folder / "calib")
+    built = onnx.load(str(out.artifacts["model"]))
+    assert next(o.version for o in built.opset_import if o.domain in ("", "ai.onnx")) >= 21
+    assert out.report["bias_correction"]["layers_measured"] >= 1, out.report["bias_correction"]
