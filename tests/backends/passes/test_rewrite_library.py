@@ -503,3 +503,24 @@ def test_an_erf_gelu_is_spelled_the_way_onnx2tf_maps_to_gelu() -> None:
     divs = [n for n in new.graph.node if n.op_type == "Div"]
     values = {t.name: numpy_helper.to_array(t) for t in new.graph.initializer}
     assert len(divs) == 3 and all(values[d.input[1]].shape == (1,) for d in divs)
+
+
+def test_a_split_at_opset_18_becomes_slices() -> None:
+    """Split by num_outputs and by sizes at opset 18 give the same tensors as Slices; at opset 17 a
+    Split stays (onnx2torch has its earlier forms)."""
+    nodes = [
+        N("Split", ["x"], ["a", "b"], axis=1, num_outputs=2),
+        N("Split", ["b", "sizes"], ["c", "d", "e"], axis=-1),
+    ]
+    inits = {"sizes": np.array([1, 3, 4], np.int64)}
+    m = model(nodes, {"x": [1, 6, 8]}, inits, outputs=["a", "c", "d", "e"], opset=18)
+    new = assert_equivalent(convertible.SplitAsSlices(), m, expect=2)
+    assert ops(new) == ["Slice"] * 5
+    older = model(
+        [N("Split", ["x", "two"], ["a", "b"], axis=1)],
+        {"x": [1, 6, 8]},
+        {"two": np.array([3, 3], np.int64)},
+        outputs=["a", "b"],
+        opset=17,
+    )
+    assert rewritten(convertible.SplitAsSlices(), older)[1] == 0

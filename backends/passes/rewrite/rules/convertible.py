@@ -255,6 +255,43 @@ class GeluAsConverted(Rewrite):
         )
 
 
+class SplitAsSlices(Rewrite):
+    """At opset 18 and later, a Split with static output sizes -> one Slice per output (the same
+    elements). Split's opset-18 form (`num_outputs`) has no onnx2torch converter, so Core ML's route
+    stops at every Split of a model exported at opset 18+ (a YOLOv8-seg export at 19: "Converter is not
+    implemented ... Split, version=18"); Slice's last form is opset 13's, which it has."""
+
+    name = "split_as_slices"
+    family = "converter forms"
+    kind = CLEANUP
+    exact = True
+
+    def find(self, ctx: Context) -> list[Match]:
+        if ctx.facts.opset < 18:
+            return []
+        out = []
+        for i in ctx.runtime("Split"):
+            node = ctx.nodes[i]
+            shape = ctx.facts.static_shape(node.input[0])
+            sizes = [ctx.facts.static_shape(o) for o in node.output]
+            if shape is None or any(s is None for s in sizes) or not all(node.output):
+                continue
+            axis = int(ctx.attr(i, "axis", 0)) % len(shape)
+            m = Match(self.name, ctx.facts.names[i], [i])
+            start = 0
+            for k, (output, size) in enumerate(zip(node.output, sizes, strict=True)):
+                assert size is not None
+                end = start + size[axis]
+                bounds = [
+                    ctx.const(m, f"{m.anchor}/{k}/{what}", int64_array([v]))
+                    for what, v in (("start", start), ("end", end), ("axis", axis))
+                ]
+                ctx.node(m, "Slice", [node.input[0], *bounds], [output])
+                start = end
+            out.append(m)
+        return out
+
+
 _REDUCE = {"GlobalAveragePool": "ReduceMean", "GlobalMaxPool": "ReduceMax"}
 
 
@@ -291,6 +328,7 @@ REWRITES: list[Rewrite] = [
     ClampByConstant(),
     PReluRank4(),
     GeluAsConverted(),
+    SplitAsSlices(),
     ExplicitPads(),
     StaticShape(),
     GlobalPoolReduce(),
