@@ -111,3 +111,19 @@ def op_counts(model: Path) -> dict[str, int]:
     for node in proto.graph.node:
         counts[node.op_type] = counts.get(node.op_type, 0) + 1
     return counts
+
+
+def saved_with_calibration(
+    graph: Any, opset: int, folder: Path, sample_shape: tuple[int, ...], count: int = 8
+) -> tuple[Path, Path]:
+    """`graph` saved at `opset` as folder/m.onnx, with `count` seeded normal samples of `sample_shape`
+    in folder/calib: (model, calibration folder)."""
+    from onnx import helper
+
+    (folder / "calib").mkdir(parents=True)
+    model = folder / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), str(model))
+    rng = np.random.default_rng(1)
+    for i in range(count):
+        np.save(folder / "calib" / f"{i}.npy", rng.standard_normal(sample_shape).astype(np.float32))
+    return model, folder / "calib"

@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import helper, numpy_helper
-from quant_helpers import DIGITS_CALIB, digits_model, ptq_config, run_quantize
+from quant_helpers import DIGITS_CALIB, digits_model, ptq_config, run_quantize, saved_with_calibration
 
 from backends.catalog import target
 from backends.passes import data
@@ -168,13 +168,8 @@ def test_a_16_bit_build_of_an_older_opset_model_is_probed_in_the_opset_it_was_co
             numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b"),
         ],
     )
-    folder = tmp_path / "m"
-    (folder / "calib").mkdir(parents=True)
-    model = folder / "m.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)]), str(model))
-    for i in range(8):
-        np.save(folder / "calib" / f"{i}.npy", rng.standard_normal((1, 3, 8, 8)).astype(np.float32))
-    out = run_quantize(ptq_config(8, activations="uint16"), model, tmp_path / "q", calib=folder / "calib")
+    model, calib = saved_with_calibration(graph, 15, tmp_path / "m", (1, 3, 8, 8))
+    out = run_quantize(ptq_config(8, activations="uint16"), model, tmp_path / "q", calib=calib)
     built = onnx.load(str(out.artifacts["model"]))
     assert next(o.version for o in built.opset_import if o.domain in ("", "ai.onnx")) >= 21
     assert out.report["bias_correction"]["layers_measured"] >= 1, out.report["bias_correction"]

@@ -10,7 +10,15 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from quant_helpers import digits_model, eval_set, op_counts, ptq_config, run_quantize, top1
+from quant_helpers import (
+    digits_model,
+    eval_set,
+    op_counts,
+    ptq_config,
+    run_quantize,
+    saved_with_calibration,
+    top1,
+)
 
 from backends.catalog import target
 from backends.passes.quant.policy import resolve
@@ -348,13 +356,8 @@ def test_a_bias_two_convolutions_share_is_copied_under_a_name_no_tensor_has(tmp_
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])],
         inits,
     )
-    folder = tmp_path / "model"
-    (folder / "calib").mkdir(parents=True)
-    model = folder / "m.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
-    for i in range(8):
-        np.save(folder / "calib" / f"{i}.npy", rng.standard_normal((1, 3, 8, 8)).astype(np.float32))
-    out = run_quantize(ptq_config(8, per_channel=True), model, tmp_path / "q", calib=folder / "calib")
+    model, calib = saved_with_calibration(graph, 17, tmp_path / "model", (1, 3, 8, 8))
+    out = run_quantize(ptq_config(8, per_channel=True), model, tmp_path / "q", calib=calib)
     x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
     (want,) = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     (got,) = ort.InferenceSession(str(out.artifacts["model"]), providers=["CPUExecutionProvider"]).run(
