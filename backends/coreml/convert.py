@@ -82,6 +82,31 @@ def _agree(got: Any, want: Any) -> dict[str, float]:
     }
 
 
+ONNX2TORCH_OPSET = 17
+"""The newest opset whose op versions onnx2torch converts (Reshape up to 14, Resize up to 13: none at 18
+or 19)."""
+
+
+def within_onnx2torch_opset(path: Path) -> int | None:
+    """The model at `path` rewritten at ONNX2TORCH_OPSET when its opset is newer (ONNX's version
+    converter: from 18 or 19 it changes no float op's meaning, only the types some accept and where
+    Split and Reduce take their sizes and axes); the opset it had,
+    or None when it was within or the converter has no adapter (onnx2torch then names the op). The
+    traced model is checked against the ONNX source after, as always."""
+    import onnx
+
+    model = onnx.load(str(path))
+    had = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if had <= ONNX2TORCH_OPSET:
+        return None
+    try:
+        lowered = onnx.version_converter.convert_version(model, ONNX2TORCH_OPSET)
+    except Exception:  # noqa: BLE001 - the converter raises bare RuntimeErrors for a missing adapter
+        return None
+    onnx.save(lowered, str(path))
+    return had
+
+
 def constants_as_initializers(source: Path, dest: Path) -> int:
     """Writes `source` with its Constant nodes (tensor `value`) turned into initializers: onnx2torch
     reads Conv/Gemm weights only from initializers. The function is unchanged. Returns how many moved."""
@@ -132,6 +157,9 @@ class CoreMlCompile:
                 np.savez(fh, **arrays)
             moved = constants_as_initializers(source, job / "model.onnx")
             forms = write_convertible(job / "model.onnx", job / "model.onnx", StageLog(Path(request.log)))
+            lowered = within_onnx2torch_opset(job / "model.onnx")
+            if lowered is not None:
+                forms.append(f"opset {lowered} -> {ONNX2TORCH_OPSET}")
             req = {
                 "model": str(job / "model.onnx"),
                 "sample": str(job / "sample.npz"),
