@@ -95,8 +95,10 @@ def within_onnx2torch_opset(path: Path) -> int | None:
     traced model is checked against the ONNX source after, as always."""
     import onnx
 
+    from backends.passes.importer import default_opset
+
     model = onnx.load(str(path))
-    had = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    had = default_opset(model) or 0
     if had <= ONNX2TORCH_OPSET:
         return None
     try:

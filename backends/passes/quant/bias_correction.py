@@ -112,12 +112,12 @@ def _at_opset_of(prepared: onnx.ModelProto, qdq: onnx.ModelProto) -> onnx.ModelP
     be in that opset's forms too (a ReduceMin's axes attribute became an input at 18)."""
     import onnx
 
-    def default(model: onnx.ModelProto) -> int:
-        return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    from backends.passes.importer import default_opset
 
-    if default(qdq) <= default(prepared):
+    want, had = default_opset(qdq) or 0, default_opset(prepared) or 0
+    if want <= had:
         return prepared
-    return onnx.version_converter.convert_version(prepared, default(qdq))
+    return onnx.version_converter.convert_version(prepared, want)
 
 
 def _probe(prepared: onnx.ModelProto, qdq: onnx.ModelProto, layers: Sequence[_Layer]) -> onnx.ModelProto:
