@@ -65,10 +65,12 @@ PROFILE_BUDGET_MS, PROFILE_LEAST = 300.0, 10
 """The profiled runs of a model: as many as fit 300 ms at its timed p50, at least 10 (at most
 `profile_runs`): a 17 ms detector is profiled 18 times, a 100 ms model 10 times, a millisecond model
 PROFILE_RUNS times (bench_common.runs_within says why fewer runs of a slow model suffice)."""
-BASELINE_BUDGET_MS, BASELINE_LEAST = 2000.0, 10
+BASELINE_BUDGET_MS, BASELINE_LEAST = 500.0, 10
 """The runs of the float model and of the int8 build timed in alternation with it: as many of each as
-the int8 build's p50 fits in 2 s, at least 10, at most the spec's runs: the comparison, not the spec's
-own latency (its own timed runs are that)."""
+the int8 build's p50 fits in 500 ms, at least 10, at most the spec's runs. It is a ratio of two means
+taken side by side, so the machine's drift cancels and ten pairs settle it for any model slower than
+a few milliseconds (a fast model gets more, it costs little); at 2 s the pairs took three times the
+spec's own timed runs on a 45 ms YOLOv8-seg (the float model is the slower one)."""
 
 
 def profile_runs(cfg: Any) -> int:
