@@ -7,6 +7,8 @@ noise of zero mean is not. Each layer is measured alone: a copy of it, with its 
 int8 weights and its bias, is fed the float model's input to it, beside the float layer, in one graph.
 So a layer's shift does not depend on which other layers a search keeps float: it is measured once from
 the first build, and every build (each search candidate and the artifact) gets the same correction.
+The probe holds the whole float model, so its outputs on the first samples come with the shifts: the
+stage's check scores the int8 build against them instead of running the float model again.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from backends.sdk.errors import TerminalError, one_line
 if TYPE_CHECKING:
     import onnx
 
+    from backends.passes.accuracy import ModelOutputs
     from backends.passes.data import Sample
 
 SAMPLES = 32
@@ -40,6 +43,16 @@ class Shift:
     bias: str
     delta: np.ndarray
     steps: np.ndarray
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The shifts, and the float model's outputs on the first samples (the probe computed them)."""
+
+    shifts: list[Shift]
+    reference: ModelOutputs | None
+    """Per sample, the float model's graph outputs (names in the model's order), for the first
+    `keep` samples measure was asked to keep; None when none were asked for or no layer was probed."""
 
 
 @dataclass(frozen=True)
@@ -121,8 +134,8 @@ def _at_opset_of(prepared: onnx.ModelProto, qdq: onnx.ModelProto) -> onnx.ModelP
 
 
 def _probe(prepared: onnx.ModelProto, qdq: onnx.ModelProto, layers: Sequence[_Layer]) -> onnx.ModelProto:
-    """The float model plus, per layer, its int8 copy fed the float input and the mean over every axis
-    but the channel of (copy - float): one small output per layer."""
+    """The float model (its own outputs first) plus, per layer, its int8 copy fed the float input and the
+    mean over every axis but the channel of (copy - float): one small output per layer."""
     import onnx
     from onnx import helper
 
@@ -133,7 +146,6 @@ def _probe(prepared: onnx.ModelProto, qdq: onnx.ModelProto, layers: Sequence[_La
     probe.ir_version = max(probe.ir_version, qdq.ir_version)
     inits = {t.name: t for t in qdq.graph.initializer}
     opset = next((o.version for o in probe.opset_import if o.domain in ("", "ai.onnx")), 13)
-    del probe.graph.output[:]
     for i, layer in enumerate(layers):
         prefix = f"npuctl_bc{i}/"
         local = {t for n in layer.chain for t in n.output}
@@ -173,11 +185,16 @@ def _probe(prepared: onnx.ModelProto, qdq: onnx.ModelProto, layers: Sequence[_La
     return probe
 
 
-def measure(qdq_path: Path, prepared_path: Path, samples: Sequence[Sample], scratch: Path) -> list[Shift]:
-    """Each correctable layer's mean shift over `samples` (the first SAMPLES)."""
+def measure(
+    qdq_path: Path, prepared_path: Path, samples: Sequence[Sample], scratch: Path, keep: int = 0
+) -> Measured:
+    """Each correctable layer's mean shift over `samples` (the first SAMPLES), and the float model's
+    outputs on the first `keep` of them."""
     import onnx
     import onnxruntime as ort
     from onnx import numpy_helper
+
+    from backends.passes.accuracy import ModelOutputs
 
     qdq = onnx.load(str(qdq_path))
     prepared = _at_opset_of(onnx.load(str(prepared_path)), qdq)
@@ -187,7 +204,8 @@ def measure(qdq_path: Path, prepared_path: Path, samples: Sequence[Sample], scra
     float_nodes = {n.name: n.output[0] for n in prepared.graph.node if n.output and n.op_type in LAYER_OPS}
     layers = _layers(qdq, float_tensors, float_nodes)
     if not layers or not samples:
-        return []
+        return Measured([], None)
+    names = [o.name for o in prepared.graph.output]
     path = scratch / "bias-probe.onnx"
     onnx.save(_probe(prepared, qdq, layers), str(path), save_as_external_data=False)
     options = ort.SessionOptions()
@@ -196,12 +214,16 @@ def measure(qdq_path: Path, prepared_path: Path, samples: Sequence[Sample], scra
     # threads sleep between kernels instead of spinning (as calibration's do): same kernels, same
     # shifts; busy-waiting threads doubled this probe's CPU time on a shared 2-core host
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    used = samples[:SAMPLES]
+    kept = ModelOutputs(names) if keep > 0 else None
     try:
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        used = samples[:SAMPLES]
         totals: list[np.ndarray] | None = None
-        for sample in used:
-            means = [np.asarray(m, np.float64) for m in session.run(None, sample.feed)]
+        for k, sample in enumerate(used):
+            values = session.run(None, sample.feed)
+            if kept is not None and k < keep:
+                kept.values.append([np.asarray(v) for v in values[: len(names)]])
+            means = [np.asarray(m, np.float64) for m in values[len(names) :]]
             totals = means if totals is None else [a + b for a, b in zip(totals, means, strict=True)]
     except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
         raise TerminalError(
@@ -220,7 +242,7 @@ def measure(qdq_path: Path, prepared_path: Path, samples: Sequence[Sample], scra
         if delta.shape != (int(inits[layer.bias].dims[0]),):
             continue
         shifts.append(Shift(layer.node.name, layer.bias, delta.astype(np.float32), steps))
-    return shifts
+    return Measured(shifts, kept)
 
 
 def apply(model: onnx.ModelProto, shifts: Sequence[Shift]) -> int:

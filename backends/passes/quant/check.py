@@ -23,9 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backends.sdk.errors import TerminalError
+
+if TYPE_CHECKING:
+    from backends.passes.accuracy import ModelOutputs
 
 BROKEN_DROP = 0.5
 """Without a stated budget: more than half of the measure lost against the float model."""
@@ -39,8 +42,11 @@ def check(
     quantized: Path,
     reference: Path,
     calibration: Sequence[Path] = (),
+    float_outputs: ModelOutputs | None = None,
 ) -> dict[str, Any]:
-    """The check's record for the stage report; raises TerminalError when the drop exceeds the budget."""
+    """The check's record for the stage report; raises TerminalError when the drop exceeds the budget.
+    `float_outputs`: `reference`'s outputs on the first FEW `calibration` samples, where the stage has
+    them already (bias correction's probe): the float model is not run again."""
     auto = report.get("auto")
     if auto and auto.get("final"):
         final = auto["final"]
@@ -55,7 +61,7 @@ def check(
             "budget_from": "quantization.sensitive_layers.auto.max_accuracy_drop",
         }
     else:
-        found = _score(request, quantized, reference, calibration)
+        found = _score(request, quantized, reference, calibration, float_outputs)
         record = {**found, "budget": BROKEN_DROP, "budget_from": "a broken model (no budget stated)"}
     return require(record, "quantize: the quantized model", _advice(auto), request.log)
 
@@ -90,7 +96,13 @@ def _advice(auto: Mapping[str, Any] | None) -> str:
     )
 
 
-def _score(request: Any, quantized: Path, reference: Path, calibration: Sequence[Path]) -> dict[str, Any]:
+def _score(
+    request: Any,
+    quantized: Path,
+    reference: Path,
+    calibration: Sequence[Path],
+    float_outputs: ModelOutputs | None = None,
+) -> dict[str, Any]:
     from backends.passes import data
     from backends.passes.quant import sensitivity
     from backends.passes.quant.search_set import search_set
@@ -99,8 +111,9 @@ def _score(request: Any, quantized: Path, reference: Path, calibration: Sequence
     if files:
         no_eval = {k: v for k, v in request.inputs.items() if k not in ("eval_data", "labels")}
         measured_on = search_set(request.config, no_eval, reference, files, len(files))
+        known = float_outputs if float_outputs and len(float_outputs.values) == len(files) else None
         scorer = sensitivity.Scorer(
-            reference, measured_on.samples, task=measured_on.task, labels=measured_on.labels
+            reference, measured_on.samples, task=measured_on.task, labels=measured_on.labels, reference=known
         )
         where = f"the first {len(files)} calibration samples against the float model"
     else:

@@ -48,6 +48,8 @@ from backends.sdk.errors import TerminalError
 if TYPE_CHECKING:
     import onnx
 
+    from backends.passes import accuracy
+
 Logger = Callable[[str], None]
 
 CACHE_ENV = "NPUCTL_CACHE_DIR"
@@ -216,9 +218,14 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
         )
         keep = rules.keep if rules is not None else "fp32"
         kept: dict[str, tuple[str, str]] = {name: (keep, rule) for name, rule in explicit.items()}
+        float_outputs = None
         if policy.bias_correction:
-            report["bias_correction"] = _correct_biases(builder, kept, prepared, model, files, scratch)
+            report["bias_correction"], float_outputs = _correct_biases(
+                builder, kept, prepared, model, files, scratch
+            )
             log(f"bias correction: {report['bias_correction']}")
+        if reference != source:  # the probe ran the model being quantized, not this float reference
+            float_outputs = None
 
         def build(
             extra_layers: Sequence[sensitivity.Layer],
@@ -292,7 +299,7 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
         check as quantize_check,  # the artifact against its float source, before it is recorded
     )
 
-    report["check"] = quantize_check.check(request, report, out, reference, files)
+    report["check"] = quantize_check.check(request, report, out, reference, files, float_outputs)
     return report
 
 
@@ -312,16 +319,20 @@ def _correct_biases(
     model: onnx.ModelProto,
     files: Sequence[Path],
     scratch: Path,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], accuracy.ModelOutputs | None]:
     """Measures every layer's mean shift on the first build (the spec's own keeps float) and hands it to
-    the builder, so each later build, search candidates and artifact alike, is corrected the same way."""
+    the builder, so each later build, search candidates and artifact alike, is corrected the same way.
+    Also returns the float model's outputs on the check's samples, which the probe computed."""
     from backends.passes.quant import bias_correction
+    from backends.passes.quant import check as quantize_check
 
     base = builder.build([n for n, (p, _) in kept.items() if p in FLOAT_KEEPS])
     specs = data.model_inputs(model)
     samples = [data.read_sample(p, specs) for p in files[: bias_correction.SAMPLES]]
-    builder.shifts = bias_correction.measure(base, prepared, samples, scratch)
-    return bias_correction.summary(builder.shifts, len(builder.shifts), len(samples))
+    measured = bias_correction.measure(base, prepared, samples, scratch, keep=quantize_check.FEW)
+    builder.shifts = measured.shifts
+    summary = bias_correction.summary(builder.shifts, len(builder.shifts), len(samples))
+    return summary, measured.reference
 
 
 def _channel_check(

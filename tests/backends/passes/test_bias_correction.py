@@ -5,10 +5,12 @@ float model's input to that layer; the stage folds it into the int32 bias and sa
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 from onnx import helper, numpy_helper
 from quant_helpers import DIGITS_CALIB, digits_model, ptq_config, run_quantize, saved_with_calibration
 
@@ -72,7 +74,7 @@ def _expected_gemm_shift(
 
 def test_each_gemm_shift_is_the_one_computed_from_its_int8_weights(tmp_path: Path) -> None:
     prepared, built, samples = _build(tmp_path)
-    shifts = {s.node: s for s in bias_correction.measure(built, prepared, samples, tmp_path)}
+    shifts = {s.node: s for s in bias_correction.measure(built, prepared, samples, tmp_path).shifts}
     qdq, float_model = onnx.load(str(built)), onnx.load(str(prepared))
     float_inits = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in float_model.graph.initializer}
     gemms = [n for n in float_model.graph.node if n.op_type == "Gemm"]
@@ -89,7 +91,7 @@ def test_each_gemm_shift_is_the_one_computed_from_its_int8_weights(tmp_path: Pat
 
 def test_apply_adds_the_shift_in_bias_steps_and_skips_a_layer_kept_float(tmp_path: Path) -> None:
     prepared, built, samples = _build(tmp_path)
-    shifts = bias_correction.measure(built, prepared, samples, tmp_path)
+    shifts = bias_correction.measure(built, prepared, samples, tmp_path).shifts
     model = onnx.load(str(built))
     before = {t.name: numpy_helper.to_array(t).copy() for t in model.graph.initializer}
     assert bias_correction.apply(model, shifts) == len(shifts)
@@ -119,7 +121,7 @@ def test_a_build_repeated_after_measuring_is_the_measured_build_corrected_not_a_
 
     builder._quantize = counted  # type: ignore[method-assign]
     base = builder.build([])
-    builder.shifts = bias_correction.measure(base, prepared, samples, tmp_path)
+    builder.shifts = bias_correction.measure(base, prepared, samples, tmp_path).shifts
     final = builder.build([])
     assert len(quantized) == 1 and builder.corrected == len(builder.shifts) > 0
     expected = onnx.load(str(base))  # the quantizer's output, as measured, with the shifts added
@@ -143,7 +145,9 @@ def test_the_stage_corrects_every_layer_and_says_so(tmp_path: Path) -> None:
 
 def test_no_samples_measures_nothing(tmp_path: Path) -> None:
     prepared, built, _ = _build(tmp_path)
-    assert bias_correction.measure(built, prepared, [], tmp_path) == []
+    assert bias_correction.measure(built, prepared, [], tmp_path, keep=4) == bias_correction.Measured(
+        [], None
+    )
 
 
 def test_a_16_bit_build_of_an_older_opset_model_is_probed_in_the_opset_it_was_converted_to(
@@ -173,3 +177,39 @@ def test_a_16_bit_build_of_an_older_opset_model_is_probed_in_the_opset_it_was_co
     built = onnx.load(str(out.artifacts["model"]))
     assert next(o.version for o in built.opset_import if o.domain in ("", "ai.onnx")) >= 21
     assert out.report["bias_correction"]["layers_measured"] >= 1, out.report["bias_correction"]
+
+
+def test_the_probe_returns_the_float_models_outputs_on_the_first_samples(tmp_path: Path) -> None:
+    prepared, built, samples = _build(tmp_path)
+    measured = bias_correction.measure(built, prepared, samples, tmp_path, keep=5)
+    assert measured.reference is not None and len(measured.reference.values) == 5
+    session = ort.InferenceSession(str(prepared), providers=["CPUExecutionProvider"])
+    assert measured.reference.names == [o.name for o in session.get_outputs()]
+    for got, sample in zip(measured.reference.values, samples, strict=False):
+        for g, e in zip(got, session.run(None, sample.feed), strict=True):
+            np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+    assert bias_correction.measure(built, prepared, samples, tmp_path).reference is None
+
+
+def test_the_check_scores_against_the_probes_float_outputs_without_running_the_float_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from backends.passes import accuracy
+
+    ran: list[Path] = []
+    run_model = accuracy.run_model
+
+    def counted(model: Path, *args: Any, **kwargs: Any) -> accuracy.ModelOutputs:
+        ran.append(Path(model))
+        return run_model(model, *args, **kwargs)
+
+    monkeypatch.setattr(accuracy, "run_model", counted)
+    model = digits_model(tmp_path / "m")
+    shared = run_quantize(ptq_config(), model, tmp_path / "w").report["check"]
+    assert model not in ran, ran  # the float model ran only inside the probe
+    ran.clear()
+    alone = run_quantize(ptq_config(bias_correction=False), model, tmp_path / "w2").report["check"]
+    assert ran.count(model) == 1, ran  # without a probe the check runs it itself
+    # the same float scores either way: the probe's outputs are the float model's
+    assert shared["float"] == alone["float"] and shared["data"] == alone["data"]
+    assert shared["ran"] and shared["passed"]
