@@ -9,7 +9,6 @@ task when evaluate.data is set. The quantizer itself (the `build` callable) belo
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,9 +30,6 @@ SCREEN_SAMPLES = sensitivity.MIN_SEARCH_SAMPLES
 """Samples a candidate is compared on first; only one that looks better is measured on the full set."""
 COARSE_SAMPLES = 2
 REFINE_EXTRA = 4
-
-THREADS = max(1, min(2, os.cpu_count() or 1))
-"""ONNX Runtime threads each candidate runs with: the search is one process on a 2-core machine."""
 
 
 def note(auto: Mapping[str, Any] | None) -> str:
@@ -100,7 +96,7 @@ def run(
     sensitivity.check_samples(samples)
     rank_n, _ = sensitivity.sample_counts(_elements(inputs), len(samples))
     search_scorer = sensitivity.Scorer(
-        reference, samples, threads=THREADS, task=measured_on.task, labels=labels
+        reference, samples, threads=sensitivity.THREADS, task=measured_on.task, labels=labels
     )
     log(f"auto: budget measured as {search_scorer.text} on {measured_on.describe()}")
     raw = build([], explicit_activations=True)
@@ -363,7 +359,11 @@ def final_score(
     """The final artifact on the search's data; `scorer`: the search's own (reuses its float outputs)."""
     if scorer is None:
         scorer = sensitivity.Scorer(
-            reference, measured_on.samples, threads=THREADS, task=measured_on.task, labels=measured_on.labels
+            reference,
+            measured_on.samples,
+            threads=sensitivity.THREADS,
+            task=measured_on.task,
+            labels=measured_on.labels,
         )
     got = scorer(model)
     drop = sensitivity.drop_of(scorer.reference_accuracy, got.accuracy)

@@ -15,6 +15,7 @@ most sensitive layers kept, one more per step, and stops when the accuracy budge
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,10 @@ if TYPE_CHECKING:
     import onnx
 
     from backends.passes.data import Sample
+
+THREADS = max(1, min(2, os.cpu_count() or 1))
+"""ONNX Runtime threads a scoring run takes (a search candidate, the quantize check): the stage is one
+process, and its sessions do not spin, so two threads halve its wait without taking a loaded core."""
 
 EPILOGUE_OPS: frozenset[str] = frozenset(
     {

@@ -21,6 +21,7 @@ from backends.passes.quant import stage as Q
 from backends.sdk.errors import TerminalError
 
 SAMPLES = 16
+FIRST = 8
 
 
 def _calib(tmp_path: Path) -> Path:
@@ -49,10 +50,12 @@ def _mean_cosine(a: list[np.ndarray], b: list[np.ndarray]) -> float:
 
 
 def test_a_sound_quantization_records_the_check_with_its_numbers(tmp_path: Path) -> None:
+    """A drop within half the budget on the first FIRST samples passes on them alone."""
     model, calib = digits_model(tmp_path / "m"), _calib(tmp_path)
     out = run_quantize(ptq_config(samples=SAMPLES), model, tmp_path / "w", calib=calib)
     check = out.report["check"]
-    expected = _mean_cosine(_outputs(model, calib), _outputs(tmp_path / "w" / "model.onnx", calib))
+    floats, ints = _outputs(model, calib), _outputs(tmp_path / "w" / "model.onnx", calib)
+    expected = _mean_cosine(floats[:FIRST], ints[:FIRST])
     assert check["ran"] and check["passed"], check
     assert check["metric"].startswith("generic cosine"), check
     assert check["float"] == pytest.approx(1.0, abs=1e-6)
@@ -60,8 +63,27 @@ def test_a_sound_quantization_records_the_check_with_its_numbers(tmp_path: Path)
     assert check["drop"] == pytest.approx(1.0 - expected, abs=0.01)
     assert (
         check["budget"] == 0.5
-        and check["data"] == f"the first {SAMPLES} calibration samples against the float model"
+        and check["data"] == f"the first {FIRST} calibration samples against the float model"
     )
+
+
+def test_a_drop_near_the_budget_is_decided_on_every_check_sample(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The budget moved so the same sound build's drop on the first FIRST samples is above half of it:
+    the check scores all SAMPLES, and its numbers are those of all of them."""
+    from backends.passes.quant import check as C
+
+    model, calib = digits_model(tmp_path / "m"), _calib(tmp_path)
+    built = run_quantize(ptq_config(samples=SAMPLES), model, tmp_path / "w", calib=calib)
+    floats, ints = _outputs(model, calib), _outputs(tmp_path / "w" / "model.onnx", calib)
+    first, every = 1.0 - _mean_cosine(floats[:FIRST], ints[:FIRST]), 1.0 - _mean_cosine(floats, ints)
+    budget = 1.9 * first
+    assert built.report["check"]["drop"] > 0 and every <= budget, (first, every)  # the case is set up
+    monkeypatch.setattr(C, "BROKEN_DROP", budget)
+    check = run_quantize(ptq_config(samples=SAMPLES), model, tmp_path / "w2", calib=calib).report["check"]
+    assert check["data"] == f"the first {SAMPLES} calibration samples against the float model", check
+    assert check["drop"] == pytest.approx(every, abs=1e-4) and check["budget"] == budget, check
 
 
 def _negated(path: Path) -> None:

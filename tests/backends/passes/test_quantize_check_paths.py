@@ -25,6 +25,7 @@ from backends.sdk.base import StageRequest
 from backends.sdk.errors import TerminalError
 
 FEW = 16
+FIRST = 8
 
 
 def _calib(tmp_path: Path) -> Path:
@@ -76,11 +77,11 @@ def test_fp16_records_its_check_on_random_inputs(tmp_path: Path) -> None:
     model = digits_model(tmp_path / "m")
     out = run_quantize({"mode": "fp16"}, model, tmp_path / "w", calib=None)
     check = out.report["check"]
-    feeds = _random_feeds()
+    feeds = _random_feeds()[:FIRST]  # a drop within half the budget on them decides
     expected = _mean_cosine(_run(model, feeds), _run(tmp_path / "w" / "model.onnx", feeds))
     assert check["ran"] and check["passed"], check
     assert check["metric"].startswith("generic cosine") and check["budget"] == 0.5, check
-    assert check["data"] == f"{FEW} random inputs (seed 0, no calibration data) against the float model"
+    assert check["data"] == f"{FIRST} random inputs (seed 0, no calibration data) against the float model"
     assert check["quantized"] == pytest.approx(expected, abs=1e-4) and expected > 0.999
 
 
@@ -134,10 +135,10 @@ def test_nncf_quantize_records_its_check_on_the_calibration_samples(tmp_path: Pa
     model, calib = digits_model(tmp_path / "m"), _calib(tmp_path)
     out = _nncf(tmp_path, model, calib)
     check = out.report["check"]
-    feeds = _calib_feeds(calib)
+    feeds = _calib_feeds(calib)[:FIRST]  # a drop within half the budget on them decides
     expected = _mean_cosine(_run(model, feeds), _run(out.artifacts["model"], feeds))
     assert check["ran"] and check["passed"] and check["budget"] == 0.5, check
-    assert check["data"] == f"the first {FEW} calibration samples against the float model"
+    assert check["data"] == f"the first {FIRST} calibration samples against the float model"
     assert check["quantized"] == pytest.approx(expected, abs=0.01), check
     assert json.loads(json.dumps(check)) == check  # recorded as is in the stage report
 
