@@ -97,7 +97,7 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "evaluate",
         name="backends.ethosu.vela.VelaEvaluate",
-        version="4-vela",
+        version="5-vela",
         ref="backends.ethosu.vela:VelaEvaluate",
     ),
 )

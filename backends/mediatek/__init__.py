@@ -77,7 +77,7 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "evaluate",
         name="backends.tflite.stages.TfliteEvaluate",
-        version="2-litert",
+        version="3-litert",
         ref="backends.tflite.stages:TfliteEvaluate",
     ),
 )

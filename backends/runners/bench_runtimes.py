@@ -192,7 +192,16 @@ class RknnLiteSession:
 
 class LiteRtSession:
     """A .tflite on LiteRT (ai-edge-litert), fed and read in the ONNX model's layout: options["io"] ties
-    each TFLite tensor to its ONNX name, permutation (onnx2tf goes channels-last) and int quantization."""
+    each TFLite tensor to its ONNX name, permutation (onnx2tf goes channels-last) and int quantization.
+
+    `infer` (what is timed) runs LiteRT as an app on this host would, XNNPACK delegate and all.
+    `outputs` (what is scored) runs TFLite's reference kernels when options["reference_outputs"] is
+    set, as it is for an integer model: the reference is what an NPU compiler is bit-exact with (vela
+    with TFLite Micro's kernels), and the faster kernel libraries round int8 their own way. On a
+    YOLOv8-seg whose decode stays float inside an int8 body, XNNPACK's outputs scored box F1 0 against
+    the float model where the reference scores 0.95; on a PicoDet, TFLite's optimized built-in kernels
+    scored 0.4 where the reference (and XNNPACK) score 0.6. The reference is slow (a second per
+    800x608 inference), so only the scored samples run on it."""
 
     name = "litert"
 
@@ -204,17 +213,24 @@ class LiteRtSession:
             raise BenchError(f"ai-edge-litert is not installed here ({_first_line(exc)})") from exc
 
     def __init__(self, model: Path, options: dict[str, Any]) -> None:
-        from ai_edge_litert.interpreter import Interpreter
-
         self.threads = int(options.get("threads", 0)) or None
-        self._interpreter = Interpreter(model_path=str(model), num_threads=self.threads)
-        self._interpreter.allocate_tensors()
+        self._model = model
+        self._interpreter = self._load()
+        self._reference: Any = None if options.get("reference_outputs") else self._interpreter
         self._io = options["io"]
         index = {d["name"]: d["index"] for d in self._interpreter.get_input_details()}
         self._in = [(spec, index[spec["name"]]) for spec in self._io["inputs"]]
         index = {d["name"]: d["index"] for d in self._interpreter.get_output_details()}
         self._out = [(spec, index[spec["name"]]) for spec in self._io["outputs"]]
         self.output_names = [spec["onnx"] for spec in self._io["outputs"]]
+
+    def _load(self, reference: bool = False) -> Any:
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+        extra = {"experimental_op_resolver_type": OpResolverType.BUILTIN_REF} if reference else {}
+        interpreter = Interpreter(model_path=str(self._model), num_threads=self.threads, **extra)
+        interpreter.allocate_tensors()
+        return interpreter
 
     @property
     def version(self) -> str:
@@ -227,7 +243,8 @@ class LiteRtSession:
 
     @property
     def providers(self) -> list[str]:
-        return ["LiteRT CPU (XNNPACK)"]
+        scored = "reference kernels" if self._reference is not self._interpreter else "the same"
+        return [f"LiteRT CPU (XNNPACK; outputs scored on {scored})"]
 
     def inputs(self) -> list[dict[str, Any]]:
         out = []
@@ -240,6 +257,14 @@ class LiteRtSession:
         return out
 
     def infer(self, feed: dict[str, Any]) -> list[Any]:
+        return self._run(self._interpreter, feed)
+
+    def outputs(self, feed: dict[str, Any]) -> list[Any]:
+        if self._reference is None:
+            self._reference = self._load(reference=True)
+        return self._run(self._reference, feed)
+
+    def _run(self, interpreter: Any, feed: dict[str, Any]) -> list[Any]:
         import numpy as np
 
         for spec, index in self._in:
@@ -249,11 +274,11 @@ class LiteRtSession:
             if spec["scale"] and spec["dtype"] not in ("float32", "float16"):  # quantized, not integer ids
                 info = np.iinfo(spec["dtype"])
                 x = np.clip(np.round(x / spec["scale"] + spec["zero_point"]), info.min, info.max)
-            self._interpreter.set_tensor(index, np.require(x.astype(spec["dtype"]), requirements="C"))
-        self._interpreter.invoke()
+            interpreter.set_tensor(index, np.require(x.astype(spec["dtype"]), requirements="C"))
+        interpreter.invoke()
         result = []
         for spec, index in self._out:
-            y = self._interpreter.get_tensor(index)
+            y = interpreter.get_tensor(index)
             if spec["scale"] and spec["dtype"] not in ("float32", "float16"):
                 y = (y.astype(np.float32) - spec["zero_point"]) * spec["scale"]
             if spec["perm"]:

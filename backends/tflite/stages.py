@@ -5,9 +5,9 @@ quantize picks one variant from the spec: mode none -> float32, fp16 -> float16,
 (16x8) when the spec asks for 16-bit activations or keeps sensitive layers at int16. onnx2tf writes the
 float32 TFLite and its SavedModel; the worker quantizes that SavedModel into the one variant asked for.
 Sensitive layers kept in float (keep: fp16/fp32) stay float32 ops inside the int8 model (LiteRT's
-selective quantization), and so do, with `placement: target`, a decode's concats that join several
-tensors (decode_concats); a kept layer that writes a model output leaves that output float32. An int16
-keep widens every layer (TFLite has no per-layer 16x8). Every written
+selective quantization), and so do, with `placement: target`, a decode's concats that join tensors of
+mixed ranges and the arithmetic feeding them (decode_tail); a kept layer that writes a model output
+leaves that output float32. An int16 keep widens every layer (TFLite has no per-layer 16x8). Every written
 variant is checked against the ONNX model on a few samples before anything is recorded (backends.tflite.check).
 """
 
@@ -139,14 +139,14 @@ def build(
     float_keep = sorted(kept) if policy.sensitive is not None and policy.sensitive.keep in FLOAT_KEEPS else []
     files = calibration_files(request, policy) if policy.mode == "ptq" else []
     if variant == "full_int8" and policy.placement == "target":
-        joins = decode_concats(source, kept, files)
-        kept.update(joins)
-        float_keep = sorted({*float_keep, *joins})
-        if joins:
+        decode = decode_tail(source, kept, files)
+        kept.update(decode)
+        float_keep = sorted({*float_keep, *decode})
+        if decode:
             notes.append(
-                f"placement target: {len(joins)} decode concat(s) joining ranges over "
-                f"{MIX_FACTOR:g}x apart kept float32, their inputs quantized apart (a model output one "
-                "of them writes stays float32)"
+                f"placement target: a decode joining ranges over {MIX_FACTOR:g}x apart kept float32 "
+                f"({len(decode)} node(s): its concats and the arithmetic feeding them), their inputs "
+                "quantized apart (a model output one of them writes stays float32)"
             )
     samples, labels, task, where = check_data(request, source, files)
     with tempfile.TemporaryDirectory(prefix="npuctl-tflite-") as tmp:
@@ -195,30 +195,53 @@ def build(
     return out, io_path, report
 
 
-def decode_concats(source: Path, kept: Mapping[str, str], files: list[Path]) -> dict[str, str]:
-    """`placement: target` on a TFLite target: the tail's concats that join tensors whose ranges,
-    measured on the float model over the first calibration samples, are over MIX_FACTOR apart (a
-    detector's boxes in pixels beside scores in 0-1; backends.passes.quant.qdq_placement.mixed_joins),
-    to keep float32 with their inputs quantized apart. TF's converter calibrates by itself, one int8
-    scale per tensor, and under one scale every score of such a concat rounds to zero (NudeNet's box
-    F1 0); a concat of like ranges stays int8 on the NPU."""
+DECODE_ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Div"})
+"""The decode's ops that make new values (a box from an anchor, a distance and a stride); the others in
+a tail (Reshape, Slice, Transpose, Sigmoid into 0-1) carry their input's scale or range over."""
+
+
+def decode_tail(source: Path, kept: Mapping[str, str], files: list[Path]) -> dict[str, str]:
+    """`placement: target` on a TFLite target: where the tail after the last compute op joins tensors
+    whose ranges, measured on the float model over the first calibration samples, are over MIX_FACTOR
+    apart (a detector's boxes in pixels beside scores in 0-1; mixed_joins in
+    backends.passes.quant.qdq_placement), those concats and the tail's arithmetic feeding them stay
+    float32, their inputs quantized apart. TF's converter calibrates by itself, one int8 scale per
+    tensor: under one scale every score of such a concat rounds to zero (NudeNet's box F1 0), and the
+    boxes, made from anchors and distances of three levels and scaled by each level's stride under one
+    scale, move by whole grid steps (a YOLOv8-seg's box F1 0.70 with the concats alone float, 0.95 with
+    its box arithmetic too). That is a few thousand elements on the CPU beside the NPU's body; a tail
+    of like ranges stays int8 on the NPU."""
     import onnx
 
     from backends.passes import data
     from backends.passes.quant.channel_ranges import SAMPLES
-    from backends.passes.quant.qdq_placement import joining_concats, mixed_joins
+    from backends.passes.quant.qdq_placement import data_tail, joining_concats, mixed_joins
 
     model = onnx.load(str(source), load_external_data=False)
     if not joining_concats(model):  # nothing to measure: no sample is read
         return {}
     specs = data.model_inputs(source)
     samples = [data.read_sample(p, specs) for p in files[:SAMPLES]]
-    found = mixed_joins(model, samples, "kept float32, its inputs quantized apart")
-    return {
-        m.node: f"placement target: a decode's concat of ranges {m.ratio:.0f}x apart"
-        for m in found
-        if m.node not in kept
+    found = {m.node: m for m in mixed_joins(model, samples, "kept float32, its inputs quantized apart")}
+    out = {
+        node: f"placement target: a decode's concat of ranges {m.ratio:.0f}x apart"
+        for node, m in found.items()
+        if node not in kept
     }
+    by_name = {node.name: node for node in model.graph.node}
+    made = {t: node.name for node in model.graph.node for t in node.output if t}
+    tail = set(data_tail(model))
+    todo, seen = list(found), set()
+    while todo:  # back from each mixed concat through the tail
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        node = by_name[name]
+        if node.op_type in DECODE_ARITHMETIC and name not in kept:
+            out[name] = "placement target: the decode arithmetic feeding a concat of mixed ranges"
+        todo.extend(made[t] for t in node.input if t in made and made[t] in tail)
+    return out
 
 
 def kept_layers(
@@ -422,6 +445,7 @@ class TfliteEvaluate:
         from backends.sdk import measure
         from backends.sdk.measure import measurements, score_job, task_and_labels, write_job_samples
         from backends.tflite import venv_python
+        from backends.tflite.worker import QUANTIZED
 
         cfg: Mapping[str, Any] = request.config.get("evaluate") or {}
         if str(cfg.get("runner", "local")) != "local":
@@ -445,7 +469,11 @@ class TfliteEvaluate:
                     "format_version": FORMAT_VERSION,
                     "runtime": "litert",
                     "model": "model.tflite",
-                    "options": {"io": record["io"], "threads": threads},
+                    "options": {
+                        "io": record["io"],
+                        "threads": threads,
+                        "reference_outputs": record["variant"] in QUANTIZED,
+                    },
                     "warmup": int(cfg.get("warmup", 10)),
                     "runs": int(cfg.get("runs", 100)),
                     "seed": 0,

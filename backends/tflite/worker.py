@@ -116,7 +116,7 @@ def convert(request: dict[str, Any]) -> dict[str, Any]:
     if request.get("check"):
         for variant, described_variant in variants.items():
             outputs[variant] = check_outputs(
-                described_variant, request["check"], out / f"check-{variant}.npz"
+                described_variant, request["check"], out / f"check-{variant}.npz", variant in QUANTIZED
             )
     return {"variants": variants, "check_outputs": outputs}
 
@@ -245,6 +245,21 @@ def _no_flex(body: bytes, variant: str) -> None:
         )
 
 
+def _runtimes() -> Any:
+    """benchprog's runtimes module (backends/runners/bench_runtimes.py), by path: the check runs a
+    variant as evaluate will, through the same LiteRT session."""
+    import importlib.util
+
+    folder = Path(__file__).resolve().parents[1] / "runners"
+    if str(folder) not in sys.path:
+        sys.path.append(str(folder))  # its script-mode imports (bench_common) resolve there
+    spec = importlib.util.spec_from_file_location("npuctl_bench_runtimes", folder / "bench_runtimes.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _sibling(name: str) -> Any:
     """A module beside this file, by path (the worker runs isolated: its folder is not on sys.path)."""
     import importlib.util
@@ -281,17 +296,17 @@ def _signature_feeds(saved_model: Path, calibration: dict[str, Any]) -> dict[str
     return {n: calibration[n].astype(spec[n].dtype.as_numpy_dtype) for n in spec}
 
 
-def check_outputs(variant: dict[str, Any], samples: str, path: Path) -> str:
+def check_outputs(variant: dict[str, Any], samples: str, path: Path, integer: bool = False) -> str:
     """The variant's outputs (ONNX layout, float) on every check sample, stacked per output, saved to
-    `path`: the parent scores them against the ONNX model with its own accuracy code."""
+    `path`: the parent scores them against the ONNX model with its own accuracy code. An `integer`
+    variant runs on TFLite's reference kernels (bench_runtimes.LiteRtSession says why)."""
     import numpy as np
 
     stacked = dict(np.load(samples))
     count = min(len(x) for x in stacked.values())
-    rows = [
-        run_tflite(variant["file"], variant["io"], {k: x[i : i + 1] for k, x in stacked.items()})
-        for i in range(count)
-    ]
+    options = {"io": variant["io"], "reference_outputs": integer}
+    session = _runtimes().LiteRtSession(Path(variant["file"]), options)
+    rows = [session.outputs({k: x[i : i + 1] for k, x in stacked.items()}) for i in range(count)]
     names = [o["onnx"] for o in variant["io"]["outputs"]]
     arrays: dict[str, Any] = {f"out{k}": np.concatenate([row[k] for row in rows]) for k in range(len(names))}
     np.savez(path, **arrays)
@@ -402,35 +417,6 @@ def io_map(
     order = [names.get(n, n) for n in onnx_out]
     outputs.sort(key=lambda o: order.index(o["onnx"]))
     return {"inputs": inputs, "outputs": outputs}
-
-
-def run_tflite(path: str, io: dict[str, Any], feed: dict[str, Any]) -> list[Any]:
-    """One inference in ONNX layout and dtypes (quantized I/O through the model's own scale/zero point)."""
-    import numpy as np
-    from ai_edge_litert.interpreter import Interpreter
-
-    interpreter = Interpreter(model_path=path)
-    interpreter.allocate_tensors()
-    details = {d["name"]: d for d in interpreter.get_input_details()}
-    for spec in io["inputs"]:
-        x = np.asarray(feed[spec["onnx"]])
-        if spec["perm"]:
-            x = x.transpose(spec["perm"])
-        if spec["scale"] and spec["dtype"] not in ("float32", "float16"):
-            info = np.iinfo(spec["dtype"])
-            x = np.clip(np.round(x / spec["scale"] + spec["zero_point"]), info.min, info.max)
-        interpreter.set_tensor(details[spec["name"]]["index"], x.astype(spec["dtype"]))
-    interpreter.invoke()
-    outs = {d["name"]: d for d in interpreter.get_output_details()}
-    result = []
-    for spec in io["outputs"]:
-        y = interpreter.get_tensor(outs[spec["name"]]["index"])
-        if spec["scale"] and spec["dtype"] not in ("float32", "float16"):
-            y = (y.astype(np.float32) - spec["zero_point"]) * spec["scale"]
-        if spec["perm"]:
-            y = y.transpose(np.argsort(spec["perm"]))
-        result.append(np.asarray(y, dtype=np.float32))
-    return result
 
 
 def main(argv: list[str]) -> int:

@@ -161,11 +161,13 @@ def test_same_shape_outputs_tie_by_name(built: tuple[Path, dict[str, Any]], tmp_
     assert record["io"]["inputs"][0]["onnx"] == "input.1"
 
 
-def test_a_yolov8_export_keeps_its_decode_concats_float_on_an_ethos_u(tmp_path: Path) -> None:
+def test_a_yolov8_export_keeps_its_decode_float_on_an_ethos_u(tmp_path: Path) -> None:
     """NudeNet's YOLOv8n export on an Ethos-U55 with defaults: TF's converter puts one int8 scale on
     the output concat of boxes in pixels and scores in 0-1, every score rounds to zero and the quantize
     check refused the build (box F1 0 against float). With placement target the decode's joining
-    concats stay float32, their inputs quantized apart, and the output they write is float32."""
+    concats stay float32, their inputs quantized apart, and the output they write is float32; so does
+    the box arithmetic feeding them (anchor +- distance, times the stride: under one int8 scale over
+    three levels a box moves by a grid step)."""
     from skimage import transform
 
     from tests.backends.tasks.task_models import NUDENET, wheel_file
@@ -183,6 +185,13 @@ def test_a_yolov8_export_keeps_its_decode_concats_float_on_an_ethos_u(tmp_path: 
     kept = {k["node"]: k for k in report["kept"]}
     assert "/model.22/Concat_25" in kept and kept["/model.22/Concat_25"]["precision"] == "fp32"
     assert kept["/model.22/Concat_25"]["rule"].startswith("placement target: a decode's concat of ranges")
+    arithmetic = {
+        node: k["tflite_op"]
+        for node, k in kept.items()
+        if k["rule"] == "placement target: the decode arithmetic feeding a concat of mixed ranges"
+    }
+    assert {"SUB", "ADD", "MUL"} <= set(arithmetic.values()), kept  # float32 in the TFLite (kept_layers)
+    assert all(kept[n]["precision"] == "fp32" and n.startswith("/model.22/") for n in arithmetic), arithmetic
     (output,) = report["tflite"]["outputs"]
     assert output["dtype"] == "float32"
     check = report["checks"]["full_int8"]
