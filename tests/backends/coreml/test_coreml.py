@@ -52,7 +52,7 @@ def _programs(packages: list[Path]) -> list[list[Any]]:
 
 
 Built = tuple[Path, dict[str, Any]]
-NAMES = ("digits", "det", "digits-pre", "magika", "onet", "opset19", "lstms", "ocr")
+NAMES = ("digits", "det", "digits-pre", "magika", "onet", "opset19", "lstms", "ocr", "vad")
 PRE = "  preprocess: {input: image, layout: nhwc, dtype: uint8, mean: [0.0], std: [16.0]}\n"
 EXPORT_SPEC = """\
 apiVersion: npuctl/v1
@@ -158,12 +158,20 @@ def _real_exports(repo: Path) -> None:
     _opset19(models / "opset19.onnx")
     _lstms(models / "lstms.onnx")
     (models / "ocr.onnx").write_bytes(ddddocr_model("common.onnx").read_bytes())
+    vad = wheel_file(
+        "silero-vad==6.2.3",
+        "silero_vad",
+        "data/silero_vad_openvino_16k.onnx",
+        ("data/silero_vad_openvino_16k.onnx",),
+    )
+    (models / "vad.onnx").write_bytes(vad.read_bytes())
     for name, inputs in (
         ("magika", "bytes: [1, 2048]"),
         ("onet", "input_3: [1, 48, 48, 3]"),
         ("opset19", "x: [1, 3, 16, 16]"),
         ("lstms", "x: [5, 1, 4]"),
         ("ocr", "input1: [1, 1, 64, 256]"),
+        ("vad", "input: [1, 576], state: [2, 1, 128]"),
     ):
         (repo / "specs" / f"{name}.yaml").write_text(EXPORT_SPEC.format(name=name, inputs=inputs))
 
@@ -326,11 +334,12 @@ def test_a_model_at_opset_19_is_lowered_for_the_converter(built: Built) -> None:
 def test_lstms_convert_through_npuctls_converter(built: Built) -> None:
     """onnx2torch has no LSTM: npuctl's converter (backends/coreml/lstm.py) writes the cell in torch ops;
     the compile's check held the traced module to ONNX Runtime on the synthetic pair (bidirectional with
-    peepholes and initial states, then reverse over batch-first data) and on ddddocr's real CRNN
-    recognizer (a bidirectional LSTM, opset 12), which stopped at "Converter is not implemented (LSTM)"
-    before; the packages hold the cell's sigmoid and tanh."""
+    peepholes and initial states, then reverse over the first one's features), on ddddocr's real CRNN
+    recognizer (a bidirectional LSTM, opset 12) and on Silero VAD (an LSTM at opset 14 inside an If,
+    whose STFT reflect-pads a [1, N] signal: the converter form pads it on a trailing axis), which
+    stopped at "Converter is not implemented (LSTM)" before; the packages hold sigmoid and tanh."""
     _, record = built
-    for name in ("lstms", "ocr"):
+    for name in ("lstms", "ocr", "vad"):
         spec = record["specs"][name]
         stages = {s["name"]: s["action"] for s in spec["stages"]}
         assert stages["compile"] == "built" and not spec["errors"], spec

@@ -471,6 +471,31 @@ def test_a_prelu_with_per_unit_slopes_runs_at_rank_4() -> None:
     assert ops(new).count("PRelu") == 4 and ops(new).count("Reshape") == 4
 
 
+def test_a_reflect_pad_off_the_trailing_axes_is_padded_on_them() -> None:
+    """A reflect Pad of the time axis of [1, 12, 3] (TF's reflection_pad1d, channels last) and of the
+    samples of a [1, 16] signal (a PyTorch STFT) are padded on trailing axes between a Transpose and a
+    Reshape, to the same values; a reflect Pad of the last two axes of a rank-4 tensor and a constant
+    Pad stay as they are."""
+    nodes = [
+        N("Pad", ["seq", "p_time"], ["a"], mode="reflect"),
+        N("Pad", ["signal", "p_samples"], ["b"], mode="reflect"),
+        N("Pad", ["image", "p_image"], ["c"], mode="reflect"),
+        N("Pad", ["seq", "p_time"], ["d"]),
+    ]
+    inits = {
+        "p_time": np.array([0, 2, 0, 0, 3, 0], np.int64),
+        "p_samples": np.array([0, 4, 0, 4], np.int64),
+        "p_image": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64),
+    }
+    inputs = {"seq": [1, 12, 3], "signal": [1, 16], "image": [1, 2, 5, 5]}
+    m = model(nodes, inputs, inits, outputs=["a", "b", "c", "d"])
+    new = assert_equivalent(convertible.ReflectPadTrailing(), m, expect=2)
+    reflect = [
+        n for n in new.graph.node if n.op_type == "Pad" and n.attribute and n.attribute[0].s == b"reflect"
+    ]
+    assert len(reflect) == 3 and ops(new).count("Transpose") == 2 and ops(new).count("Reshape") == 4
+
+
 def _erf_gelu(
     x: str, y: str, scalar_shape: tuple[int, ...], mul_form: bool = False
 ) -> tuple[list[onnx.NodeProto], dict[str, np.ndarray]]:

@@ -322,6 +322,55 @@ class GlobalPoolReduce(Rewrite):
         return out
 
 
+class ReflectPadTrailing(Rewrite):
+    """A reflect Pad whose padded axes are not the trailing ones coremltools pads (the last of a rank-3
+    tensor, the last two of rank 4, the last three of rank 5) -> the padded axes moved last (Transpose),
+    the others merged into one (Reshape to rank 2 + the padded axes), padded there, and put back. TF's
+    `reflection_pad1d` pads the time axis of `[batch, time, channels]` (basic-pitch's CQT), a PyTorch
+    STFT pads the samples of a `[1, N]` signal (silero-vad): "reflect padding is implemented for padding
+    the last 3 dimensions of 5D input tensor, or the last 2 ... of 4D, or the last dimension of 3D"."""
+
+    name = "reflect_pad_trailing"
+    family = "converter forms"
+    kind = CLEANUP
+    exact = True
+
+    def find(self, ctx: Context) -> list[Match]:
+        out = []
+        for i in ctx.runtime("Pad"):
+            node = ctx.nodes[i]
+            if ctx.attr(i, "mode", "constant") != "reflect" or len(node.input) > 3:  # no `axes` input
+                continue
+            shape, pads = ctx.facts.static_shape(node.input[0]), ctx.facts.value(node.input[1])
+            if shape is None or pads is None or pads.size != 2 * len(shape):
+                continue
+            rank = len(shape)
+            before, after = [int(p) for p in pads[:rank]], [int(p) for p in pads[rank:]]
+            padded = [a for a in range(rank) if before[a] or after[a]]
+            if not padded or len(padded) > 3 or (rank in (3, 4, 5) and min(padded) >= 2):
+                continue
+            kept = [a for a in range(rank) if a not in padded]
+            perm = kept + padded
+            m = Match(self.name, ctx.facts.names[i], [i])
+            x = node.input[0]
+            if perm != list(range(rank)):
+                x = ctx.node(m, "Transpose", [x], perm=perm)
+            flat = [1, math.prod(shape[a] for a in kept), *[shape[a] for a in padded]]
+            x = ctx.node(m, "Reshape", [x, ctx.const(m, f"{m.anchor}/flat", int64_array(flat))])
+            wide = [0, 0, *[before[a] for a in padded], 0, 0, *[after[a] for a in padded]]
+            x = ctx.node(m, "Pad", [x, ctx.const(m, f"{m.anchor}/pads", int64_array(wide))], mode="reflect")
+            grown = [shape[a] for a in kept] + [shape[a] + before[a] + after[a] for a in padded]
+            back = ctx.const(m, f"{m.anchor}/grown", int64_array(grown))
+            if perm == list(range(rank)):
+                ctx.node(m, "Reshape", [x, back], list(node.output))
+            else:
+                x = ctx.node(m, "Reshape", [x, back])
+                inverse = [perm.index(a) for a in range(rank)]
+                ctx.node(m, "Transpose", [x], list(node.output), perm=inverse)
+            out.append(m)
+        return out
+
+
 REWRITES: list[Rewrite] = [
     ConstantFolding(),
     SameShape(),
@@ -332,6 +381,7 @@ REWRITES: list[Rewrite] = [
     ExplicitPads(),
     StaticShape(),
     GlobalPoolReduce(),
+    ReflectPadTrailing(),
 ]
 """Constant subgraphs first (a Shape of a weight, its ReduceProd: onnx2tf turns them into values no
 Keras layer outputs), then the forms that read the static shapes folding leaves."""
