@@ -74,7 +74,14 @@ def keep_errors(quantization: dict[str, Any], target: str) -> list[tuple[str, st
 
 def fingerprint() -> dict[str, str]:
     parts = ("keep_locate.py", "names.py", "prepare.py")  # what the converted model depends on
-    body = WORKER.read_bytes() + b"".join(WORKER.with_name(n).read_bytes() for n in parts)
+    runners = WORKER.parents[1] / "runners"  # the check's outputs: the session benchprog runs too
+    files = [
+        WORKER,
+        *(WORKER.with_name(n) for n in parts),
+        runners / "bench_runtimes.py",
+        runners / "bench_common.py",
+    ]
+    body = b"".join(f.read_bytes() for f in files)
     digest = hashlib.sha256(body).hexdigest()[:16]
     return {**toolchains.fingerprint(toolchains.TFLITE), "tflite_worker": digest}
 

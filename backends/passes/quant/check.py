@@ -9,9 +9,10 @@ The budget is the quantization's own, never the SLO's:
 - otherwise BROKEN_DROP, on the first FEW calibration samples against the float model with the
   measure the outputs imply (random inputs, seed 0, with the generic measure when the stage has no
   calibration data, as fp16 has not). The first FIRST of them are scored first: a drop within half
-  the budget passes on them; a closer one, and every failure, is decided on all FEW. This is not a quality bar (the accuracy SLO is that, on the
-  evaluation set); it catches a quantizer or calibration that broke the model (blank calibration
-  images, one 8-bit scale over boxes and scores) before evaluate would report it as an accuracy drop.
+  the budget passes on them; a closer one, and every failure, is decided on all FEW. This is not a
+  quality bar (the accuracy SLO is that, on the evaluation set); it catches a quantizer or
+  calibration that broke the model (blank calibration images, one 8-bit scale over boxes and scores)
+  before evaluate would report it as an accuracy drop.
 Every quantizer that writes an ONNX model calls `check` (ONNX Runtime's ptq and fp16, NNCF's ptq);
 RKNN, whose int8 exists only after its compile build, calls `require` on its simulator's outputs.
 A failed check is a terminal quantize error (the same inputs quantize the same way) in one line naming
@@ -34,11 +35,11 @@ if TYPE_CHECKING:
 BROKEN_DROP = 0.5
 """Without a stated budget: more than half of the measure lost against the float model."""
 FEW = 16
-"""The most samples the check scores on."""
+"""Calibration samples the check scores on when there is no auto search, at most (a gross bound needs
+few)."""
 FIRST = 8
 """The samples scored first. A healthy build is the common case and a broken one loses far more than
 half of the measure: only a drop near the budget needs the other samples to decide."""
-"""Calibration samples the check scores on when there is no auto search (a gross bound needs few)."""
 
 
 def check(
