@@ -224,7 +224,7 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
                 builder, kept, prepared, model, files, scratch
             )
             log(f"bias correction: {report['bias_correction']}")
-        if reference != source:  # the probe ran the model being quantized, not this float reference
+        if not _same_file(reference, source):  # the probe ran the model quantized, not this reference
             float_outputs = None
 
         def build(
@@ -301,6 +301,14 @@ def quantize_ptq(request: StageRequest, policy: Policy, out: Path, log: Logger) 
 
     report["check"] = quantize_check.check(request, report, out, reference, files, float_outputs)
     return report
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths hold the same bytes (the engine stages each input at its own path, the float
+    model and the model to quantize alike, even when they are one store object)."""
+    import filecmp
+
+    return a == b or filecmp.cmp(a, b, shallow=False)
 
 
 def _bias_note(record: Mapping[str, Any] | None) -> str:

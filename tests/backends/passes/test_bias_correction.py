@@ -205,11 +205,23 @@ def test_the_check_scores_against_the_probes_float_outputs_without_running_the_f
 
     monkeypatch.setattr(accuracy, "run_model", counted)
     model = digits_model(tmp_path / "m")
-    shared = run_quantize(ptq_config(), model, tmp_path / "w").report["check"]
-    assert model not in ran, ran  # the float model ran only inside the probe
+    # the engine stages the float model and the model to quantize at paths of their own
+    staged = tmp_path / "in" / "float_model" / "model.onnx"
+    staged.parent.mkdir(parents=True)
+    staged.write_bytes(model.read_bytes())
+    extra = {"float_model": staged}
+    shared = run_quantize(ptq_config(), model, tmp_path / "w", extra_inputs=extra).report["check"]
+    assert not {model, staged} & set(ran), ran  # the float model ran only inside the probe
     ran.clear()
-    alone = run_quantize(ptq_config(bias_correction=False), model, tmp_path / "w2").report["check"]
-    assert ran.count(model) == 1, ran  # without a probe the check runs it itself
+    alone = run_quantize(ptq_config(bias_correction=False), model, tmp_path / "w2", extra_inputs=extra)
+    alone_check = alone.report["check"]
+    assert ran.count(staged) == 1, ran  # without a probe the check runs it itself
     # the same float scores either way: the probe's outputs are the float model's
-    assert shared["float"] == alone["float"] and shared["data"] == alone["data"]
+    assert shared["float"] == alone_check["float"] and shared["data"] == alone_check["data"]
     assert shared["ran"] and shared["passed"]
+    ran.clear()  # a float reference that is another file than the model quantized is run by the check
+    other = onnx.load(str(model))
+    other.doc_string = "another float model"
+    onnx.save(other, str(tmp_path / "other.onnx"))
+    run_quantize(ptq_config(), model, tmp_path / "w3", extra_inputs={"float_model": tmp_path / "other.onnx"})
+    assert ran.count(tmp_path / "other.onnx") == 1, ran
