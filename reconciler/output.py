@@ -81,12 +81,23 @@ def shorten(text: str, limit: int = 72) -> str:
 
 
 def to_json(results: list[SpecResult], command: str) -> str:
-    payload: dict[str, Any] = {
-        "format_version": FORMAT_VERSION,
-        "command": command,
-        "specs": [r.to_json() for r in results],
-    }
-    return json.dumps(payload, indent=2, sort_keys=True)
+    return json_envelope([spec_json(r) for r in results], command)
+
+
+def spec_json(result: SpecResult) -> str:
+    """One spec's entry of the JSON output, as it stands in the envelope's `specs` list (indented)."""
+    text = json.dumps(result.to_json(), indent=2, sort_keys=True)
+    return "\n".join("    " + line for line in text.splitlines())
+
+
+def json_envelope(entries: list[str], command: str) -> str:
+    """The JSON output around entries made by `spec_json`: the same text as dumping the whole payload
+    at once, so a replayed plan can join stored entries without parsing them."""
+    payload: dict[str, Any] = {"format_version": FORMAT_VERSION, "command": command, "specs": []}
+    head = json.dumps(payload, indent=2, sort_keys=True)
+    if not entries:
+        return head
+    return head.replace('"specs": []', '"specs": [\n' + ",\n".join(entries) + "\n  ]")
 
 
 def console() -> Console:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import click
@@ -23,18 +24,37 @@ def summary_line(results: Sequence[SpecResult], command: str, seconds: float) ->
     return f"{summary_counts(results, command)}; {seconds:.1f} s"
 
 
+@dataclass(frozen=True)
+class Tally:
+    """What one spec adds to the summary line: its state, its stages' action words, its SLOs' verdict
+    words. A replayed plan keeps it per spec (reconciler.cli._replay) to count specs it did not read."""
+
+    status: str
+    actions: tuple[str, ...]
+    verdicts: tuple[str, ...]
+
+    @classmethod
+    def of(cls, result: SpecResult) -> Tally:
+        from reconciler.output import action_word
+
+        actions = tuple(action_word(s.action, s.identity) for s in result.stages)
+        return cls(result.status, actions, tuple(v.verdict for v in result.slo))
+
+
 def summary_counts(results: Sequence[SpecResult], command: str) -> str:
+    return summary_of([Tally.of(r) for r in results], command)
+
+
+def summary_of(tallies: Sequence[Tally], command: str) -> str:
     """The summary line without its time: specs by state, stages by action (an idle stage as
     identity), and, when any SLO is set, SLOs by verdict word (`SLOs: 2 pass, 1 unverified`)."""
-    from reconciler.output import action_word
-
-    states = Counter(r.status for r in results)
-    actions = Counter(action_word(s.action, s.identity) for r in results for s in r.stages)
-    verdicts = Counter(v.verdict for r in results for v in r.slo)
+    states = Counter(t.status for t in tallies)
+    actions = Counter(a for t in tallies for a in t.actions)
+    verdicts = Counter(v for t in tallies for v in t.verdicts)
     state_text = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
     action_text = ", ".join(f"{n} {action}" for action, n in sorted(actions.items())) or "none"
     slo_text = ", ".join(f"{n} {word}" for word, n in sorted(verdicts.items()))
-    line = f"{command}: {len(results)} spec(s) ({state_text}); stages: {action_text}"
+    line = f"{command}: {len(tallies)} spec(s) ({state_text}); stages: {action_text}"
     return line + (f"; SLOs: {slo_text}" if slo_text else "")
 
 

@@ -73,15 +73,17 @@ class Loaded:
     invalid: list[SpecResult]
 
 
-def load(paths: tuple[Path, ...], semantic: bool = True, siblings: bool = True) -> Loaded:
+def load(
+    paths: tuple[Path, ...], semantic: bool = True, siblings: bool = True, cached: bool = True
+) -> Loaded:
     """Every spec under the paths; invalid ones become Stalled results carrying their errors.
-    `siblings`: as reconciler.spec.check."""
+    `siblings`, `cached`: as reconciler.spec.check."""
     from reconciler.spec import check
 
     root = find_root(Path.cwd())
     targets = list(paths) or [Layout(root).default_specs()]
     specs, invalid = [], []
-    reports = check(targets, root, semantic=semantic, siblings=siblings)
+    reports = check(targets, root, semantic=semantic, siblings=siblings, cached=cached)
     from reconciler.cli import _ci
 
     _ci.annotate(_ci.spec_error_annotations(e for r in reports for e in r.errors))

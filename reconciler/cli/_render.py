@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import click
 
 from backends.sdk.vocab import UNTRUSTED, Tone, Verdict
+from reconciler.cli._ci import Tally, summary_of
 from reconciler.engine import health
 from reconciler.engine.results import SpecResult
-from reconciler.output import action_word, measured_against, to_json
+from reconciler.output import action_word, json_envelope, measured_against, spec_json
 from reconciler.records.judged import Judged
 
 
@@ -68,41 +71,34 @@ def headline(r: SpecResult) -> str:
     return ", ".join(parts) + (" (carried over)" if r.carried_over else "")
 
 
-def result_line(results: list[SpecResult], command: str) -> str:
-    """The closing line every format carries: specs by state, stages by action, SLOs by verdict."""
-    from reconciler.cli._ci import summary_counts
-
-    return summary_counts(results, command)
-
-
 def to_markdown(results: list[SpecResult], command: str) -> str:
-    lines = [f"### npuctl {command}", ""]
-    for r in results:
-        lines.append(f"#### `{r.name}` → `{r.target or '?'}`: **{headline(r)}**")
+    return render(results, "markdown", command)
+
+
+def _markdown_lines(r: SpecResult) -> list[str]:
+    lines = [f"#### `{r.name}` → `{r.target or '?'}`: **{headline(r)}**", ""]
+    for error in [*r.errors, *r.lock_problems]:
+        lines.append(f"- ❗ `{error}`")
+    lines += [f"- ↪ {line}" for line in carried_lines(r.carried_over)]
+    if r.stages:
+        lines += ["| stage | variant | action | reason |", "|---|---|---|---|"]
+        for s in r.stages:
+            action = action_word(s.action, s.identity)
+            lines.append(f"| {s.name} | {s.variant} | {action} | {s.reason.replace('|', '/')} |")
         lines.append("")
-        for error in [*r.errors, *r.lock_problems]:
-            lines.append(f"- ❗ `{error}`")
-        lines += [f"- ↪ {line}" for line in carried_lines(r.carried_over)]
-        if r.stages:
-            lines += ["| stage | variant | action | reason |", "|---|---|---|---|"]
-            for s in r.stages:
-                action = action_word(s.action, s.identity)
-                lines.append(f"| {s.name} | {s.variant} | {action} | {s.reason.replace('|', '/')} |")
-            lines.append("")
-            notes = [f"- `{s.name}`: {s.note}" for s in r.stages if s.action == "built" and s.note]
-            lines += [*notes, ""] if notes else []
-        if r.slo:
-            lines += ["| " + " | ".join(SLO_COLUMNS) + " |", "|" + "---|" * len(SLO_COLUMNS)]
-            for v, row in zip(r.slo, _slo_rows(r.slo), strict=True):
-                name, variant, measured, verdict, evidence = row
-                judged = Verdict.of(v.verdict)
-                shown = f"{judged.mark} {verdict}" if judged else verdict
-                lines.append(f"| {name} | {variant} | {measured} | {shown} | {evidence} |")
-            lines.append("")
-        fps = throughput_line(r)
-        lines += [fps, ""] if fps else []
-    lines.append(f"**Result**: {result_line(results, command)}")
-    return "\n".join(lines) + "\n"
+        notes = [f"- `{s.name}`: {s.note}" for s in r.stages if s.action == "built" and s.note]
+        lines += [*notes, ""] if notes else []
+    if r.slo:
+        lines += ["| " + " | ".join(SLO_COLUMNS) + " |", "|" + "---|" * len(SLO_COLUMNS)]
+        for v, row in zip(r.slo, _slo_rows(r.slo), strict=True):
+            name, variant, measured, verdict, evidence = row
+            judged = Verdict.of(v.verdict)
+            shown = f"{judged.mark} {verdict}" if judged else verdict
+            lines.append(f"| {name} | {variant} | {measured} | {shown} | {evidence} |")
+        lines.append("")
+    fps = throughput_line(r)
+    lines += [fps, ""] if fps else []
+    return lines
 
 
 def columns(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
@@ -115,26 +111,28 @@ def columns(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
 
 
 def text_lines(results: list[SpecResult]) -> list[str]:
-    """One line per spec that is up to date; its stages and SLOs where something happens or failed."""
-    lines: list[str] = []
-    for r in results:
-        settled = r.stages and all(s.action == "cached" for s in r.stages) and not r.errors
-        counts = f" ({len(r.stages)} stages cached)" if settled else ""
-        lines.append(f"{r.name} -> {r.target or '?'}: {headline(r)}{counts}")
-        lines += [f"  {error}" for error in [*r.errors, *r.lock_problems]]
-        lines += [f"  {line}" for line in carried_lines(r.carried_over)]
-        if r.stages and not settled:
-            rows: list[tuple[str, ...]] = [("stage", "variant", "action", "reason")]
-            for s in r.stages:
-                log = f" (log: {s.log})" if s.log and s.action == "failed" else ""
-                rows.append((s.name, s.variant, action_word(s.action, s.identity), s.reason + log))
-            lines += columns(rows)
-            lines += [f"  {s.name}: {s.note}" for s in r.stages if s.action == "built" and s.note]
-        failing = [v for v in r.slo if v.passed is not True or v.predicted]
-        if r.slo and (not settled or failing):
-            lines += columns([SLO_COLUMNS, *_slo_rows(r.slo)])
-            fps = throughput_line(r)
-            lines += [f"  {fps}"] if fps else []
+    return [line for r in results for line in _text_lines(r)]
+
+
+def _text_lines(r: SpecResult) -> list[str]:
+    """One line for a spec that is up to date; its stages and SLOs where something happens or failed."""
+    settled = r.stages and all(s.action == "cached" for s in r.stages) and not r.errors
+    counts = f" ({len(r.stages)} stages cached)" if settled else ""
+    lines = [f"{r.name} -> {r.target or '?'}: {headline(r)}{counts}"]
+    lines += [f"  {error}" for error in [*r.errors, *r.lock_problems]]
+    lines += [f"  {line}" for line in carried_lines(r.carried_over)]
+    if r.stages and not settled:
+        rows: list[tuple[str, ...]] = [("stage", "variant", "action", "reason")]
+        for s in r.stages:
+            log = f" (log: {s.log})" if s.log and s.action == "failed" else ""
+            rows.append((s.name, s.variant, action_word(s.action, s.identity), s.reason + log))
+        lines += columns(rows)
+        lines += [f"  {s.name}: {s.note}" for s in r.stages if s.action == "built" and s.note]
+    failing = [v for v in r.slo if v.passed is not True or v.predicted]
+    if r.slo and (not settled or failing):
+        lines += columns([SLO_COLUMNS, *_slo_rows(r.slo)])
+        fps = throughput_line(r)
+        lines += [f"  {fps}"] if fps else []
     return lines
 
 
@@ -165,13 +163,41 @@ def print_text(results: list[SpecResult], command: str, verbose: bool = True) ->
     click.echo(render(results, "text", command))
 
 
+@dataclass(frozen=True)
+class Piece:
+    """One spec's part of a command's output in one format, and its part of the summary line: the
+    output is its pieces joined (`assemble`), so a replayed plan can print the stored pieces of the
+    specs it did not read beside the fresh ones, the same bytes as rendering every result."""
+
+    name: str
+    text: str
+    tally: Tally
+
+    @classmethod
+    def of(cls, result: SpecResult, fmt: str) -> Piece:
+        if fmt == "json":
+            text = spec_json(result)
+        elif fmt == "markdown":
+            text = "\n".join(_markdown_lines(result))
+        else:
+            text = "\n".join(colour(line) for line in _text_lines(result))
+        return cls(result.name, text, Tally.of(result))
+
+
+def assemble(pieces: Sequence[Piece], fmt: str, command: str) -> str:
+    """The output of `command` made of `pieces`, in order (a JSON envelope, a Markdown document with
+    its result line, or text lines)."""
+    if fmt == "json":
+        return json_envelope([p.text for p in pieces], command)
+    if fmt == "markdown":
+        result = f"**Result**: {summary_of([p.tally for p in pieces], command)}"
+        return "\n".join([f"### npuctl {command}", "", *(p.text for p in pieces), result]) + "\n"
+    return "\n".join(p.text for p in pieces)
+
+
 def render(results: list[SpecResult], fmt: str, command: str) -> str:
     """What `emit` prints (one click.echo, which drops the colour codes off a terminal)."""
-    if fmt == "json":
-        return to_json(results, command)
-    if fmt == "markdown":
-        return to_markdown(results, command)
-    return "\n".join(colour(line) for line in text_lines(results))
+    return assemble([Piece.of(r, fmt) for r in results], fmt, command)
 
 
 def emit(results: list[SpecResult], fmt: str, command: str) -> None:

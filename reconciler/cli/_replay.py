@@ -4,22 +4,23 @@ after an edit reads only the specs that changed.
 Per spec, a settled run still costs loading, validating and looking up every spec; at 1000 specs that
 is most of a no-op. A plan (and an apply that changed something) also writes, per spec in output
 order, the witnesses (reconciler.state.statcache) its settled result (reconciler.engine.settled)
-stands on (spec, bases, lock, model, data, store objects; none for a spec not settled), beside what
-the whole output stands on: the scanned spec folders' listings and every other YAML file in them (an
-added or re-kinded spec), the remote's config file, the trust policy and this machine's key file,
-the state database's identity and the engine's code, interpreter and toolchain identities (as the
-settled cache checks them). When every spec is settled it keeps what the plan and the apply of the
-same invocation print too.
+stands on (spec, bases, lock, model, data, store objects; none for a spec not settled) and that
+result's part of the plan's output (reconciler.cli._render.Piece), beside what the whole output
+stands on: the scanned spec folders' listings and every other YAML file in them (an added or
+re-kinded spec), the remote's config file, the trust policy and this machine's key file, the state
+database's identity and the engine's code, interpreter and toolchain identities (as the settled cache
+checks them). When every spec is settled it keeps what the apply of the same invocation prints too.
 
 The next plan or apply of the same invocation (the same paths, format, working directory and the
 environment variables npuctl reads) stats those files. None changed and every spec settled: it
-prints the stored output, what a stat-based build tool's no-op costs (one stat per input), the same
-bytes the full path prints (a test holds them equal). Some specs changed (or not settled) and the
-rest held, for a plan of spec folders: those specs are read and planned, the others' results come
-from the settled cache unread (reconciler.engine.plan.plan_partly), and the output is rendered from
-them all, as the full path renders it. Anything else (the folders, the world, a changed spec that no
-longer loads or claims another's name, a witness changed within the racy window of the run that
-recorded it without a digest of its content) -> the full path. A no-op apply only reads the file.
+prints the stored output (a plan joins the stored pieces), what a stat-based build tool's no-op
+costs (one stat per input), the same bytes the full path prints (a test holds them equal). Some
+specs changed (or not settled) and the rest held, for a plan of spec folders: those specs are read
+and planned, the others' pieces printed as stored, unread (neither the spec nor the settled cache),
+so the plan costs the no-op plus the changed specs' own work. Anything else (the folders, the world,
+a changed spec that no longer loads or claims another's name, a witness changed within the racy
+window of the run that recorded it without a digest of its content) -> the full path. A no-op apply
+only reads the file.
 """
 
 from __future__ import annotations
@@ -35,13 +36,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from reconciler.cli._ci import Tally
+from reconciler.cli._render import Piece
 from reconciler.repo import Layout, find_root
 
 if TYPE_CHECKING:
     from reconciler.engine.settled import Settled
     from reconciler.engine.workspace import Workspace
 
-VERSION = 5
+VERSION = 6
 KEPT_ENV = ("CI", "GITHUB_ACTIONS", "HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "PATH", "PYTHONPATH")
 """Besides every NPUCTL_* variable: what the commands read (remote, toolchains, annotations)."""
 
@@ -98,13 +101,18 @@ def _file(root: Path, key: dict[str, Any]) -> Path | None:
 
 @dataclass(frozen=True)
 class Partial:
-    """A plan whose recorded output holds for all but some specs: those are read and planned, the
-    others' results come from the settled cache (reconciler.engine.plan.plan_partly)."""
+    """A plan whose recorded output holds for all but some specs (maybe none): those are read and
+    planned, the others' pieces printed as stored."""
 
     changed: list[str]
     """Spec files to read: changed since the record, or not settled when it was made."""
     order: list[str]
     """Every spec file of the recorded run, in its output order."""
+    pieces: list[Piece | None]
+    """Per spec of `order`, its stored piece where its witnesses held (None: it is in `changed`)."""
+    edited: bool
+    """Every changed spec's own file changed since it was recorded settled: none of them can be in
+    the validated-spec cache (reconciler.spec._cache), which need not be read."""
     stats: dict[str, Any]
     """What each recorded path's stat was found to be (the settled cache need not stat it again)."""
     file: Path
@@ -115,8 +123,9 @@ class Partial:
 def replay(
     command: str, paths: tuple[Path, ...], fmt: str, started: float, mode: str = ""
 ) -> int | Partial | None:
-    """The exit code after printing the recorded output of this invocation; for a plan whose record
-    holds for some specs only, which to read again (Partial); None: run it in full."""
+    """For an apply, the exit code after printing the recorded output of this invocation; for a plan,
+    what to read again and what to print as stored (Partial, all stored when nothing changed); None:
+    run it in full."""
     from reconciler.state import statcache
 
     root = find_root(Path.cwd())
@@ -133,21 +142,40 @@ def replay(
         held = _held(raw, read_ns, stats)
         if held is None or not all(held[i] for i in raw["outside"]):
             return None
-        fresh = [inputs is not None and all(held[i] for i in inputs) for _, inputs in raw["specs"]]
-        if all(fresh) and command in raw["printed"]:
-            printed = Printed(**raw["printed"][command])
-            if mode in printed.codes:
-                rewrite = statcache.worth_rewriting(raw.pop("refreshed"), file.stat().st_size)
-                if rewrite:
-                    statcache.write(file, json.dumps(raw, separators=(",", ":")), ".replay-")
-                return show(printed, time.monotonic() - started, mode)
-        if command != "plan" or not any(fresh) or not all(map(os.path.isdir, key["targets"])):
+        fresh = [inputs is not None and all(held[i] for i in inputs) for _, inputs, _ in raw["specs"]]
+        rewrite = all(fresh) and statcache.worth_rewriting(raw.pop("refreshed"), file.stat().st_size)
+        if rewrite:
+            statcache.write(file, json.dumps(raw, separators=(",", ":")), ".replay-")
+        if command == "apply":
+            printed = raw["printed"].get("apply") if all(fresh) else None
+            if printed is None or mode not in printed["codes"]:
+                return None
+            return show(Printed(**printed), time.monotonic() - started, mode)
+        if not all(fresh) and (not any(fresh) or not all(map(os.path.isdir, key["targets"]))):
             return None  # a named spec file's siblings' names count, and they are not witnessed
-        order = [str(spec_file) for spec_file, _ in raw["specs"]]
+        order = [str(spec_file) for spec_file, _, _ in raw["specs"]]
         changed = [f for f, ok in zip(order, fresh, strict=True) if not ok]
-        return Partial(changed, order, stats, file, raw)
-    except (OSError, ValueError, KeyError, TypeError):
+        pieces = [_piece(s[2]) if ok else None for s, ok in zip(raw["specs"], fresh, strict=True)]
+        edited = all(
+            inputs and raw["paths"][inputs[0]][0] == spec_file and not held[inputs[0]]
+            for (spec_file, inputs, _), ok in zip(raw["specs"], fresh, strict=True)
+            if not ok
+        )
+        return Partial(changed, order, pieces, edited, stats, file, raw)
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
         return None
+
+
+def _piece(stored: list[Any]) -> Piece:
+    name, text, status, actions, verdicts = stored
+    return Piece(name, text, Tally(status, tuple(actions), tuple(verdicts)))
+
+
+def _stored(piece: Piece | None) -> list[Any] | None:
+    if piece is None:
+        return None
+    tally = piece.tally
+    return [piece.name, piece.text, tally.status, list(tally.actions), list(tally.verdicts)]
 
 
 def _held(raw: dict[str, Any], read_ns: int, stats: dict[str, Any]) -> list[bool] | None:
@@ -197,18 +225,19 @@ def _listing(path: str) -> str | None:
 def record(
     ws: Workspace,
     settled: Settled,
-    spec_files: list[str],
+    pieces: dict[str, Piece],
     paths: tuple[Path, ...],
     fmt: str,
     printed: dict[str, Printed],
 ) -> bool:
-    """Keeps, for the next identical invocation, what each spec's settled result stands on and
-    `printed` (the whole run's output, kept only when every spec is settled); best effort."""
+    """Keeps, for the next identical invocation, what each spec's settled result stands on with its
+    piece of the plan's output (`pieces`, by spec file, in output order) and `printed` (what the
+    apply prints, kept only when every spec is settled); best effort."""
     from reconciler.engine import world
     from reconciler.remote.config import CONFIG_FILE
     from reconciler.state import statcache
 
-    if ws.remote is not None or not settled.usable or not spec_files:
+    if ws.remote is not None or not settled.usable or not pieces:
         return False
     root = ws.layout.root
     key = _key(root, paths, fmt)
@@ -218,7 +247,7 @@ def record(
     from reconciler.trust import keys, policy
 
     trust_files = [str(root / policy.FILE), str(keys.key_path())]  # whose records count
-    own = set(spec_files)  # each witnessed with its spec's inputs, or read again every run
+    own = set(pieces)  # each witnessed with its spec's inputs, or read again every run
     outside = [str(root / CONFIG_FILE), *trust_files, *_scanned(_targets(root, paths))]
     seen = [
         statcache.witness(p, statcache.stat_of(p), settled.started, _listing) for p in outside if p not in own
@@ -228,7 +257,7 @@ def record(
     table: dict[str, int] = {}
     stats: list[statcache.Witness] = []
     outside_at = [_place(stats, table, w) for w in seen if w is not None]
-    specs = [[f, _placed(stats, table, settled.inputs_of(f))] for f in spec_files]
+    specs = [_entry(f, _placed(stats, table, settled.inputs_of(f)), piece) for f, piece in pieces.items()]
     if all(s[1] is None for s in specs):
         return False  # nothing a later run could reuse
     data = {
@@ -245,22 +274,32 @@ def record(
     return statcache.write(file, json.dumps(data, separators=(",", ":")), ".replay-")
 
 
-def record_partly(settled: Settled, partial: Partial, printed: dict[str, Printed]) -> bool:
-    """Keeps the record `partial` was read from with the changed specs' witnesses now (and `printed`,
-    when every spec has them); written only when that differs from what was read."""
+def _entry(spec_file: str, inputs: list[int] | None, piece: Piece) -> list[Any]:
+    """A spec's entry: its file, its witnesses and its piece (both None when it is not settled)."""
+    return [spec_file, inputs, None if inputs is None else _stored(piece)]
+
+
+def record_partly(settled: Settled, partial: Partial, pieces: dict[str, Piece]) -> bool:
+    """Keeps the record `partial` was read from with the witnesses and pieces of the changed specs
+    found settled now (`pieces`, by spec file); written only when one was. A changed spec not settled
+    keeps its old entry: witnesses that failed once fail again (a stat does not come back), so it is
+    read again either way. The apply's output is kept only while no entry changed."""
     from reconciler.state import statcache
 
     raw = partial.raw
     raw.pop("refreshed", None)
     table = {w[0]: i for i, w in enumerate(raw["paths"])}
-    changed, before = set(partial.changed), json.dumps(raw["specs"])
-    for entry in raw["specs"]:
-        if entry[0] in changed:
-            entry[1] = _placed(raw["paths"], table, settled.inputs_of(entry[0]))
-    kept = _kept(printed, raw["specs"])
-    if json.dumps(raw["specs"]) == before and kept == raw["printed"]:
+    settled_now = 0
+    for index, entry in enumerate(raw["specs"]):
+        inputs = (
+            _placed(raw["paths"], table, settled.remembered_inputs(entry[0])) if entry[0] in pieces else None
+        )
+        if inputs is not None:
+            raw["specs"][index] = _entry(entry[0], inputs, pieces[entry[0]])
+            settled_now += 1
+    if not settled_now:
         return False
-    raw["printed"] = kept
+    raw["printed"] = {}
     return statcache.write(partial.file, json.dumps(_pruned(raw), separators=(",", ":")), ".replay-")
 
 
@@ -289,9 +328,11 @@ def _place(paths: list[Any], table: dict[str, int], seen: Any) -> int:
 
 def _pruned(raw: dict[str, Any]) -> dict[str, Any]:
     """The record with only the paths something in it refers to."""
-    used = sorted({*raw["outside"], *(i for _, inputs in raw["specs"] for i in inputs or ())})
+    used = sorted({*raw["outside"], *(i for _, inputs, _ in raw["specs"] for i in inputs or ())})
     at = {old: new for new, old in enumerate(used)}
-    specs = [[f, None if inputs is None else [at[i] for i in inputs]] for f, inputs in raw["specs"]]
+    specs = [
+        [f, None if inputs is None else [at[i] for i in inputs], piece] for f, inputs, piece in raw["specs"]
+    ]
     return {
         **raw,
         "paths": [raw["paths"][i] for i in used],

@@ -102,9 +102,11 @@ def command(
         if out is not None:
             _save(ws, loaded, planned, out)
         if base_ref is None:
-            code = _replay.show(printed(results, chosen, fail_on_regression), time.monotonic() - started)
+            pieces = [_render.Piece.of(r, chosen) for r in results]
+            shown = printed(pieces, results, chosen, fail_on_regression)
+            code = _replay.show(shown, time.monotonic() - started)
             if replayable and not loaded.invalid:
-                keep(ws, settled, loaded, paths, chosen, results)
+                keep(ws, settled, loaded, paths, chosen, results, pieces)
             return code
         code = _with_base(ws, paths, base_ref, loaded, results, chosen, fail_on_regression)
     finally:
@@ -116,29 +118,32 @@ def command(
 
 
 def _plan_partly(partial: _replay.Partial, paths: tuple[Path, ...], fmt: str, started: float) -> int | None:
-    """The plan read from the changed specs and the settled results of the others; None (nothing
-    printed) where the full path must decide: a changed spec that no longer loads as one, a name
-    now claimed twice, an unread spec's result that does not hold, a remote."""
-    from reconciler.engine.plan import plan_partly
-    from reconciler.engine.settled import is_settled
+    """The plan of the changed specs, read and planned, printed with the stored pieces of the others;
+    None (nothing printed) where the full path must decide: a changed spec that no longer loads as
+    one, a name now claimed twice, a remote."""
+    if not partial.changed:
+        pieces = [p for p in partial.pieces if p is not None]
+        return _replay.show(printed(pieces, [], fmt), time.monotonic() - started)
+    from reconciler.engine.plan import plan_read
     from reconciler.engine.workspace import Workspace
 
-    loaded = _common.load(tuple(Path(f) for f in partial.changed), siblings=False)
+    loaded = _common.load(tuple(Path(f) for f in partial.changed), siblings=False, cached=not partial.edited)
     if loaded.invalid or {str(s.path) for s in loaded.specs} != set(partial.changed):
         return None
     ws = Workspace.open(loaded.root, reading=True)
     try:
         _remote.attach(ws, None, fetch=False)
-        order = [Path(f) for f in partial.order]
-        planned = plan_partly(ws, loaded.specs, order, partial.stats) if ws.remote is None else None
-        if planned is None:
+        if ws.remote is not None:
             return None
-        results, settled = planned
-        if len({r.name for r in results}) != len(results):
+        results, settled = plan_read(ws, loaded.specs, [Path(f) for f in partial.order], partial.stats)
+        fresh = {str(s.path): _render.Piece.of(r, fmt) for s, r in zip(loaded.specs, results, strict=True)}
+        pieces = [
+            p if p is not None else fresh[f] for f, p in zip(partial.order, partial.pieces, strict=True)
+        ]
+        if len({p.name for p in pieces}) != len(pieces):
             return None  # the full path names both files
-        shown = printed(results, fmt)
-        code = _replay.show(shown, time.monotonic() - started)
-        _replay.record_partly(settled, partial, {"plan": shown} if all(map(is_settled, results)) else {})
+        code = _replay.show(printed(pieces, results, fmt), time.monotonic() - started)
+        _replay.record_partly(settled, partial, fresh)
         return code
     finally:
         ws.close()
@@ -152,7 +157,12 @@ def _save(ws: Workspace, loaded: _common.Loaded, planned: list[SpecResult], out:
     click.echo(f"plan saved to {out}: `npuctl apply {out}` builds exactly this plan", err=True)
 
 
-def printed(results: list[SpecResult], fmt: str, fail_on_regression: bool = False) -> _replay.Printed:
+def printed(
+    pieces: list[_render.Piece], results: list[SpecResult], fmt: str, fail_on_regression: bool = False
+) -> _replay.Printed:
+    """What plan prints: `pieces` (one a spec, in order); `results`, the specs planned in this run
+    (those printed from a stored piece were settled: nothing to build, no error), decide the exit
+    code and the regressions."""
     from reconciler.cli import _ci
     from reconciler.engine.predict import regressions
 
@@ -163,9 +173,9 @@ def printed(results: list[SpecResult], fmt: str, fail_on_regression: bool = Fals
     )
     code = exit_code(results, fail_on_regression)
     return _replay.Printed(
-        [_render.render(results, fmt, "plan")],
+        [_render.assemble(pieces, fmt, "plan")],
         err,
-        _ci.summary_counts(results, "plan"),
+        _ci.summary_of([p.tally for p in pieces], "plan"),
         {"": code},
         fmt != "text",
     )
@@ -178,9 +188,10 @@ def keep(
     paths: tuple[Path, ...],
     fmt: str,
     results: list[SpecResult],
+    pieces: list[_render.Piece] | None = None,
 ) -> None:
-    """What each settled spec's result stands on, for the next identical invocation; with the run's
-    output and the apply's when every spec is settled."""
+    """What each settled spec's result stands on and its piece of the plan's output, for the next
+    identical invocation; with the apply's output when every spec is settled."""
     from reconciler.cli import apply as apply_command
     from reconciler.engine.settled import is_settled
 
@@ -189,11 +200,10 @@ def keep(
         applied = [settled.get(spec, "apply") for spec in loaded.specs]
         done = [r for r in applied if r is not None]
         if len(done) == len(applied):
-            kept = {
-                "plan": printed(results, fmt),
-                "apply": apply_command.printed(loaded.root, done, loaded.specs, fmt),
-            }
-    _replay.record(ws, settled, [str(s.path) for s in loaded.specs], paths, fmt, kept)
+            kept = {"apply": apply_command.printed(loaded.root, done, loaded.specs, fmt)}
+    shown = pieces if pieces is not None else [_render.Piece.of(r, fmt) for r in results]
+    by_file = {str(s.path): piece for s, piece in zip(loaded.specs, shown, strict=True)}
+    _replay.record(ws, settled, by_file, paths, fmt, kept)
 
 
 def _say_regressions(results: list[SpecResult], fail_on_regression: bool) -> None:

@@ -190,25 +190,17 @@ def plan_settled(ws: Workspace, specs: list[LoadedSpec]) -> tuple[list[SpecResul
     return [r for r in results if r is not None], settled
 
 
-def plan_partly(
-    ws: Workspace, read: list[LoadedSpec], order: list[Path], stats: dict[str, Any]
-) -> tuple[list[SpecResult], Settled] | None:
-    """The plan of the spec files `order` when only `read` were loaded (the others unchanged since a
-    run recorded them: reconciler.cli._replay, which found `stats`): the others' results from the
-    settled cache, the read ones as plan_settled plans them. None when an unread spec's settled
-    result does not hold."""
+def plan_read(
+    ws: Workspace, read: list[LoadedSpec], every: list[Path], stats: dict[str, Any]
+) -> tuple[list[SpecResult], Settled]:
+    """The plans of the specs `read`, each in full, when the other spec files of `every` were not read
+    (unchanged since a run recorded them: reconciler.cli._replay, which found `stats`); a lookup in
+    another spec's lock file sees them all."""
     from reconciler.engine.settled import Settled
 
-    settled = Settled(ws, read, order, stats)
-    by_file = {str(s.path): s for s in read}
-    results: list[SpecResult | None] = []
-    for file in map(str, order):
-        spec = by_file.get(file)
-        results.append(settled.get(spec, "plan") if spec is not None else settled.get_at(file, "plan"))
-        if spec is None and results[-1] is None:
-            return None
-    specs = [by_file.get(str(file)) for file in order]
-    _plan_rest(ws, settled, specs, results, order)
+    settled = Settled(ws, read, every, stats)
+    results: list[SpecResult | None] = [None] * len(read)
+    _plan_rest(ws, settled, read, results, every)
     return [r for r in results if r is not None], settled
 
 

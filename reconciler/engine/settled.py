@@ -145,6 +145,7 @@ class Settled:
         """Bytes of the racy witnesses this run refreshed (`_holds`)."""
         self._bytes = 0
         self.file: Path | None = None
+        self._read = False
         self._locks = [str(Layout.lock_file(f)) for f in (every or [s.path for s in specs])]
         self.usable = ws.remote is None and not ws.repair  # fsck rebuilds what a plan would not
         folder = statcache.folder(ws.layout.state_dir) if self.usable else None
@@ -153,15 +154,23 @@ class Settled:
             return
         self.file = folder / "settled.json"
         self.world = [engine_code(), ws.db.identity(), ws.trust.fingerprint()]
+
+    def _load(self) -> None:
+        """Reads the file at the first question that needs it: a plan of a few changed specs beside a
+        replay (reconciler.cli._replay) asks none when none of them ends settled."""
+        if self._read or self.file is None:
+            return
+        self._read = True
         raw = statcache.read_json(self.file)
         self._bytes = self.file.stat().st_size if raw is not None else 0
         if isinstance(raw, dict) and raw.get("world") == self.world and impls_hold(raw.get("impls")):
             try:
                 self._paths = [[str(w[0]), *w[1:]] for w in raw["paths"]]
                 self._values = list(raw["values"])
-                self.entries = dict(raw["entries"])
+                self.entries = {**dict(raw["entries"]), **self.entries}  # remembered ones win
             except (KeyError, TypeError, ValueError, IndexError):
-                self._paths, self._values, self.entries = [], [], {}
+                self._paths, self._values = [], []
+                self.entries = {k: v for k, v in self.entries.items() if v.get("new")}
 
     def _holds(self, index: int) -> bool:
         """Whether the loaded path at `index` still has its recorded stat (stat'd once a run) and, for
@@ -193,7 +202,11 @@ class Settled:
     def inputs_of(self, spec_file: str) -> list[statcache.Witness] | None:
         """The witnesses the entry of the spec in `spec_file` holds on (None without an entry): what a
         replay must find unchanged (reconciler.cli._replay)."""
-        entry = self.entries.get(spec_file) if self.usable else None
+        if not self.usable:
+            return None
+        if spec_file not in self.entries:
+            self._load()
+        entry = self.entries.get(spec_file)
         if not isinstance(entry, dict):
             return None
         try:
@@ -204,6 +217,14 @@ class Settled:
             return [list(self._paths[i]) for i in entry["inputs"]]
         except (KeyError, TypeError, IndexError, ValueError):
             return None
+
+    def remembered_inputs(self, spec_file: str) -> list[statcache.Witness] | None:
+        """The witnesses of the entry this run remembered for the spec in `spec_file` (None when it
+        remembered none: a spec this run planned in full and did not find settled)."""
+        entry = self.entries.get(spec_file) if self.usable else None
+        if not (isinstance(entry, dict) and entry.get("new")):
+            return None
+        return [list(w) for w in entry["inputs"]]
 
     def _stat(self, path: str) -> Stat:
         if path not in self._stats:
@@ -216,7 +237,10 @@ class Settled:
 
     def get_at(self, spec_file: str, kind: str) -> SpecResult | None:
         """`get` for the spec in `spec_file`, which this run need not have read."""
-        entry = self.entries.get(spec_file) if self.usable else None
+        if not self.usable:
+            return None
+        self._load()
+        entry = self.entries.get(spec_file)
         if isinstance(entry, dict) and not entry.get("new"):
             entry = self._loaded(entry)
             if entry is not None:
@@ -275,6 +299,7 @@ class Settled:
         self.changed |= statcache.worth_rewriting(self._refreshed, self._bytes)
         if not self.changed or self.file is None or not self.file.parent.parent.is_dir():
             return
+        self._load()
         paths: dict[str, int] = {}
         seen: dict[str, statcache.Witness] = {}
         values: list[Any] = []

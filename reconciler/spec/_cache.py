@@ -33,14 +33,15 @@ def code_key() -> str:
 class SpecCache:
     """The entries of one repository's cache file, read once per run, written back once if changed."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path | None) -> None:
+        """`root`: the repository whose cache file this is; None: no cache (every lookup misses)."""
         self.started = time.time_ns()
         """Before any spec of this run was read: the moment the racy rule measures from."""
         self.entries: dict[str, dict[str, Any]] = {}
         self._held: dict[Path, dict[str, Any] | None] = {}
         self._stats: dict[str, statcache.Recorded | None] = {}
         self.changed = False
-        folder = statcache.folder(root / ".npuctl")
+        folder = None if root is None else statcache.folder(root / ".npuctl")
         self.file = None if folder is None else folder / "specs.json"
         if self.file is None:
             return

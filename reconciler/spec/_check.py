@@ -33,7 +33,7 @@ class SpecReport:
 
 
 def check(
-    paths: Sequence[Path], root: Path, semantic: bool = True, siblings: bool = True
+    paths: Sequence[Path], root: Path, semantic: bool = True, siblings: bool = True, cached: bool = True
 ) -> list[SpecReport]:
     """A report per spec file under `paths`, with schema and (if `semantic`) semantic errors.
 
@@ -42,15 +42,19 @@ def check(
     an explicitly named file count too (watch applies one file at a time). Specs unchanged since they
     last validated come from the cache (reconciler.spec._cache), their data folders checked again.
     With `siblings` False only the named files' names are compared: the caller compares them with
-    the others' (a partial replay, which knows the names of the specs it did not read).
+    the others' (a partial replay, which knows the names of the specs it did not read). With `cached`
+    False the cache is neither read nor written: a caller that knows every named file changed since
+    (the same partial replay) saves reading and rewriting every other spec's entry.
     """
     with pathpolicy.remembered():
-        return _check(paths, root, semantic, siblings)
+        return _check(paths, root, semantic, siblings, cached)
 
 
-def _check(paths: Sequence[Path], root: Path, semantic: bool, siblings: bool) -> list[SpecReport]:
+def _check(
+    paths: Sequence[Path], root: Path, semantic: bool, siblings: bool, cached: bool
+) -> list[SpecReport]:
     read_ns = time.time_ns()
-    cache = SpecCache(root)
+    cache = SpecCache(root if cached else None)
     files, missing = discover_with_errors(paths, root, lambda path: cache.get(path) is not None)
     reports = [SpecReport(error.file, None, None, (error,)) for error in missing]
     attempts = {file: _attempt(file, root, cache) for file in files}

@@ -64,8 +64,8 @@ def target_backend_error(spec: LoadedSpec) -> SpecError | None:
     from backends.sdk.errors import BackendError
 
     name = catalog.target(spec.target).backend
-    known = sorted(registry.known())
-    if name not in known:
+    if name not in registry.BUILTIN and name not in registry.known():  # no metadata scan for built-ins
+        known = sorted(registry.known())
         message = (
             f"target {spec.target!r} has no backend here: its backend {name!r} is not registered "
             f"(known: {', '.join(known)}); set compile.backend to one of them"

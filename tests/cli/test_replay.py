@@ -136,27 +136,35 @@ import sys
 sys.argv = ['npuctl', *sys.argv[1:]]
 import reconciler.engine.plan as engine_plan
 calls = []
-for name in ('plan_partly', 'plan_settled'):
+for name in ('plan_read', 'plan_settled'):
     def counted(*args, _orig=getattr(engine_plan, name), _name=name):
         read = args[1]
         calls.append((_name, sorted(getattr(s, 'path', s).name for s in read)))
         return _orig(*args)
     setattr(engine_plan, name, counted)
+import reconciler.state.statcache as statcache
+read = []
+def read_json(path, _orig=statcache.read_json):
+    read.append(path.name)
+    return _orig(path)
+statcache.read_json = read_json
 from reconciler.cli import main
 try:
     main()
 except SystemExit as exc:
     code = exc.code
+print('READ', sorted(set(read)))
 print('CALLS', calls, 'EXIT', code)
 """
 
 
-def _counted_plan(repo: Path) -> tuple[list[str], str]:
+def _counted_plan(repo: Path, *args: str) -> tuple[list[str], str]:
     """`npuctl plan` as run_npuctl runs it (same interpreter and environment: the same replay key),
-    with the planner's entry points counted: (its output lines, the calls line)."""
+    with the planner's entry points counted: (its output lines, the calls line); `_read` then holds
+    the cache files it read."""
     env = {**os.environ, "CI": "1", "NPUCTL_RETRY_BASE_S": "0.05"}
     done = subprocess.run(
-        [sys.executable, "-c", _COUNTING, "plan"],
+        [sys.executable, "-c", _COUNTING, "plan", *args],
         cwd=repo,
         env=env,
         capture_output=True,
@@ -164,7 +172,11 @@ def _counted_plan(repo: Path) -> tuple[list[str], str]:
         timeout=120,
     )
     lines = done.stdout.splitlines()
-    return _body("\n".join(lines[:-1])), lines[-1]
+    _read[:] = [lines[-2]]
+    return [ln for ln in lines[:-2] if not ln.startswith(("plan:", "apply:"))], lines[-1]
+
+
+_read: list[str] = []
 
 
 def test_a_plan_after_an_edit_reads_only_the_changed_spec_and_prints_what_the_full_path_prints(
@@ -179,10 +191,19 @@ def test_a_plan_after_an_edit_reads_only_the_changed_spec_and_prints_what_the_fu
     kept = []
     for _ in range(2):  # the edited spec is not settled until applied: read again by every plan
         body, calls = _counted_plan(git_repo)
-        assert calls == "CALLS [('plan_partly', ['one.yaml'])] EXIT 2", calls
+        assert calls == "CALLS [('plan_read', ['one.yaml'])] EXIT 2", calls
         assert body == _body(full.stdout)
+        # the other specs' output is stored with the replay: neither they nor the settled cache are
+        # read, nor the validated-spec cache (the edited spec cannot be in it)
+        assert "settled.json" not in _read[0] and "specs.json" not in _read[0], _read
         kept.append([(f, f.stat().st_mtime_ns, f.stat().st_ino) for f in _replays(git_repo)])
     assert kept[1] == kept[0]  # the second found the record as the first left it: not written again
+    for fmt in ("json", "markdown"):  # each format's pieces join to the full path's bytes
+        full_fmt = run_npuctl(git_repo, "plan", "--format", fmt, env={"NPUCTL_NO_CACHE": "1"})
+        for _ in range(3):  # the full path records the replay, then the partial path prints from it
+            body, calls = _counted_plan(git_repo, "--format", fmt)
+        assert calls == "CALLS [('plan_read', ['one.yaml'])] EXIT 2", calls
+        assert body == _body(full_fmt.stdout), fmt
 
     # a changed spec that now claims another's name: found once planned, then the full path, which
     # names both files
