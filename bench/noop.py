@@ -40,9 +40,10 @@ to read() calls on that file (all processes: the CLI and its stage child), plus 
 largest process (getrusage of the children) against the same apply of the digits model.
 
 Goals (printed, not asserted): at 1000 specs plan and apply >= 50x faster than DVC; marginal cost
-within 3x of the floor's; fixed start-up < 0.15 s; the edit and the plan after an apply within 3x of
-the no-op; cold validate/plan/status at 10,000 specs under 10 s; the large model read at most twice,
-peak under 3x its size above the baseline.
+within 3x of the floor's; fixed start-up < 0.15 s; the plan after a 1-spec edit the no-op plus that
+spec's own work (its CPU above the no-op at the largest size within 1.25x of the same at the
+smallest); the plan after an apply within 3x of the no-op; cold validate/plan/status at 10,000 specs
+under 10 s; the large model read at most twice, peak under 3x its size above the baseline.
 Run: python bench/noop.py [--specs 10,100,1000] [--runs 5] [--dvc-max 1000] [--large-mb 300] [--cold 10000]
 """
 
@@ -238,6 +239,11 @@ def paired(
     return out
 
 
+EDIT_GOAL = 1.25
+"""The plan after a 1-of-N edit costs about the no-op plus that spec's own work: its CPU above the
+no-op at N specs within this factor of the same at the smallest size (the spec's own work)."""
+
+
 def _edit_threshold(repo: Path, index: int) -> None:
     """One spec's latency threshold, one higher: only its verify re-judges (no stage key moves)."""
     path = repo / "specs" / f"digits-{index:04d}.yaml"
@@ -261,10 +267,13 @@ def waits(repo: Path, count: int, runs: int) -> float:
         got = rows[key]
         wall = statistics.median(w / n for (w, _), (n, _) in zip(got, noop, strict=True))
         cpu = statistics.median(c / max(n, 1e-9) for (_, c), (_, n) in zip(got, noop, strict=True))
-        goal = "met" if max(wall, cpu) <= 3 else "NOT met"
+        if key == "edit":  # its goal is the no-op plus that spec's own work: judged across sizes (main)
+            goal = "goal: the no-op plus that spec's own work, below"
+        else:
+            goal = "goal <= 3x: " + ("met" if max(wall, cpu) <= 3 else "NOT met")
         print(
             f"npuctl plan, {label}: wall {_stats([w for w, _ in got])}; CPU {_stats([c for _, c in got])}; "
-            f"to the no-op: wall {wall:.1f}x, CPU {cpu:.1f}x (goal <= 3x: {goal})"
+            f"to the no-op: wall {wall:.1f}x, CPU {cpu:.1f}x ({goal})"
         )
     return statistics.median(c - n for (_, c), (_, n) in zip(rows["edit"], noop, strict=True))
 
@@ -459,9 +468,13 @@ def main() -> None:
                 )
         if len(sizes) >= 2:
             small, large = min(sizes), max(sizes)
+            own, at_large = figures[small]["edit_extra_cpu"], figures[large]["edit_extra_cpu"]
+            ratio = at_large / own if own > 0 else float("inf")
+            goal = "met" if ratio <= EDIT_GOAL else "NOT met"
             print(
-                f"\nCPU of the plan after a 1-spec edit above the no-op: {figures[small]['edit_extra_cpu']:.3f} s "
-                f"at {small} specs (that spec's own work), {figures[large]['edit_extra_cpu']:.3f} s at {large}"
+                f"\nCPU of the plan after a 1-spec edit above the no-op: {own:.3f} s at {small} specs (that "
+                f"spec's own work), {at_large:.3f} s at {large}: {ratio:.2f}x (goal <= {EDIT_GOAL}x, the "
+                f"no-op plus that spec's own work: {goal})"
             )
         if args.large_mb:
             bench_large(tmp, args.large_mb)
