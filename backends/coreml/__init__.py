@@ -54,7 +54,7 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "compile",
         name="backends.coreml.convert.CoreMlCompile",
-        version="8-coremltools",
+        version="9-coremltools",
         ref="backends.coreml.convert:CoreMlCompile",
     ),
     Registration(

@@ -47,7 +47,7 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "quantize",
         name="backends.rknn.stages.RknnQuantize",
-        version="2",
+        version="3",
         ref="backends.rknn.stages:RknnQuantize",
     ),
     Registration(

@@ -58,8 +58,13 @@ class RknnQuantize:
         if source is None:
             raise TerminalError("quantize: no model input")
         model = onnx.load(str(source), load_external_data=False)
+        model, forms = _convertible(model, Path(source), request)
         plan, notes = quant_plan(request.config, request.target, model)
+        if forms:
+            notes = [f"converter forms applied before rknn-toolkit2: {', '.join(forms)}", *notes]
         members: dict[str, bytes | Path] = {B.MODEL_FILE: Path(source)}
+        if forms:
+            members[B.MODEL_FILE] = model.SerializeToString()
         if plan["quantize"]:
             from backends.passes.quant.policy import calibration_folder
 
@@ -93,6 +98,26 @@ class RknnQuantize:
         return StageOutput(
             artifacts={"model": out}, report={"rknn_quantization": plan, "notes": notes}, note=note
         )
+
+
+RKNN_FORMS = ("unbounded_clamp",)
+"""The converter forms (backends.passes.rewrite.rules.convertible) rknn-toolkit2 needs: its quantizer
+reads a `Max(x, -inf)` bound as a range and fails on the NaN it makes. The toolkit takes the others
+(SAME pads, run-time shapes, allowzero) as exported, so the model it gets keeps their node names."""
+
+
+def _convertible(model: Any, source: Path, request: StageRequest) -> tuple[Any, list[str]]:
+    """`model` with RKNN_FORMS applied where they match (weights read for that only); the notes."""
+    from backends.passes.rewrite.converter_forms import convertible
+    from backends.sdk.base import StageLog
+
+    if not any(node.op_type in ("Max", "Min") for node in model.graph.node):
+        return model, []
+    import onnx
+
+    full = onnx.load(str(source))
+    converted, forms = convertible(full, StageLog(request.log), only=RKNN_FORMS)
+    return (converted, forms) if forms else (model, [])
 
 
 # ---------------------------------------------------------------- compile

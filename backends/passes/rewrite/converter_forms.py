@@ -21,14 +21,16 @@ if TYPE_CHECKING:
     import onnx
 
 
-def convertible(model: onnx.ModelProto, log: Callable[[str], None]) -> tuple[onnx.ModelProto, list[str]]:
-    """`model` with every converter-forms rewrite applied where it matches and verifies; the notes
-    ("explicit_pads x3") of those applied."""
+def convertible(
+    model: onnx.ModelProto, log: Callable[[str], None], only: tuple[str, ...] | None = None
+) -> tuple[onnx.ModelProto, list[str]]:
+    """`model` with every converter-forms rewrite (or those named in `only`: what one converter needs)
+    applied where it matches and verifies; the notes ("explicit_pads x3") of those applied."""
     from backends.passes.facts import analyse
 
     verifier: Verifier | None = None
     notes: list[str] = []
-    for rw in REWRITES:
+    for rw in REWRITES if only is None else [rw for rw in REWRITES if rw.name in only]:
         facts = analyse(model)
         matches = rw.find(Context(model, facts, {}, None, None))
         if not matches:

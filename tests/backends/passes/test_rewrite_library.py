@@ -450,6 +450,27 @@ def test_max_or_min_with_a_one_element_constant_is_a_clip() -> None:
         assert ops(new) == ["Clip", "Clip", "Max", "Max"], opset
 
 
+def test_max_with_minus_infinity_or_min_with_infinity_is_the_tensor_itself() -> None:
+    """jax2tf's Max(-inf, x) and a Min(x, [inf]) pass x through; a Max with a finite bound and one
+    whose -inf broadcasts x to a larger shape stay."""
+    nodes = [
+        N("Max", ["minus_inf", "x"], ["a"]),
+        N("Min", ["a", "plus_inf"], ["b"]),
+        N("Max", ["b", "zero"], ["c"]),
+        N("Max", ["row", "minus_inf"], ["e"]),
+        N("Max", ["row", "minus_inf_3d"], ["f"]),
+    ]
+    inits = {
+        "minus_inf": np.array(-np.inf, np.float32),
+        "minus_inf_3d": np.full((1, 1, 1), -np.inf, np.float32),
+        "plus_inf": np.array([np.inf], np.float32),
+        "zero": np.array(0.0, np.float32),
+    }
+    m = model(nodes, {"x": [1, 3, 8], "row": [8]}, inits, outputs=["c", "e", "f"])
+    new = assert_equivalent(convertible.UnboundedClamp(), m, expect=3)
+    assert sorted(ops(new)) == ["Identity", "Identity", "Identity", "Max", "Max"]
+
+
 def test_a_prelu_with_per_unit_slopes_runs_at_rank_4() -> None:
     """A Keras Dense + PReLU over [1, 16] (slope [16]) and a PReLU over [1, 4, 6] (slope [4, 1]) give
     the same values at rank 4 between two Reshapes; an image PReLU and one with a single slope stay."""

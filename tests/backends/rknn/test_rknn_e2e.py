@@ -178,3 +178,50 @@ spec:
     check = reports["compile"]["check"]
     assert check["metric"] == "detection box_f1@0.5" and check["passed"] is True
     assert lock["measurements"]["accuracy"]["value"] >= 0.9
+
+
+def test_a_jax2tf_clamp_to_minus_infinity_is_read_through_before_the_toolkit(git_repo: Path) -> None:
+    """magika (a jax2tf export) clamps its logits with `Max(x, -inf)` before a softmax; rknn-toolkit2's
+    quantizer read the bound as a range and failed ("cannot convert float NaN to integer"). The
+    quantize stage hands the toolkit the model with that clamp read through (exact), and the int8
+    build agrees with float on the simulator."""
+    import numpy as np
+    import onnx
+
+    from tests.backends.tasks.task_models import wheel_file
+
+    member = "models/standard_v3_3/model.onnx"
+    source = wheel_file("magika==1.0.3", "magika", member, (member,))
+    (git_repo / "models").mkdir()
+    (git_repo / "models" / "magika.onnx").write_bytes(source.read_bytes())
+    assert any(n.op_type == "Max" for n in onnx.load(str(source)).graph.node)
+    rng = np.random.default_rng(0)
+    for kind, count in (("calib", 8), ("eval", 4)):
+        folder = git_repo / "data" / kind
+        folder.mkdir(parents=True)
+        for i in range(count):  # file bytes as magika reads them: 0-255, 256 for padding
+            np.save(folder / f"{i}.npy", rng.integers(0, 257, (1, 2048)).astype(np.int32))
+    (git_repo / "specs" / "magika.yaml").write_text(
+        """\
+apiVersion: npuctl/v1
+kind: Deployment
+metadata: {name: magika}
+spec:
+  model: {path: ../models/magika.onnx}
+  target: rk3588
+  inputs: {bytes: [1, 2048]}
+  quantization:
+    mode: ptq
+    calibration: {data: ../data/calib, samples: 8}
+  evaluate:
+    data: ../data/eval
+    task: {type: classification}
+"""
+    )
+    result = run_npuctl(git_repo, "apply", "--json")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    with sqlite3.connect(git_repo / ".npuctl" / "state.db") as db:
+        reports = {stage: json.loads(r) for stage, r in db.execute("select stage, report from records")}
+    assert any("unbounded_clamp x1" in note for note in reports["quantize"]["notes"]), reports["quantize"]
+    lock = json.loads((git_repo / "specs" / "magika.lock.json").read_text())["variants"]["default"]
+    assert lock["measurements"]["accuracy"]["value"] >= 0.75

@@ -175,6 +175,43 @@ class ClampByConstant(Rewrite):
         return out
 
 
+class UnboundedClamp(Rewrite):
+    """Max of a tensor and -inf, or Min of it and +inf (a one-element constant) -> the tensor itself.
+    jax2tf writes a `maximum(x, -inf)` before a softmax's reductions (magika); it bounds nothing, and
+    a quantizer that reads the bound as a range gets infinities and NaN (rknn-toolkit2: "cannot
+    convert float NaN to integer"). Exact, NaN included (both propagate it)."""
+
+    name = "unbounded_clamp"
+    family = "converter forms"
+    kind = CLEANUP
+    exact = True
+
+    def find(self, ctx: Context) -> list[Match]:
+        out = []
+        for i in ctx.runtime(("Max", "Min")):
+            node = ctx.nodes[i]
+            if len(node.input) != 2:
+                continue
+            values = [ctx.facts.value(x) for x in node.input]
+            if sum(v is not None for v in values) != 1:
+                continue
+            bound, x = (values[0], node.input[1]) if values[0] is not None else (values[1], node.input[0])
+            unbounded = -math.inf if node.op_type == "Max" else math.inf
+            shape = ctx.facts.static_shape(x)
+            if (
+                bound is None
+                or bound.size != 1
+                or bound.reshape(()).item() != unbounded
+                or shape is None
+                or shape != ctx.facts.static_shape(node.output[0])
+            ):
+                continue
+            m = Match(self.name, ctx.facts.names[i], [i])
+            ctx.node(m, "Identity", [x], list(node.output))
+            out.append(m)
+        return out
+
+
 class PReluRank4(Rewrite):
     """PRelu of a rank-2 or rank-3 tensor with slopes that differ -> the same PRelu on the tensor with
     trailing axes of 1 up to rank 4, reshaped back (the slope gets the same trailing axes, so each
@@ -374,6 +411,7 @@ class ReflectPadTrailing(Rewrite):
 REWRITES: list[Rewrite] = [
     ConstantFolding(),
     SameShape(),
+    UnboundedClamp(),
     ClampByConstant(),
     PReluRank4(),
     GeluAsConverted(),
