@@ -43,6 +43,11 @@ class ChildKilled(TerminalError):
     """The child died of a signal that retrying the same input would raise again."""
 
 
+class ChildHung(TerminalError):
+    """The child did not answer within the call's time limit and was killed: the same input would
+    hang it again."""
+
+
 class ChildLost(TransientError):
     """The child ended without answering (killed from outside, out of memory, exited)."""
 
@@ -85,10 +90,12 @@ class Child:
             )
         return self._proc
 
-    def call(self, function: str, args: Any, log: Path, who: str) -> Any:
+    def call(self, function: str, args: Any, log: Path, who: str, timeout_s: float | None = None) -> Any:
         """Runs `function` ("module:name") with the JSON value `args` in the child; returns its JSON
         result. BackendErrors raised there are raised here as the same kind; a dead child raises
-        `crash_error`; Unloadable when the child cannot import `function`."""
+        `crash_error`; Unloadable when the child cannot import `function`. Past `timeout_s` the child
+        is killed and the call raises ChildHung: a hang in a toolchain fails its stage instead of
+        holding the run."""
         job = {
             "function": function,
             "args": args,
@@ -99,15 +106,26 @@ class Child:
         with self._lock:
             proc = self._started()
             assert proc.stdin is not None and proc.stdout is not None
+            expired = threading.Event()
+            timer = None if timeout_s is None else threading.Timer(timeout_s, _expire, (proc, expired))
+            if timer is not None:
+                timer.daemon = True
+                timer.start()
             try:
                 proc.stdin.write(json.dumps(job) + "\n")
                 proc.stdin.flush()
                 reply = proc.stdout.readline()
             except (BrokenPipeError, OSError):
                 reply = ""
+            finally:
+                if timer is not None:
+                    timer.cancel()
             if not reply:
                 self._proc = None
-                raise crash_error(who, _reaped(proc))
+                code = _reaped(proc)
+                if expired.is_set():
+                    raise ChildHung(f"{who} child did not answer within {timeout_s:g} s and was killed")
+                raise crash_error(who, code)
         return _answer(json.loads(reply))
 
     def close(self) -> None:
@@ -123,6 +141,11 @@ class Child:
             proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def _expire(proc: subprocess.Popen[str], expired: threading.Event) -> None:
+    expired.set()
+    proc.kill()
 
 
 def _reaped(proc: subprocess.Popen[str]) -> int | None:

@@ -18,7 +18,7 @@ from typing import Any
 from backends.catalog import Target
 from backends.sdk import stage_child
 from backends.sdk.base import StageImpl, StageOutput, StageRequest
-from backends.sdk.child_call import ChildKilled, ChildLost, Unloadable
+from backends.sdk.child_call import ChildHung, ChildKilled, ChildLost, Unloadable
 from backends.sdk.errors import BackendError, TerminalError, ToolchainMissing, TransientError
 from reconciler.engine import faults, keys
 from reconciler.engine.chain import StageSetup
@@ -97,6 +97,16 @@ def _inputs_unchanged(ws: Workspace, setup: StageSetup) -> bool:
     return all(fresh.digest(path) == setup.file_digests[name] for name, path in setup.files.items())
 
 
+STAGE_TIMEOUT_S = 3600.0
+"""How long a stage may run in the child interpreter (ONNX Runtime's quantize and compile, the shared
+passes) before it is killed and fails: the hour a vendor bundle's commands get. NPUCTL_STAGE_TIMEOUT_S
+sets another."""
+
+
+def stage_timeout_s() -> float:
+    return float(os.environ.get("NPUCTL_STAGE_TIMEOUT_S", STAGE_TIMEOUT_S))
+
+
 def _run_impl(ws: Workspace, impl: StageImpl, request: StageRequest) -> StageOutput:
     """The stage in the run's child interpreter, so a toolchain crash fails this stage only; an
     implementation the child cannot load by name runs here, and the log says so."""
@@ -109,11 +119,12 @@ def _run_impl(ws: Workspace, impl: StageImpl, request: StageRequest) -> StageOut
                 stage_child.request_json(impl, request),
                 request.log,
                 who,
+                timeout_s=stage_timeout_s(),
             )
             return stage_child.output_from_json(data)
         except Unloadable as exc:
             reason = f"the child interpreter cannot load it ({exc})"
-        except (ChildKilled, ChildLost) as exc:
+        except (ChildKilled, ChildLost, ChildHung) as exc:
             with request.log.open("a") as fh:
                 fh.write(f"npuctl: {request.stage} ran in a child process: {exc}\n")
             raise type(exc)(f"{request.stage} failed: {exc}") from exc

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.sdk.child_call import TEST_ONLY_SIGSEGV, Child, ChildKilled, Unloadable
+from backends.sdk.child_call import TEST_ONLY_SIGSEGV, Child, ChildHung, ChildKilled, Unloadable
 from backends.sdk.errors import TerminalError, TransientError
 
 
@@ -54,3 +54,15 @@ def test_errors_keep_their_kind_and_a_crash_is_named(
     monkeypatch.delenv(TEST_ONLY_SIGSEGV)
     assert child.call("json:dumps", 2, log, "test") == "2"  # a fresh child
     assert os.path.exists(log)
+
+
+def test_a_call_past_its_time_limit_kills_the_child_and_the_next_call_gets_a_fresh_one(
+    child: Child, tmp_path: Path
+) -> None:
+    log = tmp_path / "hang.log"
+    child.call("json:dumps", 0, log, "test")
+    hung = child._proc
+    with pytest.raises(ChildHung, match=r"^onnxruntime child did not answer within 0.5 s and was killed$"):
+        child.call("time:sleep", 60, log, "onnxruntime", timeout_s=0.5)
+    assert hung is not None and hung.poll() is not None  # killed, not left sleeping
+    assert child.call("json:dumps", 3, log, "test", timeout_s=30) == "3"

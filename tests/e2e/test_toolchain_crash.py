@@ -64,3 +64,16 @@ def test_a_segfaulting_child_fails_one_stage_and_the_other_spec_carries_on(git_r
     again = run_npuctl(git_repo, "apply", "--json", "specs/crashy.yaml")
     (stalled,) = json.loads(again.stdout)["specs"]
     assert next(s for s in stalled["stages"] if s["name"] == "compile")["reason"].startswith("stalled: ")
+
+
+def test_a_stage_past_its_time_limit_fails_in_one_line_instead_of_holding_the_run(git_repo: Path) -> None:
+    """A toolchain that hangs in npuctl's child interpreter is killed at NPUCTL_STAGE_TIMEOUT_S: its
+    stage fails naming the limit, and the apply ends."""
+    copy_digits(git_repo, eval_samples=4, calib_samples=4)
+    (git_repo / "specs" / "slow.yaml").write_text(_spec("slow", 2))
+    done = run_npuctl(git_repo, "apply", "--json", env={"NPUCTL_STAGE_TIMEOUT_S": "0.05"})
+    assert done.returncode == 1, done.stdout + done.stderr
+    stages = json.loads(done.stdout)["specs"][0]["stages"]
+    failed = [s for s in stages if s["action"] == "failed"]
+    assert len(failed) == 1, stages
+    assert "child did not answer within 0.05 s and was killed" in failed[0]["reason"], failed[0]
