@@ -13,6 +13,7 @@ shapes fixed (the import stage), every one of these has one explicit static equi
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from backends.passes.rewrite.rules import CLEANUP, Context, Match, Rewrite, float_array, int64_array
 from backends.passes.rewrite.rules.activations import ErfGelu, erf_gelu
@@ -133,6 +134,30 @@ class SameShape(Rewrite):
         return out
 
 
+def _clamps(ctx: Context) -> list[tuple[int, Any, str]]:
+    """Each Max / Min of a tensor and a one-element constant at the tensor's own shape (no broadcast):
+    (its node index, the bound as a 0-d array, the tensor)."""
+    out = []
+    for i in ctx.runtime(("Max", "Min")):
+        node = ctx.nodes[i]
+        if len(node.input) != 2:
+            continue
+        values = [ctx.facts.value(x) for x in node.input]
+        if sum(v is not None for v in values) != 1:
+            continue
+        bound, x = (values[0], node.input[1]) if values[0] is not None else (values[1], node.input[0])
+        shape = ctx.facts.static_shape(x)
+        if (
+            bound is None
+            or bound.size != 1
+            or shape is None
+            or shape != ctx.facts.static_shape(node.output[0])
+        ):
+            continue
+        out.append((i, bound.reshape(()).copy(), x))
+    return out
+
+
 class ClampByConstant(Rewrite):
     """Max / Min of a tensor and a one-element constant -> Clip with that bound (min for Max, max for
     Min), at the tensor's shape. JAX exports clamp with a scalar (`Max(0.0, variance)` in a LayerNorm);
@@ -147,30 +172,15 @@ class ClampByConstant(Rewrite):
 
     def find(self, ctx: Context) -> list[Match]:
         out = []
-        for i in ctx.runtime(("Max", "Min")):
+        for i, bound, x in _clamps(ctx):
             node = ctx.nodes[i]
-            if len(node.input) != 2:
-                continue
-            values = [ctx.facts.value(x) for x in node.input]
-            if sum(v is not None for v in values) != 1:
-                continue
-            bound, x = (values[0], node.input[1]) if values[0] is not None else (values[1], node.input[0])
-            shape = ctx.facts.static_shape(x)
-            if (
-                bound is None
-                or bound.size != 1
-                or shape is None
-                or shape != ctx.facts.static_shape(node.output[0])
-            ):
-                continue
             m = Match(self.name, ctx.facts.names[i], [i])
-            limit = bound.reshape(()).copy()
             if ctx.facts.opset >= 11:
-                name = ctx.const(m, f"{m.anchor}/bound", limit)
+                name = ctx.const(m, f"{m.anchor}/bound", bound)
                 ctx.node(m, "Clip", [x, name] if node.op_type == "Max" else [x, "", name], list(node.output))
             else:
                 side = "min" if node.op_type == "Max" else "max"
-                ctx.node(m, "Clip", [x], list(node.output), **{side: float(limit)})
+                ctx.node(m, "Clip", [x], list(node.output), **{side: float(bound)})
             out.append(m)
         return out
 
@@ -188,23 +198,9 @@ class UnboundedClamp(Rewrite):
 
     def find(self, ctx: Context) -> list[Match]:
         out = []
-        for i in ctx.runtime(("Max", "Min")):
+        for i, bound, x in _clamps(ctx):
             node = ctx.nodes[i]
-            if len(node.input) != 2:
-                continue
-            values = [ctx.facts.value(x) for x in node.input]
-            if sum(v is not None for v in values) != 1:
-                continue
-            bound, x = (values[0], node.input[1]) if values[0] is not None else (values[1], node.input[0])
-            unbounded = -math.inf if node.op_type == "Max" else math.inf
-            shape = ctx.facts.static_shape(x)
-            if (
-                bound is None
-                or bound.size != 1
-                or bound.reshape(()).item() != unbounded
-                or shape is None
-                or shape != ctx.facts.static_shape(node.output[0])
-            ):
+            if bound.item() != (-math.inf if node.op_type == "Max" else math.inf):
                 continue
             m = Match(self.name, ctx.facts.names[i], [i])
             ctx.node(m, "Identity", [x], list(node.output))
