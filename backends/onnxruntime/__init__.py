@@ -115,7 +115,7 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "quantize",
         name="backends.onnxruntime._quantize.HostQuantizePass",
-        version=SHARED["quantize"].version + "+host",  # the shared pass, plus the host's weight rule
+        version=SHARED["quantize"].version + "+host2",  # the shared pass, the host's weights and kernels
         ref="backends.onnxruntime._quantize:HostQuantizePass",
         fingerprint=(*(SHARED["quantize"].fingerprint or ()), Call("backends.sdk.host:int8_fingerprint")),
     ),

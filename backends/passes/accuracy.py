@@ -6,6 +6,8 @@ all score a model through `Tally`, which hands each sample to the declared task'
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -259,9 +261,26 @@ def score(
     return tally.result()
 
 
+HOST_KERNELS: ContextVar[bool] = ContextVar("host_kernels", default=False)
+"""Inside `host_kernels()`: Q/DQ models run by this host's fused integer kernels, as the host CPU
+target's artifact runs; elsewhere by their own math."""
+
+
+@contextmanager
+def host_kernels(on: bool = True) -> Iterator[None]:
+    """Scores Q/DQ models inside the block as the host CPU runs them (a quantize pass for that target:
+    its search and check measure what its compiled artifact will compute, rounding and all)."""
+    token = HOST_KERNELS.set(on)
+    try:
+        yield
+    finally:
+        HOST_KERNELS.reset(token)
+
+
 def session(model: Path, threads: int = 1, level: str = "all") -> Any:
     """An ONNX Runtime CPU session optimized at `level`, Q/DQ computed as written (no integer-kernel
-    fusion); `.ort` artifacts always load as saved (they are already optimized)."""
+    fusion) unless inside `host_kernels`; `.ort` artifacts always load as saved (they are already
+    optimized)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -272,7 +291,7 @@ def session(model: Path, threads: int = 1, level: str = "all") -> Any:
     # other runs need (these sessions produce numbers; latency is measured by the runners, not here)
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     chosen = "disable_all" if model.suffix == ".ort" else level
-    if model.suffix != ".ort":
+    if model.suffix != ".ort" and not HOST_KERNELS.get():
         # a QDQ .onnx is scored by its own math (DequantizeLinear -> float op -> QuantizeLinear), not
         # by this host's fused int8 kernels: on x86 without VNNI those clip u8 x s8 sums
         # (backends.sdk.host.int8_dot) and a detector's box F1 read 0.795 where its math gives 0.925, so

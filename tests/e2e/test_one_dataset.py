@@ -44,11 +44,16 @@ def test_budget_met_by_the_auto_search_means_the_accuracy_slo_passes(git_repo: P
     _apply_met(git_repo, npuctl)
 
 
+MET_BUDGET = 0.006
+"""Per-tensor int8 from 2 calibration samples loses 1 or 2 of the 360 labelled digits (drop 0.0028 or
+0.0056, by the host's int8 kernels: exact with VNNI, another rounding without), within this budget."""
+
+
 def _apply_met(git_repo: Path, npuctl) -> None:  # type: ignore[no-untyped-def]
-    """Per-tensor int8 from 2 calibration samples loses 1 of the 360 labelled digits (drop 0.0028): the
-    search measures exactly that on the evaluation set, and the SLO judges the same drop."""
+    """The search measures the int8 build's drop on the evaluation set, on the kernels its artifact
+    runs on, and the SLO judges the same drop."""
     copy_digits(git_repo, eval_samples=360, calib_samples=2)
-    (git_repo / "specs" / "digits-auto.yaml").write_text(SPEC.format(budget=0.003, layers=4))
+    (git_repo / "specs" / "digits-auto.yaml").write_text(SPEC.format(budget=MET_BUDGET, layers=4))
     done = npuctl(git_repo, "apply", "--json")
     assert done.returncode == 0, done.stderr[-3000:]
     [spec] = json.loads(done.stdout)["specs"]
@@ -86,9 +91,9 @@ def test_a_budget_the_search_cannot_meet_fails_quantize_and_keeps_the_lock(git_r
     _apply_met(git_repo, npuctl)
     lock_file = git_repo / "specs" / "digits-auto.lock.json"
     before = lock_file.read_text()
-    met = SPEC.format(budget=0.003, layers=4)  # the SLO's bound stays: only the search's budget moves
+    met = SPEC.format(budget=MET_BUDGET, layers=4)  # the SLO's bound stays: only the search's budget moves
     unmet = met.replace(
-        "{max_accuracy_drop: 0.003, max_layers: 4}", "{max_accuracy_drop: 0.0, max_layers: 1}"
+        f"{{max_accuracy_drop: {MET_BUDGET}, max_layers: 4}}", "{max_accuracy_drop: 0.0, max_layers: 1}"
     ).replace("per_channel: false", "per_channel: false\n    weights: int8\n    symmetric: false")
     (git_repo / "specs" / "digits-auto.yaml").write_text(unmet)
     (git_repo / "specs" / "digits-plain.yaml").write_text(

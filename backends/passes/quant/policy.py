@@ -84,6 +84,9 @@ class Policy:
     weight_symmetric: bool = True
     reduce_range: bool = False
     """7-bit weights: set for a host whose int8 kernels clip 8-bit products' pair sums (backends.sdk.host)."""
+    host_kernels: bool = False
+    """Set by a target that runs this host's ONNX Runtime kernels (the host CPU): the int8 model is scored
+    as its artifact runs, by the fused integer kernels, not by its Q/DQ math (backends.passes.accuracy)."""
     method: Method = "minmax"
     percentile: float = 99.999
     samples: int = 0
@@ -120,6 +123,7 @@ class Policy:
             "placement": self.placement,
             "bias_correction": self.bias_correction,
             **({"reduce_range": True} if self.reduce_range else {}),
+            **({"scored_on": "host int8 kernels"} if self.host_kernels else {}),
         }
 
 

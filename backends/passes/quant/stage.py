@@ -104,7 +104,9 @@ class QuantizePass:
         if source is None:
             raise TerminalError("quantize: no model given")
         out = Path(request.workdir) / "model.onnx"
-        with _ort_logging(log):
+        from backends.passes.accuracy import host_kernels
+
+        with _ort_logging(log), host_kernels(policy.host_kernels):
             if policy.mode == "ptq":
                 report = quantize_ptq(request, policy, out, log)
             elif policy.mode == "fp16":

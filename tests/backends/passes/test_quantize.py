@@ -21,6 +21,7 @@ from quant_helpers import (
 )
 
 from backends.catalog import target
+from backends.passes import accuracy
 from backends.passes.quant.policy import resolve
 from backends.sdk.errors import TerminalError
 
@@ -304,9 +305,7 @@ def test_a_row_vector_gemm_bias_quantizes_per_channel(tmp_path: Path, shared: bo
     assert {n.op_type for n in built.graph.node} >= {"Gemm", "QuantizeLinear", "DequantizeLinear"}
     x = np.random.default_rng(1).standard_normal((1, 16)).astype(np.float32)
     float_out = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"x": x})
-    int8_out = ort.InferenceSession(str(out.artifacts["model"]), providers=["CPUExecutionProvider"]).run(
-        None, {"x": x}
-    )
+    int8_out = accuracy.session(out.artifacts["model"]).run(None, {"x": x})  # by its Q/DQ math
     for want, got in zip(float_out, int8_out, strict=True):
         assert got.shape == want.shape
         step = (want.max() - want.min()) / 255  # one uint8 step of the output's range
@@ -360,9 +359,7 @@ def test_a_bias_two_convolutions_share_is_copied_under_a_name_no_tensor_has(tmp_
     out = run_quantize(ptq_config(8, per_channel=True), model, tmp_path / "q", calib=calib)
     x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
     (want,) = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"x": x})
-    (got,) = ort.InferenceSession(str(out.artifacts["model"]), providers=["CPUExecutionProvider"]).run(
-        None, {"x": x}
-    )
+    (got,) = accuracy.session(out.artifacts["model"]).run(None, {"x": x})  # by its Q/DQ math
     step = (want.max() - want.min()) / 255  # one uint8 step of the output's range
     assert got.shape == want.shape and np.percentile(np.abs(got - want), 99) <= 4 * step
     assert out.report["prepare"]["biases_unshared"] == 1
