@@ -117,13 +117,36 @@ def npuctl() -> Callable[..., subprocess.CompletedProcess[str]]:
 
 
 TIMING_SENSITIVE = ("tests/watch/", "tests/e2e/test_crash_and_concurrency.py")
+# Files that take minutes on 2 cores (real models through vendor converters, fresh venvs), measured with
+# `pytest --durations`: started next, so that under `--dist loadfile` the run does not end with one of
+# them alone on one worker while the others idle (longest first is the classic schedule for that).
+LONGEST = (
+    "tests/backends/tflite/test_real_exports.py",
+    "tests/backends/passes/test_quantize_ppocr.py",
+    "tests/e2e/test_repository_specs.py",
+    "tests/test_quick_start.py",
+    "tests/backends/rknn/test_rknn_e2e.py",
+    "tests/backends/coreml/test_coreml.py",
+    "tests/backends/passes/test_qdq_placement.py",
+    "tests/e2e/test_readme_commands.py",
+    "tests/gitops/test_ci_examples.py",
+    "tests/backends/tflite/test_tflite_backends.py",
+)
+
+
+def _order(item: pytest.Item) -> int:
+    if item.nodeid.startswith(TIMING_SENSITIVE):
+        return 0
+    return 1 if item.nodeid.startswith(LONGEST) else 2
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The watch loop's debounce windows and the concurrent-apply test measure real time: run them first,
     before the process carries the caches, threads and temporary files of a thousand other tests
-    (late in a full run they failed where they pass alone)."""
-    items.sort(key=lambda item: 0 if item.nodeid.startswith(TIMING_SENSITIVE) else 1)
+    (late in a full run they failed where they pass alone); then the longest files. xdist keeps this
+    order only with `--no-loadscope-reorder` (pyproject's addopts): by default it orders files by their
+    number of tests."""
+    items.sort(key=_order)
 
 
 def signed_again(repo: Path, lock_path: Path) -> None:
