@@ -43,19 +43,48 @@ def guess(model: Path, inputs: Mapping[str, Sequence[int | None]] | None = None)
     proto = onnx.load(str(model), load_external_data=False)
     outputs = [(o.name, _dims(o)) for o in proto.graph.output]
     note = ""
+    probe: Probe | None = None
     if inputs or any(not dims or None in dims[1:] for _, dims in outputs):
-        ran = _run_once(model, dict(inputs or {}))
-        if ran is not None and ran != outputs:
+        probe = _run_once(model, dict(inputs or {}))
+        if probe is not None and probe.shapes != outputs:
             at = "the spec's" if inputs else "the declared"
-            outputs, note = ran, f" (shapes from one run on zeros at {at} input shapes)"
+            outputs, note = probe.shapes, f" (shapes from one run on zeros at {at} input shapes)"
     found = (
         _binary(outputs, proto)
         or _tagger(outputs, proto, model, inputs)
         or _gfl(outputs, proto)
         or _maps(outputs, proto, _input_hw(proto, inputs))
-        or _from_shapes(outputs, proto)
+        or _from_shapes(outputs, proto, _input_hw(proto, inputs))
     )
+    if found.task.get("type") == "ctc":
+        found = _ctc_blank(found, outputs, probe or _run_once(model, dict(inputs or {})))
     return Guess(found.task, found.why + note)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One run on zeros: each output's shape, and the class (last axis) that wins most positions."""
+
+    shapes: list[tuple[str, Dims]]
+    winners: dict[str, tuple[int, int, int]]
+    """output -> (class, positions it wins, positions)."""
+
+
+def _ctc_blank(found: Guess, outputs: list[tuple[str, Dims]], probe: Probe | None) -> Guess:
+    """The blank of a CTC head: on an empty input a CTC model emits the blank at (nearly) every step,
+    and exporters put it first or last. The class that wins most steps of the run on zeros, when it
+    is the first or the last, is taken; otherwise class 0, the common convention, stays (and says so)."""
+    name, dims = outputs[0]
+    won = (probe.winners if probe else {}).get(name)
+    classes = dims[-1] or 0
+    if won is None or classes < 2:
+        return found
+    top, wins, steps = won
+    if top in (0, classes - 1) and 2 * wins > steps:
+        why = f"{found.why}; blank {top}: it wins {wins} of {steps} steps on an empty (all-zero) input"
+        return Guess({**found.task, "blank": top}, why)
+    why = f"{found.why}; blank 0 by convention (on zeros class {top} wins {wins} of {steps} steps)"
+    return Guess(found.task, why)
 
 
 def _input_hw(proto: Any, inputs: Mapping[str, Sequence[int | None]] | None) -> tuple[int, int] | None:
@@ -72,9 +101,9 @@ def _input_hw(proto: Any, inputs: Mapping[str, Sequence[int | None]] | None) -> 
     return None
 
 
-def _run_once(model: Path, inputs: dict[str, Sequence[int | None]]) -> list[tuple[str, Dims]] | None:
-    """Output shapes of one run on zeros at `inputs`, in a child process (a model that crashes ONNX
-    Runtime must not take `npuctl init` down): None when it cannot run."""
+def _run_once(model: Path, inputs: dict[str, Sequence[int | None]]) -> Probe | None:
+    """One run on zeros at `inputs`, in a child process (a model that crashes ONNX Runtime must not
+    take `npuctl init` down): None when it cannot run."""
     import tempfile
 
     from backends.sdk.child_call import Child, Unloadable
@@ -96,12 +125,17 @@ def _run_once(model: Path, inputs: dict[str, Sequence[int | None]]) -> list[tupl
         child.close()
     if found is None:
         return None
-    return [(str(name), tuple(dims)) for name, dims in found]
+    return Probe(
+        [(str(name), tuple(dims)) for name, dims, _ in found],
+        {str(name): (int(w[0]), int(w[1]), int(w[2])) for name, _, w in found if w is not None},
+    )
 
 
-def output_shapes(request: dict[str, Any]) -> list[tuple[str, Dims]] | None:
-    """(the child's side) output shapes of one run on zeros of `request["model"]` at
-    `request["shapes"]` (name -> dims, 0: an open dim), open dims at 1 (the batch, first) or 64."""
+def output_shapes(request: dict[str, Any]) -> list[tuple[str, Dims, tuple[int, int, int] | None]] | None:
+    """(the child's side) each output's shape after one run on zeros of `request["model"]` at
+    `request["shapes"]` (name -> dims, 0: an open dim), open dims at 1 (the batch, first) or 64, and
+    for a float output of rank 3, the class of its last axis that wins most positions: (class, wins,
+    positions)."""
     model, shapes = str(request["model"]), dict(request.get("shapes") or {})
     try:
         import numpy as np
@@ -109,18 +143,60 @@ def output_shapes(request: dict[str, Any]) -> list[tuple[str, Dims]] | None:
 
         options = ort.SessionOptions()
         options.log_severity_level = 4
-        session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(
+            _redeclared(model, shapes), options, providers=["CPUExecutionProvider"]
+        )
         feed = {}
         for value in session.get_inputs():
             shape = feed_shape(value.shape, shapes.get(value.name))
             feed[value.name] = np.zeros(shape, numpy_type(value.type))
         names = [o.name for o in session.get_outputs()]
         return [
-            (n, tuple(int(d) for d in np.shape(v)))
+            (n, tuple(int(d) for d in np.shape(v)), _winner(np.asarray(v)))
             for n, v in zip(names, session.run(None, feed), strict=True)
         ]
     except Exception:  # onnxruntime raises its own types; a guess falls back to the declared shapes
         return None
+
+
+def _redeclared(model: str, shapes: dict[str, list[int]]) -> Any:
+    """The model to run: its path, or where the given shapes re-declare dims the model fixes (as the
+    import stage does), its bytes with those inputs re-declared and its stale inner shapes dropped."""
+    import onnx
+
+    from backends.passes.shape_fix import is_fixed
+
+    proto = onnx.load(model, load_external_data=False)
+    moved = False
+    for value in proto.graph.input:
+        given = shapes.get(value.name)
+        dims = value.type.tensor_type.shape.dim
+        if (
+            given
+            and len(given) == len(dims)
+            and any(is_fixed(d) and g and d.dim_value != g for d, g in zip(dims, given, strict=True))
+        ):
+            for d, g in zip(dims, given, strict=True):
+                if g:
+                    d.Clear()
+                    d.dim_value = g
+            moved = True
+    if not moved:
+        return model
+    del proto.graph.value_info[:]
+    for out in proto.graph.output:
+        out.type.tensor_type.ClearField("shape")
+    return proto.SerializeToString()
+
+
+def _winner(value: Any) -> tuple[int, int, int] | None:
+    import numpy as np
+
+    if value.ndim != 3 or value.shape[-1] < 2 or not np.issubdtype(value.dtype, np.floating):
+        return None
+    counts = np.bincount(value.reshape(-1, value.shape[-1]).argmax(-1), minlength=value.shape[-1])
+    top = int(counts.argmax())
+    return top, int(counts[top]), int(counts.sum())
 
 
 def feed_shape(declared: Sequence[Any], given: Sequence[int] | None) -> list[int]:
@@ -153,7 +229,7 @@ def _tagger(outputs: list[tuple[str, Dims]], proto: Any, model: Path, inputs: An
     return None if found is None else Guess(*found)
 
 
-def _from_shapes(outputs: list[tuple[str, Dims]], proto: Any) -> Guess:
+def _from_shapes(outputs: list[tuple[str, Dims]], proto: Any, input_hw: tuple[int, int] | None) -> Guess:
     ssd = _ssd(outputs)
     if ssd is not None:
         return ssd
@@ -174,7 +250,7 @@ def _from_shapes(outputs: list[tuple[str, Dims]], proto: Any) -> Guess:
         )
         return Guess({"type": "regression"}, f"{why}; the generic measure compares each output")
     if rank == 3:
-        found = _three(dims, shown, op, tokens)
+        found = _three(dims, shown, op, tokens, input_hw)
         if found is not None:
             return found
         if tokens:
@@ -271,12 +347,24 @@ def _ssd(outputs: list[tuple[str, Dims]]) -> Guess | None:
     return None
 
 
-def _three(dims: Dims, shown: str, op: str, tokens: bool) -> Guess | None:
+def _anchor_rows(rows: int, input_hw: tuple[int, int] | None) -> bool:
+    """Whether `rows` can be the anchor points of a YOLO head on this input: one per cell of each level,
+    over consecutive power-of-two strides (8, 16, 32 in YOLOv5/v8/X; 4 to 64 in their P2/P6 forms),
+    with 1 to 3 anchors per cell. Without the input's size, any count from _MIN_ANCHORS passes."""
+    if input_hw is None:
+        return rows >= _MIN_ANCHORS
+    h, w = input_hw
+    cells = [-(-h // s) * -(-w // s) for s in (4, 8, 16, 32, 64, 128)]
+    sums = {sum(cells[i:j]) for i in range(len(cells)) for j in range(i + 2, len(cells) + 1)}
+    return any(rows == k * total for total in sums for k in (1, 2, 3))
+
+
+def _three(dims: Dims, shown: str, op: str, tokens: bool, input_hw: tuple[int, int] | None) -> Guess | None:
     a, b, c = dims
     if a == 1 and b is not None and c is not None:
-        if c >= _MIN_ANCHORS and b <= _MAX_ATTRIBUTES and b > 4 and op != "Softmax":
+        if _anchor_rows(c, input_hw) and b <= _MAX_ATTRIBUTES and b > 4 and op != "Softmax":
             return Guess({"type": "detection"}, f"{shown} is a YOLOv8-style head [1, 4+C, N]")
-        if b >= _MIN_ANCHORS and c <= _MAX_ATTRIBUTES and c > 5 and op != "Softmax":
+        if _anchor_rows(b, input_hw) and c <= _MAX_ATTRIBUTES and c > 5 and op != "Softmax":
             return Guess({"type": "detection"}, f"{shown} is a YOLOX/YOLOv5-style head [1, N, 5+C]")
     if tokens:
         return None  # per-token scores of a text model: CTC reads images or sound

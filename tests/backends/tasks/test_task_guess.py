@@ -93,3 +93,28 @@ def test_several_same_rank_outputs_are_no_yolo_head() -> None:
         "captcha-recognizer==1.0.2", "captcha_recognizer", "models/slider.onnx", ("models/slider.onnx",)
     )
     assert guess(seg).task == {"type": "detection"}
+
+
+def test_a_ctc_head_whose_blank_is_its_last_class_is_guessed_so(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """PP-OCRv4's recognizer with its classes rotated by one (a Gather on the last axis), as exporters
+    that put the blank last write it: on an empty input the blank wins every step, now at index C-1."""
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    proto = onnx.load(str(rapidocr_model("ch_PP-OCRv4_rec_infer.onnx")))
+    out = proto.graph.output[0]
+    classes = out.type.tensor_type.shape.dim[-1].dim_value
+    order = np.concatenate([np.arange(1, classes), [0]]).astype(np.int64)
+    proto.graph.initializer.append(numpy_helper.from_array(order, "rotated_classes"))
+    proto.graph.node.append(helper.make_node("Gather", [out.name, "rotated_classes"], ["rotated"], axis=2))
+    rotated = helper.make_tensor_value_info("rotated", onnx.TensorProto.FLOAT, None)
+    del proto.graph.output[:]
+    proto.graph.output.append(rotated)
+    path = tmp_path / "blank_last.onnx"
+    onnx.save(proto, str(path))
+    found = guess(path, {"x": [1, 3, 48, 320]})
+    assert found.task == {"type": "ctc", "blank": classes - 1}, found.why
+    assert f"blank {classes - 1}: it wins" in found.why
+    rec = guess(rapidocr_model("ch_PP-OCRv4_rec_infer.onnx"), {"x": [1, 3, 48, 320]})
+    assert rec.task == {"type": "ctc", "blank": 0} and "blank 0: it wins" in rec.why
