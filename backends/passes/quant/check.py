@@ -91,7 +91,8 @@ def _advice(auto: Mapping[str, Any] | None) -> str:
     if not auto:
         return (
             "check the calibration data and quantization.calibration.method, or keep the damaged layers "
-            "(quantization.sensitive_layers)"
+            "in float: name them in quantization.sensitive_layers, or let "
+            "quantization.sensitive_layers.auto find them within a budget"
         )
     kept, budget = len(auto.get("chosen", ())), auto["budget"]
     wider = "" if auto.get("keep", "fp32") == "fp32" else f", keep: fp32 instead of {auto['keep']}"
