@@ -54,7 +54,7 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "compile",
         name="backends.coreml.convert.CoreMlCompile",
-        version="9-coremltools",
+        version="10-coremltools",
         ref="backends.coreml.convert:CoreMlCompile",
     ),
     Registration(

@@ -570,3 +570,26 @@ def test_a_split_at_opset_18_becomes_slices() -> None:
         opset=17,
     )
     assert rewritten(convertible.SplitAsSlices(), older)[1] == 0
+
+
+def test_a_reversing_slice_becomes_a_gather_of_the_indices_it_picks() -> None:
+    """PyTorch's `x.flip(0)` (Slice -1 to -INT64_MAX, step -1), a reversed stride-2 slice of the last
+    axis and one with a negative axis give the same tensors as Gathers; a forward Slice stays."""
+    big = np.iinfo(np.int64)
+    inits = {
+        "s0": np.array([-1], np.int64), "e0": np.array([-big.max], np.int64), "a0": np.array([0], np.int64),
+        "m1": np.array([-1], np.int64), "s1": np.array([6], np.int64), "e1": np.array([0], np.int64),
+        "a1": np.array([-1], np.int64), "k2": np.array([-2], np.int64),
+        "f0": np.array([1], np.int64), "f1": np.array([5], np.int64), "one": np.array([1], np.int64),
+    }  # fmt: skip
+    nodes = [
+        N("Slice", ["x", "s0", "e0", "a0", "m1"], ["a"]),
+        N("Slice", ["x", "s1", "e1", "a1", "k2"], ["b"]),
+        N("Slice", ["x", "f0", "f1", "a0", "one"], ["c"]),
+    ]
+    m = model(nodes, {"x": [6, 2, 8]}, inits, outputs=["a", "b", "c"])
+    new = assert_equivalent(convertible.ReversedSlice(), m, expect=2)
+    assert sorted(ops(new)) == ["Gather", "Gather", "Slice"]
+    values = {t.name: numpy_helper.to_array(t) for t in new.graph.initializer}
+    gathers = [n for n in new.graph.node if n.op_type == "Gather"]
+    assert [values[g.input[1]].tolist() for g in gathers] == [[5, 4, 3, 2, 1, 0], [6, 4, 2]]

@@ -325,6 +325,46 @@ class SplitAsSlices(Rewrite):
         return out
 
 
+class ReversedSlice(Rewrite):
+    """A Slice with a negative step on one axis of a static shape -> a Gather of the indices it picks
+    (the same elements, in the same order). PyTorch writes `x.flip(0)` / `x[::-1]` as Slice(-1,
+    -INT64_MAX, step -1) (a bidirectional LSTM unrolled by hand reverses its sequence so); onnx2torch
+    rebuilds it with a flip whose length coremltools then infers short ("Dimension mismatch in concat:
+    [20, 1, 100] vs. (18, 1, 100)"). A constant index list has one reading everywhere."""
+
+    name = "reversed_slice"
+    family = "converter forms"
+    kind = CLEANUP
+    exact = True
+
+    def find(self, ctx: Context) -> list[Match]:
+        import numpy as np
+
+        out = []
+        for i in ctx.runtime("Slice"):
+            node = ctx.nodes[i]
+            shape = ctx.facts.static_shape(node.input[0])
+            bounds = [
+                ctx.facts.value(n) if n else None for n in list(node.input[1:]) + [""] * (5 - len(node.input))
+            ]
+            starts, ends, axes, steps = bounds
+            if shape is None or starts is None or ends is None or steps is None or starts.size != 1:
+                continue
+            step = int(steps.reshape(-1)[0])
+            axis = int(axes.reshape(-1)[0]) if axes is not None else 0
+            if step >= 0 or not -len(shape) <= axis < len(shape):
+                continue
+            axis %= len(shape)
+            picked = np.arange(shape[axis])[int(starts.reshape(-1)[0]) : int(ends.reshape(-1)[0]) : step]
+            if picked.size == 0:
+                continue
+            m = Match(self.name, ctx.facts.names[i], [i])
+            index = ctx.const(m, f"{m.anchor}/indices", int64_array(picked.tolist()))
+            ctx.node(m, "Gather", [node.input[0], index], list(node.output), axis=axis)
+            out.append(m)
+        return out
+
+
 _REDUCE = {"GlobalAveragePool": "ReduceMean", "GlobalMaxPool": "ReduceMax"}
 
 
@@ -412,6 +452,7 @@ REWRITES: list[Rewrite] = [
     PReluRank4(),
     GeluAsConverted(),
     SplitAsSlices(),
+    ReversedSlice(),
     ExplicitPads(),
     StaticShape(),
     GlobalPoolReduce(),
