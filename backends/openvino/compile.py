@@ -20,7 +20,7 @@ from typing import Any
 
 from backends.openvino import fingerprint
 from backends.sdk.base import StageOutput, StageRequest
-from backends.sdk.errors import TerminalError
+from backends.sdk.errors import TerminalError, one_line
 
 
 def device(options: Mapping[str, Any], available: list[str]) -> str:
@@ -150,7 +150,7 @@ class OpenVinoCompile:
             compiled = core.compile_model(model, dev, props)
         except Exception as exc:
             raise TerminalError(
-                f"openvino cannot compile {Path(source).name} for {dev}: {str(exc).splitlines()[0][:300]}"
+                f"openvino cannot compile {Path(source).name} for {dev}: {one_line(exc)}"
             ) from exc
         effective = _effective(compiled, [*props, "NUM_STREAMS", "INFERENCE_NUM_THREADS"])
         xml = request.workdir / "model.xml"

@@ -27,7 +27,7 @@ from typing import Any
 
 from backends.openvino import fingerprint
 from backends.sdk.base import StageOutput, StageRequest
-from backends.sdk.errors import TerminalError
+from backends.sdk.errors import TerminalError, one_line
 
 
 def _estimator_text(method: str, percentile: float) -> str:
@@ -227,7 +227,7 @@ class NncfQuantize:
                     if scope_args is not None
                     else "nncf cannot quantize the model"
                 )
-                raise TerminalError(f"{what}: {str(exc).splitlines()[0]}") from exc
+                raise TerminalError(f"{what}: {one_line(exc)}") from exc
         out = request.workdir / "model.onnx"
         onnx.save(quantized, str(out))
         qdq = sum(1 for n in quantized.graph.node if n.op_type == "QuantizeLinear")

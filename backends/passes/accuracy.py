@@ -16,7 +16,7 @@ from backends import tasks
 from backends.passes.metrics import SQNR_CAP_DB as SQNR_CAP_DB  # re-exported: reports cite it
 from backends.passes.metrics import Sqnr, as_float, cosine
 from backends.runners.benchprog import ORT_DTYPES, ORT_LEVELS
-from backends.sdk.errors import TerminalError
+from backends.sdk.errors import TerminalError, one_line
 
 if TYPE_CHECKING:
     import numpy as np
@@ -302,7 +302,7 @@ def session(model: Path, threads: int = 1, level: str = "all") -> Any:
     try:
         return ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # ORT raises its own exception types
-        raise TerminalError(f"onnxruntime cannot load {model.name}: {str(exc).splitlines()[0]}") from exc
+        raise TerminalError(f"onnxruntime cannot load {model.name}: {one_line(exc)}") from exc
 
 
 def iter_outputs(
@@ -326,9 +326,7 @@ def iter_outputs(
             try:
                 values = sess.run(None, cast)
             except Exception as exc:  # ORT raises its own exception types
-                raise TerminalError(
-                    f"onnxruntime failed running {model.name}: {str(exc).splitlines()[0]}"
-                ) from exc
+                raise TerminalError(f"onnxruntime failed running {model.name}: {one_line(exc)}") from exc
             yield [np.asarray(v) for v in values]
 
     return names, outputs()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backends.sdk.base import StageOutput, StageRequest
-from backends.sdk.errors import TerminalError
+from backends.sdk.errors import TerminalError, one_line
 from backends.sdk.vocab import NODES_THAT_RUN, OP_TABLE
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ class CheckPass:
             # data stays unread (reading a 1 GB model whole made shape inference copy it many times)
             model = load_light(Path(request.inputs["model"]))
         except Exception as exc:
-            raise TerminalError(f"check: cannot read the model: {str(exc).splitlines()[0][:200]}") from exc
+            raise TerminalError(f"check: cannot read the model: {one_line(exc, 200)}") from exc
         report = P.compute(model, request.target, quantization_config(request.config))
         path = request.workdir / "placement.json"
         path.write_text(dump_json(report))

@@ -22,7 +22,7 @@ from backends.qnn import STAGES, adapter, driver, fingerprint
 from backends.qnn.validation import device_map, parse, rejected
 from backends.sdk import artifact_check
 from backends.sdk.base import StageOutput, StageRequest
-from backends.sdk.errors import TerminalError
+from backends.sdk.errors import TerminalError, one_line
 from backends.sdk.vocab import NODES_THAT_RUN
 
 HTP_ACTIVATIONS = ("uint8", "uint16")
@@ -204,7 +204,7 @@ def qnn_preprocess(source: Path, dest: Path) -> bool:
     try:
         changed = bool(qnn_preprocess_model(str(bare), str(dest), fuse_layernorm=True))
     except Exception as exc:  # noqa: BLE001 - ORT raises plain exceptions
-        raise TerminalError(f"qnn_preprocess_model failed: {str(exc).splitlines()[0][:200]}") from exc
+        raise TerminalError(f"qnn_preprocess_model failed: {one_line(exc, 200)}") from exc
     finally:
         bare.unlink(missing_ok=True)
     result = onnx.load(str(dest)) if changed else model

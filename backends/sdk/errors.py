@@ -33,11 +33,10 @@ class ToolchainMissing(BackendError):
 
 
 def one_line(exc: BaseException, limit: int = 300) -> str:
-    """The first line of an exception message, bounded: errors reach the user as one line."""
-    text = str(exc).strip().splitlines()
-    line = text[0] if text else type(exc).__name__
-    line = re.sub(r"Exception from \S+:\d+:\s*", "", line).strip()
-    return line if len(line) <= limit else line[: limit - 3] + "..."
+    """The line of an exception's message that says what went wrong (`summary`), bounded: errors reach
+    the user as one line, and a toolchain's first lines often only say where (OpenVINO opens with
+    "Exception from src/inference/src/cpp/core.cpp:117:" lines before the failed check)."""
+    return summary(str(exc), limit) or type(exc).__name__
 
 
 _LOCATION = re.compile(r"^(Exception from \S+:\d+:?|Traceback \(most recent call last\):|[\^~ ]+)$")

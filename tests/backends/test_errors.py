@@ -46,3 +46,17 @@ def test_source_locations_give_way_to_the_reason() -> None:
 def test_a_plain_message_stays_as_it_is() -> None:
     assert summary("quantize: no calibration data") == "quantize: no calibration data"
     assert summary("x" * 400).endswith("...") and len(summary("x" * 400)) == 300
+
+
+def test_one_line_skips_the_lines_that_only_say_where() -> None:
+    """OpenVINO's compile errors open with C++ source locations; the user reads the failed check."""
+    from backends.sdk.errors import one_line
+
+    text = (
+        "Exception from src/inference/src/cpp/core.cpp:117:\nException from src/inference/src/dev/plugin.cpp:54:\n"
+        "Check 'm_element_type.is_static()' failed at src/inference/src/dev/make_tensor.cpp:58\n\n\n"
+    )
+    assert one_line(RuntimeError(text)) == (
+        "Check 'm_element_type.is_static()' failed at src/inference/src/dev/make_tensor.cpp:58"
+    )
+    assert one_line(ValueError("")) == "ValueError"

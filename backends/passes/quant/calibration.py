@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backends.passes import data
-from backends.sdk.errors import TerminalError
+from backends.sdk.errors import TerminalError, one_line
 
 if TYPE_CHECKING:
     import numpy as np
@@ -175,7 +175,7 @@ def compute_ranges(
     except TerminalError:
         raise
     except Exception as exc:  # noqa: BLE001 - ORT raises plain Exceptions/RuntimeErrors
-        raise TerminalError(f"calibration failed: {str(exc).splitlines()[0] if str(exc) else exc!r}") from exc
+        raise TerminalError(f"calibration failed: {one_line(exc)}") from exc
     return ranges
 
 

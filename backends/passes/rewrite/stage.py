@@ -27,7 +27,7 @@ from backends.passes.rewrite.graph_edit import apply_matches, name_nodes
 from backends.passes.rewrite.rules import CLEANUP, FUSION, REPLACE, Context, Match, Rewrite, registry
 from backends.passes.rewrite.verify import Rejected, State, Verifier, finite_feeds, seeded_feeds
 from backends.sdk.base import StageOutput, StageRequest
-from backends.sdk.errors import TerminalError
+from backends.sdk.errors import TerminalError, one_line
 
 if TYPE_CHECKING:
     import onnx
@@ -321,7 +321,7 @@ def _verifier(
     except Exception as exc:
         raise TerminalError(
             f"rewrite: the model does not run on ONNX Runtime, so no rewrite can be "
-            f"verified: {str(exc).splitlines()[0][:200]}"
+            f"verified: {one_line(exc, 200)}"
         ) from exc
 
 
@@ -425,7 +425,7 @@ def _upgrade(model: onnx.ModelProto, opset: int, log: Logger) -> onnx.ModelProto
     try:
         out = version_converter.convert_version(model, opset)
     except Exception as exc:
-        log(f"opset upgrade to {opset} failed: {str(exc).splitlines()[0][:200]}")
+        log(f"opset upgrade to {opset} failed: {one_line(exc, 200)}")
         return None
     del out.graph.value_info[:]
     name_nodes(out)
