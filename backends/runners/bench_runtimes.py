@@ -225,12 +225,27 @@ class LiteRtSession:
         self.output_names = [spec["onnx"] for spec in self._io["outputs"]]
 
     def _load(self, reference: bool = False) -> Any:
+        """The interpreter on the reference kernels, or as an app gets it; where the XNNPACK delegate
+        refuses a graph ("failed to create XNNPACK runtime": a large unrolled LSTM), on the built-in
+        kernels without it: the same ops, and the NPU runs neither."""
         from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-        extra = {"experimental_op_resolver_type": OpResolverType.BUILTIN_REF} if reference else {}
-        interpreter = Interpreter(model_path=str(self._model), num_threads=self.threads, **extra)
-        interpreter.allocate_tensors()
-        return interpreter
+        kinds = (
+            [OpResolverType.BUILTIN_REF]
+            if reference
+            else [None, OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES]
+        )
+        for kind in kinds:
+            extra = {} if kind is None else {"experimental_op_resolver_type": kind}
+            interpreter = Interpreter(model_path=str(self._model), num_threads=self.threads, **extra)
+            try:
+                interpreter.allocate_tensors()
+            except RuntimeError as exc:
+                if kind is not None or "XNNPack" not in str(exc).replace("XNNPACK", "XNNPack"):
+                    raise
+                continue
+            return interpreter
+        raise AssertionError("unreachable: the last kind raises")
 
     @property
     def version(self) -> str:
