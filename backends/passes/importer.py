@@ -112,11 +112,11 @@ def import_model(
         report = _report(model, opset_before, ir_before, renamed, removed, redeclared)
         pieces = _serialized(model, weights)
         if redeclared:
-            _runs_at(b"".join(pieces), redeclared)
+            _runs_at(b"".join(pieces), model, redeclared)
         return pieces, report
     attach_weights(model, weights)
     if redeclared:
-        _runs_at(model.SerializeToString(), redeclared)
+        _runs_at(model.SerializeToString(), model, redeclared)
     return model, _report(model, opset_before, ir_before, renamed, removed, redeclared)
 
 
@@ -135,19 +135,19 @@ def _serialized(model: onnx.ModelProto, weights: dict[str, tuple[bytes, bool]]) 
     return with_weights(light, {name: data for name, (data, _) in weights.items()})
 
 
-def _runs_at(model: bytes, redeclared: list[str]) -> None:
+def _runs_at(serialized: bytes, model: onnx.ModelProto, redeclared: list[str]) -> None:
     """One run on zeros of a model whose inputs the spec re-declared: shape inference does not check
     everything a kernel does (a convolution's input channels against its weights), ONNX Runtime does."""
     import numpy as np
     import onnxruntime as ort
 
-    from backends.tasks.guess import numpy_type
+    from backends.passes.data import model_inputs
 
+    feed = {spec.name: np.zeros(spec.shape, spec.dtype) for spec in model_inputs(model)}
     try:
         options = ort.SessionOptions()
         options.log_severity_level = 4
-        session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-        feed = {i.name: np.zeros(i.shape, numpy_type(i.type)) for i in session.get_inputs()}
+        session = ort.InferenceSession(serialized, options, providers=["CPUExecutionProvider"])
         session.run(None, feed)
     except Exception as exc:  # noqa: BLE001 - ONNX Runtime raises its own types
         raise TerminalError(
