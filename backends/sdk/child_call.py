@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from backends.sdk.errors import BackendError, TerminalError, ToolchainMissing, TransientError
+from backends.sdk.process import die_with_parent
 
 TEST_ONLY_SIGSEGV = "NPUCTL_TEST_ONLY_SIGSEGV"
 
@@ -233,20 +234,8 @@ def _run(job: dict[str, Any]) -> dict[str, Any]:
             os.close(saved)
 
 
-def _die_with_parent() -> None:
-    """The child is killed when the process that started it dies (Linux; elsewhere stdin EOF ends it)."""
-    if sys.platform != "linux":
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def main() -> None:
-    _die_with_parent()
+    die_with_parent()  # elsewhere stdin EOF ends it
     replies: IO[str] = os.fdopen(os.dup(1), "w")
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # whatever a toolchain prints must never reach the protocol

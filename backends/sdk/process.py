@@ -104,7 +104,7 @@ def _bounded(
             stderr=stderr,
             text=True,
             start_new_session=True,
-            preexec_fn=preexec_fn,
+            preexec_fn=_with_parent(preexec_fn),
         )
     except OSError as exc:
         raise TerminalError(f"cannot run {argv[0]}: {exc}") from exc
@@ -119,6 +119,34 @@ def _bounded(
         proc.wait()
         raise
     return subprocess.CompletedProcess(argv, proc.returncode, out or "", err or "")
+
+
+def die_with_parent() -> None:
+    """Asks the kernel to SIGKILL this process when the thread that started it dies (Linux's
+    PR_SET_PDEATHSIG; a no-op elsewhere). A child in its own session outlives a parent killed by a
+    signal it cannot catch (SIGKILL, an OOM kill), which would leave a vendor compiler running for
+    its whole timeout after the apply that wanted it is gone."""
+    if sys.platform != "linux":
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _with_parent(preexec_fn: Callable[[], None] | None) -> Callable[[], None]:
+    parent = os.getpid()
+
+    def preexec() -> None:
+        die_with_parent()
+        if os.getppid() != parent:  # the parent died before the request took hold
+            os._exit(1)
+        if preexec_fn is not None:
+            preexec_fn()
+
+    return preexec
 
 
 def kill_group(proc: subprocess.Popen[str]) -> None:
