@@ -42,7 +42,7 @@ def outputs_of(npz: Path, variant: Mapping[str, Any], order: Sequence[str], coun
     stacked = np.load(npz)
     names = [o["onnx"] for o in variant["io"]["outputs"]]
     by_name = {name: stacked[f"out{k}"] for k, name in enumerate(names)}
-    values = [[by_name[name][i : i + 1] for name in order] for i in range(count)]
+    values = [[by_name[name][i] for name in order] for i in range(count)]  # the worker's np.stack
     return ModelOutputs(list(order), values)
 
 

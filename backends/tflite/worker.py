@@ -297,9 +297,10 @@ def _signature_feeds(saved_model: Path, calibration: dict[str, Any]) -> dict[str
 
 
 def check_outputs(variant: dict[str, Any], samples: str, path: Path, integer: bool = False) -> str:
-    """The variant's outputs (ONNX layout, float) on every check sample, stacked per output, saved to
-    `path`: the parent scores them against the ONNX model with its own accuracy code. An `integer`
-    variant runs on TFLite's reference kernels (bench_runtimes.LiteRtSession says why)."""
+    """The variant's outputs (ONNX layout, float) on every check sample, stacked per output on a new
+    first axis, saved to `path`: the parent scores them against the ONNX model with its own accuracy
+    code. An `integer` variant runs on TFLite's reference kernels (bench_runtimes.LiteRtSession says
+    why)."""
     import numpy as np
 
     stacked = dict(np.load(samples))
@@ -308,7 +309,8 @@ def check_outputs(variant: dict[str, Any], samples: str, path: Path, integer: bo
     session = _runtimes().LiteRtSession(Path(variant["file"]), options)
     rows = [session.outputs({k: x[i : i + 1] for k, x in stacked.items()}) for i in range(count)]
     names = [o["onnx"] for o in variant["io"]["outputs"]]
-    arrays: dict[str, Any] = {f"out{k}": np.concatenate([row[k] for row in rows]) for k in range(len(names))}
+    # one new leading axis of samples: an output's own first axis need not be the batch ([T, N, C])
+    arrays: dict[str, Any] = {f"out{k}": np.stack([row[k] for row in rows]) for k in range(len(names))}
     np.savez(path, **arrays)
     return str(path)
 

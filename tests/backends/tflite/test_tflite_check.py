@@ -41,11 +41,12 @@ def _float_logits(model: Path, samples: list[Any]) -> np.ndarray:
 
 
 def _result(tmp_path: Path, outputs: dict[str, np.ndarray]) -> dict[str, Any]:
-    """The worker's result shape: per variant its io ties and an npz of its stacked outputs."""
+    """The worker's result shape: per variant its io ties and an npz of its outputs, stacked on a new
+    first axis."""
     io = {"outputs": [{"onnx": "logits"}]}
     files = {}
     for name, logits in outputs.items():
-        np.savez(tmp_path / f"{name}.npz", out0=logits.astype(np.float32))
+        np.savez(tmp_path / f"{name}.npz", out0=logits[:, None].astype(np.float32))  # [count, 1, 10]
         files[name] = str(tmp_path / f"{name}.npz")
     return {"variants": {name: {"io": io} for name in outputs}, "check_outputs": files}
 
