@@ -114,6 +114,6 @@ class CheckPlan:
         return quantize_check.require(
             record,
             "compile: the rknn int8 build on the toolkit's simulator",
-            "check the calibration data and quantization.calibration.method, or keep the damaged layers",
+            quantize_check.advice(),
             stage_request.log,
         )

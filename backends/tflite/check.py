@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from backends.passes.quant.check import BROKEN_DROP, FEW, require
+from backends.passes.quant.check import BROKEN_DROP, FEW, advice, require
 from backends.sdk.errors import TerminalError
 
 FLOAT_COSINE = {"float32": 0.999, "float16": 0.999}
@@ -104,11 +104,7 @@ def run_checks(
         else:
             record.update(quantized=record.pop("score"), budget=BROKEN_DROP)
             record["budget_from"] = "a broken model (no budget stated)"
-            advice = (
-                "check the calibration data and quantization.calibration.method, or keep the damaged layers "
-                "(quantization.sensitive_layers)"
-            )
-            require(record, f"quantize: the {name} TFLite", advice, log)
+            require(record, f"quantize: the {name} TFLite", advice(), log)
     return checks
 
 

@@ -69,7 +69,7 @@ def check(
     else:
         found = _score(request, quantized, reference, calibration, float_outputs)
         record = {**found, "budget": BROKEN_DROP, "budget_from": "a broken model (no budget stated)"}
-    return require(record, "quantize: the quantized model", _advice(auto), request.log)
+    return require(record, "quantize: the quantized model", advice(auto), request.log)
 
 
 def require(record: dict[str, Any], what: str, advice: str, log: Any) -> dict[str, Any]:
@@ -86,8 +86,9 @@ def require(record: dict[str, Any], what: str, advice: str, log: Any) -> dict[st
     return record
 
 
-def _advice(auto: Mapping[str, Any] | None) -> str:
-    """What the user can change, from what the search already used."""
+def advice(auto: Mapping[str, Any] | None = None) -> str:
+    """What the user can change about a refused int8 build, from what the search already used (every
+    path's refusal says it the same way)."""
     if not auto:
         return (
             "check the calibration data and quantization.calibration.method, or keep the damaged layers "
