@@ -89,6 +89,10 @@ ZOO: tuple[Model, ...] = (
           {"type": "classification"}, (0.5, 0.5), extra={"text": True}),
     Model("ddddocr-ocr", "ddddocr==1.6.1", "ddddocr/common.onnx", "MIT", "captcha OCR (CTC, [T, 1, C])",
           {"input1": [1, 1, 64, 256]}, "gray-nchw", {"type": "ctc", "blank": 0}, (0.5, 0.5), extra={"text": True}),
+    Model("captcha-crnn", "captcha-whisperer==0.1.0", "captcha_whisperer/models/captcha_crnn.onnx", "MIT",
+          "captcha OCR: a bidirectional LSTM unrolled by hand, CTC [T, 1, C] with the blank last",
+          {"image": [1, 3, 60, 160]}, "image-nchw", {"type": "ctc", "blank": 36}, (0.0, 1 / 255),
+          extra={"text": True}),
     Model("ddddocr-det", "ddddocr==1.6.1", "ddddocr/common_det.onnx", "MIT", "YOLOX text detector",
           {"images": [1, 3, 416, 416]}, "image-nchw", {"type": "detection"}, (0.0, 1 / 255)),
     Model("nudenet", "nudenet==3.4.2", "nudenet/320n.onnx", "AGPL-3.0 (weights: see the project)",
@@ -378,10 +382,10 @@ def _gfl(outs: list[np.ndarray], hw: tuple[int, int], at: float) -> list[list[fl
     return _nms(rows)
 
 
-def _ctc(scores: np.ndarray) -> list[int]:
+def _ctc(scores: np.ndarray, blank: int) -> list[int]:
     seq = scores.reshape(-1, scores.shape[-1]) if scores.shape[1] != 1 else scores[:, 0]
     best = seq.argmax(-1)
-    return [int(b) for i, b in enumerate(best) if b != 0 and (i == 0 or b != best[i - 1])]
+    return [int(b) for i, b in enumerate(best) if b != blank and (i == 0 or b != best[i - 1])]
 
 
 def _padded(rng: np.random.Generator, model: Model, dims: list[int]) -> dict[str, np.ndarray]:
@@ -420,9 +424,9 @@ def bench_metric(
                  for r, o in zip(ref, out, strict=True)]  # fmt: skip
         return "top1 agreement", sum(agree) / len(agree)
     if task == "ctc":
-        return "exact agreement", sum(_ctc(r[0]) == _ctc(o[0]) for r, o in zip(ref, out, strict=True)) / len(
-            ref
-        )
+        blank = int(model.task.get("blank", 0))  # type: ignore[union-attr]
+        same = sum(_ctc(r[0], blank) == _ctc(o[0], blank) for r, o in zip(ref, out, strict=True))
+        return "exact agreement", same / len(ref)
     if task == "dense":
         t = model.task.get("threshold", 0.5)  # type: ignore[union-attr]
         inter = sum(int(((r[0] > t) & (o[0] > t)).sum()) for r, o in zip(ref, out, strict=True))
