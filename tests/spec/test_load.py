@@ -73,11 +73,11 @@ def test_every_error_of_a_spec_is_reported_at_once(repo: Repo) -> None:
 
 def test_semantic_errors_are_all_reported(repo: Repo) -> None:
     text = edit(
-        GOOD, {10: "    data_0: [1, 3, 224, 225]", 17: '      nodes: ["/x/*"]', 18: "      op_types: [Gelu]"}
+        GOOD, {10: "    data_0: [1, 3, 224]", 17: '      nodes: ["/x/*"]', 18: "      op_types: [Gelu]"}
     )
     (report,) = check([repo.write("specs/a.yaml", text)], repo.root)
     assert [(e.line, e.field) for e in report.errors] == [
-        (10, "spec.inputs.data_0.3"),
+        (10, "spec.inputs.data_0"),
         (17, "spec.quantization.sensitive_layers.nodes.0"),
         (18, "spec.quantization.sensitive_layers.op_types.0"),
     ]
