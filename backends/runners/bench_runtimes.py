@@ -241,7 +241,7 @@ class LiteRtSession:
             try:
                 interpreter.allocate_tensors()
             except RuntimeError as exc:
-                if kind is not None or "XNNPack" not in str(exc).replace("XNNPACK", "XNNPack"):
+                if kind is not None or "xnnpack" not in str(exc).lower():
                     raise
                 continue
             return interpreter
