@@ -270,6 +270,45 @@ def tail_ops(graph: Any, output: str, depth: int = 0) -> frozenset[str]:
     return frozenset(ops)
 
 
+_REARRANGING = frozenset(
+    {"Transpose", "Reshape", "Identity", "Squeeze", "Unsqueeze", "Flatten", "Cast", "Slice", "Gather"}
+)
+_WITH_A_CONSTANT = frozenset({"Add", "Sub", "Mul", "Div"})
+_SCORING = frozenset(
+    {"MatMul", "Gemm", "Conv", "Einsum", "MatMulInteger", "QLinearMatMul", "LogSoftmax", "Softmax", "Sigmoid"}
+)
+
+
+def last_layer(graph: Any, output: str) -> str:
+    """The op type that computes `output`'s values: the first node back from it that is neither a
+    rearrangement (Transpose, Reshape, a Slice or Gather of it...) nor arithmetic with a constant (a
+    bias Add, a temperature Div). A class-score output ends in a linear layer or a Softmax/Sigmoid
+    after one; a recurrent layer's or a normalisation's output at the end is features, whatever its
+    shape."""
+    constants = {t.name for t in graph.initializer}
+    constants |= {o for n in graph.node if n.op_type == "Constant" for o in n.output}
+    producer = {o: n for n in graph.node for o in n.output}
+    name = output
+    for _ in range(64):
+        node = producer.get(name)
+        if node is None:
+            return ""
+        live = [i for i in node.input if i and i not in constants]
+        if node.op_type in _REARRANGING or (node.op_type in _WITH_A_CONSTANT and len(live) == 1):
+            if not live:
+                return node.op_type
+            name = live[0]
+            continue
+        return str(node.op_type)
+    return ""
+
+
+def scores_output(graph: Any, output: str) -> bool:
+    """True when `output` reads as class scores (see last_layer): its values come from a linear layer,
+    or a Softmax/Sigmoid over one."""
+    return last_layer(graph, output) in _SCORING
+
+
 YOLO_STRIDES = (8, 16, 32)
 SQUASHING = frozenset({"Sigmoid", "Softmax", "HardSigmoid"})
 """Ops that make probabilities of scores: without one after the head's last layer, scores are logits."""

@@ -233,7 +233,7 @@ def _from_shapes(outputs: list[tuple[str, Dims]], proto: Any, input_hw: tuple[in
     ssd = _ssd(outputs)
     if ssd is not None:
         return ssd
-    from backends.tasks.config import SQUASHING, tail_ops
+    from backends.tasks.config import SQUASHING, scores_output, tail_ops
 
     name, dims = outputs[0]
     shown = f"output {name} {_text(dims)}"
@@ -250,7 +250,7 @@ def _from_shapes(outputs: list[tuple[str, Dims]], proto: Any, input_hw: tuple[in
         )
         return Guess({"type": "regression"}, f"{why}; the generic measure compares each output")
     if rank == 3:
-        found = _three(dims, shown, op, tokens, input_hw)
+        found = _three(dims, shown, op, tokens, input_hw, scores_output(proto.graph, name))
         if found is not None:
             return found
         if tokens:
@@ -359,7 +359,9 @@ def _anchor_rows(rows: int, input_hw: tuple[int, int] | None) -> bool:
     return any(rows == k * total for total in sums for k in (1, 2, 3))
 
 
-def _three(dims: Dims, shown: str, op: str, tokens: bool, input_hw: tuple[int, int] | None) -> Guess | None:
+def _three(
+    dims: Dims, shown: str, op: str, tokens: bool, input_hw: tuple[int, int] | None, scores: bool
+) -> Guess | None:
     a, b, c = dims
     if a == 1 and b is not None and c is not None:
         if _anchor_rows(c, input_hw) and b <= _MAX_ATTRIBUTES and b > 4 and op != "Softmax":
@@ -368,7 +370,7 @@ def _three(dims: Dims, shown: str, op: str, tokens: bool, input_hw: tuple[int, i
             return Guess({"type": "detection"}, f"{shown} is a YOLOX/YOLOv5-style head [1, N, 5+C]")
     if tokens:
         return None  # per-token scores of a text model: CTC reads images or sound
-    if c is not None and c > 2 and (b == 1 or a == 1 or a is None or b is None):
+    if c is not None and c > 2 and (b == 1 or a == 1 or a is None or b is None) and scores:
         layout = "[T, 1, C]" if b == 1 else "[1, T, C]"
         return Guess({"type": "ctc", "blank": 0}, f"{shown} reads as per-step class scores {layout}")
     return None

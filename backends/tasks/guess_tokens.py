@@ -66,6 +66,15 @@ def tagger(
     if found is None:
         return None
     index, name, out_dims = found
+    from backends.tasks.config import last_layer, scores_output
+
+    if not scores_output(proto.graph, name):
+        why = (
+            f"output {name} {_text(out_dims)} is per-token features ({last_layer(proto.graph, name) or 'no'} "
+            f"layer's output, not a linear layer's class scores) beside token ids {ids} {_text(dims[ids])}: "
+            "no task measures them; the generic measure compares them as numbers"
+        )
+        return {"type": "regression"}, why
     task: dict[str, Any] = {"type": "tokens"}
     if index:
         task["output"] = name

@@ -290,3 +290,15 @@ def padding_mask_inverted(model: Path, out: Path) -> Path:
     proto.graph.node.insert(0, helper.make_node("Not", ["pad"], ["mask"], name="pad_to_mask"))
     onnx.save(proto, str(out))
     return out
+
+
+ROMANIZER = "arabic-name-romanizer==0.2.0"
+
+
+def romanizer_encoder() -> Path:
+    """arabic-name-romanizer's encoder (MIT): int64 character ids `src` and a boolean `src_mask`
+    [batch, len], two GRUs, and the GRU's per-character states `memory_out` [batch, len, 256] that its
+    decoder attends to: features, not class scores."""
+    return wheel_file(
+        ROMANIZER, "arabic_name_romanizer", "resources/encoder.onnx", ("resources/encoder.onnx",)
+    )

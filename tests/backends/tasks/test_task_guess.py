@@ -60,6 +60,17 @@ def test_a_text_model_s_per_token_output_is_a_tokens_task_not_ctc() -> None:
     assert found.task == {"type": "tokens"} and "no padding mask" in found.why, found.why
 
 
+def test_an_encoder_s_per_token_states_are_no_tagger() -> None:
+    """arabic-name-romanizer's GRU encoder reads ids and a mask like a tagger, but its [1, T, 256] output
+    is the GRU's states, not a linear layer's class scores: reading them as 256 classes would score
+    quantization on an argmax that means nothing, so the guess leaves the generic measure and says why."""
+    from task_models import romanizer_encoder
+
+    found = guess(romanizer_encoder(), {"src": [1, 24], "src_mask": [1, 24]})
+    assert found.task == {"type": "regression"}, found.why
+    assert "per-token features (GRU layer's output" in found.why, found.why
+
+
 def test_a_sequence_tagger_s_padding_mask_and_its_convention_come_from_running_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """khmersm's transformer encoder: ids x, mask true at real characters. The same model behind a Not
     takes PyTorch's key-padding mask (true at padding): the guess follows the model, not the name."""
