@@ -50,13 +50,14 @@ def _describe(path: Path) -> dict[str, Any]:
     from ai_edge_litert.interpreter import Interpreter
 
     interpreter = Interpreter(model_path=str(path))
-    keys: dict[int, str] = {}
-    if interpreter.get_signature_list():
+    in_keys: dict[int, str] = {}
+    out_keys: dict[int, str] = {}
+    if interpreter.get_signature_list():  # per side: a graph output that is an input is one tensor
         runner = interpreter.get_signature_runner()
-        keys = {d["index"]: k for k, d in runner.get_input_details().items()}
-        keys |= {d["index"]: k for k, d in runner.get_output_details().items()}
+        in_keys = {d["index"]: k for k, d in runner.get_input_details().items()}
+        out_keys = {d["index"]: k for k, d in runner.get_output_details().items()}
 
-    def one(d: dict[str, Any]) -> dict[str, Any]:
+    def one(d: dict[str, Any], keys: dict[int, str]) -> dict[str, Any]:
         scale, zero = d.get("quantization", (0.0, 0))
         return {
             "name": d["name"],
@@ -68,8 +69,8 @@ def _describe(path: Path) -> dict[str, Any]:
         }
 
     return {
-        "inputs": [one(d) for d in interpreter.get_input_details()],
-        "outputs": [one(d) for d in interpreter.get_output_details()],
+        "inputs": [one(d, in_keys) for d in interpreter.get_input_details()],
+        "outputs": [one(d, out_keys) for d in interpreter.get_output_details()],
     }
 
 

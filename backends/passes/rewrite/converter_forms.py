@@ -22,15 +22,20 @@ if TYPE_CHECKING:
 
 
 def convertible(
-    model: onnx.ModelProto, log: Callable[[str], None], only: tuple[str, ...] | None = None
+    model: onnx.ModelProto,
+    log: Callable[[str], None],
+    only: tuple[str, ...] | None = None,
+    skip: tuple[str, ...] = (),
 ) -> tuple[onnx.ModelProto, list[str]]:
-    """`model` with every converter-forms rewrite (or those named in `only`: what one converter needs)
-    applied where it matches and verifies; the notes ("explicit_pads x3") of those applied."""
+    """`model` with every converter-forms rewrite (or those named in `only`: what one converter needs;
+    none named in `skip`: a form the converter has a better reading of) applied where it matches and
+    verifies; the notes ("explicit_pads x3") of those applied."""
     from backends.passes.facts import analyse
 
     verifier: Verifier | None = None
     notes: list[str] = []
-    for rw in REWRITES if only is None else [rw for rw in REWRITES if rw.name in only]:
+    chosen = [rw for rw in REWRITES if (only is None or rw.name in only) and rw.name not in skip]
+    for rw in chosen:
         facts = analyse(model)
         matches = rw.find(Context(model, facts, {}, None, None))
         if not matches:
@@ -48,11 +53,13 @@ def convertible(
     return model, notes
 
 
-def write_convertible(source: Path, dest: Path, log: Callable[[str], None]) -> list[str]:
+def write_convertible(
+    source: Path, dest: Path, log: Callable[[str], None], skip: tuple[str, ...] = ()
+) -> list[str]:
     """Writes `source` to `dest` as `convertible` makes it; the notes of the rewrites applied."""
     import onnx
 
     model = onnx.load(str(source))
-    out, notes = convertible(model, log)
+    out, notes = convertible(model, log, skip=skip)
     dest.write_bytes(out.SerializeToString() if notes else source.read_bytes())
     return notes

@@ -593,3 +593,15 @@ def test_a_reversing_slice_becomes_a_gather_of_the_indices_it_picks() -> None:
     values = {t.name: numpy_helper.to_array(t) for t in new.graph.initializer}
     gathers = [n for n in new.graph.node if n.op_type == "Gather"]
     assert [values[g.input[1]].tolist() for g in gathers] == [[5, 4, 3, 2, 1, 0], [6, 4, 2]]
+
+
+def test_a_clip_s_absent_bounds_are_no_empty_names() -> None:
+    """PyTorch's clamp(min=1) is Clip(x, min, ""): the empty name dropped; Clip(x, "", max) gets the
+    lowest finite float as its min. Same values."""
+    inits = {"lo": np.array(1.0, np.float32), "hi": np.array(0.5, np.float32)}
+    nodes = [N("Clip", ["x", "lo", ""], ["a"]), N("Clip", ["x", "", "hi"], ["b"])]
+    m = model(nodes, {"x": [2, 3]}, inits, outputs=["a", "b"])
+    new = assert_equivalent(convertible.ClipBounds(), m, expect=2)
+    assert list(new.graph.node[0].input) == ["x", "lo"]
+    low = {t.name: numpy_helper.to_array(t) for t in new.graph.initializer}[new.graph.node[1].input[1]]
+    assert low == np.finfo(np.float32).min and new.graph.node[1].input[2] == "hi"

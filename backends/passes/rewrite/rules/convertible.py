@@ -18,6 +18,7 @@ from typing import Any
 from backends.passes.rewrite.rules import CLEANUP, Context, Match, Rewrite, float_array, int64_array
 from backends.passes.rewrite.rules.activations import ErfGelu, erf_gelu
 from backends.passes.rewrite.rules.fold import ConstantFolding
+from backends.passes.rewrite.rules.recurrent import rewrites as recurrent_rewrites
 
 _PADDED = ("Conv", "MaxPool", "AveragePool", "LpPool")
 
@@ -204,6 +205,43 @@ class UnboundedClamp(Rewrite):
                 continue
             m = Match(self.name, ctx.facts.names[i], [i])
             ctx.node(m, "Identity", [x], list(node.output))
+            out.append(m)
+        return out
+
+
+class ClipBounds(Rewrite):
+    """A Clip (opset 11+) with an absent bound written as an empty input name -> the trailing empty name
+    dropped, a leading one (no min, a max) given the dtype's lowest finite value. PyTorch writes
+    `clamp(min=1)` as Clip(x, min, ""); onnx2torch looks every named bound up as a constant and stops
+    at the empty name ("Dynamic value of min/max is not implemented"). The same values for every
+    input but -inf, which the lowest finite bound clamps to that value."""
+
+    name = "clip_bounds"
+    family = "converter forms"
+    kind = CLEANUP
+    exact = False
+
+    def find(self, ctx: Context) -> list[Match]:
+        import numpy as np
+        from onnx import helper
+
+        out: list[Match] = []
+        if ctx.facts.opset < 11:
+            return out
+        for i in ctx.runtime("Clip"):
+            node = ctx.nodes[i]
+            inputs = list(node.input)
+            if "" not in inputs[1:]:
+                continue
+            while inputs and inputs[-1] == "":
+                inputs.pop()
+            m = Match(self.name, ctx.facts.names[i], [i])
+            if len(inputs) == 3 and inputs[1] == "":
+                dtype = helper.tensor_dtype_to_np_dtype(ctx.dtype(inputs[0]))
+                if dtype.kind != "f":
+                    continue
+                inputs[1] = ctx.const(m, f"{m.anchor}/lowest", np.asarray(np.finfo(dtype).min, dtype))
+            ctx.node(m, "Clip", inputs, list(node.output))
             out.append(m)
         return out
 
@@ -446,9 +484,11 @@ class ReflectPadTrailing(Rewrite):
 
 REWRITES: list[Rewrite] = [
     ConstantFolding(),
+    *recurrent_rewrites(),
     SameShape(),
     UnboundedClamp(),
     ClampByConstant(),
+    ClipBounds(),
     PReluRank4(),
     GeluAsConverted(),
     SplitAsSlices(),
@@ -459,4 +499,5 @@ REWRITES: list[Rewrite] = [
     ReflectPadTrailing(),
 ]
 """Constant subgraphs first (a Shape of a weight, its ReduceProd: onnx2tf turns them into values no
-Keras layer outputs), then the forms that read the static shapes folding leaves."""
+Keras layer outputs; a recurrent layer's weights computed from constants), the recurrent layers
+unrolled, then the forms that read the static shapes folding leaves."""

@@ -1,0 +1,165 @@
+"""LSTM and GRU unrolled into their steps (rules.recurrent): the same outputs as ONNX Runtime's own
+recurrent kernels, in every direction and layout, on real exports and on single nodes of each form."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from backends.passes.facts import analyse
+from backends.passes.rewrite.converter_forms import convertible
+from backends.passes.rewrite.graph_edit import apply_matches
+from backends.passes.rewrite.rules import Context
+from backends.passes.rewrite.rules.recurrent import UnrolledRecurrence
+
+RNG = np.random.default_rng(11)
+STEPS, BATCH, FEATURES, HIDDEN = 7, 2, 5, 4
+
+
+def _run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return [np.asarray(v) for v in session.run(None, feeds)]
+
+
+def _cell(op: str, direction: str, layout: int, initial: bool, **attrs: object) -> onnx.ModelProto:
+    """One node with seeded weights (the same for either layout)."""
+    rng = np.random.default_rng(5)
+    gates = {"LSTM": 4, "GRU": 3}[op]
+    dirs = 2 if direction == "bidirectional" else 1
+    x_shape = [STEPS, BATCH, FEATURES] if layout == 0 else [BATCH, STEPS, FEATURES]
+    state_shape = [dirs, BATCH, HIDDEN] if layout == 0 else [BATCH, dirs, HIDDEN]
+    inits = {
+        "W": rng.standard_normal((dirs, gates * HIDDEN, FEATURES)).astype(np.float32),
+        "R": rng.standard_normal((dirs, gates * HIDDEN, HIDDEN)).astype(np.float32) * 0.5,
+        "B": rng.standard_normal((dirs, 2 * gates * HIDDEN)).astype(np.float32),
+    }
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)]
+    node_inputs = ["x", "W", "R", "B", ""]
+    if initial:
+        names = ["h0", "c0"] if op == "LSTM" else ["h0"]
+        inputs += [helper.make_tensor_value_info(n, TensorProto.FLOAT, state_shape) for n in names]
+        node_inputs += names
+    outputs = ["y", "y_h", "y_c"] if op == "LSTM" else ["y", "y_h"]
+    node = helper.make_node(
+        op, node_inputs, outputs, hidden_size=HIDDEN, direction=direction, layout=layout, **attrs
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        inputs,
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+
+
+def _unrolled(model: onnx.ModelProto, op: str) -> tuple[onnx.ModelProto, int]:
+    facts = analyse(model)
+    matches = UnrolledRecurrence(op).find(Context(model, facts, {}, None, None))
+    return apply_matches(model, matches), len(matches)
+
+
+def _feeds(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    return {
+        v.name: RNG.standard_normal([d.dim_value for d in v.type.tensor_type.shape.dim]).astype(np.float32)
+        for v in model.graph.input
+    }
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU"])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("layout", [0, 1])
+def test_each_form_gives_onnx_runtime_s_outputs(op: str, direction: str, layout: int) -> None:
+    """Against ONNX Runtime's kernels; layout 1 (batch first), which they do not take, against the
+    layout-0 node of the same weights on the transposed inputs."""
+    for initial in (False, True):
+        model = _cell(op, direction, layout, initial)
+        new, count = _unrolled(model, op)
+        assert count == 1 and op not in {n.op_type for n in new.graph.node}
+        feeds = _feeds(model)
+        got = _run(new, feeds)
+        if layout == 0:
+            want = _run(model, feeds)
+        else:
+            swapped = {k: np.ascontiguousarray(v.swapaxes(0, 1)) for k, v in feeds.items()}
+            time_major = _run(_cell(op, direction, 0, initial), swapped)
+            want = [time_major[0].transpose(2, 0, 1, 3)] + [v.swapaxes(0, 1) for v in time_major[1:]]
+        for w, g in zip(want, got, strict=True):
+            assert w.shape == g.shape
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_a_gru_with_linear_before_reset_keeps_its_candidate_bias_inside_the_reset() -> None:
+    model = _cell("GRU", "bidirectional", 0, True, linear_before_reset=1)
+    new, count = _unrolled(model, "GRU")
+    assert count == 1
+    feeds = _feeds(model)
+    for want, got in zip(_run(model, feeds), _run(new, feeds), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_an_lstm_with_peepholes_reads_the_cell_state_in_its_gates() -> None:
+    model = _cell("LSTM", "bidirectional", 0, True)
+    assert list(model.graph.node[0].input)[4:] == ["", "h0", "c0"]
+    model.graph.node[0].input.append("P")
+    peep = np.random.default_rng(3).standard_normal((2, 3 * HIDDEN)).astype(np.float32)
+    model.graph.initializer.append(numpy_helper.from_array(peep, "P"))
+    new, count = _unrolled(model, "LSTM")
+    assert count == 1
+    feeds = _feeds(model)
+    for want, got in zip(_run(model, feeds), _run(new, feeds), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_forms_the_steps_do_not_cover_stay_recurrent() -> None:
+    """A clip, other activations, or a sequence_lens input: left as the node they are."""
+    assert _unrolled(_cell("LSTM", "forward", 0, False, clip=1.0), "LSTM")[1] == 0
+    other = _cell("GRU", "forward", 0, False, activations=["HardSigmoid", "Tanh"])
+    assert _unrolled(other, "GRU")[1] == 0
+    lens = _cell("GRU", "forward", 0, False)
+    lens.graph.node[0].input[4] = "lens"
+    lens.graph.initializer.append(numpy_helper.from_array(np.full(BATCH, STEPS, np.int32), "lens"))
+    assert _unrolled(lens, "GRU")[1] == 0
+
+
+def test_real_exports_convert_without_a_recurrent_node() -> None:
+    """ddddocr's CRNN (a bidirectional LSTM of 512, initial states from ConstantOfShape) and
+    arabic-name-romanizer's encoder (two bidirectional GRUs of 128 over ids and a padding mask): the
+    converter forms leave no LSTM or GRU, and the outputs match the original on real inputs."""
+    from pathlib import Path
+
+    from backends.passes.importer import import_model
+    from tests.backends.tasks.task_models import ddddocr_model, romanizer_encoder
+
+    cases = [
+        (ddddocr_model("common.onnx"), {"input1": [1, 1, 64, 256]}, "unrolled_lstm"),
+        (romanizer_encoder(), {"src": [1, 24], "src_mask": [1, 24]}, "unrolled_gru"),
+    ]
+    for path, shapes, form in cases:
+        model, _ = import_model(Path(path), shapes, log=lambda _m: None)
+        out, notes = convertible(model, log=lambda _m: None)
+        assert any(n.startswith(form) for n in notes), notes
+        assert not {"LSTM", "GRU"} & {n.op_type for n in out.graph.node}
+        feeds: dict[str, np.ndarray] = {}
+        for value in model.graph.input:
+            dims = [d.dim_value for d in value.type.tensor_type.shape.dim]
+            if value.type.tensor_type.elem_type == TensorProto.FLOAT:
+                feeds[value.name] = RNG.random(dims, dtype=np.float32)
+            elif value.type.tensor_type.elem_type == TensorProto.BOOL:
+                mask = np.zeros(dims, bool)
+                mask[:, dims[1] // 2 :] = True  # the second half padding
+                feeds[value.name] = mask
+            else:
+                feeds[value.name] = RNG.integers(4, 150, dims).astype(np.int64)
+        for want, got in zip(_run(model, feeds), _run(out, feeds), strict=True):
+            if want.dtype.kind == "f":
+                np.testing.assert_allclose(
+                    got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max()))
+                )
+            else:
+                np.testing.assert_array_equal(got, want)
