@@ -140,12 +140,19 @@ def _order(item: pytest.Item) -> int:
     return 1 if item.nodeid.startswith(LONGEST) else 2
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """xdist keeps the collection order below only with its loadscope reordering off (its
+    `--no-loadscope-reorder`; by default it orders files by their number of tests). Set here rather
+    than in pyproject's addopts, which a run without xdist (`-p no:xdist`) would refuse."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The watch loop's debounce windows and the concurrent-apply test measure real time: run them first,
     before the process carries the caches, threads and temporary files of a thousand other tests
-    (late in a full run they failed where they pass alone); then the longest files. xdist keeps this
-    order only with `--no-loadscope-reorder` (pyproject's addopts): by default it orders files by their
-    number of tests."""
+    (late in a full run they failed where they pass alone); then the longest files (pytest_configure
+    keeps xdist to this order)."""
     items.sort(key=_order)
 
 
