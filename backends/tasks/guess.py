@@ -242,7 +242,15 @@ def _from_shapes(outputs: list[tuple[str, Dims]], proto: Any, input_hw: tuple[in
     rank = len(dims)
     tokens = _token_inputs(proto)
     if rank == 4 and dims[1] == 1:
-        return Guess({"type": "dense"}, f"{shown} is a single-channel map")
+        if tail_ops(proto.graph, name) & SQUASHING:
+            return Guess(
+                {"type": "dense"}, f"{shown} is a single-channel probability map (a Sigmoid at its end)"
+            )
+        why = (
+            f"{shown} is a single-channel map of unbounded values (no Sigmoid or Softmax after its last "
+            "layer: depth, density or an image, not a mask to threshold)"
+        )
+        return Guess({"type": "regression"}, f"{why}; the generic measure compares the values")
     if rank == 3 and sum(len(d) == 3 for _, d in outputs) > 1:
         why = (
             f"{len(outputs)} outputs of the same rank ({', '.join(_text(d) for _, d in outputs)}): a YOLO head "

@@ -20,6 +20,25 @@ def test_guesses_on_real_models() -> None:
     assert guess(rapidocr_model("ch_PP-OCRv4_det_infer.onnx")).task == {"type": "dense"}
 
 
+def test_a_single_channel_map_without_a_sigmoid_is_no_mask_to_threshold(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """PP-OCRv4 det's text map ends in a Sigmoid: a probability map, `dense`. The same detector with
+    its Sigmoid removed returns logits (unbounded, as a depth or density map is): thresholding them
+    measures nothing, so the guess is the generic measure."""
+    import onnx
+
+    proto = onnx.load(str(rapidocr_model("ch_PP-OCRv4_det_infer.onnx")))
+    (last,) = [n for n in proto.graph.node if n.output[0] == proto.graph.output[0].name]
+    assert last.op_type == "Sigmoid"
+    for node in proto.graph.node:
+        node.input[:] = [last.input[0] if i == last.output[0] else i for i in node.input]
+    proto.graph.node.remove(last)
+    proto.graph.output[0].name = last.input[0]
+    onnx.save(proto, str(tmp_path / "logits.onnx"))
+    found = guess(tmp_path / "logits.onnx", {"x": [1, 3, 64, 64]})
+    assert found.task == {"type": "regression"} and "unbounded values" in found.why, found.why
+    assert "probability map" in guess(rapidocr_model("ch_PP-OCRv4_det_infer.onnx"), {"x": [1, 3, 64, 64]}).why
+
+
 def test_guesses_a_yolov8_head(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import onnx
     from task_models import yolov8_head
