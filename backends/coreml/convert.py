@@ -112,6 +112,32 @@ def within_onnx2torch_opset(path: Path) -> int | None:
     return had
 
 
+def without_passthrough_outputs(path: Path) -> dict[str, str]:
+    """Rewrites `path` without the graph outputs that return a graph input unchanged (through Identity
+    nodes only: an encoder that hands its padding mask on to its decoder); {output: input} of those
+    dropped. A Core ML program cannot return an input as an output ("Main block's input name ... is
+    different from its corresponding var's name"); the app already holds that tensor."""
+    import onnx
+
+    model = onnx.load(str(path))
+    inputs = {v.name for v in model.graph.input}
+    producer = {o: n for n in model.graph.node for o in n.output}
+    found: dict[str, str] = {}
+    for output in model.graph.output:
+        name = output.name
+        while name in producer and producer[name].op_type == "Identity":
+            name = producer[name].input[0]
+        if name in inputs:
+            found[output.name] = name
+    if found and len(found) < len(model.graph.output):
+        kept = [o for o in model.graph.output if o.name not in found]
+        del model.graph.output[:]
+        model.graph.output.extend(kept)
+        onnx.save(model, str(path))
+        return found
+    return {}
+
+
 def constants_as_initializers(source: Path, dest: Path) -> int:
     """Writes `source` with its Constant nodes (tensor `value`) turned into initializers: onnx2torch
     reads Conv/Gemm weights only from initializers. The function is unchanged. Returns how many moved."""
@@ -161,6 +187,8 @@ class CoreMlCompile:
                 arrays: dict[str, Any] = {f"i{k}": sample.feed[s.name] for k, s in enumerate(specs)}
                 np.savez(fh, **arrays)
             moved = constants_as_initializers(source, job / "model.onnx")
+            passthrough = without_passthrough_outputs(job / "model.onnx")
+            converted = [name for name in outputs if name not in passthrough]
             forms = write_convertible(
                 job / "model.onnx", job / "model.onnx", StageLog(Path(request.log)), skip=NATIVE_FORMS
             )
@@ -172,7 +200,7 @@ class CoreMlCompile:
                 "sample": str(job / "sample.npz"),
                 "torch_outputs": str(job / "torch.npz"),
                 "inputs": [{"name": s.name, "shape": list(s.shape)} for s in specs],
-                "outputs": outputs,
+                "outputs": converted,
                 "compute_units": str(options.get("compute_units", "CPU_AND_NE")),
                 "compute_precision": precision,
                 "deployment_target": str(options.get("deployment_target", "iOS17")),
@@ -193,8 +221,8 @@ class CoreMlCompile:
             reference = accuracy.run_model(source, [dict(sample.feed)])
             with np.load(job / "torch.npz") as traced:
                 checks = {
-                    name: _agree(traced[f"o{k}"], reference.values[0][k])
-                    for k, name in enumerate(reference.names)
+                    name: _agree(traced[f"o{k}"], reference.values[0][reference.names.index(name)])
+                    for k, name in enumerate(converted)
                 }
             for name, check in checks.items():
                 bound = TORCH_ATOL * max(1.0, check["max_abs_reference"])
@@ -215,6 +243,8 @@ class CoreMlCompile:
                 k: req[k] for k in ("compute_units", "compute_precision", "deployment_target")
             }
             load["inputs"] = result.get("package_inputs") or []
+            if passthrough:
+                load["inputs_returned_as_outputs"] = passthrough
             members["coreml.json"] = (json.dumps(load, indent=1, sort_keys=True) + "\n").encode()
             bundle = bundles.write(request.workdir / "model.mlpackage.tar", members)
         program_ops: dict[str, int] = dict(result.get("program_ops") or {})
@@ -233,6 +263,7 @@ class CoreMlCompile:
             "torch": result.get("torch"),
             "spec_version": result.get("spec_version"),
             "constants_as_initializers": moved,
+            "outputs_not_in_package": {o: f"the input {i} unchanged" for o, i in passthrough.items()},
             "converter_forms": forms,
             "check": {"against": "ONNX Runtime CPU, one seeded random input", "torch_vs_onnx": checks},
             "files": sorted(members),
@@ -245,6 +276,9 @@ class CoreMlCompile:
         note = (
             f".mlpackage ({chosen['weights']} weights, {precision}, {req['compute_units']}); input "
             + ", ".join(f"{i['name']} {i.get('dtype')} {i.get('shape')}" for i in load["inputs"])
+            + "".join(
+                f"; output {o} is input {i} unchanged: not in the package" for o, i in passthrough.items()
+            )
             + f"; {coverage['detail'].split(' of the ')[0]} ML Program operations on the Neural Engine by "
             f"{program.TOOL}; not run here (Core ML is macOS-only)"
         )

@@ -52,7 +52,7 @@ def _programs(packages: list[Path]) -> list[list[Any]]:
 
 
 Built = tuple[Path, dict[str, Any]]
-NAMES = ("digits", "det", "digits-pre", "magika", "onet", "opset19", "lstms", "ocr", "vad")
+NAMES = ("digits", "det", "digits-pre", "magika", "onet", "opset19", "lstms", "ocr", "vad", "gru")
 PRE = "  preprocess: {input: image, layout: nhwc, dtype: uint8, mean: [0.0], std: [16.0]}\n"
 EXPORT_SPEC = """\
 apiVersion: npuctl/v1
@@ -146,7 +146,13 @@ def _real_exports(repo: Path) -> None:
     """Two real exports whose ops onnx2torch writes in forms coremltools does not convert: magika (a
     jax2tf export: its LayerNorms clamp the variance with `Max(0.0, v)`) and MTCNN's O-Net (Keras: a
     per-unit PReLU over a Dense layer's [1, 256])."""
-    from tests.backends.tasks.task_models import MTCNN, ddddocr_model, sdist_file, wheel_file
+    from tests.backends.tasks.task_models import (
+        MTCNN,
+        ddddocr_model,
+        romanizer_encoder,
+        sdist_file,
+        wheel_file,
+    )
 
     models = repo / "models"
     models.mkdir(exist_ok=True)
@@ -165,6 +171,7 @@ def _real_exports(repo: Path) -> None:
         ("data/silero_vad_openvino_16k.onnx",),
     )
     (models / "vad.onnx").write_bytes(vad.read_bytes())
+    (models / "gru.onnx").write_bytes(romanizer_encoder().read_bytes())
     for name, inputs in (
         ("magika", "bytes: [1, 2048]"),
         ("onet", "input_3: [1, 48, 48, 3]"),
@@ -172,6 +179,7 @@ def _real_exports(repo: Path) -> None:
         ("lstms", "x: [5, 1, 4]"),
         ("ocr", "input1: [1, 1, 64, 256]"),
         ("vad", "input: [1, 576], state: [2, 1, 128]"),
+        ("gru", "src: [1, 4], src_mask: [1, 4]"),
     ):
         (repo / "specs" / f"{name}.yaml").write_text(EXPORT_SPEC.format(name=name, inputs=inputs))
 
@@ -346,3 +354,17 @@ def test_lstms_convert_through_npuctls_converter(built: Built) -> None:
         assert stages["compile"] == "built" and not spec["errors"], spec
         ops = record["programs"][name][1]
         assert "sigmoid" in ops and "tanh" in ops, ops
+
+
+def test_a_gru_encoder_that_returns_its_mask_converts(built: Built) -> None:
+    """arabic-name-romanizer's encoder: onnx2torch has no GRU (its two bidirectional GRUs are unrolled
+    into their steps first), PyTorch's clamp(min=1) is a Clip with an empty max (onnx2torch read the
+    empty name as a dynamic bound), and the padding mask it returns unchanged cannot be a Core ML
+    output: the package leaves it out and the compile says so."""
+    _, record = built
+    spec = record["specs"]["gru"]
+    stages = {s["name"]: s for s in spec["stages"]}
+    assert stages["compile"]["action"] == "built" and not spec["errors"], spec
+    assert "output src_mask_out is input src_mask unchanged: not in the package" in stages["compile"]["note"]
+    ops = record["programs"]["gru"][1]
+    assert "sigmoid" in ops and "tanh" in ops and "gru" not in ops, ops
