@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.coreml import program
-from backends.passes.rewrite.converter_forms import write_convertible
+from backends.passes.rewrite.converter_forms import disabled, write_convertible
 from backends.sdk import bundles, toolchains
 from backends.sdk.base import StageLog, StageOutput, StageRequest
 from backends.sdk.errors import TerminalError, ToolchainMissing
@@ -190,7 +190,10 @@ class CoreMlCompile:
             passthrough = without_passthrough_outputs(job / "model.onnx")
             converted = [name for name in outputs if name not in passthrough]
             forms = write_convertible(
-                job / "model.onnx", job / "model.onnx", StageLog(Path(request.log)), skip=NATIVE_FORMS
+                job / "model.onnx",
+                job / "model.onnx",
+                StageLog(Path(request.log)),
+                skip=NATIVE_FORMS + disabled(request.config),
             )
             lowered = within_onnx2torch_opset(job / "model.onnx")
             if lowered is not None:

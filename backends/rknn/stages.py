@@ -108,7 +108,7 @@ reads a `Max(x, -inf)` bound as a range and fails on the NaN it makes. The toolk
 
 def _convertible(model: Any, source: Path, request: StageRequest) -> tuple[Any, list[str]]:
     """`model` with RKNN_FORMS applied where they match (weights read for that only); the notes."""
-    from backends.passes.rewrite.converter_forms import convertible
+    from backends.passes.rewrite.converter_forms import convertible, disabled
     from backends.sdk.base import StageLog
 
     if not any(node.op_type in ("Max", "Min") for node in model.graph.node):
@@ -116,7 +116,9 @@ def _convertible(model: Any, source: Path, request: StageRequest) -> tuple[Any, 
     import onnx
 
     full = onnx.load(str(source))
-    converted, forms = convertible(full, StageLog(request.log), only=RKNN_FORMS)
+    converted, forms = convertible(
+        full, StageLog(request.log), only=RKNN_FORMS, skip=disabled(request.config)
+    )
     return (converted, forms) if forms else (model, [])
 
 

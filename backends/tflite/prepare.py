@@ -32,11 +32,11 @@ class Prepared:
     """The converter-forms rewrites applied ("explicit_pads x3")."""
 
 
-def prepare(source: Path, dest: Path, log: Callable[[str], None]) -> Prepared:
-    """Writes to `dest` the model onnx2tf gets from `source`."""
+def prepare(source: Path, dest: Path, log: Callable[[str], None], skip: tuple[str, ...] = ()) -> Prepared:
+    """Writes to `dest` the model onnx2tf gets from `source` (every converter form but those in `skip`)."""
     import onnx
 
-    model, forms = convertible(onnx.load(str(source)), log)
+    model, forms = convertible(onnx.load(str(source)), log, skip=skip)
     renamed = sanitize(model)
     if renamed.inputs or renamed.outputs or renamed.nodes:
         log(

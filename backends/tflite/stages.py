@@ -23,6 +23,7 @@ from typing import Any
 from backends.catalog import Target
 from backends.passes.quant.policy import FLOAT_KEEPS, Policy, calibration_folder, match_rules, resolve
 from backends.passes.quant.qdq_placement import MIX_FACTOR
+from backends.passes.rewrite.converter_forms import disabled
 from backends.sdk.base import StageLog, StageOutput, StageRequest
 from backends.sdk.errors import TerminalError
 from backends.tflite import convert, fingerprint
@@ -151,7 +152,7 @@ def build(
     samples, labels, task, where = check_data(request, source, files)
     with tempfile.TemporaryDirectory(prefix="npuctl-tflite-") as tmp:
         job = Path(tmp)
-        prep = prepare(source, job / "model.onnx", log)
+        prep = prepare(source, job / "model.onnx", log, skip=disabled(request.config))
         calibration = write_calibration(files, source, job, prep) if files else {}
         write_samples(job / "check.npz", samples, [spec.name for spec in model_inputs(source)])
         wanted = {

@@ -120,12 +120,9 @@ def build_chain(spec: LoadedSpec, variant: Variant, root: Path, hasher: FileHash
             for path in stage.reads
             if path not in stage.when
         }
+        conditional = {path: spec.field(path) for path in stage.when if path in stage.reads}
         config.update(
-            {
-                path: spec.field(path)
-                for path in stage.when
-                if path in stage.reads and stage.wants(path, config)
-            }
+            {path: value for path, value in conditional.items() if stage.wants(path, {**config, path: value})}
         )
         active = stage.active(config)
         files: dict[str, Path] = {}

@@ -30,7 +30,7 @@ class Stage:
     idle_reason: str = ""
     when: Mapping[str, Callable[[Config], bool]] = field(default_factory=dict)
     """Read paths that enter the key (and the request) only when their predicate holds on the stage's
-    other reads: quantize reads the evaluation set only for the auto search."""
+    other reads and the path's own value: quantize reads the evaluation set only for the auto search."""
     files: Mapping[str, PathField] = field(init=False)
     """Request input name -> path field whose file or folder's content digest enters the key: every
     declared path field that one of `reads` covers (reading a path reads what it names)."""
@@ -72,6 +72,13 @@ def _rewriting(config: Config) -> bool:
     return bool((_get(config, "rewrite") or {}).get("replace_unsupported"))
 
 
+def _disabling(config: Config) -> bool:
+    """The stages that convert (quantize on a TFLite path, compile on Core ML's and RKNN's) apply the
+    converter forms unless `rewrite.disable` names them: the field enters their key only when it names
+    something, so a spec without it keeps the key it had."""
+    return bool(_get(config, "rewrite.disable"))
+
+
 _REWRITE_SAMPLES = ("preprocess", "quantization.calibration.data", "evaluate.data")
 """What the rewrite stage verifies on: the spec's samples (calibration first, else evaluation), through
 the preprocess section when the samples are raw frames."""
@@ -104,20 +111,32 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "quantize",
-        reads=("quantization", "target", *_EVAL_SET),
+        reads=("quantization", "target", *_EVAL_SET, "rewrite.disable"),
         uses={"model": ("preprocess", "model"), "float_model": ("preprocess", "model")},
         active=lambda c: (_get(c, "quantization") or {}).get("mode", "none") != "none",
         idle_reason="identity: quantization.mode is none",
         # the task is how its own check reads the outputs; the data only when the auto search measures
-        when={name: _auto_search for name in _EVAL_SET if name != "evaluate.task"},
+        when={
+            **{name: _auto_search for name in _EVAL_SET if name != "evaluate.task"},
+            "rewrite.disable": _disabling,
+        },
     ),
     Stage(
         "compile",
         # evaluate.data: its first samples check the artifact against its source, read the way
         # evaluate.task says (a simulator's int8 build); float_model: an int8 build is also judged
         # against the float model beside the CPU int8 model
-        reads=("target", "compile", "rewrite.fusion", "quantization.mode", "evaluate.data", "evaluate.task"),
+        reads=(
+            "target",
+            "compile",
+            "rewrite.fusion",
+            "quantization.mode",
+            "evaluate.data",
+            "evaluate.task",
+            "rewrite.disable",
+        ),
         uses={"model": ("quantize", "model"), "float_model": ("preprocess", "model")},
+        when={"rewrite.disable": _disabling},
     ),
     Stage(
         "evaluate",

@@ -206,7 +206,10 @@ class Rewrite(_Strict):
     )
     disable: list[Annotated[str, AfterValidator(_known_rewrite)]] = Field(
         default_factory=list,
-        description="Rewrites (by name, as the rewrite stage reports them) that never fire on this spec.",
+        description=(
+            "Rewrites (by name, as the rewrite stage reports them) that never fire on this spec, the "
+            "converter forms applied before each converter included (e.g. unrolled_lstm)."
+        ),
     )
 
 

@@ -8,9 +8,9 @@ in the same place on both sides counted equal) and left out when it is not.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from backends.passes.rewrite.graph_edit import apply_matches
 from backends.passes.rewrite.rules import Context
@@ -19,6 +19,15 @@ from backends.passes.rewrite.verify import State, Verifier, seeded_feeds
 
 if TYPE_CHECKING:
     import onnx
+
+
+def disabled(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """The converter forms a stage's request config turns off: the names `rewrite.disable` lists (the
+    stage reads the field only when it names something)."""
+    raw = config.get("rewrite.disable")
+    if raw is None and isinstance(config.get("rewrite"), Mapping):
+        raw = config["rewrite"].get("disable")
+    return tuple(str(name) for name in raw or ())
 
 
 def convertible(

@@ -163,3 +163,25 @@ def test_real_exports_convert_without_a_recurrent_node() -> None:
                 )
             else:
                 np.testing.assert_array_equal(got, want)
+
+
+def test_a_spec_turns_the_unrolling_off_by_name() -> None:
+    """`rewrite.disable: [unrolled_gru]` reaches the converters' forms: the GRU stays as it is (a long
+    sequence whose unrolled graph is too large for the converter is the user's call)."""
+    from backends.passes.rewrite.converter_forms import disabled
+    from backends.passes.rewrite.rules import names
+    from reconciler.engine.stages import readers
+
+    assert {"unrolled_lstm", "unrolled_gru", "clip_bounds"} <= set(names())
+    skip = disabled({"rewrite.disable": ["unrolled_gru"]})
+    assert skip == ("unrolled_gru",) and disabled({}) == ()
+    model = _cell("GRU", "forward", 0, False)
+    kept, notes = convertible(model, log=lambda _m: None, skip=skip)
+    assert "GRU" in {n.op_type for n in kept.graph.node} and not notes
+    # the field enters the converting stages' keys only when it names something
+    assert readers("rewrite.disable", {"rewrite": {"disable": ["unrolled_gru"]}}) == [
+        "rewrite",
+        "quantize",
+        "compile",
+    ]
+    assert readers("rewrite.disable", {"rewrite": {}}) == ["rewrite"]

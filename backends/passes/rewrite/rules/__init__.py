@@ -180,8 +180,11 @@ def int64_array(values: Iterable[int]) -> np.ndarray:
 
 
 def names() -> list[str]:
-    """The names of every rewrite in the library, in the engine's order: what `rewrite.disable` takes."""
-    return list(dict.fromkeys(rw.name for rw in registry()))
+    """The names of every rewrite in the library, in the engine's order, then the converter forms
+    (rules.convertible, applied before each converter): what `rewrite.disable` takes."""
+    from backends.passes.rewrite.rules.convertible import REWRITES as FORMS
+
+    return list(dict.fromkeys([*(rw.name for rw in registry()), *(rw.name for rw in FORMS)]))
 
 
 def registry() -> list[Rewrite]:
