@@ -7,7 +7,8 @@ the sequence length is a constant, and each step is plain arithmetic every conve
 maps: the input projection of all steps in one MatMul, then per step the recurrent MatMul and the gate
 equations of the ONNX operator's definition (peepholes included). Only the default activations, no
 `clip`, no `input_forget` and no `sequence_lens` (every sequence full length) are unrolled; any other
-node is left as it is. The result is verified against the model like every rewrite (the same
+node is left as it is, and so is a layer whose recurrent weights, counted once a step, exceed
+_MAX_STEP_WEIGHT_BYTES (converters copy a constant into each op that reads it). The result is verified against the model like every rewrite (the same
 equations in another order of additions: a float rounding apart, not bit-exact).
 """
 
@@ -24,6 +25,11 @@ _GATES = {"LSTM": 4, "GRU": 3}
 _DEFAULT_ACTIVATIONS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"]}
 _MAX_STEPS = 512
 """Longer sequences stay recurrent: an unrolled graph grows by ~15 nodes a step and direction."""
+_MAX_STEP_WEIGHT_BYTES = 64 * 1024 * 1024
+"""Steps x directions x the recurrent weights' bytes: what a converter that copies a constant into
+every op reading it holds. ddddocr's CRNN LSTM (hidden 512, 32 steps, both directions: 256 MB)
+unrolled took TF's TFLite converter to 14.7 GB in ten minutes without finishing; a transliterator's
+GRU (hidden 128, 24 steps, both directions: 9 MB) converts. Larger layers stay recurrent."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,8 @@ def _cell(ctx: Context, i: int) -> _Cell | None:
     steps, batch = (x_shape[0], x_shape[1]) if layout == 0 else (x_shape[1], x_shape[0])
     gates, hidden = _GATES[op], int(r.shape[-1])
     if steps > _MAX_STEPS or w.shape[0] != directions or w.shape[1] != gates * hidden:
+        return None
+    if steps * r.astype(np.float32).nbytes > _MAX_STEP_WEIGHT_BYTES:  # r holds every direction
         return None
     if b is None:
         b = np.zeros((directions, 2 * gates * hidden), np.float32)
