@@ -257,3 +257,24 @@ def test_greedy_does_not_keep_a_layer_that_does_not_help(tmp_path: Path) -> None
     assert [layer.name for layer in search.chosen] == ["a", "d", "e"]
     accuracies = [s.accuracy for s in search.steps]
     assert accuracies == sorted(accuracies) and accuracies[-1] == pytest.approx(0.96)
+
+
+def test_a_tie_in_the_task_metric_is_broken_by_less_noise(tmp_path: Path) -> None:
+    """Exact match over a few strings moves in whole strings: a layer that leaves it unchanged but takes
+    2 dB of noise away is kept; one that ties with 0.5 dB is not (latency for nothing measurable)."""
+    ranked = [Ranked(_layer(n), 0.5, 10.0) for n in ("a", "b", "c")]
+    scores = {"a": (0.0, 2.0), "b": (0.0, 0.5), "c": (0.5, 1.0)}  # (accuracy gain, sqnr gain) each
+
+    class Fake:
+        metric = "fake"
+
+        def __call__(self, path: Path) -> Score:
+            kept = path.name.split("-")[1:]
+            return Score(0.5 + sum(scores[k][0] for k in kept), 10.0 + sum(scores[k][1] for k in kept))
+
+    def build(chosen: object) -> Path:
+        return tmp_path / "-".join(["m", *(layer.name for layer in chosen)])  # type: ignore[attr-defined]
+
+    search = greedy(ranked, build, Fake(), Score(0.5, 10.0), 0.0, 3, log=lambda _m: None)  # type: ignore[arg-type]
+    assert [layer.name for layer in search.chosen] == ["a", "c"]
+    assert [s.sqnr_db for s in search.steps] == [10.0, 12.0, 13.0]
