@@ -131,6 +131,8 @@ LONGEST = (
     "tests/e2e/test_readme_commands.py",
     "tests/gitops/test_ci_examples.py",
     "tests/backends/tflite/test_tflite_backends.py",
+    "tests/engine/test_field_matrix.py",
+    "tests/backends/tflite/test_recurrent_tflite.py",
 )
 
 
