@@ -1,15 +1,16 @@
 """ONNX's LSTM and GRU, unrolled over their static sequence into the MatMul, Add, Sigmoid, Tanh and Mul
 of each step: the form converters without a recurrent layer of their own take.
 
-onnx2tf crashes on both (SIGSEGV while tracing ddddocr's LSTM and a GRU name transliterator's
+onnx2tf crashes on both (SIGSEGV while tracing ddddocr's LSTM and a name transliterator's GRU
 encoder), and onnx2torch, Core ML's route, has no GRU. With the input shapes fixed (the import stage)
 the sequence length is a constant, and each step is plain arithmetic every converter and NPU compiler
 maps: the input projection of all steps in one MatMul, then per step the recurrent MatMul and the gate
 equations of the ONNX operator's definition (peepholes included). Only the default activations, no
 `clip`, no `input_forget` and no `sequence_lens` (every sequence full length) are unrolled; any other
 node is left as it is, and so is a layer whose recurrent weights, counted once a step, exceed
-_MAX_STEP_WEIGHT_BYTES (converters copy a constant into each op that reads it). The result is verified against the model like every rewrite (the same
-equations in another order of additions: a float rounding apart, not bit-exact).
+_MAX_STEP_WEIGHT_BYTES (converters copy a constant into each op that reads it). The result is
+verified against the model like every rewrite (the same equations in another order of additions: a
+float rounding apart, not bit-exact).
 """
 
 from __future__ import annotations
