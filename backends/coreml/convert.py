@@ -22,11 +22,11 @@ WORKER = Path(__file__).with_name("worker.py")
 TIMEOUT_S = 1800.0
 TORCH_COSINE = 0.999
 TORCH_ATOL = 1e-4
+"""The traced PyTorch model (what coremltools converts) against the ONNX model on ONNX Runtime: cosine
+>= TORCH_COSINE, or every output within TORCH_ATOL x max(1, |reference|)."""
 NATIVE_FORMS = ("unrolled_lstm",)
 """Converter forms left out on this route: the LSTM converter worker.py registers (lstm.py) reaches
 the LSTMs inside an If's branches too, which a graph-level form does not; GRUs are unrolled here."""
-"""The traced PyTorch model (what coremltools converts) against the ONNX model on ONNX Runtime: cosine
->= TORCH_COSINE, or every output within TORCH_ATOL x max(1, |reference|)."""
 
 
 def fingerprint() -> dict[str, str]:
