@@ -401,7 +401,10 @@ def _padded(rng: np.random.Generator, model: Model, dims: list[int]) -> dict[str
     ids[..., :length] = rng.integers(2, model.vocab, (*dims[:-1], length))
     ids_name = next(k for k in model.inputs if k != model.extra["mask"])
     tokens = np.broadcast_to(np.arange(dims[-1]) < length, dims).copy()
-    return {ids_name: ids, model.extra["mask"]: ~tokens if model.extra.get("mask_marks") == "padding" else tokens}
+    return {
+        ids_name: ids,
+        model.extra["mask"]: ~tokens if model.extra.get("mask_marks") == "padding" else tokens,
+    }
 
 
 def _token_agreement(
