@@ -102,11 +102,12 @@ def test_layer_times_sum_to_the_same_runs_whole_latency(digits_batch, tmp_path: 
     """In each profiled run the layers' raw kernel times (summed by benchprog per run) fit inside the
     whole-run time ORT measured for that run, and the per-layer figures lie within the runs' range; with
     the profiler's cost removed they account for the unprofiled timed latency: judged on the median of
-    three profiles, as test_profile_sums does (one profile beside a busy test worker read outside 15 %;
-    a single recorded profile on a 2-core machine is good to about 25 %)."""
+    five profiles (one profile beside a busy test worker read outside 15 %; a single recorded profile on
+    a 2-core machine is good to about 25 %; in a full CI run two of three read 0.70 and 0.79, the timed
+    runs slowed by the workers beside them and the profiled ones not)."""
     _, first, model = digits_batch
     measured = [first]
-    for i in range(2):
+    for i in range(4):
         (tmp_path / str(i)).mkdir()
         measured.append(_evaluate(tmp_path / str(i), model)[1])
     ratios = []
@@ -118,8 +119,8 @@ def test_layer_times_sum_to_the_same_runs_whole_latency(digits_batch, tmp_path: 
         ratios.append(_accounting(profile))
         assert profile["evidence"] == "measured:host"
         assert "separate iterations" in profile["how"] and "without the profiler" in profile["how"]
-    layers = sorted(r[0] for r in ratios)[1]
-    accounted = sorted(r[1] for r in ratios)[1]
+    layers = sorted(r[0] for r in ratios)[2]
+    accounted = sorted(r[1] for r in ratios)[2]
     assert 0.85 <= layers <= 1.15 and 0.85 <= accounted <= 1.15, ratios
 
 

@@ -88,9 +88,21 @@ def test_runner_for_reads_reach_settings_from_the_environment(
 
 
 def test_remote_temp_folder_is_removed(tmp_path: Path, sshd, cls_onnx: Path) -> None:
-    before = set(Path("/tmp").glob("npuctl-bench-*"))
-    _runner(sshd).run(_job(tmp_path, cls_onnx, _samples(1), runs=1), timeout_s=120)
-    assert set(Path("/tmp").glob("npuctl-bench-*")) == before
+    """The folder this run made on the device (here the same /tmp: other tests' runs make and remove
+    theirs beside it, so the run's own folder is followed, not the whole glob) is gone after it."""
+    runner = _runner(sshd)
+    used: list[str] = []
+    cleanup = runner._cleanup
+
+    def followed(remote_dir: str, log: Path | None) -> None:
+        used.append(remote_dir)
+        assert Path(remote_dir).is_dir()  # it existed until the cleanup
+        cleanup(remote_dir, log)
+
+    runner._cleanup = followed  # type: ignore[method-assign]
+    runner.run(_job(tmp_path, cls_onnx, _samples(1), runs=1), timeout_s=120)
+    assert len(used) == 1 and used[0].startswith("/tmp/npuctl-bench-")
+    assert not Path(used[0]).exists()
 
 
 def test_benchprog_rejecting_the_request_is_terminal(tmp_path: Path, sshd, cls_onnx: Path) -> None:
