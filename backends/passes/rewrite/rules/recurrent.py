@@ -16,11 +16,12 @@ float rounding apart, not bit-exact).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from backends.passes.rewrite.rules import CLEANUP, Context, Match, Rewrite, int64_array
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _GATES = {"LSTM": 4, "GRU": 3}
 _DEFAULT_ACTIVATIONS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"]}
@@ -79,6 +80,8 @@ class UnrolledRecurrence(Rewrite):
 
 def _cell(ctx: Context, i: int) -> _Cell | None:
     """The node's facts when it can be unrolled exactly as the operator defines it, else None."""
+    import numpy as np
+
     node = ctx.nodes[i]
     op = node.op_type
     inputs = list(node.input) + [""] * (8 - len(node.input))
@@ -135,6 +138,8 @@ class _Emit:
     def index(self, k: int) -> str:
         """A scalar index: Gather with it drops the axis (Squeeze's axes moved from attribute to input
         at opset 13; Gather reads the same at every opset)."""
+        import numpy as np
+
         return self.const(f"i{k}", lambda: np.asarray(k, dtype=np.int64))
 
     def ints(self, values: list[int]) -> str:
@@ -187,6 +192,8 @@ def _unroll(ctx: Context, m: Match, i: int, cell: _Cell) -> None:
 
 def _initial(e: _Emit, name: str, d: int, cell: _Cell) -> str:
     """Direction d's initial state [batch, hidden]: from the node's input, or zeros."""
+    import numpy as np
+
     if not name:
         return e.const("zeros", lambda: np.zeros((cell.batch, cell.hidden), np.float32))
     return e.op("Gather", [name, e.index(d)], axis=0 if cell.layout == 0 else 1)
@@ -195,6 +202,8 @@ def _initial(e: _Emit, name: str, d: int, cell: _Cell) -> str:
 def _input_projection(e: _Emit, x: str, d: int, cell: _Cell) -> str:
     """X W^T + the biases that add outside any gate product, for every step at once: [steps, batch, G*H]
     (a GRU with linear_before_reset keeps its candidate's recurrent bias for the step, inside r * (.))."""
+    import numpy as np
+
     size = _GATES[cell.op] * cell.hidden
     wb, rb = cell.b[d, :size], cell.b[d, size:].copy()
     if cell.op == "GRU" and cell.linear_before_reset:
@@ -207,6 +216,8 @@ def _input_projection(e: _Emit, x: str, d: int, cell: _Cell) -> str:
 def _lstm_step(e: _Emit, xt: str, states: dict[str, str], d: int, cell: _Cell) -> dict[str, str]:
     """Gates i, o, f, c (ONNX's order): C = f*C + i*tanh(c); H = o*tanh(C); peepholes add P_i*C_prev
     and P_f*C_prev to i and f, P_o*C to o."""
+    import numpy as np
+
     h = cell.hidden
     rt = e.const(f"R{d}T", lambda: np.ascontiguousarray(cell.r[d].T))
     gates = e.op("Add", [xt, e.op("MatMul", [states["h"], rt])])
@@ -228,6 +239,8 @@ def _lstm_step(e: _Emit, xt: str, states: dict[str, str], d: int, cell: _Cell) -
 def _gru_step(e: _Emit, xt: str, states: dict[str, str], d: int, cell: _Cell) -> dict[str, str]:
     """Gates z, r, h (ONNX's order): H = (1 - z) * h~ + z * H_prev, h~ from (r * H_prev) R_h^T, or
     r * (H_prev R_h^T + Rb_h) with linear_before_reset."""
+    import numpy as np
+
     h, prev = cell.hidden, states["h"]
     r_zr = e.const(f"R{d}zrT", lambda: np.ascontiguousarray(cell.r[d][: 2 * h].T))
     r_h = e.const(f"R{d}hT", lambda: np.ascontiguousarray(cell.r[d][2 * h :].T))
