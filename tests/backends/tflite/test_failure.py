@@ -10,17 +10,14 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from backends.passes import data
-from backends.sdk import toolchains
 from backends.sdk.errors import TerminalError
 from backends.tflite import convert
 from backends.tflite.check import write_samples
+from tests.backends.tflite.needs import NEEDS_TFLITE
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(
-        toolchains.python(toolchains.TFLITE) is None,
-        reason="needs `npuctl toolchain install tflite` (.ci/setup)",
-    ),
+    NEEDS_TFLITE,
 ]
 
 X = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])

@@ -16,13 +16,11 @@ from onnx import TensorProto, helper, numpy_helper
 
 from backends.sdk import toolchains
 from backends.sdk.process import script_argv
+from tests.backends.tflite.needs import NEEDS_TFLITE
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(
-        toolchains.python(toolchains.TFLITE) is None,
-        reason="needs `npuctl toolchain install tflite` (.ci/setup)",
-    ),
+    NEEDS_TFLITE,
 ]
 
 MODULE = Path(__file__).resolve().parents[3] / "backends" / "tflite" / "keep_locate.py"

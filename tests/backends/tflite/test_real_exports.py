@@ -16,20 +16,18 @@ from typing import Any
 import numpy as np
 import pytest
 
-from backends.sdk import bundles, toolchains
+from backends.sdk import bundles
 from reconciler.state.store import Store
 from tests.backends.built_once import built_once
 from tests.backends.face_models import PHOTOS, centerface, face_samples
 from tests.backends.passes.npu_models import PPOCR, photo, ppocr_input
+from tests.backends.tflite.needs import NEEDS_TFLITE
 from tests.conftest import git, run_npuctl
 
 pytest.importorskip("ethosu.vela")
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(
-        toolchains.python(toolchains.TFLITE) is None,
-        reason="needs `npuctl toolchain install tflite` (.ci/setup)",
-    ),
+    NEEDS_TFLITE,
 ]
 
 FACE = 64

@@ -13,15 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backends.sdk import toolchains
+from tests.backends.tflite.needs import NEEDS_TFLITE
 from tests.conftest import git, run_npuctl
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(
-        toolchains.python(toolchains.TFLITE) is None,
-        reason="needs `npuctl toolchain install tflite` (.ci/setup)",
-    ),
+    NEEDS_TFLITE,
 ]
 
 STEPS = 6

@@ -25,15 +25,13 @@ from backends.sdk import bundles, toolchains
 from reconciler.state.store import Store
 from tests.backends.built_once import built_once
 from tests.backends.detector import write_det_repo
+from tests.backends.tflite.needs import NEEDS_TFLITE
 from tests.conftest import DIGITS_SPEC, copy_digits, git, run_npuctl
 
 pytest.importorskip("ethosu.vela")
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(
-        toolchains.python(toolchains.TFLITE) is None,
-        reason="needs `npuctl toolchain install tflite` (.ci/setup)",
-    ),
+    NEEDS_TFLITE,
 ]
 
 QUANT = """\

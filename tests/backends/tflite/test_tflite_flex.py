@@ -9,13 +9,11 @@ from pathlib import Path
 import pytest
 
 from backends.sdk import toolchains
+from tests.backends.tflite.needs import NEEDS_TFLITE
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(
-        toolchains.python(toolchains.TFLITE) is None,
-        reason="needs `npuctl toolchain install tflite` (.ci/setup)",
-    ),
+    NEEDS_TFLITE,
 ]
 
 WORKER = Path(__file__).parents[3] / "backends" / "tflite" / "worker.py"
