@@ -54,7 +54,7 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "compile",
         name="backends.coreml.convert.CoreMlCompile",
-        version="11-coremltools",
+        version="12-coremltools",
         ref="backends.coreml.convert:CoreMlCompile",
     ),
     Registration(

@@ -24,9 +24,10 @@ TORCH_COSINE = 0.999
 TORCH_ATOL = 1e-4
 """The traced PyTorch model (what coremltools converts) against the ONNX model on ONNX Runtime: cosine
 >= TORCH_COSINE, or every output within TORCH_ATOL x max(1, |reference|)."""
-NATIVE_FORMS = ("unrolled_lstm",)
+NATIVE_FORMS = ("unrolled_lstm", "squeeze_as_reshape")
 """Converter forms left out on this route: the LSTM converter worker.py registers (lstm.py) reaches
-the LSTMs inside an If's branches too, which a graph-level form does not; GRUs are unrolled here."""
+the LSTMs inside an If's branches too, which a graph-level form does not (GRUs are unrolled here);
+onnx2torch reads Squeeze and Unsqueeze in the ONNX layout, as they are."""
 
 
 def fingerprint() -> dict[str, str]:

@@ -78,6 +78,8 @@ MIL_TO_ONNX: dict[str, str] = {
     "inverse": "Reciprocal",
     "sin": "Sin",
     "cos": "Cos",
+    "lstm": "LSTM",
+    "gru": "GRU",
 }
 """MIL operation -> the ONNX operator whose op-table row judges it (the same computation)."""
 

@@ -5,7 +5,8 @@ A managed toolchain (backends.sdk.toolchains: coremltools, onnx2tf + LiteRT, rkn
 the main stack cannot import, so its work runs in a script under the venv's interpreter, by path and
 isolated (backends.sdk.process). The script reads `<name>-request.json` and writes
 `<name>-result.json` in the job folder (`<name>` is the script's package: "tflite", "coreml", "rknn"):
-`{"ok": true, ...}` on success, `{"ok": false, "error": ..., "step": ...}` when the tool refused.
+`{"ok": true, ...}` on success, `{"ok": false, "error": ..., "step": ...}` when the tool refused, and
+meanwhile `{"running": ...}` before a step the tool may crash in, so that a crash names its step.
 
 Every way the child can end becomes a stage error here, never an exception in the reconciler:
 - a reported failure is a TerminalError (the same inputs fail again) with the log's last lines;
@@ -96,11 +97,15 @@ def _result(res_path: Path, rc: int, log: Path, tool: str) -> dict[str, Any]:
         step = result.get("step")
         what = f"{tool} {step} failed" if step else tool
         raise TerminalError(f"{what}: {result.get('error', 'failed')}\n{log_tail(log)}".rstrip())
-    raise crash_error(tool, rc, log)
+    during = result.get("running") if isinstance(result, dict) else None
+    raise crash_error(tool, rc, log, during=str(during) if during else None)
 
 
-def crash_error(tool: str, rc: int, log: Path) -> BackendError:
-    """The error for a worker that ended without a result: terminal when it crashed on its input."""
+def crash_error(tool: str, rc: int, log: Path, during: str | None = None) -> BackendError:
+    """The error for a worker that ended without a result: terminal when it crashed on its input.
+    `during`: the step the worker said it was running (a `{"running": ...}` result file written before
+    a step a toolchain may crash in), named in the message: a vendor library's SIGSEGV says nothing of
+    where it was."""
     if rc < 0:
         try:
             sig = signal.Signals(-rc)
@@ -113,7 +118,8 @@ def crash_error(tool: str, rc: int, log: Path) -> BackendError:
         deterministic, how = True, f"exited with {rc} (abort)"
     else:
         deterministic, how = False, f"exited with {rc} without a result"
-    message = f"{tool} {how}; last log lines:\n{log_tail(log)}"
+    where = f" during {during}" if during else ""
+    message = f"{tool} {how}{where}; last log lines:\n{log_tail(log)}"
     return TerminalError(message) if deterministic else TransientError(message)
 
 

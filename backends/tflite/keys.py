@@ -2,4 +2,4 @@
 package's conversion (Ethos-U, MediaTek): one number moves both keys when the conversion's output
 would change (the worker, the converter forms it reads, the names it gives onnx2tf)."""
 
-QUANTIZE_VERSION = "12-onnx2tf"
+QUANTIZE_VERSION = "13-onnx2tf"

@@ -16,6 +16,7 @@ import os
 import re
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,9 +75,10 @@ def _describe(path: Path) -> dict[str, Any]:
     }
 
 
-def convert(request: dict[str, Any]) -> dict[str, Any]:
+def convert(request: dict[str, Any], running: Callable[[str], None] = lambda what: None) -> dict[str, Any]:
     """onnx2tf's float32 TFLite and SavedModel, then only the variant the spec asked for: TF's own
-    converter on that SavedModel (what onnx2tf's -oiqt does for all five quantized variants at once)."""
+    converter on that SavedModel (what onnx2tf's -oiqt does for all five quantized variants at once).
+    `running` is told each step a crash may end, so that the parent can name it."""
     import onnx2tf
 
     calibration: dict[str, str] = request["calibration"]
@@ -101,6 +103,7 @@ def convert(request: dict[str, Any]) -> dict[str, Any]:
         files["float16"] = signed_float(out / f"{stem}{VARIANTS['float16']}", out, half=True)
     elif wanted in QUANTIZED:
         path = out / f"{stem}{VARIANTS[wanted]}"
+        running(f"TF's {wanted} calibration and conversion{_loops_note(files['float32'])}")
         body, kept = quantized(out, request, wanted)
         path.write_bytes(body)
         files[wanted] = path
@@ -232,6 +235,35 @@ def flex_ops(body: bytes) -> dict[str, int]:
             if code.startswith("Flex"):
                 counts[code] = counts.get(code, 0) + 1
     return counts
+
+
+def loop_ops(body: bytes) -> dict[str, int]:
+    """Control-flow operators (WHILE, IF) in a TFLite flatbuffer: op name -> how many."""
+    from tensorflow.lite.python import schema_py_generated as schema
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    wanted = {schema.BuiltinOperator.WHILE: "WHILE", schema.BuiltinOperator.IF: "IF"}
+    model = flatbuffer_utils.convert_bytearray_to_object(bytearray(body))
+    codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
+    counts: dict[str, int] = {}
+    for graph in model.subgraphs:
+        for op in graph.operators:
+            name = wanted.get(codes[op.opcodeIndex])
+            if name:
+                counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def _loops_note(float_model: Path) -> str:
+    """ " of a float model running N WHILE loop(s) ...": onnx2tf writes a recurrent layer it gets whole
+    (LSTM, GRU, Loop, Scan) as a WHILE loop, and TF's int8 calibrator has crashed on them here (SIGSEGV)."""
+    found = loop_ops(float_model.read_bytes())
+    if not found:
+        return ""
+    listed = ", ".join(f"{name} x{count}" for name, count in sorted(found.items()))
+    return (
+        f" of a float model running control flow ({listed}: onnx2tf's form of a recurrent layer left whole)"
+    )
 
 
 def _no_flex(body: bytes, variant: str) -> None:
@@ -427,8 +459,12 @@ def main(argv: list[str]) -> int:
 
     request = json.loads(Path(argv[0]).read_text())
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+    def running(what: str) -> None:
+        Path(argv[1]).write_text(json.dumps({"running": what}))
+
     try:
-        result = convert(request)
+        result = convert(request, running)
         result.update(ok=True, onnx2tf=version("onnx2tf"), tensorflow=version("tensorflow"))
     except Exception as exc:  # noqa: BLE001 - reported to the parent as one line
         traceback.print_exc()

@@ -341,19 +341,21 @@ def test_a_model_at_opset_19_is_lowered_for_the_converter(built: Built) -> None:
 
 
 def test_lstms_convert_through_npuctls_converter(built: Built) -> None:
-    """onnx2torch has no LSTM: npuctl's converter (backends/coreml/lstm.py) writes the cell in torch ops;
-    the compile's check held the traced module to ONNX Runtime on the synthetic pair (bidirectional with
-    peepholes and initial states, then reverse over the first one's features), on ddddocr's real CRNN
-    recognizer (a bidirectional LSTM, opset 12) and on Silero VAD (an LSTM at opset 14 inside an If,
-    whose STFT reflect-pads a [1, N] signal: the converter form pads it on a trailing axis), which
-    stopped at "Converter is not implemented (LSTM)" before; the packages hold sigmoid and tanh."""
+    """onnx2torch has no LSTM: npuctl's converter (backends/coreml/lstm.py) hands a layer of constant
+    weights without peepholes to torch's own LSTM, which coremltools makes its one `lstm` operation,
+    and writes the cell in torch ops otherwise. The compile's check held the traced module to ONNX
+    Runtime on the synthetic pair (bidirectional with peepholes and initial states: the cell; then
+    reverse over the first one's features: `lstm`), on ddddocr's real CRNN recognizer (a bidirectional
+    LSTM, opset 12) and on Silero VAD (an LSTM at opset 14 inside an If, whose STFT reflect-pads a
+    [1, N] signal: the converter form pads it on a trailing axis)."""
     _, record = built
     for name in ("lstms", "ocr", "vad"):
         spec = record["specs"][name]
         stages = {s["name"]: s["action"] for s in spec["stages"]}
         assert stages["compile"] == "built" and not spec["errors"], spec
         ops = record["programs"][name][1]
-        assert "sigmoid" in ops and "tanh" in ops, ops
+        assert "lstm" in ops, ops
+    assert {"sigmoid", "tanh"} <= set(record["programs"]["lstms"][1])  # the peephole layer's cell
 
 
 def test_a_gru_encoder_that_returns_its_mask_converts(built: Built) -> None:

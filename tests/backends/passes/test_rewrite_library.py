@@ -4,6 +4,7 @@ random inputs and on real inputs (scikit-image photo pixels shaped to the tensor
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 import onnx
@@ -605,3 +606,35 @@ def test_a_clip_s_absent_bounds_are_no_empty_names() -> None:
     assert list(new.graph.node[0].input) == ["x", "lo"]
     low = {t.name: numpy_helper.to_array(t) for t in new.graph.initializer}[new.graph.node[1].input[1]]
     assert low == np.finfo(np.float32).min and new.graph.node[1].input[2] == "hi"
+
+
+def _squeeze_node(
+    opset: int, inits: dict[str, np.ndarray], op: str, data: str, out: str, axis: int
+) -> onnx.NodeProto:
+    """A Squeeze or Unsqueeze of one axis: an attribute before opset 13, a constant input from it."""
+    if opset < 13:
+        return N(op, [data], [out], axes=[axis])
+    inits[f"axis{axis}"] = np.array([axis], np.int64)
+    return N(op, [data, f"axis{axis}"], [out])
+
+
+def test_a_signal_unsqueezed_for_a_2d_convolution_and_squeezed_back_is_reshaped() -> None:
+    """An EEG net's `[1, 6, T]` unsqueezed to an image for a 2-D convolution, and the convolution's
+    output squeezed back after its ReLU, become Reshapes to the same shapes, at opset 13 (axes as an
+    input) and 11 (axes as an attribute); a Squeeze and an Unsqueeze no convolution reads or writes
+    stay (onnx2tf converts those)."""
+    for opset in (11, 13):
+        inits = {"w": f32(4, 1, 6, 3)}
+        squeeze = partial(_squeeze_node, opset, inits)
+        nodes = [
+            squeeze("Unsqueeze", "x", "image", 1),
+            N("Conv", ["image", "w"], ["feature"]),
+            N("Relu", ["feature"], ["active"]),
+            squeeze("Squeeze", "active", "series", 2),
+            squeeze("Unsqueeze", "series", "again", 3),
+            N("Sigmoid", ["again"], ["gate"]),
+            squeeze("Squeeze", "gate", "out", 3),
+        ]
+        m = model(nodes, {"x": [1, 6, 10]}, inits, outputs=["out"], opset=opset)
+        new = assert_equivalent(convertible.SqueezeAsReshape(), m, expect=2)
+        assert sorted(ops(new)) == ["Conv", "Relu", "Reshape", "Reshape", "Sigmoid", "Squeeze", "Unsqueeze"]

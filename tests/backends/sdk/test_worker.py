@@ -80,6 +80,19 @@ def test_an_end_without_a_result_is_terminal_only_when_it_crashed_on_its_input(
     assert str(info.value).startswith(f"faketool {how}; last log lines:")
 
 
+def test_a_crash_names_the_step_the_worker_said_it_was_running(tmp_path: Path) -> None:
+    """A worker writes `{"running": ...}` before a step its toolchain may crash in (TF's calibrator
+    on a loop): the SIGSEGV's message names that step, still terminal; a result written after it wins."""
+    body = "answer({'running': 'the int8 calibration'}); os.kill(os.getpid(), signal.SIGSEGV)\n"
+    with pytest.raises(TerminalError) as info:
+        _run(tmp_path, body)
+    assert str(info.value).startswith(
+        "faketool aborted (SIGSEGV) during the int8 calibration; last log lines:"
+    )
+    body = "answer({'running': 'the int8 calibration'}); answer({'ok': True, 'done': 1})\n"
+    assert _run(tmp_path, body) == {"ok": True, "done": 1}
+
+
 def test_a_hang_is_transient(tmp_path: Path) -> None:
     with pytest.raises(TransientError, match=r"faketool timed out after 1 s"):
         _run(tmp_path, "import time; time.sleep(60)\n", timeout_s=1)

@@ -130,3 +130,37 @@ def test_a_float_tflite_without_signature_is_keyed_from_the_saved_model(tmp_path
         "tied": [True, True],
         "half": [True, True],
     }, result
+
+
+LOOPS = """
+import importlib.util, sys
+from pathlib import Path
+import tensorflow as tf
+
+spec = importlib.util.spec_from_file_location("worker", sys.argv[1])
+worker = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(worker)
+
+@tf.function(input_signature=[tf.TensorSpec([1, 4], tf.float32)])
+def f(x):
+    _, y = tf.while_loop(lambda i, h: i < 3, lambda i, h: (i + 1, tf.tanh(h * 0.5 + x)), (0, x))
+    return y
+
+loop = tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()], f).convert()
+plain = tf.lite.TFLiteConverter.from_concrete_functions(
+    [tf.function(lambda x: tf.tanh(x), input_signature=[tf.TensorSpec([1, 4], tf.float32)]).get_concrete_function()]
+).convert()
+Path("loop.tflite").write_bytes(loop)
+Path("plain.tflite").write_bytes(plain)
+print("LOOP", worker.loop_ops(loop), repr(worker._loops_note(Path("loop.tflite"))))
+print("PLAIN", worker.loop_ops(plain), repr(worker._loops_note(Path("plain.tflite"))))
+"""
+
+
+def test_a_float_tflite_running_a_loop_is_named_before_its_int8_calibration(tmp_path: Path) -> None:
+    """onnx2tf writes a recurrent layer it gets whole as a WHILE loop, and TF's int8 calibrator has
+    crashed on those (SIGSEGV): the step the worker announces before calibrating names the loops, so
+    the crash's message says what the model holds; a model without control flow adds nothing."""
+    stdout = _in_venv(LOOPS, tmp_path)
+    assert "LOOP {'WHILE': 1} \" of a float model running control flow (WHILE x1: onnx2tf's" in stdout, stdout
+    assert "PLAIN {} ''" in stdout, stdout

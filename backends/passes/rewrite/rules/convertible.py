@@ -113,6 +113,53 @@ class StaticShape(Rewrite):
         return bool(ctx.attr(i, "allowzero", 0)) or any(int(v) in (0, -1) for v in value.reshape(-1))
 
 
+_IMAGE_OPS = ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "BatchNormalization")
+"""Ops that read axis 1 of a rank-4 tensor as its channels: the layout onnx2tf converts them in."""
+_UNARY = ("Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "Elu", "HardSigmoid", "HardSwish", "Identity")
+
+
+class SqueezeAsReshape(Rewrite):
+    """A rank-3 tensor unsqueezed into an image for a 2-D convolution, and a convolution's output (after
+    its activation) squeezed back to rank 3, with static shapes -> Reshapes to the same shapes (the same
+    elements in the same order). onnx2tf lays rank-3 and rank-4 tensors out channels-last and maps the
+    axes of a Squeeze or Unsqueeze between them wrongly: an EEG net's `[1, 100, T]` unsqueezed to
+    `[1, 1, 100, T]` reached its convolution as `[1, 1, T + 4, 100]` ("Depth of output (20) is not a
+    multiple of the number of groups (100)"), and the Squeeze of the height axis after the next one
+    removed the width. onnx2tf converts those Reshapes in the ONNX layout. Other Squeezes stay: where
+    no convolution reads or writes the image, onnx2tf's own layout handling converts them."""
+
+    name = "squeeze_as_reshape"
+    family = "converter forms"
+    kind = CLEANUP
+    exact = True
+
+    def find(self, ctx: Context) -> list[Match]:
+        out = []
+        for i in ctx.runtime(("Squeeze", "Unsqueeze")):
+            node = ctx.nodes[i]
+            given, want = ctx.facts.static_shape(node.input[0]), ctx.facts.static_shape(node.output[0])
+            if given is None or want is None or not self._around_image_op(ctx, i, len(given), len(want)):
+                continue
+            m = Match(self.name, ctx.facts.names[i], [i])
+            shape = ctx.const(m, f"{ctx.facts.names[i]}/shape", int64_array(list(want)))
+            ctx.node(m, "Reshape", [node.input[0], shape], list(node.output))
+            out.append(m)
+        return out
+
+    @staticmethod
+    def _around_image_op(ctx: Context, i: int, given: int, want: int) -> bool:
+        node = ctx.nodes[i]
+        if node.op_type == "Unsqueeze" and (given, want) == (3, 4):
+            readers = ctx.consumers(node.output[0])
+            return bool(readers) and all(ctx.nodes[r].op_type in _IMAGE_OPS for r in readers)
+        if node.op_type == "Squeeze" and (given, want) == (4, 3):
+            j = ctx.producer(node.input[0])
+            while j is not None and ctx.nodes[j].op_type in _UNARY:
+                j = ctx.producer(ctx.nodes[j].input[0])
+            return j is not None and ctx.nodes[j].op_type in _IMAGE_OPS
+        return False
+
+
 class SameShape(Rewrite):
     """Reshape or Expand to the static shape its input already has -> its input, read directly. JAX and
     TF exports broadcast a LayerNorm's statistics to the shape they have (`BroadcastTo` [1, 1] -> [1, 1]);
@@ -495,6 +542,7 @@ REWRITES: list[Rewrite] = [
     ReversedSlice(),
     ExplicitPads(),
     StaticShape(),
+    SqueezeAsReshape(),
     GlobalPoolReduce(),
     ReflectPadTrailing(),
 ]
