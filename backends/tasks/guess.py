@@ -54,6 +54,7 @@ def guess(model: Path, inputs: Mapping[str, Sequence[int | None]] | None = None)
         or _tagger(outputs, proto, model, inputs)
         or _gfl(outputs, proto)
         or _maps(outputs, proto, _input_hw(proto, inputs))
+        or _decoder_step(outputs, proto, inputs)
         or _from_shapes(outputs, proto, _input_hw(proto, inputs))
     )
     if found.task.get("type") == "ctc":
@@ -277,6 +278,44 @@ def _from_shapes(outputs: list[tuple[str, Dims]], proto: Any, input_hw: tuple[in
             return Guess({"type": "regression"}, f"{why}; the generic measure compares each output")
         return Guess({"type": "classification"}, f"{shown} is one score vector per sample")
     return Guess({"type": "regression"}, f"{shown} has no class, box, sequence or map layout")
+
+
+def _decoder_step(
+    outputs: list[tuple[str, Dims]], proto: Any, inputs: Mapping[str, Sequence[int | None]] | None
+) -> Guess | None:
+    """One step of a recurrent decoder: the first output normalised over its classes (a Softmax or
+    LogSoftmax after its last layer: the next token's scores) and every other output shaped like one
+    of the inputs at the spec's shapes (the state it hands to the next step: `hidden` in, `hidden_out`
+    out; a dim the input leaves open matches any). The scores are
+    the application's result; the state is carried, not scored."""
+    from backends.tasks.config import last_layer
+
+    name, dims = outputs[0]
+    if len(outputs) < 2 or last_layer(proto.graph, name) not in ("Softmax", "LogSoftmax"):
+        return None
+    inits = {t.name for t in proto.graph.initializer}
+    given = dict(inputs or {})
+    declared = [
+        (value.name, list(given.get(value.name) or _dims(value)))
+        for value in proto.graph.input
+        if value.name not in inits
+    ]
+
+    def carried(out: Dims) -> str | None:
+        for input_name, shape in declared:
+            if len(shape) == len(out) and all(a is None or a == b for a, b in zip(shape, out, strict=True)):
+                return input_name
+        return None
+
+    states = [(o, carried(d)) for o, d in outputs[1:]]
+    if any(source is None for _, source in states):
+        return None
+    listed = ", ".join(f"{o} (shaped like input {source})" for o, source in states)
+    why = (
+        f"output {name} {_text(dims)} is one score vector per sample (a {last_layer(proto.graph, name)} "
+        f"over its classes), and {listed} the state one decoding step hands to the next, not scored"
+    )
+    return Guess({"type": "classification", "output": name}, why)
 
 
 def _token_inputs(proto: Any) -> bool:

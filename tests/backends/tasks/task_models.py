@@ -302,3 +302,12 @@ def romanizer_encoder() -> Path:
     return wheel_file(
         ROMANIZER, "arabic_name_romanizer", "resources/encoder.onnx", ("resources/encoder.onnx",)
     )
+
+
+def romanizer_decoder() -> Path:
+    """arabic-name-romanizer's decoder step (MIT): the ids written so far `prefix` [batch, len], the
+    encoder's states `memory` and mask, and the GRU state `hidden` [batch, 2, 256]; returns the next
+    character's `logprobs` [batch, 160] (a LogSoftmax) and the state `hidden_out` for the next step."""
+    return wheel_file(
+        ROMANIZER, "arabic_name_romanizer", "resources/decoder.onnx", ("resources/decoder.onnx",)
+    )

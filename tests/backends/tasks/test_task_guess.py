@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from task_models import ddddocr_model, rapidocr_model
 
 from backends.tasks.guess import guess, yaml_line
@@ -88,6 +90,28 @@ def test_an_encoder_s_per_token_states_are_no_tagger() -> None:
     found = guess(romanizer_encoder(), {"src": [1, 24], "src_mask": [1, 24]})
     assert found.task == {"type": "regression"}, found.why
     assert "per-token features (GRU layer's output" in found.why, found.why
+
+
+def test_a_decoder_step_is_scored_on_its_next_token_not_on_the_state_it_hands_on(tmp_path: Path) -> None:
+    """arabic-name-romanizer's decoder step returns the next character's log-probabilities beside the
+    GRU state shaped like its `hidden` input: classification of the scores, the state left unscored.
+    The same scores beside an output no input is shaped like stay a set of results no task covers."""
+    import onnx
+    from onnx import helper
+    from task_models import romanizer_decoder
+
+    shapes = {"prefix": [1, 8], "memory": [1, 16, 256], "src_mask": [1, 16], "hidden": [1, 2, 256]}
+    found = guess(romanizer_decoder(), shapes)
+    assert found.task == {"type": "classification", "output": "logprobs"}, found.why
+    assert "hidden_out (shaped like input hidden)" in found.why, found.why
+
+    model = onnx.load(str(romanizer_decoder()))
+    model.graph.node.append(helper.make_node("ReduceMean", ["hidden_out"], ["pooled"], axes=[1], keepdims=0))
+    model.graph.output.append(helper.make_tensor_value_info("pooled", onnx.TensorProto.FLOAT, None))
+    del model.graph.output[1]
+    path = tmp_path / "decoder_pooled.onnx"
+    onnx.save(model, str(path))
+    assert guess(path, shapes).task == {"type": "regression"}
 
 
 def test_a_sequence_tagger_s_padding_mask_and_its_convention_come_from_running_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
