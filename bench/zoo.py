@@ -121,6 +121,10 @@ ZOO: tuple[Model, ...] = (
     Model("basic-pitch", "basic-pitch==0.4.0", "basic_pitch/saved_models/icassp_2022/nmp.onnx", "Apache-2.0",
           "polyphonic pitch (tf2onnx audio CNN, its CQT in the graph; input named `...:0`)",
           {"serving_default_input_2:0": [1, 43844, 1]}, "audio", None),
+    Model("eeg-seizure", "brainmaze-eeg-models==0.1.0", "brainmaze_eeg_models/seizure/_models/modelB_full.onnx",
+          "BSD-3-Clause", "EEG seizure-state net: a [1, 100, T] spectral series unsqueezed into an image for two 2-D "
+          "convolutions, squeezed back, two bidirectional LSTMs, 4 states per time step (logits and Softmax)",
+          {"x": [1, 100, 300]}, "audio", None),
     Model("g2p-bert", "g2p-id-py==0.4.2", "g2p_id/models/bert/bert_mlm.onnx", "Apache-2.0",
           "BERT encoder, per-token scores (int64 ids)", {"input_1": [1, 32]}, "tokens", None, vocab=32),
     Model("khmersm", "khmersm==1.4.2", "khmersm/model.onnx", "not declared (the wheel's METADATA names none)",

@@ -1,11 +1,13 @@
 """The TFLite worker's own checks, in the managed tflite venv with TensorFlow's real converter: an
-integer TFLite holding Select-TF (Flex) ops is a failed quantize that names them."""
+integer TFLite holding Select-TF (Flex) ops is a failed quantize that names them, a float TFLite's
+loops are named before calibration, and onnx2tf converts the model `prepare` writes for it."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from backends.sdk import toolchains
@@ -164,3 +166,80 @@ def test_a_float_tflite_running_a_loop_is_named_before_its_int8_calibration(tmp_
     stdout = _in_venv(LOOPS, tmp_path)
     assert "LOOP {'WHILE': 1} \" of a float model running control flow (WHILE x1: onnx2tf's" in stdout, stdout
     assert "PLAIN {} ''" in stdout, stdout
+
+
+CONVERT = """
+import json, sys
+import numpy as np
+import onnx2tf
+from ai_edge_litert.interpreter import Interpreter
+
+x = np.load("x.npy")
+found = {}
+for stem in ("raw", "prepared"):
+    try:
+        onnx2tf.convert(input_onnx_file_path=f"{stem}.onnx", output_folder_path=stem, non_verbose=True)
+        runner = Interpreter(model_path=f"{stem}/{stem}_float32.tflite")
+        runner.allocate_tensors()
+        feed = runner.get_input_details()[0]
+        runner.set_tensor(feed["index"], x if tuple(feed["shape"]) == x.shape else x.transpose(0, 2, 1))
+        runner.invoke()
+        found[stem] = runner.get_tensor(runner.get_output_details()[0]["index"]).tolist()
+    except Exception as exc:
+        found[stem] = type(exc).__name__
+print("RESULT", json.dumps(found))
+"""
+
+
+def test_a_signal_made_an_image_for_2d_convolutions_converts_through_onnx2tf(tmp_path: Path) -> None:
+    """An EEG net's shape: `[1, 6, T]` unsqueezed to `[1, 1, 6, T]`, a 2-D convolution, one over the
+    whole height, a ReLU and the Squeeze of the height. onnx2tf lays the rank-3 and rank-4 tensors out
+    channels-last and maps those axes wrongly (the first convolution got `[1, 1, T + 2, 6]`); the model
+    prepared for it (the converter form `squeeze_as_reshape`) converts to the float model's values."""
+    import json
+
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from backends.tflite.prepare import prepare
+
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((4, 1, 3, 3)).astype(np.float32), "w1"),
+        numpy_helper.from_array(rng.standard_normal((8, 4, 6, 1)).astype(np.float32), "w2"),
+        numpy_helper.from_array(np.array([1], np.int64), "one"),
+        numpy_helper.from_array(np.array([2], np.int64), "two"),
+    ]
+    nodes = [
+        helper.make_node("Unsqueeze", ["x", "one"], ["image"]),
+        helper.make_node("Conv", ["image", "w1"], ["a"], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["a", "w2"], ["b"]),
+        helper.make_node("Relu", ["b"], ["c"]),
+        helper.make_node("Squeeze", ["c", "two"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "eeg",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 40])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 40])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.save(model, str(tmp_path / "raw.onnx"))
+    prepare(tmp_path / "raw.onnx", tmp_path / "prepared.onnx", lambda line: None)
+    x = rng.standard_normal((1, 6, 40)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    want = ort.InferenceSession(str(tmp_path / "raw.onnx")).run(None, {"x": x})[0]
+
+    stdout = _in_venv(CONVERT, tmp_path)
+    (line,) = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
+    found = json.loads(line.removeprefix("RESULT "))
+    got = np.asarray(found["prepared"], np.float32)
+    assert got.shape == want.shape and float(np.abs(got - want).max()) < 1e-4, found["prepared"]
+    raw = found["raw"]
+    assert (
+        isinstance(raw, str)
+        or np.asarray(raw).shape != want.shape
+        or np.abs(np.asarray(raw) - want).max() > 1e-3
+    )
