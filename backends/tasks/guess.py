@@ -74,7 +74,10 @@ class Probe:
 def _ctc_blank(found: Guess, outputs: list[tuple[str, Dims]], probe: Probe | None) -> Guess:
     """The blank of a CTC head: on an empty input a CTC model emits the blank at (nearly) every step,
     and exporters put it first or last. The class that wins most steps of the run on zeros, when it
-    is the first or the last, is taken; otherwise class 0, the common convention, stays (and says so)."""
+    is the first or the last, is taken. A class between them winning most steps is no blank: the
+    head is a frame tagger's (an EEG net's seizure states), and the guess leaves the generic measure
+    rather than decode CTC strings from it. Without a dominant class, class 0, the common convention,
+    stays (and says so)."""
     name, dims = outputs[0]
     won = (probe.winners if probe else {}).get(name)
     classes = dims[-1] or 0
@@ -84,6 +87,13 @@ def _ctc_blank(found: Guess, outputs: list[tuple[str, Dims]], probe: Probe | Non
     if top in (0, classes - 1) and 2 * wins > steps:
         why = f"{found.why}; blank {top}: it wins {wins} of {steps} steps on an empty (all-zero) input"
         return Guess({**found.task, "blank": top}, why)
+    if 2 * wins > steps:
+        why = (
+            f"{found.why}, but not CTC: on an empty (all-zero) input class {top} of {classes} wins {wins} of "
+            f"{steps} steps, where a CTC model emits its blank, first or last; per-step classes of a "
+            "signal (a frame tagger), which no task here decodes"
+        )
+        return Guess({"type": "regression"}, f"{why}; the generic measure compares the scores")
     why = f"{found.why}; blank 0 by convention (on zeros class {top} wins {wins} of {steps} steps)"
     return Guess(found.task, why)
 

@@ -304,6 +304,18 @@ def romanizer_encoder() -> Path:
     )
 
 
+def eeg_seizure() -> Path:
+    """brainmaze-eeg-models' seizure-state net (BSD-3-Clause): a spectral series x [batch, 100, time],
+    two 2-D convolutions, two bidirectional LSTMs, and per time step 4 states: `logits` and `probs`
+    (their Softmax), both [time, batch, 4]."""
+    return wheel_file(
+        "brainmaze-eeg-models==0.1.0",
+        "brainmaze_eeg_models",
+        "seizure/_models/modelB_full.onnx",
+        ("seizure/_models/modelB_full.onnx",),
+    )
+
+
 def romanizer_decoder() -> Path:
     """arabic-name-romanizer's decoder step (MIT): the ids written so far `prefix` [batch, len], the
     encoder's states `memory` and mask, and the GRU state `hidden` [batch, 2, 256]; returns the next

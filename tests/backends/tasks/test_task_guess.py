@@ -114,6 +114,22 @@ def test_a_decoder_step_is_scored_on_its_next_token_not_on_the_state_it_hands_on
     assert guess(path, shapes).task == {"type": "regression"}
 
 
+def test_per_step_states_of_a_signal_are_no_ctc_when_a_middle_class_wins_on_zeros(tmp_path: Path) -> None:
+    """An EEG net's per-step seizure states [T, 1, 4] have the layout of a CTC head, but on an all-zero
+    input class 1 wins every step, where a CTC model emits its blank (first or last): decoding CTC
+    strings from it would score nonsense, so the guess leaves the generic measure and says why."""
+    import onnx
+    from task_models import eeg_seizure
+
+    model = onnx.load(str(eeg_seizure()))
+    del model.graph.output[0]  # the Softmax alone: one output, nothing else to read
+    path = tmp_path / "eeg_probs.onnx"
+    onnx.save(model, str(path))
+    found = guess(path, {"x": [1, 100, 300]})
+    assert found.task == {"type": "regression"}, found.why
+    assert "but not CTC: on an empty (all-zero) input class 1 of 4 wins 300 of 300 steps" in found.why
+
+
 def test_a_sequence_tagger_s_padding_mask_and_its_convention_come_from_running_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """khmersm's transformer encoder: ids x, mask true at real characters. The same model behind a Not
     takes PyTorch's key-padding mask (true at padding): the guess follows the model, not the name."""
