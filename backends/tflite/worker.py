@@ -255,8 +255,9 @@ def loop_ops(body: bytes) -> dict[str, int]:
 
 
 def _loops_note(float_model: Path) -> str:
-    """ " of a float model running N WHILE loop(s) ...": onnx2tf writes a recurrent layer it gets whole
-    (LSTM, GRU, Loop, Scan) as a WHILE loop, and TF's int8 calibrator has crashed on them here (SIGSEGV)."""
+    """The words naming a float model's control flow, for the step announced before calibrating it:
+    onnx2tf writes a recurrent layer it gets whole (LSTM, GRU, Loop, Scan) as a WHILE loop, and TF's
+    int8 calibrator has crashed on those here (SIGSEGV). Empty without control flow."""
     found = loop_ops(float_model.read_bytes())
     if not found:
         return ""
