@@ -114,7 +114,7 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "check",
         name="backends.qnn.stages.QnnCheck",
-        version="3-qnn",
+        version="4-qnn-verdicts",
         ref="backends.qnn.stages:QnnCheck",
         fingerprint=(Dist("onnx"), Dist("numpy"), Call(fingerprint)),
     ),

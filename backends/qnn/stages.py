@@ -58,6 +58,13 @@ def _source(answer: Mapping[str, Any], chip: Mapping[str, str]) -> str:
     )
 
 
+FINALIZING = "FinalizeGraphs started."
+"""The EP's log line once every node's validation verdict is written: the check stops the session
+there. What follows is QNN finalizing the HTP graph, the compile stage's work (its EPContext binary),
+which took over 20 minutes on an EEG net's 7,500-sample 1-D convolutions; the check's placement is
+QNN's verdicts, and ORT's own "Node placements" block, written after that, is not waited for."""
+
+
 class QnnCheck(CheckPass):
     """The placement from QNN's own per-node validation (it wins over the op table; the report's
     `source` names it), with QNN's reason on each node it rejects."""
@@ -79,7 +86,9 @@ class QnnCheck(CheckPass):
             job = Path(tmp)
             onnx.save(model, str(job / "model.onnx"))
             native = job / "native.log"
-            answer = driver.call({"mode": "validate", "model": "model.onnx", **chip}, job, native)
+            answer = driver.call(
+                {"mode": "validate", "model": "model.onnx", **chip}, job, native, stop_at=FINALIZING
+            )
             found = parse(native.read_text(errors="replace"))
         if not found.verdicts:
             raise TerminalError("qnn check: onnxruntime-qnn logged no per-node validation")

@@ -24,6 +24,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
@@ -64,6 +65,7 @@ def run(
     log: Path | None = None,
     stdout_to_log: bool = True,
     preexec_fn: Callable[[], None] | None = None,
+    until: Callable[[], bool] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Runs `argv` to completion in its own session; `what` names it in errors ("vela", "benchprog").
 
@@ -71,18 +73,26 @@ def run(
     then stdout and stderr are appended to it (the result's stdout is empty), or, with
     `stdout_to_log=False`, only stderr is appended and stdout is captured (a child answering on stdout).
     TimedOut (transient) past `timeout_s`; TerminalError when the program cannot be started.
+    `until`: asked every UNTIL_POLL_S while the child runs; once it says True the child's process group
+    is killed (what the caller needed is already written: a verbose log's verdicts) and the result has
+    returncode STOPPED.
     """
     argv = list(argv)
     if log is None:
-        return _bounded(argv, what, timeout_s, cwd, env, preexec_fn, subprocess.PIPE, subprocess.PIPE)
+        return _bounded(argv, what, timeout_s, cwd, env, preexec_fn, subprocess.PIPE, subprocess.PIPE, until)
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("a") as fh:
         if not stdout_to_log:
-            return _bounded(argv, what, timeout_s, cwd, env, preexec_fn, subprocess.PIPE, fh)
+            return _bounded(argv, what, timeout_s, cwd, env, preexec_fn, subprocess.PIPE, fh, until)
         where = f"cd {cwd} && " if cwd is not None else ""
         fh.write(f"$ {where}{shlex.join(argv)}\n")
         fh.flush()
-        return _bounded(argv, what, timeout_s, cwd, env, preexec_fn, fh, subprocess.STDOUT)
+        return _bounded(argv, what, timeout_s, cwd, env, preexec_fn, fh, subprocess.STDOUT, until)
+
+
+UNTIL_POLL_S = 0.25
+STOPPED = -(2**16)
+"""The returncode of a run that `until` ended (no exit status or signal is this)."""
 
 
 def _bounded(
@@ -94,9 +104,55 @@ def _bounded(
     preexec_fn: Callable[[], None] | None,
     stdout: int | IO[str],
     stderr: int | IO[str],
+    until: Callable[[], bool] | None = None,
 ) -> subprocess.CompletedProcess[str]:
+    proc = _start(argv, cwd, env, preexec_fn, stdout, stderr)
     try:
-        proc = subprocess.Popen(
+        out, err, stopped = _communicate(proc, timeout_s, until)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        out, err = proc.communicate()
+        raise TimedOut(what, float(timeout_s or 0), out or "", err or "") from None
+    except BaseException:  # an interrupt: its own session would keep the child running
+        kill_group(proc)
+        proc.wait()
+        raise
+    return subprocess.CompletedProcess(argv, STOPPED if stopped else proc.returncode, out or "", err or "")
+
+
+def _communicate(
+    proc: subprocess.Popen[str], timeout_s: float | None, until: Callable[[], bool] | None
+) -> tuple[str, str, bool]:
+    """The child's output once it ended, and whether `until` ended it (its process group killed);
+    TimeoutExpired past `timeout_s`. A retried communicate loses no output."""
+    if until is None:
+        out, err = proc.communicate(timeout=timeout_s)
+        return out, err, False
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise subprocess.TimeoutExpired(proc.args, timeout_s or 0)
+        try:
+            out, err = proc.communicate(timeout=UNTIL_POLL_S if left is None else min(UNTIL_POLL_S, left))
+            return out, err, False
+        except subprocess.TimeoutExpired:
+            if until():
+                kill_group(proc)
+                out, err = proc.communicate()
+                return out, err, True
+
+
+def _start(
+    argv: list[str],
+    cwd: Path | str | None,
+    env: Mapping[str, str] | None,
+    preexec_fn: Callable[[], None] | None,
+    stdout: int | IO[str],
+    stderr: int | IO[str],
+) -> subprocess.Popen[str]:
+    try:
+        return subprocess.Popen(
             argv,
             cwd=cwd,
             env=None if env is None else dict(env),
@@ -108,17 +164,6 @@ def _bounded(
         )
     except OSError as exc:
         raise TerminalError(f"cannot run {argv[0]}: {exc}") from exc
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        kill_group(proc)
-        out, err = proc.communicate()
-        raise TimedOut(what, float(timeout_s or 0), out or "", err or "") from None
-    except BaseException:  # an interrupt: its own session would keep the child running
-        kill_group(proc)
-        proc.wait()
-        raise
-    return subprocess.CompletedProcess(argv, proc.returncode, out or "", err or "")
 
 
 def die_with_parent() -> None:

@@ -92,6 +92,27 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def test_until_stops_the_group_once_the_log_holds_what_the_caller_needs(tmp_path: Path) -> None:
+    """A library that logs its verdicts and then works on for a long time (QNN finalizing a graph):
+    `until` ends the run once the line is written; the group (a grandchild too) is killed, what was
+    logged stays, and the returncode is STOPPED. A child that ends first is not stopped."""
+    log, pid_file = tmp_path / "native.log", tmp_path / "grandchild.pid"
+    code = (
+        "import subprocess, sys, time; "
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
+        f"open({str(pid_file)!r}, 'w').write(str(p.pid)); "
+        "print('verdicts', file=sys.stderr, flush=True); print('finalizing', file=sys.stderr, flush=True); "
+        "time.sleep(600)"
+    )
+    seen = lambda: "finalizing" in log.read_text()  # noqa: E731
+    done = process.run(_py(code), "lib", 300, log=log, stdout_to_log=False, until=seen)
+    assert done.returncode == process.STOPPED
+    assert log.read_text() == "verdicts\nfinalizing\n"
+    assert not _alive(int(pid_file.read_text()))
+    quick = process.run(_py("print('done')"), "lib", 300, until=lambda: False)
+    assert quick.returncode == 0 and quick.stdout == "done\n"
+
+
 def test_a_program_that_cannot_start_is_terminal(tmp_path: Path) -> None:
     with pytest.raises(TerminalError, match="cannot run /nonexistent/tool"):
         process.run(["/nonexistent/tool"], "tool", 5)
