@@ -125,6 +125,10 @@ ZOO: tuple[Model, ...] = (
           "BSD-3-Clause", "EEG seizure-state net: a [1, 100, T] spectral series unsqueezed into an image for two 2-D "
           "convolutions, squeezed back, two bidirectional LSTMs, 4 states per time step (logits and Softmax)",
           {"x": [1, 100, 300]}, "audio", None),
+    Model("eeg-spindle", "brainmaze-eeg-models==0.1.0", "brainmaze_eeg_models/spindles/_models/spindle-detector-eeg.onnx",
+          "BSD-3-Clause", "EEG sleep-spindle detector: a 7,500-sample signal beside its 15-band spectrogram, 1-D "
+          "convolutions with GELU (Erf) and ConvTranspose, 30 detections x 3 beside a per-sample segmentation",
+          {"raw_signal": [1, 1, 7500], "spectrogram": [1, 15, 7500]}, "audio", None),
     Model("g2p-bert", "g2p-id-py==0.4.2", "g2p_id/models/bert/bert_mlm.onnx", "Apache-2.0",
           "BERT encoder, per-token scores (int64 ids)", {"input_1": [1, 32]}, "tokens", None, vocab=32),
     Model("khmersm", "khmersm==1.4.2", "khmersm/model.onnx", "not declared (the wheel's METADATA names none)",

@@ -191,11 +191,15 @@ print("RESULT", json.dumps(found))
 """
 
 
-def test_a_signal_made_an_image_for_2d_convolutions_converts_through_onnx2tf(tmp_path: Path) -> None:
-    """An EEG net's shape: `[1, 6, T]` unsqueezed to `[1, 1, 6, T]`, a 2-D convolution, one over the
-    whole height, a ReLU and the Squeeze of the height. onnx2tf lays the rank-3 and rank-4 tensors out
-    channels-last and maps those axes wrongly (the first convolution got `[1, 1, T + 2, 6]`); the model
-    prepared for it (the converter form `squeeze_as_reshape`) converts to the float model's values."""
+@pytest.mark.parametrize("axis", [1, 3])
+def test_a_signal_made_an_image_for_2d_convolutions_converts_through_onnx2tf(
+    tmp_path: Path, axis: int
+) -> None:
+    """An EEG net's shape: `[1, 6, T]` unsqueezed to an image (axis 1: `[1, 1, 6, T]`, then a 2-D
+    convolution and one over the whole height; axis 3, the 1-D-as-2-D idiom: `[1, 6, T, 1]` and a
+    (3, 1) kernel), a ReLU and the Squeeze back. onnx2tf lays the rank-3 and rank-4 tensors out
+    channels-last and maps those axes wrongly (both raise in its convolution); the model prepared for
+    it (the converter form `squeeze_as_reshape`) converts to the float model's values."""
     import json
 
     import onnx
@@ -205,18 +209,25 @@ def test_a_signal_made_an_image_for_2d_convolutions_converts_through_onnx2tf(tmp
     from backends.tflite.prepare import prepare
 
     rng = np.random.default_rng(0)
+    if axis == 1:
+        convs = [
+            helper.make_node("Conv", ["image", "w1"], ["a"], pads=[1, 1, 1, 1]),
+            helper.make_node("Conv", ["a", "w2"], ["b"]),
+        ]
+        weights = {"w1": (4, 1, 3, 3), "w2": (8, 4, 6, 1)}
+    else:
+        convs = [helper.make_node("Conv", ["image", "w1"], ["b"], pads=[1, 0, 1, 0])]
+        weights = {"w1": (8, 6, 3, 1)}
     inits = [
-        numpy_helper.from_array(rng.standard_normal((4, 1, 3, 3)).astype(np.float32), "w1"),
-        numpy_helper.from_array(rng.standard_normal((8, 4, 6, 1)).astype(np.float32), "w2"),
-        numpy_helper.from_array(np.array([1], np.int64), "one"),
-        numpy_helper.from_array(np.array([2], np.int64), "two"),
+        numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n) for n, s in weights.items()
     ]
+    inits.append(numpy_helper.from_array(np.array([axis], np.int64), "axis"))
+    inits.append(numpy_helper.from_array(np.array([2 if axis == 1 else 3], np.int64), "back"))
     nodes = [
-        helper.make_node("Unsqueeze", ["x", "one"], ["image"]),
-        helper.make_node("Conv", ["image", "w1"], ["a"], pads=[1, 1, 1, 1]),
-        helper.make_node("Conv", ["a", "w2"], ["b"]),
+        helper.make_node("Unsqueeze", ["x", "axis"], ["image"]),
+        *convs,
         helper.make_node("Relu", ["b"], ["c"]),
-        helper.make_node("Squeeze", ["c", "two"], ["y"]),
+        helper.make_node("Squeeze", ["c", "back"], ["y"]),
     ]
     graph = helper.make_graph(
         nodes,
