@@ -293,15 +293,16 @@ def _from_shapes(outputs: list[tuple[str, Dims]], proto: Any, input_hw: tuple[in
 def _decoder_step(
     outputs: list[tuple[str, Dims]], proto: Any, inputs: Mapping[str, Sequence[int | None]] | None
 ) -> Guess | None:
-    """One step of a recurrent decoder: the first output normalised over its classes (a Softmax or
-    LogSoftmax after its last layer: the next token's scores) and every other output shaped like one
+    """One step of a recurrent decoder: the first output one vector per sample normalised over its
+    classes (a Softmax or LogSoftmax after its last layer: the next token's scores) and every other output shaped like one
     of the inputs at the spec's shapes (the state it hands to the next step: `hidden` in, `hidden_out`
-    out; a dim the input leaves open matches any). The scores are
-    the application's result; the state is carried, not scored."""
+    out; a dim the input leaves open matches any). The scores are the application's result; the
+    state is carried, not scored."""
     from backends.tasks.config import last_layer
 
     name, dims = outputs[0]
-    if len(outputs) < 2 or last_layer(proto.graph, name) not in ("Softmax", "LogSoftmax"):
+    vector = [d for d in dims[1:] if d != 1]  # one score per class beside the batch: [N, C]
+    if len(outputs) < 2 or len(vector) != 1 or last_layer(proto.graph, name) not in ("Softmax", "LogSoftmax"):
         return None
     inits = {t.name for t in proto.graph.initializer}
     given = dict(inputs or {})
