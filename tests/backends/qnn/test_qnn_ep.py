@@ -86,6 +86,7 @@ def test_check_places_nodes_by_qnns_own_validation(tmp_path: Path) -> None:
     erf = next(n for n in placement["nodes"] if n["name"] == "erf")
     assert erf["failed"] and erf["failed"][0].startswith("QNN: ") and "Erf" in erf["failed"][0]
     assert out.report["qnn_validation"]["failed"].keys() == {"erf"}
+    assert out.report["qnn_validation"]["placed_on_cpu"] is None  # placed after finalizing: not read
 
 
 QUANT = """\
