@@ -1,12 +1,14 @@
 """ONNX's LSTM for onnx2torch, which has no converter for it: loaded by worker.py inside the coreml venv
 before a model is converted (standard library, torch, onnx2torch).
 
-The cell is written out in torch ops (ONNX's gate order i, o, f, c; its default activations, sigmoid
-and tanh; peepholes; forward, reverse and bidirectional; layout 0 and 1), so the weights may be
-initializers or tensors the graph computes, and torch.jit.trace unrolls the time loop over the
-model's fixed sequence length: coremltools converts the matmuls and activations it is made of. What
-ONNX's LSTM allows beyond that (other activations, `clip`, `input_forget`, a `sequence_lens` shorter
-than the sequence) is refused with the attribute's name, not converted approximately.
+A layer of constant weights without peepholes runs as torch's own LSTM, which coremltools converts
+to one `lstm` operation. Otherwise the cell is written out in torch ops (ONNX's gate order i, o, f, c;
+its default activations, sigmoid and tanh; peepholes; forward, reverse and bidirectional; layout 0
+and 1), so the weights may be initializers or tensors the graph computes, and torch.jit.trace unrolls
+the time loop over the model's fixed sequence length: coremltools converts the matmuls and
+activations it is made of. What ONNX's LSTM allows beyond that (other activations, `clip`,
+`input_forget`, a `sequence_lens` shorter than the sequence) is refused with the attribute's name,
+not converted approximately.
 """
 
 from __future__ import annotations
@@ -110,9 +112,9 @@ class OnnxLstm(nn.Module, OnnxToTorchModule):
         self, x: torch.Tensor, values: dict[str, torch.Tensor], h0: torch.Tensor, c0: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """aten::lstm on ONNX's weights (gates i, o, f, c reordered to torch's i, f, c, o), which
-        coremltools converts to its one `lstm` operation: a 300-step layer unrolled in torch ops was
-        16,000 operations and six minutes of conversion. A reverse-only layer runs forward on the
-        reversed sequence. Returns Y [seq, dirs, batch, H], Y_h and Y_c [dirs, batch, H]."""
+        coremltools converts to its one `lstm` operation; the cell traced in torch ops grows by a
+        dozen operations a step, and the conversion with it. A reverse-only layer runs forward on
+        the reversed sequence. Returns Y [seq, dirs, batch, H], Y_h and Y_c [dirs, batch, H]."""
         hidden, dirs = self.hidden, self.directions
         order = torch.cat([torch.arange(k * hidden, (k + 1) * hidden) for k in (0, 2, 3, 1)])
         bias = values.get("B")
