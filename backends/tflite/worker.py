@@ -238,17 +238,19 @@ def flex_ops(body: bytes) -> dict[str, int]:
 
 
 def loop_ops(body: bytes) -> dict[str, int]:
-    """Control-flow operators (WHILE, IF) in a TFLite flatbuffer: op name -> how many."""
+    """Control-flow operators (WHILE, IF) in a TFLite flatbuffer: op name -> how many. Read through
+    the schema's lazy accessors: only the op codes and operators are touched, never the weights."""
     from tensorflow.lite.python import schema_py_generated as schema
-    from tensorflow.lite.tools import flatbuffer_utils
 
     wanted = {schema.BuiltinOperator.WHILE: "WHILE", schema.BuiltinOperator.IF: "IF"}
-    model = flatbuffer_utils.convert_bytearray_to_object(bytearray(body))
-    codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
+    model = schema.Model.GetRootAs(body, 0)
+    codes = [model.OperatorCodes(i) for i in range(model.OperatorCodesLength())]
+    names = [wanted.get(max(c.BuiltinCode(), c.DeprecatedBuiltinCode())) for c in codes]
     counts: dict[str, int] = {}
-    for graph in model.subgraphs:
-        for op in graph.operators:
-            name = wanted.get(codes[op.opcodeIndex])
+    for g in range(model.SubgraphsLength()):
+        graph = model.Subgraphs(g)
+        for k in range(graph.OperatorsLength()):
+            name = names[graph.Operators(k).OpcodeIndex()]
             if name:
                 counts[name] = counts.get(name, 0) + 1
     return counts
