@@ -172,3 +172,27 @@ def signed_again(repo: Path, lock_path: Path) -> None:
     lock_path.write_text(json.dumps(lock, sort_keys=True, indent=2, ensure_ascii=False) + "\n")
     done = run_npuctl(repo, "key", "sign-locks", "--adopt-unsigned")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="session")
+def quantized_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """PP-OCR's classifier (tests.spec.conftest.CLS) quantized by ONNX Runtime's own quantizers, as users receive such models:
+    `qdq` (static, Q/DQ format) and `integer` (dynamic, integer operators)."""
+    import numpy as np
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_dynamic, quantize_static
+
+    class Frames(CalibrationDataReader):
+        def __init__(self) -> None:
+            rng = np.random.default_rng(0)
+            self.left = [{"x": rng.random((1, 3, 48, 192), dtype=np.float32)} for _ in range(2)]
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return self.left.pop() if self.left else None
+
+    folder = tmp_path_factory.mktemp("quantized")
+    out = {"qdq": folder / "qdq.onnx", "integer": folder / "integer.onnx"}
+    from tests.spec.conftest import CLS
+
+    quantize_static(CLS, out["qdq"], Frames(), quant_format=QuantFormat.QDQ)
+    quantize_dynamic(CLS, out["integer"])
+    return out

@@ -80,6 +80,17 @@ class CoreMlBackend:
     def options_schema(self) -> dict[str, Any]:
         return OPTIONS_SCHEMA
 
+    def spec_errors(self, spec: dict[str, Any], target: Any) -> list[tuple[str, str]]:
+        """(field, message) for settings this toolchain cannot build, reported by `validate`: a model's
+        own Q/DQ (the conversion reads the model through onnx2torch, which reads no Q/DQ nodes)."""
+        if (spec.get("quantization") or {}).get("mode") != "qat":
+            return []
+        message = (
+            f"qat is not built for {target.id}: Core ML's conversion (through onnx2torch) reads no Q/DQ "
+            "nodes; give the float model with mode: ptq (Core ML's W8)"
+        )
+        return [("quantization.mode", message)]
+
     def missing_toolchain(self) -> str | None:
         from backends.sdk import toolchains
 

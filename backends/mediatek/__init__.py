@@ -97,9 +97,9 @@ class MediaTekBackend:
 
     def spec_errors(self, spec: dict[str, Any], target: Target) -> list[tuple[str, str]]:
         """(field, message) for settings this toolchain cannot build, reported by `validate`."""
-        from backends.tflite import keep_errors
+        from backends import tflite
 
-        return keep_errors(spec.get("quantization") or {}, target.id)
+        return tflite.spec_errors(spec.get("quantization") or {}, target.id)
 
     def options_schema(self) -> dict[str, Any]:
         return OPTIONS_SCHEMA

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from backends.passes.quantized import QDQ_OPS
+
 _UNIT = re.compile(r"Validation (PASSED|FAILED) for \d+ nodes in OrtNodeUnit \((\S+)\)")
 _NODE = re.compile(r"^\s*Operator type: (\S+) Node name: (.*?) Node index: \d+\s*$")
 _REASON = re.compile(r"^\s*REASON\s*:\s*(.*)$")
@@ -109,7 +111,6 @@ def _not_added(log: str) -> list[str]:
     return seen
 
 
-QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 SHOWN_NODES = 3
 """Nodes named per refused op and reason: the line stays one line when a layer repeats (six
 transformer blocks' LayerNormalization)."""

@@ -47,19 +47,19 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "quantize",
         name="backends.rknn.stages.RknnQuantize",
-        version="3",
+        version="4",
         ref="backends.rknn.stages:RknnQuantize",
     ),
     Registration(
         "compile",
         name="backends.rknn.stages.RknnCompile",
-        version="4",
+        version="5",
         ref="backends.rknn.stages:RknnCompile",
     ),
     Registration(
         "evaluate",
         name="backends.rknn.stages.RknnEvaluate",
-        version="9",
+        version="10",
         ref="backends.rknn.stages:RknnEvaluate",
     ),
 )

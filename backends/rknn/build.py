@@ -192,6 +192,7 @@ def build_request(prep: Prepared, target: Target, compile_cfg: Mapping[str, Any]
         "input_shapes": shapes,
         "config": config,
         "quantize": bool(quant.get("quantize")),
+        "qat": quant.get("mode") == "qat",
         "dataset": prep.dataset if quant.get("quantize") else None,
         "hybrid": quant.get("hybrid"),
         "tail_hybrid": quant.get("tail_hybrid"),
@@ -199,3 +200,19 @@ def build_request(prep: Prepared, target: Target, compile_cfg: Mapping[str, Any]
         "rknn_batch_size": batch if batch > 1 else None,
         "output": "model.rknn",
     }
+
+
+QAT_DTYPE = "the model's own Q/DQ"
+
+
+def dtype_label(quantized_dtype: str | None, qat: bool) -> str:
+    """What a .rknn computes in, for notes and reports: the toolkit's quantized_dtype (w8a8, ...), the
+    model's own Q/DQ (qat: rknn-toolkit2 reads the scales and builds integer layers from them, with
+    do_quantization off), or float16."""
+    return quantized_dtype or (QAT_DTYPE if qat else "float16")
+
+
+def integer_build(req: Mapping[str, Any]) -> bool:
+    """Whether the .rknn computes in integers (its own calibration, or the model's Q/DQ): such a build
+    is checked against its source on the simulator before it is recorded."""
+    return bool(req.get("quantize") or req.get("qat"))

@@ -22,7 +22,11 @@ def quant_plan(config: Mapping[str, Any], target: Any, model: Any) -> tuple[dict
     policy = quant_policy.resolve(config, target)
     notes: list[str] = []
     if policy.mode in ("fp16", "qat"):
-        why = "fp16: RKNN's float build is float16" if policy.mode == "fp16" else "qat: QDQ model built as is"
+        why = (
+            "fp16: RKNN's float build is float16"
+            if policy.mode == "fp16"
+            else "qat: rknn-toolkit2 reads the model's Q/DQ scales and builds its integer layers from them"
+        )
         return {"quantize": False, "mode": policy.mode}, [why]
     section = config.get("quantization") or {}
     chip = str(target.extra.get("rknn_platform") or target.id)

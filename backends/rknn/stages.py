@@ -82,7 +82,7 @@ class RknnQuantize:
         request.log.parent.mkdir(parents=True, exist_ok=True)
         request.log.write_text(json.dumps({"plan": plan, "notes": notes}, indent=1, sort_keys=True) + "\n")
         note = (
-            f"rknn {plan.get('quantized_dtype', 'float16')} plan; the build runs in compile"
+            f"rknn plan: {B.dtype_label(plan.get('quantized_dtype'), plan['mode'] == 'qat')}; the build runs in compile"
             + (
                 f" ({len(plan['sensitive_nodes'])} sensitive layers hybrid)"
                 if plan.get("sensitive_nodes")
@@ -148,8 +148,9 @@ def sidecar(
         }
         if meta
         else None,
-        "quantized": bool(req["quantize"]),
+        "quantized": B.integer_build(req),
         "quantized_dtype": req["config"].get("quantized_dtype"),
+        "qat": req["qat"],
         "hybrid_layers": result.get("hybrid_layers", []),
         "rknn_sha256": result["rknn"]["sha256"],
         "toolkit": result.get("sdk"),
@@ -189,7 +190,8 @@ class RknnCompile:
         with driver.job_folder() as job:
             prep = B.prepare(Path(source), job)
             req = B.build_request(prep, request.target, compile_cfg)
-            plan = simulate.CheckPlan.make(request, prep, job.parent / "sim") if req["quantize"] else None
+            integer = B.integer_build(req)
+            plan = simulate.CheckPlan.make(request, prep, job.parent / "sim") if integer else None
             result = driver.run(req, prep.folder, request.log, plan.after if plan else None)
             checked = plan.check(request, prep) if plan else None  # the int8 build against its source
             rknn_path = request.workdir / "model.rknn"
@@ -204,14 +206,15 @@ class RknnCompile:
             "rknn": result["rknn"],
             "target_platform": req["config"]["target_platform"],
             "core_mask": meta["core_mask"],
-            "quantized_dtype": meta["quantized_dtype"] or "float16",
+            "quantized_dtype": B.dtype_label(req["config"].get("quantized_dtype"), req["qat"]),
             "hybrid_layers": meta["hybrid_layers"],
             "toolkit": result.get("sdk"),
             "fusion": "rewrite.fusion is applied by the shared rewrite pass; RKNN fuses by optimization_level",
         }
         if checked is not None:
             report["check"] = checked
-        note = f"{req['config']['target_platform']} .rknn ({meta['quantized_dtype'] or 'float16'}), {result['rknn']['size']} bytes"
+        dtype = B.dtype_label(req["config"].get("quantized_dtype"), req["qat"])
+        note = f"{req['config']['target_platform']} .rknn ({dtype}), {result['rknn']['size']} bytes"
         disabled = result.get("disabled_rules")
         if disabled:
             report["disabled_rules"] = disabled
@@ -375,7 +378,7 @@ class RknnEvaluate:
         samples = data.load_samples(Path(folder), raw, None, 0, "evaluate.data", B.color_of(prep.meta))
         sim = job.parent / "sim"  # outside the build folder: its contents change the toolkit's bytes
         after: dict[str, Any] = {"simulate": simulate.request(samples, raw, prep.meta, sim)}
-        if len(raw) == 1:
+        if len(raw) == 1 and not req.get("qat"):  # the toolkit analyses a QAT model on a board only
             after["analysis"] = {
                 "inputs": [str(sim / "analysis_0.npy")],
                 "dir": str(job.parent / "snapshot"),

@@ -31,6 +31,7 @@ import os
 import re
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -90,12 +91,17 @@ def _load(rknn: Any, req: dict[str, Any], base: Path) -> None:
     )
 
 
-def _build(rknn: Any, req: dict[str, Any], base: Path, result: dict[str, Any]) -> Path:
+def _build(
+    rknn: Any, req: dict[str, Any], base: Path, result: dict[str, Any], running: Callable[[str], None]
+) -> Path:
+    running("rknn-toolkit2's load_onnx")
     _load(rknn, req, base)
     dataset = str(base / req["dataset"]) if req.get("dataset") else None
     hybrid = dict(req.get("hybrid") or {})
     tail = req.get("tail_hybrid") if req.get("quantize") else None
     pairs = list(hybrid.get("custom_hybrid") or [])
+    if tail or (req.get("quantize") and pairs):
+        running("rknn-toolkit2's hybrid quantization (steps 1 and 2)")
     if tail:
         try:
             rknn = _hybrid(rknn, [*pairs, *tail["custom_hybrid"]], dataset, req, base, result)
@@ -115,6 +121,7 @@ def _build(rknn: Any, req: dict[str, Any], base: Path, result: dict[str, Any]) -
             kwargs["auto_hybrid"] = True
         if req.get("rknn_batch_size"):
             kwargs["rknn_batch_size"] = int(req["rknn_batch_size"])
+        running(f"rknn-toolkit2's build ({_build_kind(req)})")
         _check("build", rknn.build(**kwargs))
     out = base / req["output"]
     _check("export_rknn", rknn.export_rknn(str(out)))
@@ -229,7 +236,15 @@ def _analysis(rknn: Any, spec: dict[str, Any], base: Path) -> dict[str, Any]:
     return {"summary": spec["summary"], "layers": len(layers)}
 
 
-def run(request_path: Path) -> dict[str, Any]:
+def _build_kind(req: dict[str, Any]) -> str:
+    if req.get("quantize"):
+        return f"quantizing to {(req.get('config') or {}).get('quantized_dtype')} on its calibration data"
+    return "integer layers from the model's own Q/DQ scales" if req.get("qat") else "float16"
+
+
+def run(request_path: Path, running: Callable[[str], None] = lambda what: None) -> dict[str, Any]:
+    """The build, then what the request's `after` file asks of it; `running` is told each step a crash
+    may end, so that the parent can name it."""
     req = json.loads(request_path.read_text())
     if req.get("format_version") != FORMAT_VERSION:
         raise WorkerError(
@@ -240,15 +255,17 @@ def run(request_path: Path) -> dict[str, Any]:
     result: dict[str, Any] = {"format_version": FORMAT_VERSION, "ok": True}
     try:
         result["sdk"] = _version()
-        _build(rknn, req, base, result)
+        _build(rknn, req, base, result, running)
         rknn = result.pop("_rknn")
         # Read only now: anything parsed before the build shifts the heap, and the toolkit's output
         # bytes depend on it, so evaluate's rebuild must read exactly what compile's build read.
         after_path = base.parent / AFTER_FILE
         after = json.loads(after_path.read_text()) if after_path.exists() else {}
         if after.get("simulate"):
+            running("rknn-toolkit2's simulator (init_runtime and inference)")
             result["simulate"] = _simulate(rknn, after["simulate"], base)
         if after.get("analysis"):
+            running("rknn-toolkit2's accuracy_analysis")
             result["analysis"] = _analysis(rknn, after["analysis"], base)
     finally:
         result.pop("_rknn", None)
@@ -270,8 +287,12 @@ def main(argv: list[str]) -> int:
         print("usage: worker.py REQUEST.json RESULT.json", file=sys.stderr)
         return 2
     request, result_path = Path(argv[0]), Path(argv[1])
+
+    def running(what: str) -> None:
+        result_path.write_text(json.dumps({"running": what}))
+
     try:
-        result = run(request)
+        result = run(request, running)
     except WorkerError as exc:
         result = {"format_version": FORMAT_VERSION, "ok": False, "step": exc.step, "error": str(exc)}
     except Exception as exc:

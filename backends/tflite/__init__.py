@@ -41,11 +41,18 @@ def venv_python() -> Path:
 KEEP_FIELD = "quantization.sensitive_layers.keep"
 
 
-def keep_errors(quantization: dict[str, Any], target: str) -> list[tuple[str, str]]:
+def spec_errors(quantization: dict[str, Any], target: str) -> list[tuple[str, str]]:
     """(field, message) for what the TFLite path cannot build, found at `validate` rather than at
-    apply: float layers inside a 16-bit-activation model (TF's selective quantizer keeps float layers
-    in int8 models only), and the accuracy-driven layer search, which runs on ONNX Runtime's QDQ models
-    only (here it would keep nothing, silently)."""
+    apply: a model's own Q/DQ (onnx2tf converts float models, and TF's quantizer would round the
+    tensors again with scales of its own), float layers inside a 16-bit-activation model (TF's
+    selective quantizer keeps float layers in int8 models only), and the accuracy-driven layer search,
+    which runs on ONNX Runtime's QDQ models only (here it would keep nothing, silently)."""
+    if quantization.get("mode") == "qat":
+        message = (
+            f"qat is not built for {target}: onnx2tf converts float models only, and TF's quantizer would "
+            "round the model's Q/DQ tensors again with scales of its own; give the float model with mode: ptq"
+        )
+        return [("quantization.mode", message)]
     rules = quantization.get("sensitive_layers")
     if quantization.get("mode") != "ptq" or not isinstance(rules, dict):
         return []

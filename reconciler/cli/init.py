@@ -21,6 +21,7 @@ import click
 import yaml
 
 import backends.catalog as catalog
+from backends.passes.quantized import quantized
 from backends.sdk.base import SpecNeed
 from reconciler.repo import find_root
 from reconciler.spec import ModelError, ModelSummary, SpecErrors, load, model_summary, semantic_errors
@@ -318,13 +319,7 @@ def render(
         "  #   mean: [127.5, 127.5, 127.5]",
         "  #   std: [127.5, 127.5, 127.5]",
         "  quantization:",
-        "    mode: none  # none | fp16 | ptq | qat",
-        "    # mode: ptq",
-        "    # activations: uint8  # int8 | uint8 | int16 | uint16; default follows the target",
-        "    # calibration: {data: ../data/calib, samples: 100, method: minmax}",
-        "    # sensitive_layers:  # kept at higher precision: nodes (globs), op_types, first, last, or measured:",
-        "    #   keep: fp16",
-        "    #   auto: {max_accuracy_drop: 0.01, max_layers: 8}",
+        *_quantization_lines(summary, target),
         "  compile:",
         "    batch: 1",
         "    optimization_level: 3",
@@ -349,6 +344,47 @@ def render(
             at = lines.index(next(line for line in lines if line.startswith("  slo:")))
             lines[at:at] = [header, *extra]
     return "\n".join(lines) + "\n"
+
+
+def _quantization_lines(summary: ModelSummary, target: str) -> list[str]:
+    """The quantization section: float with the ptq fields commented out, or, for a model that
+    arrives quantized, the one mode that builds it (reconciler.spec checks the same facts), a FIXME
+    where the target's toolchain cannot build that mode."""
+    found = quantized(op for _, op in summary.nodes)
+    if found is not None and found.form == "qdq":
+        refused = _refused(target, "qat")
+        if refused:
+            return [f"    mode: FIXME  # FIXME: the model arrives quantized ({found.text()}); {refused}"]
+        return [f"    mode: qat  # the model arrives quantized ({found.text()}): built with its own scales"]
+    if found is not None:
+        return [
+            f"    mode: none  # the model arrives quantized with integer operators ({found.text()}): built "
+            "as it is; NPU compilers take a float or a Q/DQ model"
+        ]
+    return [
+        "    mode: none  # none | fp16 | ptq | qat",
+        "    # mode: ptq",
+        "    # activations: uint8  # int8 | uint8 | int16 | uint16; default follows the target",
+        "    # calibration: {data: ../data/calib, samples: 100, method: minmax}",
+        "    # sensitive_layers:  # kept at higher precision: nodes (globs), op_types, first, last, or measured:",
+        "    #   keep: fp16",
+        "    #   auto: {max_accuracy_drop: 0.01, max_layers: 8}",
+    ]
+
+
+def _refused(target: str, mode: str) -> str | None:
+    """Why the target's backend cannot build quantization.mode `mode` (its spec_errors), or None."""
+    from backends import registry
+    from backends.sdk.base import SPEC_ERRORS
+    from backends.sdk.errors import BackendError
+
+    found = catalog.target(target)
+    try:
+        check = getattr(registry.backend(found.backend), SPEC_ERRORS, None)
+    except BackendError:
+        return None
+    errors = check({"quantization": {"mode": mode}}, found) if check is not None else []
+    return errors[0][1] if errors else None
 
 
 def _ignore_state(root: Path) -> None:

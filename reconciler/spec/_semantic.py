@@ -6,7 +6,8 @@ optional (backends.sdk.base.SpecNeed) must be set; compile options must match th
 the model file must exist (inside the repository or the installed package that ships it), match its
 sha256 pin, and agree with the spec: input names and ranks, every dynamic dimension fixed and every
 fixed one matching, the preprocess input, every sensitive-layer or rewrite-exclusion rule matching at
-least one node, and labels the declared evaluate.task can read.
+least one node, labels the declared evaluate.task can read, and a quantization mode that fits a model
+that arrives already quantized.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+from backends.passes.quantized import quantized
 from backends.sdk import pathpolicy
 from reconciler.spec._errors import SpecError, SpecErrors
 from reconciler.spec._load import LoadedSpec
@@ -57,6 +59,7 @@ def model_errors(spec: LoadedSpec, root: Path) -> list[SpecError]:
     errors += _preprocess_errors(spec, graph)
     errors += _mask_errors(spec, graph)
     errors += _rule_errors(spec, graph)
+    errors += _quantized_errors(spec, graph)
     return errors
 
 
@@ -235,6 +238,33 @@ def _resize_errors(spec: LoadedSpec) -> list[SpecError]:
         "frame's size must be fixed"
     )
     return [spec.error("preprocess.resize", message)]
+
+
+def _quantized_errors(spec: LoadedSpec, graph: ModelSummary) -> list[SpecError]:
+    """quantization.mode against the model's own quantization (backends.passes.quantized): a model
+    that carries Q/DQ nodes builds as `qat` (its own scales), never quantized or cast a second time;
+    `qat` needs those nodes; a model of integer operators is built only as it is (`none`)."""
+    mode = spec.deployment.spec.quantization.mode
+    found = quantized(op for _, op in graph.nodes)
+    if found is None:
+        if mode != "qat":
+            return []
+        message = "qat builds a model that carries QuantizeLinear/DequantizeLinear nodes; this one has none"
+        return [spec.error("quantization.mode", message)]
+    if found.form == "integer" and mode != "none":
+        message = (
+            f"the model is already quantized with integer operators ({found.text()}), which NPU compilers "
+            "do not take and no quantization mode rebuilds: set mode: none, or export the float model"
+        )
+        return [spec.error("quantization.mode", message)]
+    if mode in ("ptq", "fp16"):
+        again = "quantize it a second time" if mode == "ptq" else "cast its integer arithmetic to fp16"
+        message = (
+            f"the model is already quantized ({found.text()}): {mode} would {again}; "
+            "mode: qat builds it with its own scales"
+        )
+        return [spec.error("quantization.mode", message)]
+    return []
 
 
 def _rule_errors(spec: LoadedSpec, graph: ModelSummary) -> list[SpecError]:

@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 
 from reconciler.cli import cli
 from reconciler.spec import check, load
-from tests.spec.conftest import CLS, Repo, make_repo
+from tests.spec.conftest import CLS, Repo, copy_quantized, make_repo
 
 
 @pytest.fixture
@@ -200,6 +200,61 @@ def test_the_commented_quantization_block_validates_once_uncommented(repo: Repo)
     assert report.valid, [str(e) for e in report.errors]
     assert report.spec is not None
     assert report.spec.deployment.spec.quantization.sensitive_layers is not None
+
+
+@pytest.mark.parametrize(
+    ("model", "mode"),
+    [
+        ("qdq", "    mode: qat  # the model arrives quantized (DequantizeLinear x"),
+        (
+            "integer",
+            "    mode: none  # the model arrives quantized with integer operators (DynamicQuantizeLinear x",
+        ),
+    ],
+)
+def test_a_model_quantized_on_arrival_gets_the_mode_that_builds_it(
+    repo: Repo, quantized_models: dict[str, Path], model: str, mode: str
+) -> None:
+    """A Q/DQ model (ONNX Runtime's static quantizer) is written as qat, never as a float model whose
+    ptq suggestion would quantize it twice; one of integer operators as none, saying why."""
+    copy_quantized(repo, quantized_models)
+    assert init(f"models/{model}.onnx", "--target", "cpu", "--input", "x=1x3x48x192").return_value == 0
+    path = repo.root / "specs" / f"{model}-cpu.yaml"
+    text = path.read_text()
+    assert mode in text and "# mode: ptq" not in text, text
+    fill_slos(path)
+    (report,) = check([path], repo.root)
+    assert report.valid, [str(e) for e in report.errors]
+
+
+@pytest.mark.parametrize(
+    ("target", "why"),
+    [
+        ("apple-ane", "Core ML's conversion (through onnx2torch) reads no Q/DQ nodes"),
+        ("ethos-u55", "onnx2tf converts float models only"),
+        ("mediatek-mdla3", "onnx2tf converts float models only"),
+    ],
+)
+def test_a_q_dq_model_for_a_toolchain_that_reads_no_q_dq_gets_a_fixme_saying_why(
+    repo: Repo, quantized_models: dict[str, Path], target: str, why: str
+) -> None:
+    """qat there fails validate at the mode's line (the backend's own spec check), and so does the
+    placeholder init writes instead, with the backend's reason beside it."""
+    copy_quantized(repo, quantized_models)
+    result = init("models/qdq.onnx", "--target", target, "--input", "x=1x3x48x192")
+    path = repo.root / "specs" / f"qdq-{target}.yaml"
+    lines = path.read_text().splitlines()
+    (line,) = [i for i, text in enumerate(lines, 1) if text.startswith("    mode: ")]
+    assert (
+        lines[line - 1].startswith("    mode: FIXME  # FIXME: the model arrives quantized (")
+        and why in lines[line - 1]
+    )
+    assert f"specs/qdq-{target}.yaml:{line}: spec.quantization.mode" in result.stdout
+    fill_slos(path)
+    path.write_text(path.read_text().replace("mode: FIXME", "mode: qat"))
+    (report,) = check([path], repo.root)
+    assert [(e.line, e.field) for e in report.errors] == [(line, "spec.quantization.mode")], report.errors
+    assert why in str(report.errors[0])
 
 
 @pytest.mark.parametrize(

@@ -107,3 +107,10 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Repo]:
     made = make_repo(root)
     monkeypatch.chdir(root)
     yield made
+
+
+def copy_quantized(repo: Repo, models: dict[str, Path]) -> None:
+    """`models` copied into the repository's models folder, dated long ago (summaries may be cached)."""
+    for name, path in models.items():
+        shutil.copyfile(path, repo.root / "models" / f"{name}.onnx")
+        os.utime(repo.root / "models" / f"{name}.onnx", (1_600_000_000, 1_600_000_000))

@@ -21,7 +21,7 @@ from reconciler.spec import (
     resolve_path,
 )
 from reconciler.state.statcache import RACY_NS
-from tests.spec.conftest import GOOD, GOOD_CLS, Repo, edit
+from tests.spec.conftest import GOOD, GOOD_CLS, Repo, copy_quantized, edit
 
 CLS_IN_PACKAGE = """\
 apiVersion: npuctl/v1
@@ -237,3 +237,37 @@ def test_a_tokens_task_s_mask_is_an_input_of_the_model(repo: Repo) -> None:
     (report,) = check([repo.write("specs/t.yaml", text)], repo.root)
     (error,) = [e for e in report.errors if "mask" in str(e)]
     assert "spec.evaluate.task.mask: the model has no input 'attention_mask'" in str(error), str(error)
+
+
+@pytest.mark.parametrize(
+    ("model", "mode", "message"),
+    [
+        ("qdq", "ptq", "the model is already quantized (DequantizeLinear x"),
+        ("qdq", "fp16", "fp16 would cast its integer arithmetic to fp16; mode: qat builds it"),
+        ("cls", "qat", "qat builds a model that carries QuantizeLinear/DequantizeLinear nodes; this one"),
+        ("integer", "qat", "already quantized with integer operators (DynamicQuantizeLinear x"),
+        ("integer", "ptq", "already quantized with integer operators"),
+    ],
+)
+def test_a_mode_that_does_not_fit_a_model_quantized_on_arrival_is_an_error_at_the_mode(
+    repo: Repo, quantized_models: dict[str, Path], model: str, mode: str, message: str
+) -> None:
+    """ONNX Runtime's own quantizers made the models; the error stands on the mode's line and column."""
+    copy_quantized(repo, quantized_models)
+    text = GOOD_CLS.replace("cls.onnx", f"{model}.onnx") + f"  quantization:\n    mode: {mode}\n"
+    if mode == "ptq":
+        text += "    calibration: {data: ../data/calib}\n"
+    (report,) = check([repo.write("specs/q.yaml", text)], repo.root)
+    errors = [str(e) for e in report.errors]
+    assert len(errors) == 1 and errors[0].startswith("specs/q.yaml:11:11: spec.quantization.mode: "), errors
+    assert message in errors[0], errors[0]
+
+
+@pytest.mark.parametrize(("model", "mode"), [("qdq", "qat"), ("qdq", "none"), ("integer", "none")])
+def test_a_model_quantized_on_arrival_validates_in_the_mode_that_builds_it(
+    repo: Repo, quantized_models: dict[str, Path], model: str, mode: str
+) -> None:
+    copy_quantized(repo, quantized_models)
+    text = GOOD_CLS.replace("cls.onnx", f"{model}.onnx") + f"  quantization: {{mode: {mode}}}\n"
+    (report,) = check([repo.write("specs/q.yaml", text)], repo.root)
+    assert report.valid, [str(e) for e in report.errors]

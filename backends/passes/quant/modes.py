@@ -11,14 +11,13 @@ from typing import TYPE_CHECKING, Any
 from backends.catalog import Target
 from backends.passes import data
 from backends.passes.quant.policy import COMPUTE_OPS, Policy, has_float
+from backends.passes.quantized import QDQ_OPS
 from backends.sdk.errors import TerminalError, one_line
 
 if TYPE_CHECKING:
     import onnx
 
 Logger = Callable[[str], None]
-
-QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 
 
 def save_deterministic(model: onnx.ModelProto, path: Path) -> None:

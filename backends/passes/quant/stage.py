@@ -31,7 +31,7 @@ from backends.passes.quant import (
     recurrent,
     sensitivity,
 )
-from backends.passes.quant.modes import QDQ_OPS, convert_fp16, keep_fp16, save_deterministic, validate_qat
+from backends.passes.quant.modes import convert_fp16, keep_fp16, save_deterministic, validate_qat
 from backends.passes.quant.policy import (
     FLOAT_KEEPS,
     Policy,
@@ -42,6 +42,7 @@ from backends.passes.quant.policy import (
 )
 from backends.passes.quant.qdq_build import Builder, _name_nodes, op_types_to_quantize, prepare
 from backends.passes.quant.search_set import search_set
+from backends.passes.quantized import QDQ_OPS
 from backends.sdk.base import StageLog, StageOutput, StageRequest
 from backends.sdk.errors import TerminalError
 

@@ -225,3 +225,50 @@ spec:
     assert any("unbounded_clamp x1" in note for note in reports["quantize"]["notes"]), reports["quantize"]
     lock = json.loads((git_repo / "specs" / "magika.lock.json").read_text())["variants"]["default"]
     assert lock["measurements"]["accuracy"]["value"] >= 0.75
+
+
+def test_a_model_that_arrives_with_its_own_q_dq_builds_from_its_scales_and_is_checked(
+    digits_repo: Path,
+) -> None:
+    """The digits model quantized by ONNX Runtime's static quantizer (Q/DQ format), `mode: qat`: the
+    toolkit reads the scales (do_quantization off) and lays out INT8 tensors, the record says whose
+    quantization it is (not "float16"), the compile checks the build on the simulator against its
+    source, and evaluate measures it there (the toolkit's accuracy_analysis takes a QAT model on a
+    board only, so it is not asked)."""
+    import numpy as np
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
+
+    models = digits_repo / "models"
+
+    class Calibration(CalibrationDataReader):
+        def __init__(self) -> None:
+            files = sorted((digits_repo / "data" / "calib").glob("*.npy"))
+            self.left = [{"image": np.load(f).astype(np.float32)} for f in files]
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return self.left.pop() if self.left else None
+
+    quantize_static(models / "digits.onnx", models / "qdq.onnx", Calibration(), quant_format=QuantFormat.QDQ)
+    text = DIGITS_SPEC.format(name="digits").replace("target: cpu", "target: rk3588")
+    text = text.replace("digits.onnx", "qdq.onnx").replace(
+        "  evaluate:", "  quantization: {mode: qat}\n  evaluate:"
+    )
+    (digits_repo / "specs" / "digits.yaml").write_text(text.replace("latency_ms: {p90: 1000}", "size_mb: 1"))
+    result = run_npuctl(digits_repo, "apply", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = json.loads(result.stdout)["specs"][0]
+    verdicts = {v["name"]: v for v in out["slo"]}
+    assert verdicts["accuracy.min"]["evidence"] == "measured:host simulator", verdicts
+    assert verdicts["accuracy.min"]["passed"] is True
+    with sqlite3.connect(digits_repo / ".npuctl" / "state.db") as db:
+        reports = {s: json.loads(r) for s, r in db.execute("select stage, report from records")}
+    compile_report = reports["compile"]
+    assert compile_report["quantized_dtype"] == "the model's own Q/DQ", compile_report
+    check = compile_report["check"]
+    assert check["ran"] and check["passed"] and check["drop"] <= check["budget"], check
+    assert reports["evaluate"]["accuracy_analysis"] is None
+    logs = list((digits_repo / ".npuctl" / "logs" / "digits" / "default").glob("compile-*.log"))
+    tensors = [
+        line for log in logs for line in log.read_text().splitlines() if "_DequantizeLinear_Output" in line
+    ]
+    assert any(" INT8 " in line for line in tensors), "the toolkit laid out the model's weights as INT8"
