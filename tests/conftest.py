@@ -196,3 +196,22 @@ def quantized_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path
     quantize_static(CLS, out["qdq"], Frames(), quant_format=QuantFormat.QDQ)
     quantize_dynamic(CLS, out["integer"])
     return out
+
+
+def qdq_digits(repo: Path) -> Path:
+    """`models/qdq.onnx`: the repository's digits model quantized by ONNX Runtime's static quantizer
+    (Q/DQ format) on its calibration samples, as a model that arrives quantized (`mode: qat`)."""
+    import numpy as np
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
+
+    class Calibration(CalibrationDataReader):
+        def __init__(self) -> None:
+            files = sorted((repo / "data" / "calib").glob("*.npy"))
+            self.left = [{"image": np.load(f).astype(np.float32)} for f in files]
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return self.left.pop() if self.left else None
+
+    out = repo / "models" / "qdq.onnx"
+    quantize_static(repo / "models" / "digits.onnx", out, Calibration(), quant_format=QuantFormat.QDQ)
+    return out

@@ -19,7 +19,7 @@ from backends.sdk.errors import TerminalError
 from reconciler.state.store import Store
 from tests.backends.built_once import built_once
 from tests.backends.detector import SIZE
-from tests.conftest import DIGITS_SPEC, copy_digits, git, run_npuctl
+from tests.conftest import DIGITS_SPEC, copy_digits, git, qdq_digits, run_npuctl
 
 pytest.importorskip("onnxruntime_qnn")
 ROOT = Path(__file__).resolve().parents[3]
@@ -378,3 +378,35 @@ def test_a_failed_compile_names_the_node_qnn_refused(tmp_path: Path) -> None:
     assert "\n" not in message
     assert f"QNN refused Erf node '{erf}'" in message and "`Erf` are not supported" in message
     assert "'sin'" not in message and "'relu'" not in message
+
+
+@pytest.mark.slow
+def test_a_model_that_arrives_with_its_own_q_dq_is_compiled_from_its_scales(digits_repo: Path) -> None:
+    """The digits model quantized by ONNX Runtime's static quantizer, `mode: qat`: the quantize stage
+    passes the model through (every compute op quantized, its own types), the HTP context is compiled
+    from those Q/DQ nodes, and the simulator's accuracy is measured against the source model."""
+    qdq = qdq_digits(digits_repo)
+    text = DIGITS_SPEC.format(name="digits").replace("target: cpu", "target: qualcomm-htp-v75")
+    text = text.replace("digits.onnx", "qdq.onnx").replace(
+        "  evaluate:", "  quantization: {mode: qat}\n  evaluate:"
+    )
+    (digits_repo / "specs" / "digits.yaml").write_text(text)
+    done = run_npuctl(digits_repo, "apply", "--json")
+    assert done.returncode in (0, 3), done.stdout[-3000:] + done.stderr[-3000:]
+    out = json.loads(done.stdout)["specs"][0]
+    assert {s["name"]: s["action"] for s in out["stages"]}["compile"] == "built", out["stages"]
+    verdicts = {v["name"]: v for v in out["slo"]}
+    assert (
+        verdicts["accuracy.min"]["evidence"] == "measured:host simulator"
+        and verdicts["accuracy.min"]["passed"]
+    )
+    import sqlite3
+
+    with sqlite3.connect(digits_repo / ".npuctl" / "state.db") as db:
+        reports = {s: json.loads(r) for s, r in db.execute("select stage, report from records")}
+    quantize = reports["quantize"]
+    assert quantize["mode"] == "qat" and quantize["float_compute_ops"] == [], quantize
+    source = {n.op_type for n in onnx.load(str(qdq)).graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear"} <= source
+    check = reports["compile"]["epcontext"]["check"]  # the HTP simulator against the Q/DQ source
+    assert check["agrees"] and check["how"].startswith("HTP simulator vs ONNX Runtime CPU"), check

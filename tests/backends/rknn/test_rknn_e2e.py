@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from rknn_helpers import needs_rknn
 
-from tests.conftest import DIGITS_SPEC, run_npuctl
+from tests.conftest import DIGITS_SPEC, qdq_digits, run_npuctl
 
 pytestmark = [pytest.mark.slow, needs_rknn]
 
@@ -235,20 +235,7 @@ def test_a_model_that_arrives_with_its_own_q_dq_builds_from_its_scales_and_is_ch
     quantization it is (not "float16"), the compile checks the build on the simulator against its
     source, and evaluate measures it there (the toolkit's accuracy_analysis takes a QAT model on a
     board only, so it is not asked)."""
-    import numpy as np
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
-
-    models = digits_repo / "models"
-
-    class Calibration(CalibrationDataReader):
-        def __init__(self) -> None:
-            files = sorted((digits_repo / "data" / "calib").glob("*.npy"))
-            self.left = [{"image": np.load(f).astype(np.float32)} for f in files]
-
-        def get_next(self) -> dict[str, np.ndarray] | None:
-            return self.left.pop() if self.left else None
-
-    quantize_static(models / "digits.onnx", models / "qdq.onnx", Calibration(), quant_format=QuantFormat.QDQ)
+    qdq_digits(digits_repo)
     text = DIGITS_SPEC.format(name="digits").replace("target: cpu", "target: rk3588")
     text = text.replace("digits.onnx", "qdq.onnx").replace(
         "  evaluate:", "  quantization: {mode: qat}\n  evaluate:"
