@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.coreml import program
+from backends.passes.quantized import quantized
 from backends.passes.rewrite.converter_forms import disabled, write_convertible
 from backends.sdk import bundles, toolchains
 from backends.sdk.base import StageLog, StageOutput, StageRequest
@@ -181,7 +182,14 @@ class CoreMlCompile:
         sample = data.random_samples(specs, 1, seed=0)[0]
         import onnx
 
-        outputs = [o.name for o in onnx.load(str(source), load_external_data=False).graph.output]
+        graph = onnx.load(str(source), load_external_data=False).graph
+        arrived = quantized(n.op_type for n in graph.node)
+        if arrived is not None:
+            raise TerminalError(
+                f"the model arrives quantized ({arrived.text()}), and Core ML's conversion (through "
+                f"onnx2torch) reads no Q/DQ or integer operators; give {request.target.id} the float model"
+            )
+        outputs = [o.name for o in graph.output]
         with tempfile.TemporaryDirectory(prefix="npuctl-coreml-") as tmp:
             job = Path(tmp)
             with (job / "sample.npz").open("wb") as fh:

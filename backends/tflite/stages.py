@@ -23,6 +23,7 @@ from typing import Any
 from backends.catalog import Target
 from backends.passes.quant.policy import FLOAT_KEEPS, Policy, calibration_folder, match_rules, resolve
 from backends.passes.quant.qdq_placement import MIX_FACTOR
+from backends.passes.quantized import quantized
 from backends.passes.rewrite.converter_forms import disabled
 from backends.sdk.base import StageLog, StageOutput, StageRequest
 from backends.sdk.errors import TerminalError
@@ -133,6 +134,12 @@ def build(
     log = StageLog(Path(request.log))
     policy = resolve(request.config, request.target)
     source = Path(request.inputs["model"])
+    arrived = quantized(n.op_type for n in onnx.load(str(source), load_external_data=False).graph.node)
+    if arrived is not None:
+        raise TerminalError(
+            f"the model arrives quantized ({arrived.text()}), and onnx2tf converts float models only; give "
+            f"{request.target.id} the float model with quantization.mode: ptq"
+        )
     variant, notes = choose(policy, request.target, allowed)
     kept: dict[str, str] = {}
     if policy.sensitive is not None and policy.sensitive.explicit and policy.mode == "ptq":

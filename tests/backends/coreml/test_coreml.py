@@ -370,3 +370,26 @@ def test_a_gru_encoder_that_returns_its_mask_converts(built: Built) -> None:
     assert "output src_mask_out is input src_mask unchanged: not in the package" in stages["compile"]["note"]
     ops = record["programs"]["gru"][1]
     assert "sigmoid" in ops and "tanh" in ops and "gru" not in ops, ops
+
+
+def test_a_model_that_arrives_quantized_fails_compile_saying_so(
+    git_repo: Path, quantized_models: dict[str, Path]
+) -> None:
+    """Core ML's conversion reads no Q/DQ: a model quantized by ONNX Runtime (`mode: none`, the only
+    mode validate allows it on apple-ane) fails its compile in one line naming what it carries, before
+    the converter raises on its first QuantizeLinear."""
+    import shutil
+
+    (git_repo / "models").mkdir()
+    shutil.copyfile(quantized_models["qdq"], git_repo / "models" / "qdq.onnx")
+    spec = (
+        "apiVersion: npuctl/v1\nkind: Deployment\nmetadata: {name: qdq}\nspec:\n"
+        "  model: {path: ../models/qdq.onnx}\n  target: apple-ane\n  inputs: {x: [1, 3, 48, 192]}\n"
+    )
+    (git_repo / "specs" / "qdq.yaml").write_text(spec)
+    done = run_npuctl(git_repo, "apply", "--json")
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    stages = {s["name"]: s for s in json.loads(done.stdout)["specs"][0]["stages"]}
+    assert stages["compile"]["action"] == "failed"
+    assert stages["compile"]["reason"].startswith("the model arrives quantized (DequantizeLinear x"), stages
+    assert "give apple-ane the float model" in stages["compile"]["reason"]
