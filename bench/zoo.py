@@ -60,7 +60,8 @@ class Model:
     """What the model does, in words."""
     inputs: dict[str, list[int]]
     data: str
-    """image-nchw | image-nhwc | gray-nchw | tokens | audio | bytes (extra["text"]: rendered text lines)"""
+    """image-nchw | image-nhwc | gray-nchw | tokens | audio | log-mel | bytes (extra["text"]: rendered text
+    lines; extra["qat"]: the model arrives quantized, every spec builds it as it is)"""
     task: dict[str, Any] | None
     norm: tuple[float, float] = (0.0, 1.0)
     """Images: x = (pixel / 255 - mean) / std, pixel in 0..255."""
@@ -129,6 +130,10 @@ ZOO: tuple[Model, ...] = (
           "BSD-3-Clause", "EEG sleep-spindle detector: a 7,500-sample signal beside its 15-band spectrogram, 1-D "
           "convolutions with GELU (Erf) and ConvTranspose, 30 detections x 3 beside a per-sample segmentation",
           {"raw_signal": [1, 1, 7500], "spectrogram": [1, 15, 7500]}, "audio", None),
+    Model("smart-turn", "pipecat-ai==1.14.0", "pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx",
+          "BSD-2-Clause", "end-of-turn detector: a Whisper-tiny encoder over 8 s of log-mel, one probability; "
+          "arrives quantized (Q/DQ from ONNX Runtime's static quantizer), built as it is (qat)",
+          {"input_features": [1, 80, 800]}, "log-mel", {"type": "classification"}, extra={"qat": True}),
     Model("g2p-bert", "g2p-id-py==0.4.2", "g2p_id/models/bert/bert_mlm.onnx", "Apache-2.0",
           "BERT encoder, per-token scores (int64 ids)", {"input_1": [1, 32]}, "tokens", None, vocab=32),
     Model("khmersm", "khmersm==1.4.2", "khmersm/model.onnx", "not declared (the wheel's METADATA names none)",
@@ -270,6 +275,8 @@ def samples(model: Model, count: int, seed: int) -> list[dict[str, np.ndarray]]:
                 feed[name] = rng.integers(0, model.vocab, dims).astype(np.int32)
             elif name == "state":
                 feed[name] = np.zeros(dims, np.float32)
+            elif model.data == "log-mel":
+                feed[name] = _log_mel(_voice(rng, dims[2] * 160), dims[1], dims[2])[None]
             else:  # audio: a chirp in noise, 16 kHz
                 t = np.arange(int(np.prod(dims))) / 16000.0
                 wave = 0.3 * np.sin(2 * np.pi * (200 + 800 * rng.random()) * t) + 0.05 * rng.standard_normal(
@@ -278,6 +285,33 @@ def samples(model: Model, count: int, seed: int) -> list[dict[str, np.ndarray]]:
                 feed[name] = wave.reshape(dims).astype(np.float32)
         feeds.append(feed)
     return feeds
+
+
+def _voice(rng: np.random.Generator, n: int) -> np.ndarray:
+    """n samples at 16 kHz of a voiced sound: harmonics of a gliding pitch, gated into syllables, that
+    stops at a random point (silence after), in noise."""
+    t = np.arange(n) / 16000.0
+    f0 = 110 + 90 * rng.random() + 25 * np.sin(2 * np.pi * rng.uniform(0.5, 3) * t)
+    phase = 2 * np.pi * np.cumsum(f0) / 16000.0
+    wave = sum((0.3 / h) * np.sin(h * phase) for h in range(1, 8))
+    gate = (np.sin(2 * np.pi * rng.uniform(2, 5) * t) > rng.uniform(-0.5, 0.5)) & (
+        t < rng.uniform(0.3, 1.0) * t[-1]
+    )
+    return (wave * gate + 0.01 * rng.standard_normal(n)).astype(np.float32)
+
+
+def _log_mel(wave: np.ndarray, mels: int, frames: int) -> np.ndarray:
+    """Whisper's log-mel features [mels, frames] (400-sample Hann window, hop 160, HTK mel bands from 0 to
+    8 kHz, log10 clamped to 8 below the peak, (x + 4) / 4), written from the published recipe."""
+    padded = np.pad(wave, 200, mode="reflect")
+    idx = np.arange(400)[None, :] + 160 * np.arange(frames)[:, None]
+    power = np.abs(np.fft.rfft(padded[idx] * np.hanning(401)[:-1], axis=1)) ** 2  # [frames, 201]
+    hz = np.fft.rfftfreq(400, 1 / 16000)
+    edges = 700 * (10 ** (np.linspace(0, 2595 * np.log10(1 + 8000 / 700), mels + 2) / 2595) - 1)
+    bank = np.maximum(0, np.minimum((hz - edges[:-2, None]) / (edges[1:-1, None] - edges[:-2, None]),
+                                    (edges[2:, None] - hz) / (edges[2:, None] - edges[1:-1, None])))  # fmt: skip
+    logs = np.log10(np.maximum(bank @ power.T, 1e-10))
+    return ((np.maximum(logs, logs.max() - 8.0) + 4.0) / 4.0).astype(np.float32)
 
 
 def write_samples(folder: Path, feeds: list[dict[str, np.ndarray]]) -> None:
@@ -481,7 +515,9 @@ def spec_text(model: Model, target: str, path: str, auto: float | None = None) -
         f"  target: {target}", "  model:", f"    path: {path}", "  inputs:",
         *[f"    {json.dumps(k)}: {v}" for k, v in model.inputs.items()],
     ]  # fmt: skip
-    if target in INT8_TARGETS:
+    if model.extra.get("qat"):
+        lines += ["  quantization:", "    mode: qat"]
+    elif target in INT8_TARGETS:
         lines += [
             "  quantization:",
             "    mode: ptq",
@@ -637,6 +673,12 @@ def cell(model: Model, target: str, auto: float | None = None, log: Path | None 
 
 
 def _first_error(done: subprocess.CompletedProcess[str]) -> str:
+    try:  # a spec validate refused: its first error, as `apply --json` lists it
+        refused = json.loads(done.stdout)["specs"][0]["errors"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        refused = []
+    if refused:
+        return ("no: " + str(refused[0]).split(": ", 1)[-1])[:110]
     text = (done.stderr or done.stdout).strip().splitlines()
     errors = [ln for ln in text if "error" in ln.lower() or "failed" in ln.lower()]
     return ("no: " + (errors or text or ["?"])[0])[:110]
