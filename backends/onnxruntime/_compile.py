@@ -89,7 +89,7 @@ def check_ort(
     except Exception as exc:  # ORT raises its own exception types on a feed it refuses
         raise TerminalError(f"compile: the .ort cannot run the check samples: {one_line(exc)}") from exc
     del session
-    quantized = settings.get("quantization_mode") in ("ptq", "qat") or A.has_qdq(source)
+    quantized = settings.get("quantization_mode") in ("ptq", "qat") or A.quantized_source(source)
     limit = A.tolerance("f32", quantized)
     what = f"compile: the .ort (level {settings['graph_optimization_level']})"
     return A.judge(request, source, samples, outputs, limit, what, data)

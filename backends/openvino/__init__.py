@@ -108,7 +108,7 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "compile",
         name="backends.openvino.compile.OpenVinoCompile",
-        version="3",
+        version="4",
         ref="backends.openvino.compile:OpenVinoCompile",
         fingerprint=(_FINGERPRINT,),
     ),

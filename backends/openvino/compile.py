@@ -105,7 +105,7 @@ def check_ir(
         result = LocalRunner().run(job, 600.0, request.log)
         outputs = A.runner_outputs(job, result)
     precision = str(settings["properties"].get("INFERENCE_PRECISION_HINT", "f32"))
-    limit = A.tolerance(precision, quantized=mode in ("ptq", "qat"))
+    limit = A.tolerance(precision, quantized=mode in ("ptq", "qat") or A.quantized_source(source))
     what = f"compile: the OpenVINO IR ({settings['device']}, {precision})"
     return A.judge(request, source, samples, outputs, limit, what, data)
 

@@ -133,7 +133,7 @@ STAGES: dict[str, Registration] = by_stage(
     Registration(
         "compile",
         name="backends.qnn.stages.QnnCompile",
-        version="5-epcontext",
+        version="6-quantized-source",
         ref="backends.qnn.stages:QnnCompile",
     ),
     Registration(

@@ -423,7 +423,7 @@ def check_context(job: Path, source: Path, chip: Mapping[str, str], request: Sta
     driver.call(run, job, job / "check.log")
     reference = artifact_check.run_source(source, samples)
     got = _read_outputs(job / "check-out.npz", len(samples), reference)
-    limit = artifact_check.tolerance("f16", quantized=artifact_check.has_qdq(source))
+    limit = artifact_check.tolerance("f16", quantized=artifact_check.quantized_source(source))
     what = "qnn compile: the context model on the HTP simulator"
     return artifact_check.judge(request, source, samples, got, limit, what, where, reference)
 

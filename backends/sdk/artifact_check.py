@@ -72,12 +72,15 @@ QUANTIZED_STEPS = 1 / QUANTIZED_TOLERANCE
 int8 step off its QDQ math is then at most QUANTIZED_TOLERANCE of the scale it is judged against."""
 
 
-def has_qdq(model: Path) -> bool:
-    """Whether the source is a QDQ model: its compiled form runs integer kernels, which round a
-    requantized output one step off its QDQ math (the reference run_source computes)."""
+def quantized_source(model: Path) -> bool:
+    """Whether the source is quantized (Q/DQ nodes, or integer operators such as a dynamically
+    quantized export's: backends.passes.quantized): its compiled form runs integer kernels, which round
+    a requantized output a step off the source's math (the reference run_source computes), so it is
+    judged at the quantized tolerance whatever the spec's mode."""
     from backends.passes.facts import load_light  # the graph only: no copy of a large model's weights
+    from backends.passes.quantized import quantized
 
-    return any(n.op_type == "QuantizeLinear" for n in load_light(model).graph.node)
+    return quantized(n.op_type for n in load_light(model).graph.node) is not None
 
 
 def tolerance(precision: str, quantized: bool) -> float:
@@ -367,7 +370,7 @@ def check(
     steps = output_steps(source)
     reference = reference if reference is not None else run_source(source, samples)
     found = agreement(reference, outputs, steps)
-    if found.bulk <= how.limit or float_model is None or not has_qdq(source):
+    if found.bulk <= how.limit or float_model is None or not quantized_source(source):
         return require(found, how.limit, how.what, how.data, how.log)
     fidelity = against_float(run_source(Path(float_model), samples), reference, outputs, steps)
     if not fidelity.holds:
