@@ -192,7 +192,7 @@ def build_request(prep: Prepared, target: Target, compile_cfg: Mapping[str, Any]
         "input_shapes": shapes,
         "config": config,
         "quantize": bool(quant.get("quantize")),
-        "qat": quant.get("mode") == "qat",
+        "own_qdq": carries_qdq(prep.onnx),
         "dataset": prep.dataset if quant.get("quantize") else None,
         "hybrid": quant.get("hybrid"),
         "tail_hybrid": quant.get("tail_hybrid"),
@@ -205,14 +205,23 @@ def build_request(prep: Prepared, target: Target, compile_cfg: Mapping[str, Any]
 QAT_DTYPE = "the model's own Q/DQ"
 
 
-def dtype_label(quantized_dtype: str | None, qat: bool) -> str:
+def carries_qdq(model: Path) -> bool:
+    """Whether the model carries its own Q/DQ nodes: rknn-toolkit2 then builds integer layers from
+    their scales whatever the spec's mode (`qat`, or `none` on such a model), with do_quantization off."""
+    from backends.passes.facts import load_light
+    from backends.passes.quantized import quantized
+
+    found = quantized(n.op_type for n in load_light(model).graph.node)
+    return found is not None and found.form == "qdq"
+
+
+def dtype_label(quantized_dtype: str | None, own_qdq: bool) -> str:
     """What a .rknn computes in, for notes and reports: the toolkit's quantized_dtype (w8a8, ...), the
-    model's own Q/DQ (qat: rknn-toolkit2 reads the scales and builds integer layers from them, with
-    do_quantization off), or float16."""
-    return quantized_dtype or (QAT_DTYPE if qat else "float16")
+    model's own Q/DQ (the toolkit reads the scales and builds integer layers from them), or float16."""
+    return quantized_dtype or (QAT_DTYPE if own_qdq else "float16")
 
 
 def integer_build(req: Mapping[str, Any]) -> bool:
     """Whether the .rknn computes in integers (its own calibration, or the model's Q/DQ): such a build
     is checked against its source on the simulator before it is recorded."""
-    return bool(req.get("quantize") or req.get("qat"))
+    return bool(req.get("quantize") or req.get("own_qdq"))

@@ -82,7 +82,7 @@ class RknnQuantize:
         request.log.parent.mkdir(parents=True, exist_ok=True)
         request.log.write_text(json.dumps({"plan": plan, "notes": notes}, indent=1, sort_keys=True) + "\n")
         note = (
-            f"rknn plan: {B.dtype_label(plan.get('quantized_dtype'), plan['mode'] == 'qat')}; the build runs in compile"
+            f"rknn plan: {B.dtype_label(plan.get('quantized_dtype'), B.carries_qdq(Path(source)))}; the build runs in compile"
             + (
                 f" ({len(plan['sensitive_nodes'])} sensitive layers hybrid)"
                 if plan.get("sensitive_nodes")
@@ -150,7 +150,7 @@ def sidecar(
         else None,
         "quantized": B.integer_build(req),
         "quantized_dtype": req["config"].get("quantized_dtype"),
-        "qat": req["qat"],
+        "own_qdq": req["own_qdq"],
         "hybrid_layers": result.get("hybrid_layers", []),
         "rknn_sha256": result["rknn"]["sha256"],
         "toolkit": result.get("sdk"),
@@ -206,14 +206,14 @@ class RknnCompile:
             "rknn": result["rknn"],
             "target_platform": req["config"]["target_platform"],
             "core_mask": meta["core_mask"],
-            "quantized_dtype": B.dtype_label(req["config"].get("quantized_dtype"), req["qat"]),
+            "quantized_dtype": B.dtype_label(req["config"].get("quantized_dtype"), req["own_qdq"]),
             "hybrid_layers": meta["hybrid_layers"],
             "toolkit": result.get("sdk"),
             "fusion": "rewrite.fusion is applied by the shared rewrite pass; RKNN fuses by optimization_level",
         }
         if checked is not None:
             report["check"] = checked
-        dtype = B.dtype_label(req["config"].get("quantized_dtype"), req["qat"])
+        dtype = B.dtype_label(req["config"].get("quantized_dtype"), req["own_qdq"])
         note = f"{req['config']['target_platform']} .rknn ({dtype}), {result['rknn']['size']} bytes"
         disabled = result.get("disabled_rules")
         if disabled:
@@ -378,7 +378,7 @@ class RknnEvaluate:
         samples = data.load_samples(Path(folder), raw, None, 0, "evaluate.data", B.color_of(prep.meta))
         sim = job.parent / "sim"  # outside the build folder: its contents change the toolkit's bytes
         after: dict[str, Any] = {"simulate": simulate.request(samples, raw, prep.meta, sim)}
-        if len(raw) == 1 and not req.get("qat"):  # the toolkit analyses a QAT model on a board only
+        if len(raw) == 1 and not req.get("own_qdq"):  # the toolkit analyses a QAT model on a board only
             after["analysis"] = {
                 "inputs": [str(sim / "analysis_0.npy")],
                 "dir": str(job.parent / "snapshot"),

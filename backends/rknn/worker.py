@@ -239,7 +239,7 @@ def _analysis(rknn: Any, spec: dict[str, Any], base: Path) -> dict[str, Any]:
 def _build_kind(req: dict[str, Any]) -> str:
     if req.get("quantize"):
         return f"quantizing to {(req.get('config') or {}).get('quantized_dtype')} on its calibration data"
-    return "integer layers from the model's own Q/DQ scales" if req.get("qat") else "float16"
+    return "integer layers from the model's own Q/DQ scales" if req.get("own_qdq") else "float16"
 
 
 def run(request_path: Path, running: Callable[[str], None] = lambda what: None) -> dict[str, Any]:

@@ -227,18 +227,20 @@ spec:
     assert lock["measurements"]["accuracy"]["value"] >= 0.75
 
 
+@pytest.mark.parametrize("mode", ["qat", "none"])
 def test_a_model_that_arrives_with_its_own_q_dq_builds_from_its_scales_and_is_checked(
-    digits_repo: Path,
+    digits_repo: Path, mode: str
 ) -> None:
     """The digits model quantized by ONNX Runtime's static quantizer (Q/DQ format), `mode: qat`: the
     toolkit reads the scales (do_quantization off) and lays out INT8 tensors, the record says whose
     quantization it is (not "float16"), the compile checks the build on the simulator against its
     source, and evaluate measures it there (the toolkit's accuracy_analysis takes a QAT model on a
-    board only, so it is not asked)."""
+    board only, so it is not asked). The toolkit reads Q/DQ whatever the spec's mode, so `none` on
+    such a model is the same integer build, and is recorded as one."""
     qdq_digits(digits_repo)
     text = DIGITS_SPEC.format(name="digits").replace("target: cpu", "target: rk3588")
     text = text.replace("digits.onnx", "qdq.onnx").replace(
-        "  evaluate:", "  quantization: {mode: qat}\n  evaluate:"
+        "  evaluate:", f"  quantization: {{mode: {mode}}}\n  evaluate:"
     )
     (digits_repo / "specs" / "digits.yaml").write_text(text.replace("latency_ms: {p90: 1000}", "size_mb: 1"))
     result = run_npuctl(digits_repo, "apply", "--json")
