@@ -202,7 +202,7 @@ def build_request(prep: Prepared, target: Target, compile_cfg: Mapping[str, Any]
     }
 
 
-QAT_DTYPE = "the model's own Q/DQ"
+OWN_QDQ = "the model's own Q/DQ"
 
 
 def carries_qdq(model: Path) -> bool:
@@ -218,7 +218,7 @@ def carries_qdq(model: Path) -> bool:
 def dtype_label(quantized_dtype: str | None, own_qdq: bool) -> str:
     """What a .rknn computes in, for notes and reports: the toolkit's quantized_dtype (w8a8, ...), the
     model's own Q/DQ (the toolkit reads the scales and builds integer layers from them), or float16."""
-    return quantized_dtype or (QAT_DTYPE if own_qdq else "float16")
+    return quantized_dtype or (OWN_QDQ if own_qdq else "float16")
 
 
 def integer_build(req: Mapping[str, Any]) -> bool:

@@ -190,7 +190,9 @@ class RknnCompile:
         with driver.job_folder() as job:
             prep = B.prepare(Path(source), job)
             req = B.build_request(prep, request.target, compile_cfg)
-            integer = B.integer_build(req)
+            integer = B.integer_build(
+                req
+            )  # its own calibration or the model's Q/DQ: checked on the simulator
             plan = simulate.CheckPlan.make(request, prep, job.parent / "sim") if integer else None
             result = driver.run(req, prep.folder, request.log, plan.after if plan else None)
             checked = plan.check(request, prep) if plan else None  # the int8 build against its source
