@@ -26,6 +26,7 @@ from backends.sdk.base import SpecNeed
 from reconciler.repo import find_root
 from reconciler.spec import ModelError, ModelSummary, SpecErrors, load, model_summary, semantic_errors
 from reconciler.spec._errors import display_path
+from reconciler.spec._options import refused
 from reconciler.spec._paths import package_folder
 from reconciler.spec._suggest import suggest
 from reconciler.spec._summary import sha256_file
@@ -352,9 +353,13 @@ def _quantization_lines(summary: ModelSummary, target: str) -> list[str]:
     where the target's toolchain cannot build that mode."""
     found = quantized(op for _, op in summary.nodes)
     if found is not None and found.form == "qdq":
-        refused = _refused(target, "qat")
-        if refused:
-            return [f"    mode: FIXME  # FIXME: the model arrives quantized ({found.text()}); {refused}"]
+        why = [
+            message
+            for field, message in refused(target, {"quantization": {"mode": "qat"}})
+            if "mode" in field
+        ]
+        if why:
+            return [f"    mode: FIXME  # FIXME: the model arrives quantized ({found.text()}); {why[0]}"]
         return [f"    mode: qat  # the model arrives quantized ({found.text()}): built with its own scales"]
     if found is not None:
         return [
@@ -370,21 +375,6 @@ def _quantization_lines(summary: ModelSummary, target: str) -> list[str]:
         "    #   keep: fp16",
         "    #   auto: {max_accuracy_drop: 0.01, max_layers: 8}",
     ]
-
-
-def _refused(target: str, mode: str) -> str | None:
-    """Why the target's backend cannot build quantization.mode `mode` (its spec_errors), or None."""
-    from backends import registry
-    from backends.sdk.base import SPEC_ERRORS
-    from backends.sdk.errors import BackendError
-
-    found = catalog.target(target)
-    try:
-        check = getattr(registry.backend(found.backend), SPEC_ERRORS, None)
-    except BackendError:
-        return None
-    errors = check({"quantization": {"mode": mode}}, found) if check is not None else []
-    return errors[0][1] if errors else None
 
 
 def _ignore_state(root: Path) -> None:

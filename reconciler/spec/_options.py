@@ -42,20 +42,25 @@ def options_errors(spec: LoadedSpec) -> list[SpecError]:
 
 def backend_spec_errors(spec: LoadedSpec) -> list[SpecError]:
     """What the spec's backend says it cannot build (its optional `spec_errors`, backends.sdk.base)."""
+    section = spec.deployment.spec.model_dump(mode="json")
+    found = refused(spec.target, section, spec.deployment.spec.compile.backend)
+    return [spec.error(field, message) for field, message in found]
+
+
+def refused(target_id: str, section: dict[str, Any], backend: str | None = None) -> list[tuple[str, str]]:
+    """(field, message) for what the target's backend (or `backend`) cannot build of the spec section
+    `section`, by its optional `spec_errors`; none for a backend that is not registered here (reported
+    by options_errors)."""
     from backends import registry
     from backends.sdk.base import SPEC_ERRORS
     from backends.sdk.errors import BackendError
 
-    target = catalog.target(spec.target)
+    target = catalog.target(target_id)
     try:
-        backend = registry.backend(spec.deployment.spec.compile.backend or target.backend)
+        check = getattr(registry.backend(backend or target.backend), SPEC_ERRORS, None)
     except BackendError:
-        return []  # reported by options_errors
-    check = getattr(backend, SPEC_ERRORS, None)
-    if check is None:
         return []
-    section = spec.deployment.spec.model_dump(mode="json")
-    return [spec.error(field, message) for field, message in check(section, target)]
+    return list(check(section, target)) if check is not None else []
 
 
 def target_backend_error(spec: LoadedSpec) -> SpecError | None:
