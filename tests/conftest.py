@@ -215,3 +215,14 @@ def qdq_digits(repo: Path) -> Path:
     out = repo / "models" / "qdq.onnx"
     quantize_static(repo / "models" / "digits.onnx", out, Calibration(), quant_format=QuantFormat.QDQ)
     return out
+
+
+def quantized_cls_spec(repo: Path, model: Path, name: str, target: str, extra: str = "") -> None:
+    """A one-spec repository around `model` (one of `quantized_models`: PP-OCR's classifier, input x at
+    [1, 3, 48, 192]) copied to models/<name>.onnx, for `target`; `extra`: more spec lines."""
+    (repo / "models").mkdir(exist_ok=True)
+    shutil.copyfile(model, repo / "models" / f"{name}.onnx")
+    (repo / "specs" / f"{name}.yaml").write_text(
+        f"apiVersion: npuctl/v1\nkind: Deployment\nmetadata: {{name: {name}}}\nspec:\n"
+        f"  model: {{path: ../models/{name}.onnx}}\n  target: {target}\n  inputs: {{x: [1, 3, 48, 192]}}\n{extra}"
+    )

@@ -192,7 +192,7 @@ def build_request(prep: Prepared, target: Target, compile_cfg: Mapping[str, Any]
         "input_shapes": shapes,
         "config": config,
         "quantize": bool(quant.get("quantize")),
-        "own_qdq": carries_qdq(prep.onnx),
+        "own_qdq": carries_qdq(_graph(prep.onnx)),
         "dataset": prep.dataset if quant.get("quantize") else None,
         "hybrid": quant.get("hybrid"),
         "tail_hybrid": quant.get("tail_hybrid"),
@@ -205,14 +205,20 @@ def build_request(prep: Prepared, target: Target, compile_cfg: Mapping[str, Any]
 OWN_QDQ = "the model's own Q/DQ"
 
 
-def carries_qdq(model: Path) -> bool:
-    """Whether the model carries its own Q/DQ nodes: rknn-toolkit2 then builds integer layers from
-    their scales whatever the spec's mode (`qat`, or `none` on such a model), with do_quantization off."""
-    from backends.passes.facts import load_light
+def carries_qdq(graph: Any) -> bool:
+    """Whether the model's graph (an onnx GraphProto) carries its own Q/DQ nodes: rknn-toolkit2 then
+    builds integer layers from their scales whatever the spec's mode (`qat`, or `none` on such a
+    model), with do_quantization off."""
     from backends.passes.quantized import quantized
 
-    found = quantized(n.op_type for n in load_light(model).graph.node)
+    found = quantized(n.op_type for n in graph.node)
     return found is not None and found.form == "qdq"
+
+
+def _graph(model: Path) -> Any:
+    from backends.passes.facts import load_light  # the graph only: no copy of a large model's weights
+
+    return load_light(model).graph
 
 
 def dtype_label(quantized_dtype: str | None, own_qdq: bool) -> str:

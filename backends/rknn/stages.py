@@ -82,7 +82,7 @@ class RknnQuantize:
         request.log.parent.mkdir(parents=True, exist_ok=True)
         request.log.write_text(json.dumps({"plan": plan, "notes": notes}, indent=1, sort_keys=True) + "\n")
         note = (
-            f"rknn plan: {B.dtype_label(plan.get('quantized_dtype'), B.carries_qdq(Path(source)))}; the build runs in compile"
+            f"rknn plan: {B.dtype_label(plan.get('quantized_dtype'), B.carries_qdq(model.graph))}; the build runs in compile"
             + (
                 f" ({len(plan['sensitive_nodes'])} sensitive layers hybrid)"
                 if plan.get("sensitive_nodes")

@@ -134,7 +134,8 @@ def build(
     log = StageLog(Path(request.log))
     policy = resolve(request.config, request.target)
     source = Path(request.inputs["model"])
-    arrived = quantized(n.op_type for n in onnx.load(str(source), load_external_data=False).graph.node)
+    structure = onnx.load(str(source), load_external_data=False)  # the graph, read once here
+    arrived = quantized(n.op_type for n in structure.graph.node)
     if arrived is not None:
         raise TerminalError(
             f"the model arrives quantized ({arrived.text()}), and onnx2tf converts float models only; give "
@@ -143,7 +144,7 @@ def build(
     variant, notes = choose(policy, request.target, allowed)
     kept: dict[str, str] = {}
     if policy.sensitive is not None and policy.sensitive.explicit and policy.mode == "ptq":
-        kept = match_rules(onnx.load(str(source), load_external_data=False), policy.sensitive)
+        kept = match_rules(structure, policy.sensitive)
     float_keep = sorted(kept) if policy.sensitive is not None and policy.sensitive.keep in FLOAT_KEEPS else []
     files = calibration_files(request, policy) if policy.mode == "ptq" else []
     if variant == "full_int8" and policy.placement == "target":

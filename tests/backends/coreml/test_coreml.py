@@ -19,7 +19,7 @@ from backends.sdk import bundles, toolchains
 from reconciler.state.store import Store
 from tests.backends.built_once import built_once
 from tests.backends.detector import write_det_repo
-from tests.conftest import DIGITS_SPEC, copy_digits, git, run_npuctl
+from tests.conftest import DIGITS_SPEC, copy_digits, git, quantized_cls_spec, run_npuctl
 
 pytestmark = [
     pytest.mark.slow,
@@ -378,15 +378,7 @@ def test_a_model_that_arrives_quantized_fails_compile_saying_so(
     """Core ML's conversion reads no Q/DQ: a model quantized by ONNX Runtime (`mode: none`, the only
     mode validate allows it on apple-ane) fails its compile in one line naming what it carries, before
     the converter raises on its first QuantizeLinear."""
-    import shutil
-
-    (git_repo / "models").mkdir()
-    shutil.copyfile(quantized_models["qdq"], git_repo / "models" / "qdq.onnx")
-    spec = (
-        "apiVersion: npuctl/v1\nkind: Deployment\nmetadata: {name: qdq}\nspec:\n"
-        "  model: {path: ../models/qdq.onnx}\n  target: apple-ane\n  inputs: {x: [1, 3, 48, 192]}\n"
-    )
-    (git_repo / "specs" / "qdq.yaml").write_text(spec)
+    quantized_cls_spec(git_repo, quantized_models["qdq"], "qdq", "apple-ane")
     done = run_npuctl(git_repo, "apply", "--json")
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
     stages = {s["name"]: s for s in json.loads(done.stdout)["specs"][0]["stages"]}

@@ -7,7 +7,6 @@ against 0.001, while it picks the same class as the model on every sample."""
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import onnxruntime as ort
 import pytest
 
 from tests.backends.passes.npu_models import photo, ppocr_input
-from tests.conftest import run_npuctl
+from tests.conftest import quantized_cls_spec, run_npuctl
 
 pytestmark = pytest.mark.slow
 
@@ -24,18 +23,12 @@ pytestmark = pytest.mark.slow
 def test_a_dynamically_quantized_model_builds_for_the_intel_npu(
     git_repo: Path, quantized_models: dict[str, Path]
 ) -> None:
-    (git_repo / "models").mkdir()
-    shutil.copyfile(quantized_models["integer"], git_repo / "models" / "int.onnx")
     frames = [ppocr_input(photo(p), 48, 192) for p in ("astronaut", "coffee", "chelsea", "rocket")]
     (git_repo / "data" / "eval").mkdir(parents=True)
     for k, x in enumerate(frames):
         np.save(git_repo / "data" / "eval" / f"{k}.npy", x)
-    spec = (
-        "apiVersion: npuctl/v1\nkind: Deployment\nmetadata: {name: int}\nspec:\n"
-        "  model: {path: ../models/int.onnx}\n  target: intel-npu\n  inputs: {x: [1, 3, 48, 192]}\n"
-        "  evaluate: {data: ../data/eval, task: {type: classification}, warmup: 1, runs: 3}\n"
-    )
-    (git_repo / "specs" / "int.yaml").write_text(spec)
+    evaluate = "  evaluate: {data: ../data/eval, task: {type: classification}, warmup: 1, runs: 3}\n"
+    quantized_cls_spec(git_repo, quantized_models["integer"], "int", "intel-npu", evaluate)
     done = run_npuctl(git_repo, "apply", "--json")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     stages = {s["name"]: s for s in json.loads(done.stdout)["specs"][0]["stages"]}

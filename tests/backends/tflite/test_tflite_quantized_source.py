@@ -4,13 +4,12 @@ fails in one line naming what it carries, for every mode validate lets through."
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.backends.tflite.needs import NEEDS_TFLITE
-from tests.conftest import run_npuctl
+from tests.conftest import quantized_cls_spec, run_npuctl
 
 pytestmark = NEEDS_TFLITE
 
@@ -19,13 +18,7 @@ pytestmark = NEEDS_TFLITE
 def test_a_q_dq_model_fails_saying_it_arrives_quantized(
     git_repo: Path, quantized_models: dict[str, Path], target: str
 ) -> None:
-    (git_repo / "models").mkdir()
-    shutil.copyfile(quantized_models["qdq"], git_repo / "models" / "qdq.onnx")
-    spec = (
-        "apiVersion: npuctl/v1\nkind: Deployment\nmetadata: {name: qdq}\nspec:\n"
-        f"  model: {{path: ../models/qdq.onnx}}\n  target: {target}\n  inputs: {{x: [1, 3, 48, 192]}}\n"
-    )
-    (git_repo / "specs" / "qdq.yaml").write_text(spec)
+    quantized_cls_spec(git_repo, quantized_models["qdq"], "qdq", target)
     done = run_npuctl(git_repo, "apply", "--json", env={"NEUROPILOT_SDK_ROOT": ""})
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
     failed = [s for s in json.loads(done.stdout)["specs"][0]["stages"] if s["action"] == "failed"]
